@@ -1,0 +1,68 @@
+//! The [`Algorithm`] trait: one pure transition on a packed `u64` state.
+//!
+//! Every single-word algorithm (GCRA, token bucket, leaky bucket, fixed window, sliding
+//! window counter) implements it; the executors ([`StateCell`](crate::StateCell),
+//! [`Limiter`](crate::Limiter), `std`'s keyed tables) run it without knowing which
+//! algorithm it is.
+
+use crate::{Decision, InsufficientCapacity, Nanos, Outcome};
+
+/// A rate-limiting algorithm as precomputed parameters plus a pure, total transition on a
+/// packed `u64` state. A state of `0` is a fresh key: full quota.
+///
+/// ```
+/// use tollgate_core::{Algorithm, Gcra, Nanos};
+/// let gcra = Gcra::per_second(1).burst(2).build().unwrap();
+/// let first = gcra.decide(0, Nanos::ZERO, 1).unwrap();
+/// assert!(first.decision.allowed);
+/// let next = first.next.unwrap();
+/// // A peek never writes.
+/// assert_eq!(gcra.peek(next, Nanos::ZERO, 1).unwrap().next, None);
+/// ```
+pub trait Algorithm {
+    /// The most cost-1 requests admissible at once from a fresh state.
+    fn limit(&self) -> u64;
+
+    /// The largest cost one check can ever admit; a larger cost is
+    /// [`InsufficientCapacity`].
+    fn max_cost(&self) -> u64;
+
+    /// Decides a request of `cost` permits at `now` against `state`.
+    ///
+    /// Total: no input panics, overflows or divides by zero. `next` is `None` for every
+    /// deny and for `cost == 0` (a probe). A `now` older than the state is handled with
+    /// `max`, so a late caller is never admitted beyond the limit.
+    fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity>;
+
+    /// The decision a request of `cost` would get, without consuming anything.
+    #[inline]
+    fn peek(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
+        let outcome = self.decide(state, now, cost)?;
+        Ok(Outcome::read_only(outcome.decision))
+    }
+
+    /// Whether `state` at `now` is indistinguishable from a fresh key's, now and at every
+    /// later time: forgetting it loses nothing (what lossless eviction looks for).
+    fn is_idle(&self, state: u64, now: Nanos) -> bool;
+}
+
+/// Rejects a cost above `max_cost`; shared by every algorithm.
+#[inline]
+pub(crate) fn check_cost(cost: u32, max_cost: u64) -> Result<(), InsufficientCapacity> {
+    if u64::from(cost) > max_cost {
+        Err(InsufficientCapacity { max_cost })
+    } else {
+        Ok(())
+    }
+}
+
+/// Convenience for implementations: build the outcome of an admitted request, writing
+/// nothing when `cost` is zero.
+#[inline]
+pub(crate) fn admitted(cost: u32, next: u64, decision: Decision) -> Outcome {
+    if cost == 0 {
+        Outcome::read_only(decision)
+    } else {
+        Outcome::write(next, decision)
+    }
+}

@@ -1,0 +1,313 @@
+//! Algorithms as values: [`AlgorithmConfig`] (the seed's factory: the algorithm is a config
+//! value), [`PackedAlgorithm`] and [`AnyAlgorithm`] (validated, dispatched by `match`, never
+//! `Box<dyn>`), and [`AnyLimiter`], a direct limiter for whichever was configured.
+
+use crate::{
+    Algorithm, Clock, ConfigError, Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket,
+    LogRing, Nanos, Outcome, SlidingWindowCounter, SlidingWindowLog, StateCell, TokenBucket,
+};
+
+/// Which algorithm, with its numbers: a plain description, validated by [`build`](Self::build).
+///
+/// ```
+/// use tollgate_core::{AlgorithmConfig, AnyLimiter, Nanos};
+/// let config = AlgorithmConfig::FixedWindow { limit: 2, window: Nanos::from_secs(60) };
+/// let limiter = AnyLimiter::<0>::new(config.build().unwrap()).unwrap();
+/// assert!(limiter.check_at(Nanos::ZERO).allowed);
+/// assert_eq!(limiter.check_at(Nanos::ZERO).remaining, 0);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AlgorithmConfig {
+    /// [`Gcra`]: `limit` per `period`, up to `burst` at once.
+    Gcra {
+        /// Permits per period.
+        limit: u64,
+        /// The period.
+        period: Nanos,
+        /// The most admitted at once.
+        burst: u64,
+    },
+    /// [`TokenBucket`]: `capacity` tokens, `refill_amount` back every `refill_period`.
+    TokenBucket {
+        /// Bucket capacity.
+        capacity: u64,
+        /// Tokens regained per refill period.
+        refill_amount: u64,
+        /// The refill period.
+        refill_period: Nanos,
+    },
+    /// [`LeakyBucket`]: drains `amount` per `period`, `queue` may wait.
+    LeakyBucket {
+        /// Units drained per period.
+        amount: u64,
+        /// The period.
+        period: Nanos,
+        /// Queue depth.
+        queue: u64,
+    },
+    /// [`FixedWindow`]: `limit` per `window`.
+    FixedWindow {
+        /// Permits per window.
+        limit: u64,
+        /// Window length.
+        window: Nanos,
+    },
+    /// [`SlidingWindowCounter`]: `limit` per sliding `window`, approximated.
+    SlidingWindowCounter {
+        /// Permits per window.
+        limit: u64,
+        /// Window length.
+        window: Nanos,
+    },
+    /// [`SlidingWindowLog`]: `limit` per sliding `window`, exact.
+    SlidingWindowLog {
+        /// Permits per window.
+        limit: u64,
+        /// Window length.
+        window: Nanos,
+    },
+}
+
+impl AlgorithmConfig {
+    /// Validates the numbers into an executable algorithm.
+    pub const fn build(&self) -> Result<AnyAlgorithm, ConfigError> {
+        let packed = match *self {
+            AlgorithmConfig::Gcra {
+                limit,
+                period,
+                burst,
+            } => match Gcra::with_period(limit, period).burst(burst).build() {
+                Ok(a) => PackedAlgorithm::Gcra(a),
+                Err(e) => return Err(e),
+            },
+            AlgorithmConfig::TokenBucket {
+                capacity,
+                refill_amount,
+                refill_period,
+            } => match TokenBucket::new(capacity, refill_amount, refill_period) {
+                Ok(a) => PackedAlgorithm::TokenBucket(a),
+                Err(e) => return Err(e),
+            },
+            AlgorithmConfig::LeakyBucket {
+                amount,
+                period,
+                queue,
+            } => match LeakyBucket::new(amount, period, queue) {
+                Ok(a) => PackedAlgorithm::LeakyBucket(a),
+                Err(e) => return Err(e),
+            },
+            AlgorithmConfig::FixedWindow { limit, window } => match FixedWindow::new(limit, window)
+            {
+                Ok(a) => PackedAlgorithm::FixedWindow(a),
+                Err(e) => return Err(e),
+            },
+            AlgorithmConfig::SlidingWindowCounter { limit, window } => {
+                match SlidingWindowCounter::new(limit, window) {
+                    Ok(a) => PackedAlgorithm::SlidingWindowCounter(a),
+                    Err(e) => return Err(e),
+                }
+            }
+            AlgorithmConfig::SlidingWindowLog { limit, window } => {
+                return match SlidingWindowLog::new(limit, window) {
+                    Ok(a) => Ok(AnyAlgorithm::Log(a)),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        Ok(AnyAlgorithm::Packed(packed))
+    }
+}
+
+/// Any of the five single-word algorithms, dispatched by `match`. Implements
+/// [`Algorithm`], so keyed tables can hold a runtime-chosen algorithm at 8 bytes per key.
+///
+/// ```
+/// use tollgate_core::{Algorithm, Gcra, PackedAlgorithm};
+/// let any = PackedAlgorithm::from(Gcra::per_second(5).build().unwrap());
+/// assert_eq!(any.limit(), 5);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PackedAlgorithm {
+    /// GCRA.
+    Gcra(Gcra),
+    /// Token bucket.
+    TokenBucket(TokenBucket),
+    /// Leaky bucket (shaper).
+    LeakyBucket(LeakyBucket),
+    /// Fixed window.
+    FixedWindow(FixedWindow),
+    /// Sliding window counter.
+    SlidingWindowCounter(SlidingWindowCounter),
+}
+
+macro_rules! dispatch {
+    ($self:expr, $a:ident => $body:expr) => {
+        match $self {
+            PackedAlgorithm::Gcra($a) => $body,
+            PackedAlgorithm::TokenBucket($a) => $body,
+            PackedAlgorithm::LeakyBucket($a) => $body,
+            PackedAlgorithm::FixedWindow($a) => $body,
+            PackedAlgorithm::SlidingWindowCounter($a) => $body,
+        }
+    };
+}
+
+impl Algorithm for PackedAlgorithm {
+    #[inline]
+    fn limit(&self) -> u64 {
+        dispatch!(self, a => a.limit())
+    }
+
+    #[inline]
+    fn max_cost(&self) -> u64 {
+        dispatch!(self, a => a.max_cost())
+    }
+
+    #[inline]
+    fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
+        dispatch!(self, a => a.decide(state, now, cost))
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        dispatch!(self, a => a.is_idle(state, now))
+    }
+}
+
+macro_rules! packed_from {
+    ($($ty:ident),*) => {$(
+        impl From<$ty> for PackedAlgorithm {
+            fn from(a: $ty) -> PackedAlgorithm {
+                PackedAlgorithm::$ty(a)
+            }
+        }
+        impl From<$ty> for AnyAlgorithm {
+            fn from(a: $ty) -> AnyAlgorithm {
+                AnyAlgorithm::Packed(PackedAlgorithm::$ty(a))
+            }
+        }
+    )*};
+}
+packed_from!(
+    Gcra,
+    TokenBucket,
+    LeakyBucket,
+    FixedWindow,
+    SlidingWindowCounter
+);
+
+/// Any of the six algorithms: a single-word one, or the sliding window log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AnyAlgorithm {
+    /// One of the single-word algorithms.
+    Packed(PackedAlgorithm),
+    /// The sliding window log (multi-word state).
+    Log(SlidingWindowLog),
+}
+
+impl From<SlidingWindowLog> for AnyAlgorithm {
+    fn from(a: SlidingWindowLog) -> AnyAlgorithm {
+        AnyAlgorithm::Log(a)
+    }
+}
+
+impl From<PackedAlgorithm> for AnyAlgorithm {
+    fn from(a: PackedAlgorithm) -> AnyAlgorithm {
+        AnyAlgorithm::Packed(a)
+    }
+}
+
+impl AnyAlgorithm {
+    /// The most cost-1 requests admissible at once from a fresh state.
+    pub fn limit(&self) -> u64 {
+        match self {
+            AnyAlgorithm::Packed(a) => a.limit(),
+            AnyAlgorithm::Log(a) => a.limit(),
+        }
+    }
+}
+
+/// The state behind an [`AnyLimiter`]: one word or a ring.
+#[derive(Debug)]
+enum AnyState<const N: usize> {
+    Word(StateCell),
+    Ring(LogRing<N>),
+}
+
+/// A direct limiter for a runtime-chosen algorithm. `N` is the ring capacity reserved for
+/// a sliding window log (use `0` when no log will be configured: the single-word algorithms
+/// then cost 8 bytes of state).
+///
+/// ```
+/// use tollgate_core::{AlgorithmConfig, AnyLimiter, Nanos};
+/// let log = AlgorithmConfig::SlidingWindowLog { limit: 2, window: Nanos::from_secs(1) };
+/// let limiter = AnyLimiter::<2>::new(log.build().unwrap()).unwrap();
+/// assert!(limiter.check_at(Nanos::ZERO).allowed);
+/// assert!(limiter.check_at(Nanos::ZERO).allowed);
+/// assert!(!limiter.check_at(Nanos::ZERO).allowed);
+/// ```
+#[derive(Debug)]
+pub struct AnyLimiter<const N: usize> {
+    algorithm: AnyAlgorithm,
+    state: AnyState<N>,
+}
+
+impl<const N: usize> AnyLimiter<N> {
+    /// A fresh limiter; [`ConfigError::LimitTooLarge`] if a log's limit exceeds `N`.
+    pub fn new(algorithm: AnyAlgorithm) -> Result<AnyLimiter<N>, ConfigError> {
+        let state = match algorithm {
+            AnyAlgorithm::Packed(_) => AnyState::Word(StateCell::new()),
+            AnyAlgorithm::Log(log) if log.limit() > N as u64 => {
+                return Err(ConfigError::LimitTooLarge { max: N as u64 })
+            }
+            AnyAlgorithm::Log(_) => AnyState::Ring(LogRing::new()),
+        };
+        Ok(AnyLimiter { algorithm, state })
+    }
+
+    /// The configured algorithm.
+    pub fn algorithm(&self) -> &AnyAlgorithm {
+        &self.algorithm
+    }
+
+    /// Checks `cost` permits at `now`, all or nothing.
+    pub fn check_n_at(&self, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        match (&self.algorithm, &self.state) {
+            (AnyAlgorithm::Packed(a), AnyState::Word(cell)) => cell.check_at(a, now, cost),
+            (AnyAlgorithm::Log(log), AnyState::Ring(ring)) => ring.check_at(log, now, cost),
+            // `new` pairs each algorithm with its state; the fields are private.
+            _ => Err(InsufficientCapacity { max_cost: 0 }),
+        }
+    }
+
+    /// What `cost` permits would get at `now`; consumes nothing.
+    pub fn peek_n_at(&self, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        match (&self.algorithm, &self.state) {
+            (AnyAlgorithm::Packed(a), AnyState::Word(cell)) => cell.peek_at(a, now, cost),
+            (AnyAlgorithm::Log(log), AnyState::Ring(ring)) => ring.peek_at(log, now, cost),
+            _ => Err(InsufficientCapacity { max_cost: 0 }),
+        }
+    }
+
+    /// Checks one permit at `now`.
+    pub fn check_at(&self, now: Nanos) -> Decision {
+        self.check_n_at(now, 1)
+            .unwrap_or_else(|_| Decision::deny(self.algorithm.limit(), 0, Nanos::MAX, Nanos::MAX))
+    }
+
+    /// What one permit would get at `now`.
+    pub fn peek_at(&self, now: Nanos) -> Decision {
+        self.peek_n_at(now, 1)
+            .unwrap_or_else(|_| Decision::deny(self.algorithm.limit(), 0, Nanos::MAX, Nanos::MAX))
+    }
+
+    /// Checks one permit, reading `clock` once.
+    pub fn check(&self, clock: &impl Clock) -> Decision {
+        self.check_at(clock.now())
+    }
+
+    /// Checks `cost` permits, reading `clock` once.
+    pub fn check_n(&self, clock: &impl Clock, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        self.check_n_at(clock.now(), cost)
+    }
+}

@@ -1,0 +1,130 @@
+//! Fixed window: at most `L` permits in each window `[w·W, (w+1)·W)`, windows aligned to the
+//! clock's epoch.
+//!
+//! ```text
+//! w = ⌊now / W⌋ ;  count = 0 if the stored window is older than w
+//! admit iff count + cost ≤ L ;  reset_after = (w+1)·W − now
+//! ```
+//!
+//! The boundary burst: `L` permits at the very end of one window and `L` more at the start
+//! of the next are all admitted, so up to `2·L` pass in an instant straddling a boundary.
+//! That is the price of O(1) state; the sliding window counter and log avoid it.
+//!
+//! A `now` in a window older than the stored one (a late thread) is counted against the
+//! stored, newer window: it can be refused, never over-admitted.
+//!
+//! Packed state, with `c = 64 − bits(u64::MAX / W)` counter bits (so the full window index of
+//! any time fits and nothing wraps):
+//!
+//! ```text
+//!  63                           c   c-1                      0
+//! +------------------------------+----------------------------+
+//! |  window index w = ⌊now / W⌋  |   count admitted in w (≤ L) |
+//! +------------------------------+----------------------------+
+//! ```
+
+use crate::algorithm::{admitted, check_cost};
+use crate::window::{until_window, validate};
+use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Nanos, Outcome};
+
+/// Fixed window parameters: limit `L` per window `W`.
+///
+/// ```
+/// use tollgate_core::{FixedWindow, Limiter, Nanos};
+/// let window = Limiter::new(FixedWindow::new(3, Nanos::from_secs(1)).unwrap());
+/// let at = |ms| Nanos::from_millis(ms);
+/// assert_eq!((0..5).filter(|_| window.check_at(at(900)).allowed).count(), 3);
+/// // The next window starts fresh: the boundary burst.
+/// assert_eq!((0..5).filter(|_| window.check_at(at(1000)).allowed).count(), 3);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FixedWindow {
+    limit: u64,
+    window: u64,
+    count_bits: u32,
+}
+
+impl FixedWindow {
+    /// `limit` permits per window of `window`.
+    ///
+    /// Errors: zero limit or window, or a limit too large for the counter bits left beside
+    /// the window index (about one permit per nanosecond of window; the error says the
+    /// exact maximum).
+    pub const fn new(limit: u64, window: Nanos) -> Result<FixedWindow, ConfigError> {
+        match validate(limit, window, 1) {
+            Ok(count_bits) => Ok(FixedWindow {
+                limit,
+                window: window.as_u64(),
+                count_bits,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The window length W.
+    pub const fn window(&self) -> Nanos {
+        Nanos::new(self.window)
+    }
+
+    /// Packs `(window index, count)`.
+    #[inline]
+    pub const fn pack(&self, index: u64, count: u64) -> u64 {
+        (index << self.count_bits) | count
+    }
+
+    /// Unpacks into `(window index, count)`.
+    #[inline]
+    pub const fn unpack(&self, state: u64) -> (u64, u64) {
+        (
+            state >> self.count_bits,
+            state & ((1u64 << self.count_bits) - 1),
+        )
+    }
+
+    /// The window index and count in force at `now`: a stored window older than `now`'s
+    /// counts zero; a newer one (late caller) is kept.
+    #[inline]
+    fn current(&self, state: u64, now: u64) -> (u64, u64) {
+        let (stored, count) = self.unpack(state);
+        let index = now / self.window;
+        if stored >= index {
+            (stored, count)
+        } else {
+            (index, 0)
+        }
+    }
+}
+
+impl Algorithm for FixedWindow {
+    #[inline]
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    #[inline]
+    fn max_cost(&self) -> u64 {
+        self.limit
+    }
+
+    #[inline]
+    fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
+        check_cost(cost, self.limit)?;
+        let now = now.as_u64();
+        let (index, count) = self.current(state, now);
+        let reset_after = Nanos::new(until_window(self.window, index, 1, now));
+        // count ≤ L and cost ≤ L, both below 2^63: the sum cannot overflow.
+        let new_count = count + u64::from(cost);
+        if new_count <= self.limit {
+            let decision = Decision::allow(self.limit, self.limit - new_count, reset_after);
+            Ok(admitted(cost, self.pack(index, new_count), decision))
+        } else {
+            let decision = Decision::deny(self.limit, self.limit - count, reset_after, reset_after);
+            Ok(Outcome::read_only(decision))
+        }
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        self.current(state, now.as_u64()).1 == 0
+    }
+}

@@ -1,0 +1,208 @@
+//! GCRA, the Generic Cell Rate Algorithm: `limit` per `period` with a burst of `b`.
+//!
+//! Emission interval `T = ⌈period / limit⌉` (rounded up, so the effective rate is never
+//! above the configured one), tolerance `τ = b·T`. The state is the theoretical arrival time
+//! `TAT`; a fresh key has `TAT = 0`.
+//!
+//! ```text
+//! tat = max(TAT, now);  new = tat + cost·T
+//! admit iff new − now ≤ τ, then TAT := new
+//! remaining   = ⌊(τ − (new − now)) / T⌋
+//! retry_after = new − now − τ            (deny)
+//! reset_after = TAT − now                (until the bucket is full again)
+//! ```
+//!
+//! Packed state (one `u64`, no packing needed):
+//!
+//! ```text
+//!  63                                                             0
+//! +----------------------------------------------------------------+
+//! |            TAT: theoretical arrival time, ns since epoch        |
+//! +----------------------------------------------------------------+
+//! ```
+
+use crate::algorithm::{admitted, check_cost};
+use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Nanos, Outcome};
+
+/// GCRA parameters, validated and precomputed. Build with [`Gcra::per_second`] and friends.
+///
+/// ```
+/// use tollgate_core::{Gcra, Limiter, Nanos};
+/// const API: Gcra = match Gcra::per_second(100).burst(10).build() {
+///     Ok(gcra) => gcra,
+///     Err(_) => panic!("bad config"),
+/// };
+/// assert_eq!(API.emission_interval(), Nanos::from_millis(10));
+/// let limiter = Limiter::new(API);
+/// assert_eq!((0..20).filter(|_| limiter.check_at(Nanos::ZERO).allowed).count(), 10);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Gcra {
+    /// Emission interval T in ns (≥ 1).
+    interval: u64,
+    /// Tolerance τ = burst·T in ns.
+    tolerance: u64,
+    /// Burst b: the most permits admitted at once.
+    burst: u64,
+}
+
+/// A GCRA configuration awaiting validation: `limit` per `period`, burst defaulting to
+/// `limit`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[must_use = "call .build() to validate the configuration"]
+pub struct GcraBuilder {
+    limit: u64,
+    period: Nanos,
+    burst: Option<u64>,
+}
+
+impl GcraBuilder {
+    /// The most permits admitted at once (b ≥ 1). Defaults to `limit`.
+    pub const fn burst(mut self, burst: u64) -> GcraBuilder {
+        self.burst = Some(burst);
+        self
+    }
+
+    /// Validates and precomputes.
+    ///
+    /// Errors: [`ConfigError::ZeroLimit`], [`ConfigError::ZeroPeriod`],
+    /// [`ConfigError::ZeroBurst`], [`ConfigError::RateTooFine`] (more than one permit per
+    /// ns), [`ConfigError::LimitTooLarge`] (burst·T beyond 64-bit ns).
+    pub const fn build(self) -> Result<Gcra, ConfigError> {
+        let burst = match self.burst {
+            Some(burst) => burst,
+            None => self.limit,
+        };
+        match interval_of(self.limit, self.period) {
+            Ok(interval) => Gcra::from_interval(interval, burst),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// `⌈period / limit⌉`, validated.
+pub(crate) const fn interval_of(limit: u64, period: Nanos) -> Result<u64, ConfigError> {
+    let period = period.as_u64();
+    if limit == 0 {
+        return Err(ConfigError::ZeroLimit);
+    }
+    if period == 0 {
+        return Err(ConfigError::ZeroPeriod);
+    }
+    if period < limit {
+        return Err(ConfigError::RateTooFine);
+    }
+    Ok(period.div_ceil(limit))
+}
+
+impl Gcra {
+    /// `limit` permits per `period`.
+    pub const fn with_period(limit: u64, period: Nanos) -> GcraBuilder {
+        GcraBuilder {
+            limit,
+            period,
+            burst: None,
+        }
+    }
+
+    /// `limit` permits per second.
+    pub const fn per_second(limit: u64) -> GcraBuilder {
+        Gcra::with_period(limit, Nanos::from_secs(1))
+    }
+
+    /// `limit` permits per minute.
+    pub const fn per_minute(limit: u64) -> GcraBuilder {
+        Gcra::with_period(limit, Nanos::from_secs(60))
+    }
+
+    /// `limit` permits per hour.
+    pub const fn per_hour(limit: u64) -> GcraBuilder {
+        Gcra::with_period(limit, Nanos::from_secs(3600))
+    }
+
+    /// `limit` permits per day.
+    pub const fn per_day(limit: u64) -> GcraBuilder {
+        Gcra::with_period(limit, Nanos::from_secs(86_400))
+    }
+
+    /// From an emission interval T (one permit every `interval`) and a burst.
+    pub const fn from_interval(interval: u64, burst: u64) -> Result<Gcra, ConfigError> {
+        if interval == 0 {
+            return Err(ConfigError::ZeroPeriod);
+        }
+        if burst == 0 {
+            return Err(ConfigError::ZeroBurst);
+        }
+        match interval.checked_mul(burst) {
+            Some(tolerance) => Ok(Gcra {
+                interval,
+                tolerance,
+                burst,
+            }),
+            None => Err(ConfigError::LimitTooLarge {
+                max: u64::MAX / interval,
+            }),
+        }
+    }
+
+    /// The emission interval T.
+    pub const fn emission_interval(&self) -> Nanos {
+        Nanos::new(self.interval)
+    }
+
+    /// The burst b.
+    pub const fn burst_size(&self) -> u64 {
+        self.burst
+    }
+
+    /// The tolerance τ = b·T: how far ahead of `now` the TAT may run.
+    pub const fn tolerance(&self) -> Nanos {
+        Nanos::new(self.tolerance)
+    }
+}
+
+impl Algorithm for Gcra {
+    #[inline]
+    fn limit(&self) -> u64 {
+        self.burst
+    }
+
+    #[inline]
+    fn max_cost(&self) -> u64 {
+        self.burst
+    }
+
+    #[inline]
+    fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
+        check_cost(cost, self.burst)?;
+        let now = now.as_u64();
+        let tat = if state > now { state } else { now };
+        // cost ≤ burst, so cost·T ≤ τ fits. A TAT past the end of u64 time cannot be
+        // recorded: such a request is denied (it could only pass after the end of time).
+        let new_tat = tat.checked_add(u64::from(cost) * self.interval);
+        let ahead = new_tat.map_or(u64::MAX, |t| t - now);
+        if let (Some(new_tat), true) = (new_tat, ahead <= self.tolerance) {
+            let remaining = (self.tolerance - ahead) / self.interval;
+            let decision = Decision::allow(self.burst, remaining, Nanos::new(ahead));
+            Ok(admitted(cost, new_tat, decision))
+        } else {
+            let current = tat - now;
+            let remaining = self.tolerance.saturating_sub(current) / self.interval;
+            let decision = Decision::deny(
+                self.burst,
+                remaining,
+                Nanos::new(current),
+                match new_tat {
+                    Some(_) => Nanos::new(ahead - self.tolerance),
+                    None => Nanos::MAX,
+                },
+            );
+            Ok(Outcome::read_only(decision))
+        }
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        state <= now.as_u64()
+    }
+}

@@ -1,0 +1,143 @@
+//! Leaky bucket as a shaper: requests leave at the drain rate `r`, at most `Q` may wait.
+//!
+//! The state `F` is the time the queue drains (0 = empty). A request of `cost` units:
+//!
+//! ```text
+//! start = max(now, F)
+//! admit iff start − now ≤ Q/r, then F := start + cost/r
+//! delay = start − now        (the caller forwards the request after this)
+//! ```
+//!
+//! Output never exceeds `r`, however long the client was idle: this smooths, it does not
+//! tolerate bursts. `Q = 0` is strict pacing. The "meter" variant, which admits while a
+//! leaking level stays under a capacity and never delays, is a token bucket in disguise: use
+//! [`TokenBucket`](crate::TokenBucket) for that.
+//!
+//! Packed state:
+//!
+//! ```text
+//!  63                                                             0
+//! +----------------------------------------------------------------+
+//! |      F: time the queue is drained, ns since epoch (0 = empty)   |
+//! +----------------------------------------------------------------+
+//! ```
+
+use crate::algorithm::admitted;
+use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Nanos, Outcome};
+
+/// Leaky bucket parameters: drain interval `1/r` and queue depth `Q`.
+///
+/// `limit` in a decision is `Q + 1` (the request in service plus `Q` waiting); `remaining`
+/// counts the further cost-1 requests that would be queued right now.
+///
+/// ```
+/// use tollgate_core::{LeakyBucket, Limiter, Nanos};
+/// // Drain 2 per second, up to 3 waiting.
+/// let shaper = Limiter::new(LeakyBucket::new(2, Nanos::from_secs(1), 3).unwrap());
+/// let delays: Vec<_> = (0..5).map(|_| shaper.check_at(Nanos::ZERO)).collect();
+/// assert_eq!(delays[0].delay, Nanos::ZERO);
+/// assert_eq!(delays[3].delay, Nanos::from_millis(1500));
+/// assert!(!delays[4].allowed);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeakyBucket {
+    /// Drain interval 1/r in ns (≥ 1).
+    interval: u64,
+    /// Queue depth Q.
+    queue: u64,
+    /// Q/r in ns: the longest admissible wait.
+    horizon: u64,
+}
+
+impl LeakyBucket {
+    /// Drains `amount` units per `period` (`r = amount / period`, interval rounded up to
+    /// whole ns); at most `queue` requests wait behind the one in service.
+    pub const fn new(amount: u64, period: Nanos, queue: u64) -> Result<LeakyBucket, ConfigError> {
+        match crate::gcra::interval_of(amount, period) {
+            Ok(interval) => LeakyBucket::from_interval(Nanos::new(interval), queue),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Drains one unit every `interval`; at most `queue` requests wait.
+    pub const fn from_interval(interval: Nanos, queue: u64) -> Result<LeakyBucket, ConfigError> {
+        let interval = interval.as_u64();
+        if interval == 0 {
+            return Err(ConfigError::ZeroPeriod);
+        }
+        match interval.checked_mul(queue) {
+            // `queue + 1` is reported as the limit, so it must not overflow either.
+            Some(horizon) if queue < u64::MAX => Ok(LeakyBucket {
+                interval,
+                queue,
+                horizon,
+            }),
+            _ => Err(ConfigError::LimitTooLarge {
+                max: u64::MAX / interval,
+            }),
+        }
+    }
+
+    /// Time to drain one unit (1/r).
+    pub const fn drain_interval(&self) -> Nanos {
+        Nanos::new(self.interval)
+    }
+
+    /// Queue depth Q.
+    pub const fn queue_depth(&self) -> u64 {
+        self.queue
+    }
+}
+
+impl Algorithm for LeakyBucket {
+    #[inline]
+    fn limit(&self) -> u64 {
+        self.queue + 1
+    }
+
+    /// Any cost whose drain time `cost/r` fits in 64-bit nanoseconds.
+    #[inline]
+    fn max_cost(&self) -> u64 {
+        u64::MAX / self.interval
+    }
+
+    #[inline]
+    fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
+        let Some(drain) = u64::from(cost).checked_mul(self.interval) else {
+            return Err(InsufficientCapacity {
+                max_cost: self.max_cost(),
+            });
+        };
+        let now = now.as_u64();
+        let start = if state > now { state } else { now };
+        let wait = start - now;
+        // A drain time past the end of u64 time cannot be recorded: denied.
+        if let (true, Some(drained_at)) = (wait <= self.horizon, start.checked_add(drain)) {
+            let backlog = drained_at - now;
+            let remaining = match self.horizon.checked_sub(backlog) {
+                Some(slack) => slack / self.interval + 1,
+                None => 0,
+            };
+            let decision = Decision::allow(self.queue + 1, remaining, Nanos::new(backlog))
+                .with_delay(Nanos::new(wait));
+            Ok(admitted(cost, drained_at, decision))
+        } else {
+            let decision = Decision::deny(
+                self.queue + 1,
+                0,
+                Nanos::new(wait),
+                match wait.checked_sub(self.horizon) {
+                    Some(late) if late > 0 => Nanos::new(late),
+                    // The drain time would pass the end of u64 time: never.
+                    _ => Nanos::MAX,
+                },
+            );
+            Ok(Outcome::read_only(decision))
+        }
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        state <= now.as_u64()
+    }
+}

@@ -1,0 +1,307 @@
+//! [`LogRing`]: the sliding window log's multi-word state, a fixed ring of timestamps, and
+//! [`SlidingLogLimiter`], its direct limiter.
+//!
+//! Layout: one head word and `N` timestamp slots. Permit number `s` (counting from 0 since
+//! the ring was fresh) is stored in `slots[s % N]`; the live entries are `[h − min(h, L), h)`.
+//!
+//! ```text
+//! head:  63                                         1   0
+//!       +--------------------------------------------+---+
+//!       |  h: permits recorded since fresh            | W |   W = a writer is recording
+//!       +--------------------------------------------+---+
+//! slots: [ t(s) for s ≡ 0 mod N ] [ t(s) ≡ 1 ] ... [ t(s) ≡ N−1 ]   sorted by s
+//! ```
+//!
+//! Concurrency: a sequence lock. Readers (every check starts as one) read the head, the few
+//! slots a binary search needs, and the head again; a changed head means retry. A deny or a
+//! peek therefore writes nothing. An admission claims the writer bit with a
+//! compare-and-swap from exactly the head it decided on, so no other admission can slip in
+//! between its decision and its record; it then writes its slots and releases the head with
+//! `h + cost`. `h` only grows, so the head never repeats a value (no ABA).
+//!
+//! Progress: reads and denies never wait for each other; an admission that finds the writer
+//! bit set spins until the writer (a handful of stores) is done. On a single core, do not
+//! share one ring between an interrupt handler and the code it interrupts.
+
+use crate::sync::{fence, new_atomic_u64, spin_loop, AtomicU64, Ordering};
+use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Nanos, SlidingWindowLog};
+
+const WRITER: u64 = 1;
+
+/// The ring of the last `N` admitted timestamps of one key (lock-free reads, see the module
+/// docs for the write protocol). `N` must be at least the limit `L`; a smaller ring enforces
+/// `N` instead (stricter, never looser).
+pub struct LogRing<const N: usize> {
+    head: AtomicU64,
+    slots: [AtomicU64; N],
+}
+
+impl<const N: usize> core::fmt::Debug for LogRing<N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Relaxed: a diagnostic snapshot, not a decision.
+        f.debug_struct("LogRing")
+            .field("recorded", &(self.head.load(Ordering::Relaxed) >> 1))
+            .field("capacity", &N)
+            .finish()
+    }
+}
+
+impl<const N: usize> Default for LogRing<N> {
+    fn default() -> Self {
+        LogRing::new()
+    }
+}
+
+/// What one consistent read of the ring saw.
+struct Snapshot {
+    /// The head word read (writer bit clear).
+    head: u64,
+    /// Permits in the window at `now`.
+    in_window: u64,
+    /// Newest recorded timestamp, if any.
+    newest: Option<u64>,
+    /// The entry that must leave the window before `cost` fits, if it is live.
+    blocking: Option<u64>,
+}
+
+impl<const N: usize> LogRing<N> {
+    /// An empty ring: a fresh key.
+    pub fn new() -> LogRing<N> {
+        LogRing {
+            head: new_atomic_u64(0),
+            slots: core::array::from_fn(|_| new_atomic_u64(0)),
+        }
+    }
+
+    /// The limit this ring enforces for `log`: `min(L, N)`.
+    #[inline]
+    fn effective_limit(log: &SlidingWindowLog) -> u64 {
+        log.limit().min(N as u64)
+    }
+
+    #[inline]
+    fn slot(&self, seq: u64) -> &AtomicU64 {
+        // N ≥ 1 whenever a slot is read (the effective limit is then ≥ 1).
+        &self.slots[(seq % N as u64) as usize]
+    }
+
+    /// One consistent read: retried until no writer interfered.
+    fn snapshot(&self, log: &SlidingWindowLog, now: u64, cost: u64) -> Snapshot {
+        let limit = Self::effective_limit(log);
+        loop {
+            // Acquire: pairs with the writer's Release store of the head, so the slots it
+            // wrote before releasing are visible to the loads below.
+            let head = self.head.load(Ordering::Acquire);
+            if head & WRITER != 0 {
+                spin_loop();
+                continue;
+            }
+            let h = head >> 1;
+            let live = h.min(limit);
+            // Relaxed slot loads: validated by re-reading the head after the fence below.
+            let newest = if h > 0 {
+                Some(self.slot(h - 1).load(Ordering::Relaxed))
+            } else {
+                None
+            };
+            // Binary search for the oldest live entry still in the window (entries sorted).
+            let (mut lo, mut hi) = (h - live, h);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if log.in_window(self.slot(mid).load(Ordering::Relaxed), now) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            let in_window = h - lo;
+            // The entry that must slide out before `cost` more fit: number h − L + cost − 1.
+            let blocking = (h + cost)
+                .checked_sub(limit + 1)
+                .filter(|&seq| seq >= h - live)
+                .map(|seq| self.slot(seq).load(Ordering::Relaxed));
+            // Acquire fence: orders the slot loads above before the head re-read, pairing
+            // with the writer's Release fence after it set the writer bit (seqlock).
+            fence(Ordering::Acquire);
+            if self.head.load(Ordering::Relaxed) == head {
+                return Snapshot {
+                    head,
+                    in_window,
+                    newest,
+                    blocking,
+                };
+            }
+        }
+    }
+
+    fn decide(
+        log: &SlidingWindowLog,
+        snap: &Snapshot,
+        now: u64,
+        cost: u64,
+    ) -> (Decision, Option<u64>) {
+        let limit = Self::effective_limit(log);
+        if snap.in_window + cost <= limit {
+            let stamp = snap.newest.map_or(now, |newest| newest.max(now));
+            let reset_after = if cost > 0 {
+                log.until_out(stamp, now)
+            } else {
+                snap.newest.map_or(Nanos::ZERO, |t| log.until_out(t, now))
+            };
+            let decision = Decision::allow(limit, limit - snap.in_window - cost, reset_after);
+            (decision, Some(stamp))
+        } else {
+            let reset_after = snap.newest.map_or(Nanos::ZERO, |t| log.until_out(t, now));
+            // Denied means the blocking entry is live and still in the window.
+            let retry_after = snap.blocking.map_or(reset_after, |t| log.until_out(t, now));
+            let decision = Decision::deny(limit, limit - snap.in_window, reset_after, retry_after);
+            (decision, None)
+        }
+    }
+
+    /// Decides `cost` permits at `now` and records them if admitted.
+    pub fn check_at(
+        &self,
+        log: &SlidingWindowLog,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let limit = Self::effective_limit(log);
+        let cost = u64::from(cost);
+        if cost > limit {
+            return Err(InsufficientCapacity { max_cost: limit });
+        }
+        let now = now.as_u64();
+        loop {
+            let snap = self.snapshot(log, now, cost);
+            let (decision, stamp) = Self::decide(log, &snap, now, cost);
+            let Some(stamp) = stamp.filter(|_| cost > 0) else {
+                return Ok(decision);
+            };
+            // Claim the writer bit from exactly the head we decided on: if any admission
+            // happened since, the claim fails and we decide again. Acquire: pairs with the
+            // previous writer's Release store, so our slot writes are ordered after theirs.
+            if self
+                .head
+                .compare_exchange(
+                    snap.head,
+                    snap.head | WRITER,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+            {
+                continue;
+            }
+            // Release fence: a reader that sees any slot written below also sees the writer
+            // bit when it re-reads the head (pairs with the reader's Acquire fence).
+            fence(Ordering::Release);
+            let h = snap.head >> 1;
+            for seq in h..h + cost {
+                // Relaxed: published by the Release store of the head below.
+                self.slot(seq).store(stamp, Ordering::Relaxed);
+            }
+            // Release: publishes the slot writes to readers that Acquire-load the head.
+            self.head.store((h + cost) << 1, Ordering::Release);
+            return Ok(decision);
+        }
+    }
+
+    /// The decision `cost` permits would get at `now`; writes nothing.
+    pub fn peek_at(
+        &self,
+        log: &SlidingWindowLog,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let limit = Self::effective_limit(log);
+        let cost = u64::from(cost);
+        if cost > limit {
+            return Err(InsufficientCapacity { max_cost: limit });
+        }
+        let snap = self.snapshot(log, now.as_u64(), cost);
+        Ok(Self::decide(log, &snap, now.as_u64(), cost).0)
+    }
+
+    /// Whether no recorded permit is still in the window at `now` (forgetting the ring
+    /// loses nothing).
+    pub fn is_idle(&self, log: &SlidingWindowLog, now: Nanos) -> bool {
+        self.snapshot(log, now.as_u64(), 0).in_window == 0
+    }
+
+    /// Permits recorded since the ring was fresh.
+    pub fn recorded(&self) -> u64 {
+        // Relaxed: a count for diagnostics and tests, not used for a decision.
+        self.head.load(Ordering::Relaxed) >> 1
+    }
+}
+
+/// A direct sliding-window-log limiter: parameters plus a [`LogRing`] of capacity `N`.
+///
+/// ```
+/// use tollgate_core::{Nanos, SlidingLogLimiter, SlidingWindowLog};
+/// let limiter = SlidingLogLimiter::<100>::new(SlidingWindowLog::new(100, Nanos::from_secs(60)).unwrap()).unwrap();
+/// assert_eq!(limiter.check_at(Nanos::ZERO).remaining, 99);
+/// // A ring smaller than the limit is a configuration error.
+/// assert!(SlidingLogLimiter::<10>::new(SlidingWindowLog::new(11, Nanos::from_secs(1)).unwrap()).is_err());
+/// ```
+#[derive(Debug)]
+pub struct SlidingLogLimiter<const N: usize> {
+    log: SlidingWindowLog,
+    ring: LogRing<N>,
+}
+
+impl<const N: usize> SlidingLogLimiter<N> {
+    /// A fresh limiter; [`ConfigError::LimitTooLarge`] if `L > N`.
+    pub fn new(log: SlidingWindowLog) -> Result<SlidingLogLimiter<N>, ConfigError> {
+        if log.limit() > N as u64 {
+            return Err(ConfigError::LimitTooLarge { max: N as u64 });
+        }
+        Ok(SlidingLogLimiter {
+            log,
+            ring: LogRing::new(),
+        })
+    }
+
+    /// The parameters.
+    pub fn log(&self) -> &SlidingWindowLog {
+        &self.log
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> &LogRing<N> {
+        &self.ring
+    }
+
+    /// Checks one permit at `now`.
+    pub fn check_at(&self, now: Nanos) -> Decision {
+        match self.ring.check_at(&self.log, now, 1) {
+            Ok(decision) => decision,
+            // L ≥ 1 and N ≥ L were checked at construction.
+            Err(_) => Decision::deny(self.log.limit(), 0, Nanos::MAX, Nanos::MAX),
+        }
+    }
+
+    /// Checks `cost` permits at `now`, all or nothing.
+    pub fn check_n_at(&self, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        self.ring.check_at(&self.log, now, cost)
+    }
+
+    /// What a one-permit check would answer at `now`; consumes nothing.
+    pub fn peek_at(&self, now: Nanos) -> Decision {
+        match self.ring.peek_at(&self.log, now, 1) {
+            Ok(decision) => decision,
+            Err(_) => Decision::deny(self.log.limit(), 0, Nanos::MAX, Nanos::MAX),
+        }
+    }
+
+    /// Checks one permit, reading `clock` once.
+    pub fn check(&self, clock: &impl Clock) -> Decision {
+        self.check_at(clock.now())
+    }
+
+    /// Checks `cost` permits, reading `clock` once.
+    pub fn check_n(&self, clock: &impl Clock, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        self.check_n_at(clock.now(), cost)
+    }
+}

@@ -1,0 +1,156 @@
+//! [`Nanos`]: the one unit of time in tollgate, a `u64` count of nanoseconds.
+//!
+//! Every instant is nanoseconds since some clock's epoch (process start for a monotonic
+//! clock, the Unix epoch for Redis' `TIME`); every duration in a [`Decision`](crate::Decision)
+//! is a `Nanos` too. `u64` nanoseconds span 584 years, so arithmetic saturates instead of
+//! wrapping: a saturated value means "further away than can be represented".
+
+use core::fmt;
+use core::time::Duration;
+
+/// A point in time or a span of time, in nanoseconds.
+///
+/// ```
+/// use tollgate_core::Nanos;
+/// let t = Nanos::from_millis(1500);
+/// assert_eq!(t.as_u64(), 1_500_000_000);
+/// assert_eq!(t.as_secs_ceil(), 2);
+/// assert_eq!(Nanos::from_secs(3) - Nanos::from_secs(5), Nanos::ZERO); // saturates
+/// ```
+#[derive(Copy, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(u64);
+
+impl Nanos {
+    /// Zero nanoseconds: the epoch, or no time at all.
+    pub const ZERO: Nanos = Nanos(0);
+    /// The largest representable value (about 584 years).
+    pub const MAX: Nanos = Nanos(u64::MAX);
+
+    /// Wraps a raw nanosecond count.
+    #[inline]
+    pub const fn new(nanos: u64) -> Nanos {
+        Nanos(nanos)
+    }
+
+    /// `secs` seconds, saturating at [`Nanos::MAX`].
+    #[inline]
+    pub const fn from_secs(secs: u64) -> Nanos {
+        Nanos(secs.saturating_mul(1_000_000_000))
+    }
+
+    /// `millis` milliseconds, saturating at [`Nanos::MAX`].
+    #[inline]
+    pub const fn from_millis(millis: u64) -> Nanos {
+        Nanos(millis.saturating_mul(1_000_000))
+    }
+
+    /// `micros` microseconds, saturating at [`Nanos::MAX`].
+    #[inline]
+    pub const fn from_micros(micros: u64) -> Nanos {
+        Nanos(micros.saturating_mul(1_000))
+    }
+
+    /// Converts a [`Duration`], saturating at [`Nanos::MAX`].
+    #[inline]
+    pub const fn from_duration(duration: Duration) -> Nanos {
+        let nanos = duration.as_nanos();
+        if nanos > u64::MAX as u128 {
+            Nanos::MAX
+        } else {
+            Nanos(nanos as u64)
+        }
+    }
+
+    /// The raw nanosecond count.
+    #[inline]
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    /// As a [`Duration`].
+    #[inline]
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    /// Whole seconds, rounded up (what `Retry-After` wants: never early).
+    #[inline]
+    pub const fn as_secs_ceil(self) -> u64 {
+        self.0 / 1_000_000_000 + (self.0 % 1_000_000_000 != 0) as u64
+    }
+
+    /// The span from `now` to the instant `at` (which may lie beyond `u64` time): zero if
+    /// `at` has passed, saturating at [`Nanos::MAX`].
+    #[inline]
+    pub const fn span_to(at: u128, now: u64) -> Nanos {
+        let span = at.saturating_sub(now as u128);
+        if span > u64::MAX as u128 {
+            Nanos::MAX
+        } else {
+            Nanos(span as u64)
+        }
+    }
+
+    /// `self + rhs`, saturating at [`Nanos::MAX`].
+    #[inline]
+    pub const fn saturating_add(self, rhs: Nanos) -> Nanos {
+        Nanos(self.0.saturating_add(rhs.0))
+    }
+
+    /// `self - rhs`, saturating at [`Nanos::ZERO`].
+    #[inline]
+    pub const fn saturating_sub(self, rhs: Nanos) -> Nanos {
+        Nanos(self.0.saturating_sub(rhs.0))
+    }
+}
+
+impl core::ops::Add for Nanos {
+    type Output = Nanos;
+    /// Saturating addition: time never wraps.
+    #[inline]
+    fn add(self, rhs: Nanos) -> Nanos {
+        self.saturating_add(rhs)
+    }
+}
+
+impl core::ops::Sub for Nanos {
+    type Output = Nanos;
+    /// Saturating subtraction: a span is never negative.
+    #[inline]
+    fn sub(self, rhs: Nanos) -> Nanos {
+        self.saturating_sub(rhs)
+    }
+}
+
+impl From<Duration> for Nanos {
+    #[inline]
+    fn from(duration: Duration) -> Nanos {
+        Nanos::from_duration(duration)
+    }
+}
+
+impl From<Nanos> for Duration {
+    #[inline]
+    fn from(nanos: Nanos) -> Duration {
+        nanos.as_duration()
+    }
+}
+
+impl From<u64> for Nanos {
+    #[inline]
+    fn from(nanos: u64) -> Nanos {
+        Nanos(nanos)
+    }
+}
+
+impl fmt::Debug for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ns", self.0)
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.as_duration(), f)
+    }
+}

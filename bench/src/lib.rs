@@ -1,0 +1,1 @@
+//! Benchmark support for tollgate (work in progress).

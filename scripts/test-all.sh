@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on a fresh Debian machine:
+#   bash scripts/test-all.sh
+# It installs what it needs (scripts/setup.sh), then runs lints, every crate's tests, the
+# no_std target builds, and the extra stages in scripts/stages/*.sh (loom, fuzz, miri, ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+start=$(date +%s)
+stage() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
+
+stage "setup"
+bash scripts/setup.sh
+
+stage "format"
+cargo fmt --all -- --check
+
+stage "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+stage "tests"
+cargo test --workspace
+
+stage "no_std builds"
+cargo build -p tollgate-core --target thumbv7em-none-eabihf
+cargo build -p tollgate-core --target riscv32imac-unknown-none-elf
+cargo build -p tollgate-core --target thumbv6m-none-eabi --features critical-section
+
+for s in scripts/stages/*.sh; do
+  [ -e "$s" ] || continue
+  stage "$s"
+  bash "$s"
+done
+
+stage "all stages passed"

@@ -1,0 +1,5 @@
+//! # tollgate
+//!
+//! The std layer of tollgate: re-exports [`tollgate_core`].
+
+pub use tollgate_core::*;

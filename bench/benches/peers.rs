@@ -1,0 +1,2 @@
+//! Criterion benches: placeholder until the case catalog is wired in.
+fn main() {}

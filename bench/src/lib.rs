@@ -20,6 +20,8 @@ pub mod direct_cases;
 mod floor_cell;
 mod floor_table;
 mod key_set;
+pub mod keyed_cases;
+mod keyed_check;
 pub mod loops;
 pub mod memory_cases;
 mod memory_spec;
@@ -29,6 +31,7 @@ mod row;
 pub mod split_mix;
 mod sync;
 mod timed_case;
+mod tollgate_keyed;
 mod unit;
 mod zipf;
 
@@ -38,6 +41,7 @@ pub use counting_allocator::CountingAllocator;
 pub use floor_cell::FloorCell;
 pub use floor_table::FloorTable;
 pub use key_set::KeySet;
+pub use keyed_check::KeyedCheck;
 pub use memory_spec::MemorySpec;
 pub use quanta_tsc_clock::QuantaTscClock;
 pub use report::Report;
@@ -49,7 +53,9 @@ pub use zipf::Zipf;
 
 /// Every timed case, in report order.
 pub fn timed_specs() -> Vec<CaseSpec> {
-    direct_cases::specs()
+    let mut specs = direct_cases::specs();
+    specs.extend(keyed_cases::specs());
+    specs
 }
 
 /// Every memory case, in report order.

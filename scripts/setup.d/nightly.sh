@@ -17,8 +17,11 @@ for component in miri rust-src; do
 done
 
 # miri builds its own sysroot once per toolchain; doing it here keeps the stage's time the
-# tests' own. Quiet when it is already built.
-cargo +nightly miri setup >/dev/null
+# tests' own. Quiet unless it fails.
+if ! out=$(cargo +nightly miri setup 2>&1); then
+  echo "$out" >&2
+  exit 1
+fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"

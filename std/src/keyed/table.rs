@@ -42,7 +42,7 @@ use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
 use super::geometry::Geometry;
 use super::key_cell::KeyCell;
-use super::key_ident::{splitmix, state_mask};
+use super::key_ident::{is_word, splitmix, state_mask};
 use super::shard::{QuotaPool, Shard, ShardLocal};
 use super::slot::{Bucket, Slot, BUCKET_SLOTS};
 use super::{KeyedError, KeyedStats, WhenFull};
@@ -619,6 +619,7 @@ impl<K> Table<K> {
             + self.buckets.len() * size_of::<Bucket>()
             + self.keys.len() * size_of::<KeyCell<K>>()
             + self.shards.len() * size_of::<Shard>()
+            + size_of::<QuotaPool>()
     }
 
     /// Number of shards.
@@ -667,7 +668,7 @@ impl<K> Table<K> {
     }
 }
 
-impl<K: Eq + Clone> Table<K> {
+impl<K: Eq + Clone + 'static> Table<K> {
     /// Probes `loc`'s buckets for identity `h` (and, in exact mode, `key`), running `f` on
     /// the slot found.
     #[inline(always)]
@@ -719,6 +720,27 @@ impl<K: Eq + Clone> Table<K> {
         Probe::Missing
     }
 
+    /// Whether lookups compare identities only (integer keys, or fingerprint mode).
+    #[inline(always)]
+    fn identities_only(&self) -> bool {
+        is_word::<K>() || self.mode != Mode::Exact
+    }
+
+    /// The slot holding identity `h`, if resident (identity-only modes).
+    #[inline(always)]
+    fn find_ident(&self, h: u64, loc: Loc) -> Option<&Slot> {
+        for g in [loc.g1, loc.g2] {
+            for slot in &self.buckets[g].slots {
+                // Acquire: pairs with the Release store that published this identity, so the
+                // state written before it is visible.
+                if slot.ident.load(Ordering::Acquire) == h {
+                    return Some(slot);
+                }
+            }
+        }
+        None
+    }
+
     /// Checks `cost` permits for `key` (identity `h`) at `now`, inserting the key if new.
     #[inline]
     pub(crate) fn check<A: Algorithm + ?Sized>(
@@ -731,6 +753,17 @@ impl<K: Eq + Clone> Table<K> {
     ) -> Result<Decision, KeyedError> {
         let loc = self.locate(h);
         let mask = self.mask(h);
+        if self.identities_only() {
+            for _ in 0..LOCK_FREE_ATTEMPTS {
+                let Some(slot) = self.find_ident(h, loc) else {
+                    break;
+                };
+                if let Some(result) = Self::run(slot, h, mask, algorithm, now, cost, false) {
+                    return result.map_err(KeyedError::from);
+                }
+            }
+            return self.check_locked(key, h, loc, algorithm, now, cost);
+        }
         for _ in 0..LOCK_FREE_ATTEMPTS {
             match self.probe(key, h, loc, |_, slot| {
                 Self::run(slot, h, mask, algorithm, now, cost, false)

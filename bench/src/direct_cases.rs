@@ -78,7 +78,7 @@ pub fn specs() -> Vec<CaseSpec> {
 }
 
 /// Unwraps a config the bench chose to be valid.
-pub(crate) fn ok<T, E: core::fmt::Debug>(result: Result<T, E>) -> T {
+pub fn ok<T, E: core::fmt::Debug>(result: Result<T, E>) -> T {
     match result {
         Ok(value) => value,
         Err(error) => panic!("benchmark config rejected: {error:?}"),
@@ -99,7 +99,7 @@ fn gcra_case(name: &str, allow: bool) -> TimedCase {
 }
 
 /// The governor quota of one permit per `interval_ns` with bursts of `burst`.
-pub(crate) fn governor_quota(interval_ns: u64, burst: u32) -> Quota {
+pub fn governor_quota(interval_ns: u64, burst: u32) -> Quota {
     let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
     ok(Quota::with_period(Duration::from_nanos(interval_ns)).ok_or("zero period"))
         .allow_burst(burst)

@@ -11,12 +11,13 @@
 
 use crate::direct_cases::governor_quota;
 use crate::loops::{keyed, two_threads};
+use crate::Stopwatch;
 use crate::{split_mix, CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase};
 use governor::clock::QuantaClock;
 use governor::RateLimiter;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tollgate::TscClock;
 
 /// Per-key quota of the keyed cases: one permit per ns, bursts of a million.
@@ -169,7 +170,7 @@ fn insert(name: &str) -> TimedCase {
 }
 
 /// A runner inserting fresh keys into tables made by `make(capacity)`.
-pub(crate) fn insert_runner<C, M>(make: M) -> impl FnMut(u64) -> Duration + Send + 'static
+pub fn insert_runner<C, M>(make: M) -> impl FnMut(u64) -> Duration + Send + 'static
 where
     C: KeyedCheck<u64>,
     M: Fn(usize) -> C + Send + 'static,
@@ -184,7 +185,7 @@ where
             let keys: Vec<u64> = (next..next + n).map(split_mix::mix).collect();
             next += n;
             let table = make(INSERT_CHUNK);
-            let start = Instant::now();
+            let start = Stopwatch::start();
             for key in &keys {
                 black_box(table.check_key(key));
             }

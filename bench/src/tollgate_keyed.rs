@@ -43,7 +43,7 @@ where
 }
 
 /// A fresh, empty `u64` table of `capacity` keys (for `keyed_insert`).
-pub(crate) fn fresh_table(capacity: usize) -> TollgateKeyed<u64> {
+pub fn fresh_table(capacity: usize) -> TollgateKeyed<u64> {
     table(capacity, KeyStorage::Exact)
 }
 

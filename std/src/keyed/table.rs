@@ -112,22 +112,6 @@ pub(crate) struct Table<K> {
 // one key from overlapping.
 unsafe impl<K: Send + Sync> Sync for Table<K> {}
 
-/// Asks the CPU to start loading `bucket`'s cache line (a hint; no effect on semantics).
-#[inline(always)]
-fn prefetch(bucket: &Bucket) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-    // SAFETY: `_mm_prefetch` only hints the cache; it never faults, whatever the address,
-    // and SSE is enabled (checked by the `cfg`).
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (bucket as *const Bucket).cast::<i8>(),
-        );
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-    let _ = bucket;
-}
-
 /// The two candidate buckets (indices within the shard) of identity `h`.
 #[inline(always)]
 fn pair(h: u64, buckets: u64, shard_bits: u32) -> (u64, u64) {
@@ -783,12 +767,11 @@ impl<K: Eq + Clone + 'static> Table<K> {
             hits
         }
         let first = &self.buckets[loc.g1];
-        let second = &self.buckets[loc.g2];
-        prefetch(second);
         let hits = scan(first, h);
         if hits != 0 {
             return first.slots.get(hits.trailing_zeros() as usize);
         }
+        let second = &self.buckets[loc.g2];
         let hits = scan(second, h);
         if hits != 0 {
             return second.slots.get(hits.trailing_zeros() as usize);

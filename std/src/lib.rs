@@ -3,3 +3,6 @@
 //! The std layer of tollgate: re-exports [`tollgate_core`].
 
 pub use tollgate_core::*;
+
+#[cfg(feature = "redis")]
+pub mod redis;

@@ -1,0 +1,28 @@
+-- Fixed window: state (window index, count) as two 16-hex fields in one string.
+-- Mirrors tollgate_core::FixedWindow::decide. Arguments (3): W, L, cost (all 16-hex).
+ALGOS['fixed'] = function(key, a, pos, now, slack)
+  local window = hex(a[pos])
+  local limit = hex(a[pos + 1])
+  local cost = hex(a[pos + 2])
+  local raw = state_of(key)
+  local st = fields(raw, 2)
+  local index, count = st[1], st[2]
+  local current = div(now, window)
+  if cmp(index, current) < 0 then
+    index = current
+    count = ZERO
+  end
+  local reset = span_to(mul(add(index, ONE), window), now)
+  local new_count = add(count, cost)
+  if cmp(new_count, limit) <= 0 then
+    local d = allow(sub(limit, new_count), reset)
+    local write = nil
+    if not is_zero(cost) then
+      write = function()
+        redis.call('SET', key, tohex(index) .. tohex(new_count), 'PX', ttl_ms(reset, slack))
+      end
+    end
+    return d, write, pos + 3
+  end
+  return deny(sub(limit, count), reset, reset), nil, pos + 3
+end

@@ -16,7 +16,7 @@ use tollgate::redis::{
     BlockingRedisLimiter, CheckError, DecisionSource, RedisConfig, RedisLimiter, RedisRule,
     RedisTarget,
 };
-use tollgate::{AlgorithmConfig, AnyLimiter, Decision, InsufficientCapacity, Nanos};
+use tollgate::{AlgorithmConfig, AnyLimiter, InsufficientCapacity, Nanos};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -44,24 +44,6 @@ async fn shared_vectors_give_the_core_decisions() {
         assert!(limiter.stats().round_trips <= case.trace.len() as u64 + 1);
     }
     assert!(steps > 10_000, "{steps} steps");
-}
-
-/// All-or-nothing reference: peek every tier, then consume every tier only if all admit.
-fn core_multi(
-    limiters: &[AnyLimiter<{ vectors::RING }>],
-    now: u64,
-    cost: u32,
-) -> Result<Vec<Decision>, InsufficientCapacity> {
-    let peeks: Vec<Decision> = limiters
-        .iter()
-        .map(|l| l.peek_n_at(Nanos::new(now), cost))
-        .collect::<Result<_, _>>()?;
-    if peeks.iter().all(|d| d.allowed) {
-        for l in limiters {
-            l.check_n_at(Nanos::new(now), cost)?;
-        }
-    }
-    Ok(peeks)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,7 +99,7 @@ async fn multi_tier_checks_are_all_or_nothing_like_the_core() {
     for step in 0..600 {
         now += rng.below(3 * SEC);
         let cost = if rng.below(5) == 0 { 2 } else { 1 };
-        let want = core_multi(&core, now, cost).expect("cost within every tier");
+        let want = vectors::core_multi(&core, now, cost).expect("cost within every tier");
         let got = limiter
             .check_n_at("client", cost, Nanos::new(now))
             .await

@@ -371,3 +371,22 @@ pub async fn assert_case(limiter: &RedisLimiter, key: &str, case: &Case) {
         }
     }
 }
+
+/// All-or-nothing reference for tiers: peek every tier, then consume every tier only if
+/// all admit (what one Redis script call does).
+pub fn core_multi(
+    limiters: &[AnyLimiter<RING>],
+    now: u64,
+    cost: u32,
+) -> Result<Vec<Decision>, InsufficientCapacity> {
+    let peeks: Vec<Decision> = limiters
+        .iter()
+        .map(|l| l.peek_n_at(Nanos::new(now), cost))
+        .collect::<Result<_, _>>()?;
+    if peeks.iter().all(|d| d.allowed) {
+        for l in limiters {
+            l.check_n_at(Nanos::new(now), cost)?;
+        }
+    }
+    Ok(peeks)
+}

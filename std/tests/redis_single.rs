@@ -517,3 +517,60 @@ async fn bad_costs_and_keys_are_errors_not_decisions() {
     );
     assert_eq!(limiter.stats().round_trips, 0);
 }
+
+/// The prelude's limb arithmetic on its own, against Rust's u128: for random x, y, z < y,
+/// `(x·y + z) divmod y` must give back exactly (x, z), over full-width and small operands.
+#[test]
+fn lua_limb_arithmetic_is_exact() {
+    let server = RedisServer::start();
+    let script = format!(
+        "{}\n{}",
+        include_str!("../src/redis/scripts/prelude.lua"),
+        r#"
+local out = {}
+for i = 1, #ARGV, 3 do
+  local x, y, z = hex(ARGV[i]), hex(ARGV[i + 1]), hex(ARGV[i + 2])
+  local q, r = divmod(add(mul(x, y), z), y)
+  out[#out + 1] = tohex(q) .. tohex(r) .. tohex(clamp_u64(mul(x, y))) .. tohex(sat_sub(x, y))
+end
+return out
+"#
+    );
+    let mut rng = Rng::new(2026);
+    let mut con = server.connection();
+    let mut checked = 0;
+    for round in 0..20 {
+        let mut args = Vec::new();
+        let mut triples = Vec::new();
+        for _ in 0..200 {
+            let width = |rng: &mut Rng| match round % 4 {
+                0 => rng.next(),
+                1 => rng.next() >> (rng.below(64) as u32),
+                2 => rng.below(1 << 26),
+                _ => u64::MAX - rng.below(1000),
+            };
+            let x = width(&mut rng);
+            let y = width(&mut rng).max(1);
+            let z = rng.next() % y;
+            args.extend([x, y, z].map(|v| format!("{v:016x}")));
+            triples.push((x, y, z));
+        }
+        let got: Vec<String> = redis::cmd("EVAL")
+            .arg(&script)
+            .arg(0)
+            .arg(&args)
+            .query(&mut con)
+            .expect("EVAL");
+        for ((x, y, z), line) in triples.into_iter().zip(got) {
+            let product = u128::from(x) * u128::from(y);
+            let want = format!(
+                "{x:016x}{z:016x}{:016x}{:016x}",
+                u64::try_from(product).unwrap_or(u64::MAX),
+                x.saturating_sub(y)
+            );
+            assert_eq!(line, want, "x={x} y={y} z={z}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4000);
+}

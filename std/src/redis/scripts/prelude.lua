@@ -120,8 +120,19 @@ end
 
 local BIAS = 1 - 2 ^ -40
 
+local SMALL = 2 ^ 52
+
 local function divmod(a, b)
   -- b must be non-zero; returns floor(a / b), a mod b
+  local ad, bd0 = tonum(a), tonum(b)
+  if ad < SMALL and bd0 < SMALL then
+    -- Both exact as doubles: q*b <= a + b < 2^53, so the remainder is computed exactly
+    -- and one correction step fixes any rounding of the quotient.
+    local q = floor(ad / bd0)
+    local r = ad - q * bd0
+    if r < 0 then q = q - 1; r = r + bd0 elseif r >= bd0 then q = q + 1; r = r - bd0 end
+    return small(q), small(r)
+  end
   local q, r = ZERO, a
   local bd = tonum(b)
   while cmp(r, b) >= 0 do

@@ -524,7 +524,7 @@ async fn bad_costs_and_keys_are_errors_not_decisions() {
 fn lua_limb_arithmetic_is_exact() {
     let server = RedisServer::start();
     let script = format!(
-        "{}\n{}",
+        "local NL = 6\n{}\n{}",
         include_str!("../src/redis/scripts/prelude.lua"),
         r#"
 local out = {}

@@ -36,16 +36,20 @@
 //! `u128` in the core. Rounding any of them would make Redis drift from the in-process
 //! engine, so the scripts do not use doubles for values at all:
 //!
-//! - every quantity is an array of six 24-bit limbs (144 bits, little-endian), and
-//!   `prelude.lua` implements compare, add, subtract (and saturating subtract), multiply
-//!   and divide on them. Each limb operation stays below 2^53: sums of limbs are below
-//!   2^25, limb products below 2^48 and a column of at most six of them below 2^51;
-//! - division computes a double-precision estimate of the quotient biased low by 2^-40,
-//!   which provably keeps `estimate × divisor ≤ remainder` despite the rounding of the
-//!   limbs-to-double conversions (relative error below 2^-49), subtracts
-//!   `estimate × divisor` exactly, and repeats while the remainder is at least the
-//!   divisor: at most about six rounds for 144-bit operands, each cutting the remainder by
-//!   2^39;
+//! - every quantity is an array of 24-bit limbs (little-endian), and `prelude.lua`
+//!   implements compare, add, subtract (and saturating subtract), multiply and divide on
+//!   them. Three limbs (72 bits) hold every intermediate of GCRA, token and leaky bucket,
+//!   fixed window and log (sums of two `u64`s; `(w+1)·W ≤ now + W`); the sliding window
+//!   counter's products `L·W` and `prev·(W − elapsed)` (with `L < 2^31`, which the core's
+//!   layout guarantees) use five (120 bits). The client puts the limb count in the script.
+//!   Each limb operation stays below 2^53: sums of limbs are below 2^25, limb products
+//!   below 2^48 and a column of at most five of them below 2^51;
+//! - division with both operands below 2^52 is one double division corrected by one exact
+//!   multiply-subtract; otherwise it computes a double-precision estimate of the quotient
+//!   biased low by 2^-40, which provably keeps `estimate × divisor ≤ remainder` despite
+//!   the rounding of the limbs-to-double conversions (relative error below 2^-49),
+//!   subtracts `estimate × divisor` exactly, and repeats while the remainder is at least
+//!   the divisor (each round cuts the remainder by 2^39: two or three rounds for `u64`);
 //! - values cross the wire, and are stored in Redis, as 16-digit hex strings, parsed into
 //!   and printed from limbs exactly (two 32-bit halves, each exact in a double);
 //! - `TIME`'s seconds and microseconds become `s·10^9 + µs·10^3` ns in limbs;

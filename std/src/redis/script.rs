@@ -2,7 +2,7 @@
 //! its SHA-1 (what `EVALSHA` names).
 //!
 //! Each algorithm's transition lives in its own file under `scripts/` and mirrors the core's
-//! `decide` line by line; `prelude.lua` supplies exact 144-bit integer arithmetic (see the
+//! `decide` line by line; `prelude.lua` supplies exact multi-limb integer arithmetic (see the
 //! [module docs](super) for why) and `runner.lua` decides every tier, then writes all or
 //! nothing. A limiter with one rule runs the script of that one algorithm; a multi-tier
 //! limiter runs one script holding the algorithms its tiers use.
@@ -45,7 +45,15 @@ pub struct LuaScript {
 impl LuaScript {
     /// The script for the algorithms `rules` use (each algorithm included once).
     pub fn for_rules(rules: &[RedisRule]) -> LuaScript {
-        let mut body = String::from(PRELUDE);
+        // Limbs per number (see prelude.lua): 3 (72 bits) hold every intermediate except
+        // the sliding window counter's u128 products, which need 5 (120 bits).
+        let limbs = if rules.iter().any(|rule| rule.script_algorithm() == "swc") {
+            5
+        } else {
+            3
+        };
+        let mut body = format!("local NL = {limbs}\n");
+        body.push_str(PRELUDE);
         for (name, source) in ALGORITHMS {
             if rules.iter().any(|rule| rule.script_algorithm() == name) {
                 body.push('\n');

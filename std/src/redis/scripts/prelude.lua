@@ -1,15 +1,18 @@
 -- tollgate prelude: exact unsigned integer arithmetic for Redis' Lua 5.1, whose only number
 -- type is an IEEE double (53-bit mantissa). Nanosecond instants (~1.8e18 today) and u128
 -- intermediates (L*W) do not fit, so every quantity is a little-endian array of NL limbs in
--- base B = 2^24 (144 bits). Every limb operation stays below 2^53 and is therefore exact:
+-- base B = 2^24. NL is set by the line the client puts before this file: 3 limbs (72 bits)
+-- hold every intermediate of GCRA, leaky bucket, fixed window and log (sums of two u64s,
+-- (index+1)*W <= now + W); the sliding window counter's products L*W, prev*(W - e) with
+-- L < 2^31 need 5 (120 bits). Every limb operation stays below 2^53 and is therefore exact:
 --   add/sub  : limb sums < 2^25
---   mul      : limb products < 2^48, at most 6 summed per column (< 2^51), plus carry
---   divmod   : a double-precision quotient estimate, deliberately biased low so that
---              est*b <= r always holds, then an exact multiply-subtract; repeated until
---              r < b (at most ~6 rounds for 144-bit operands)
+--   mul      : limb products < 2^48, at most NL summed per column (< 2^51), plus carry
+--   divmod   : both operands below 2^52: one double division, corrected by one exact
+--              multiply-subtract; otherwise a double-precision quotient estimate biased low
+--              so that est*b <= r always holds, then an exact multiply-subtract, repeated
+--              until r < b (a few rounds: each cuts r by 2^39)
 -- Values cross the wire as 16-digit hex strings (u64), parsed and printed exactly.
 local B = 16777216
-local NL = 6
 local floor = math.floor
 
 local function small(x)
@@ -25,7 +28,8 @@ end
 
 local ZERO = small(0)
 local ONE = small(1)
-local U64MAX = { B - 1, B - 1, 65535, 0, 0, 0 }
+local U64MAX = { B - 1, B - 1, 65535 }
+for i = 4, NL do U64MAX[i] = 0 end
 
 local function hex(s)
   -- s: exactly 16 hex digits
@@ -33,7 +37,9 @@ local function hex(s)
   local lo = tonumber(string.sub(s, 9, 16), 16)
   local lo_top = floor(lo / B)
   local hi_low = hi % 65536
-  return { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 }
+  local t = { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536 }
+  for i = 4, NL do t[i] = 0 end
+  return t
 end
 
 local function cmp(a, b)
@@ -54,7 +60,11 @@ local function is_zero(a)
 end
 
 local function over_u64(a)
-  return a[3] >= 65536 or a[4] ~= 0 or a[5] ~= 0 or a[6] ~= 0
+  if a[3] >= 65536 then return true end
+  for i = 4, NL do
+    if a[i] ~= 0 then return true end
+  end
+  return false
 end
 
 local function add(a, b)
@@ -92,8 +102,9 @@ local function min(a, b)
 end
 
 local function mul(a, b)
-  -- callers guarantee the product fits in 144 bits
-  local acc = { 0, 0, 0, 0, 0, 0 }
+  -- callers guarantee the product fits in NL limbs
+  local acc = {}
+  for i = 1, NL do acc[i] = 0 end
   for i = 1, NL do
     local x = a[i]
     if x ~= 0 then

@@ -1,6 +1,6 @@
 -- Sliding window counter: state (window index, prev, curr) as three 16-hex fields.
 -- Mirrors tollgate_core::SlidingWindowCounter::decide, including its u128 products
--- (prev*(W - elapsed), L*W, x*W), which the 144-bit limbs hold exactly.
+-- (prev*(W - elapsed), L*W, x*W), which five 24-bit limbs (120 bits) hold exactly.
 -- Arguments (3): W, L, cost (all 16-hex).
 ALGOS['swc'] = function(key, a, pos, now, slack)
   local window = hex(a[pos])

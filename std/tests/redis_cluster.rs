@@ -82,6 +82,23 @@ async fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
         assert_eq!(slots.len(), 1, "{client}: every tier on one slot");
         slots_by_client.push(*slots.iter().next().unwrap());
     }
+    // Scoped rules (per client, per client and endpoint) share the client's slot too.
+    let scoped: BTreeSet<u16> = ["", "/search", "/upload"]
+        .iter()
+        .flat_map(|scope| (0..tiers.len()).map(move |i| (i, *scope)))
+        .map(|(i, scope)| cluster.slot(&limiter.redis_key_scoped(i, "alice", scope).unwrap()))
+        .collect();
+    assert_eq!(scoped.len(), 1);
+    let d = limiter
+        .check_scoped_at(
+            "zoe",
+            &["", "/search", "/upload"],
+            1,
+            Nanos::from_secs(1_790_000_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!((d.source, d.allowed()), (DecisionSource::Redis, true));
     let masters: BTreeSet<usize> = ["alice", "bob", "carol", "dave", "erin", "frank"]
         .iter()
         .map(|c| cluster.owner(&limiter.redis_key(0, c).unwrap()))

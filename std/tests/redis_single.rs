@@ -574,3 +574,76 @@ return out
     }
     assert_eq!(checked, 4000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_multi_rule_checks_are_all_or_nothing() {
+    let server = RedisServer::start();
+    let hour = Nanos::from_secs(3600);
+    let limiter = RedisLimiter::new(
+        single(&server),
+        vec![
+            RedisRule::new(
+                "client",
+                AlgorithmConfig::FixedWindow {
+                    limit: 5,
+                    window: hour,
+                },
+            )
+            .unwrap(),
+            RedisRule::new(
+                "endpoint",
+                AlgorithmConfig::FixedWindow {
+                    limit: 3,
+                    window: hour,
+                },
+            )
+            .unwrap(),
+        ],
+        RedisConfig::new("scoped")
+            .unwrap()
+            .with_ttl_slack(Duration::from_secs(3600)),
+    )
+    .unwrap();
+    let now = Nanos::from_secs(1_790_000_000);
+    let check = |scope: &'static str, client: &'static str| {
+        let limiter = &limiter;
+        async move {
+            limiter
+                .check_scoped_at(client, &["", scope], 1, now)
+                .await
+                .unwrap()
+        }
+    };
+    for i in 0..3 {
+        let d = check("/search", "alice").await;
+        assert!(d.allowed(), "search {i}");
+    }
+    let d = check("/search", "alice").await;
+    assert!(!d.allowed());
+    assert_eq!(d.tier, Some(1), "the endpoint rule denies");
+    // Nothing was consumed by the denied check: the client rule still has 2.
+    let d = check("/upload", "alice").await;
+    assert!(d.allowed());
+    assert_eq!(d.tiers[0].remaining, 1);
+    assert!(check("/upload", "alice").await.allowed());
+    let d = check("/upload", "alice").await;
+    assert!(!d.allowed());
+    assert_eq!(d.tier, Some(0), "the client rule denies");
+    assert!(check("/search", "bob").await.allowed());
+    let count: String = redis::cmd("GET")
+        .arg(limiter.redis_key(0, "alice").unwrap())
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(count.ends_with("0000000000000005"), "{count}");
+    assert_eq!(
+        limiter.redis_key_scoped(1, "alice", "/search").unwrap(),
+        "scoped:endpoint:{alice}:/search"
+    );
+    assert_eq!(
+        limiter.check_scoped("alice", &["x"], 1).await.unwrap_err(),
+        CheckError::ScopeCount {
+            rules: 2,
+            scopes: 1
+        }
+    );
+}

@@ -88,6 +88,16 @@ impl BlockingRedisLimiter {
         self.block(self.inner.check_n_at(key, cost, now))
     }
 
+    /// [`RedisLimiter::check_scoped`], blocking.
+    pub fn check_scoped(
+        &self,
+        key: &str,
+        scopes: &[&str],
+        cost: u32,
+    ) -> Result<RedisDecision, CheckError> {
+        self.block(self.inner.check_scoped(key, scopes, cost))
+    }
+
     /// [`RedisLimiter::peek_n`], blocking.
     pub fn peek_n(&self, key: &str, cost: u32) -> Result<RedisDecision, CheckError> {
         self.block(self.inner.peek_n(key, cost))

@@ -21,6 +21,13 @@ pub enum CheckError {
     /// The key is empty or starts with `}`: it would not form a hash tag, and the tiers of
     /// one check could land on different cluster slots.
     InvalidKey,
+    /// A scoped check passed a number of scopes other than one per rule.
+    ScopeCount {
+        /// Rules of the limiter.
+        rules: usize,
+        /// Scopes passed.
+        scopes: usize,
+    },
     /// A blocking call was made from inside an async runtime (it would block the
     /// runtime's thread); use the async limiter there.
     BlockingInAsyncContext,
@@ -31,6 +38,9 @@ impl fmt::Display for CheckError {
         match self {
             CheckError::InsufficientCapacity(e) => e.fmt(f),
             CheckError::InvalidKey => f.write_str("key must be non-empty and not start with '}'"),
+            CheckError::ScopeCount { rules, scopes } => {
+                write!(f, "{scopes} scopes for {rules} rules")
+            }
             CheckError::BlockingInAsyncContext => {
                 f.write_str("blocking Redis limiter called from inside an async runtime")
             }

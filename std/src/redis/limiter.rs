@@ -61,6 +61,8 @@ pub struct RedisLimiter {
 #[derive(Copy, Clone, Debug)]
 struct Request<'a> {
     key: &'a str,
+    /// Per-rule refinements of the key (empty: none), see `check_scoped`.
+    scopes: &'a [&'a str],
     cost: u32,
     /// Explicit client time, if the caller passed one.
     at: Option<Nanos>,
@@ -144,15 +146,27 @@ impl RedisLimiter {
         self.counters.snapshot()
     }
 
-    /// The Redis key holding rule `rule`'s state for `key` (`None` for a bad index).
+    /// The Redis key holding rule `rule`'s state for `key` (`None` for a bad index):
+    /// `{prefix}:{rule}:{{key}}`.
     pub fn redis_key(&self, rule: usize, key: &str) -> Option<String> {
+        self.redis_key_scoped(rule, key, "")
+    }
+
+    /// The Redis key of rule `rule` for `key` refined by `scope`:
+    /// `{prefix}:{rule}:{{key}}:{scope}` (without the last part when `scope` is empty).
+    pub fn redis_key_scoped(&self, rule: usize, key: &str, scope: &str) -> Option<String> {
         let rule = self.rules.get(rule)?;
-        Some(format!(
-            "{}:{}:{{{}}}",
-            self.config.prefix(),
-            rule.name(),
-            key
-        ))
+        Some(if scope.is_empty() {
+            format!("{}:{}:{{{}}}", self.config.prefix(), rule.name(), key)
+        } else {
+            format!(
+                "{}:{}:{{{}}}:{}",
+                self.config.prefix(),
+                rule.name(),
+                key,
+                scope
+            )
+        })
     }
 
     /// Checks one permit for `key` with the configured clock.
@@ -164,8 +178,47 @@ impl RedisLimiter {
     pub async fn check_n(&self, key: &str, cost: u32) -> Result<RedisDecision, CheckError> {
         self.run(Request {
             key,
+            scopes: &[],
             cost,
             at: None,
+            commit: true,
+        })
+        .await
+    }
+
+    /// Multi-rule check: rule `i` applies to `key` refined by `scopes[i]` (an empty scope
+    /// means the key itself), e.g. rules "per client" and "per client and endpoint" with
+    /// scopes `["", "/search"]`. Still one slot (the hash tag is `key`), one round trip, all
+    /// or nothing. `scopes` must have one entry per rule.
+    pub async fn check_scoped(
+        &self,
+        key: &str,
+        scopes: &[&str],
+        cost: u32,
+    ) -> Result<RedisDecision, CheckError> {
+        self.run(Request {
+            key,
+            scopes,
+            cost,
+            at: None,
+            commit: true,
+        })
+        .await
+    }
+
+    /// [`check_scoped`](Self::check_scoped) at an explicit client-supplied time.
+    pub async fn check_scoped_at(
+        &self,
+        key: &str,
+        scopes: &[&str],
+        cost: u32,
+        now: Nanos,
+    ) -> Result<RedisDecision, CheckError> {
+        self.run(Request {
+            key,
+            scopes,
+            cost,
+            at: Some(now),
             commit: true,
         })
         .await
@@ -184,6 +237,7 @@ impl RedisLimiter {
     ) -> Result<RedisDecision, CheckError> {
         self.run(Request {
             key,
+            scopes: &[],
             cost,
             at: Some(now),
             commit: true,
@@ -196,6 +250,7 @@ impl RedisLimiter {
     pub async fn peek_n(&self, key: &str, cost: u32) -> Result<RedisDecision, CheckError> {
         self.run(Request {
             key,
+            scopes: &[],
             cost,
             at: None,
             commit: false,
@@ -212,6 +267,7 @@ impl RedisLimiter {
     ) -> Result<RedisDecision, CheckError> {
         self.run(Request {
             key,
+            scopes: &[],
             cost,
             at: Some(now),
             commit: false,
@@ -228,6 +284,24 @@ impl RedisLimiter {
         if req.key.is_empty() || req.key.starts_with('}') {
             return Err(CheckError::InvalidKey);
         }
+        if !req.scopes.is_empty() && req.scopes.len() != self.rules.len() {
+            return Err(CheckError::ScopeCount {
+                rules: self.rules.len(),
+                scopes: req.scopes.len(),
+            });
+        }
+        // The identity of this check for the deny cache and the fallback: the key, or the
+        // key with its scopes.
+        let identity: std::borrow::Cow<'_, str> = if req.scopes.iter().all(|s| s.is_empty()) {
+            req.key.into()
+        } else {
+            let mut id = String::from(req.key);
+            for scope in req.scopes {
+                id.push('\0');
+                id.push_str(scope);
+            }
+            id.into()
+        };
         let mut args = Vec::with_capacity(4 + 5 * self.rules.len());
         let now_arg = match (req.at, self.config.time_source()) {
             (Some(now), _) => format!("{:016x}", now.as_u64()),
@@ -252,7 +326,7 @@ impl RedisLimiter {
         Counters::bump(&self.counters.decisions);
 
         if req.commit {
-            if let Some((decision, tier)) = self.deny_cache.lookup(req.key, req.cost, frame_now) {
+            if let Some((decision, tier)) = self.deny_cache.lookup(&identity, req.cost, frame_now) {
                 Counters::bump(&self.counters.deny_cache_hits);
                 return Ok(RedisDecision {
                     decision,
@@ -264,11 +338,13 @@ impl RedisLimiter {
         }
         // Relaxed: a hint about when to try Redis again; no data is published with it.
         if local < self.backoff_until.load(Ordering::Relaxed) {
-            return Ok(self.degrade(FailureCause::Backoff, req, frame_now));
+            return Ok(self.degrade(FailureCause::Backoff, req, &identity, frame_now));
         }
 
         let keys: Vec<String> = (0..self.rules.len())
-            .filter_map(|i| self.redis_key(i, req.key))
+            .filter_map(|i| {
+                self.redis_key_scoped(i, req.key, req.scopes.get(i).copied().unwrap_or(""))
+            })
             .collect();
         let call = self
             .connection
@@ -284,7 +360,7 @@ impl RedisLimiter {
                 let decision = RedisDecision::combine(tiers, DecisionSource::Redis);
                 if req.commit {
                     self.deny_cache.insert(
-                        req.key,
+                        &identity,
                         req.cost,
                         frame_now,
                         decision.decision,
@@ -299,7 +375,7 @@ impl RedisLimiter {
                 // Relaxed: see the load above.
                 self.backoff_until
                     .store(self.local_now().saturating_add(backoff), Ordering::Relaxed);
-                Ok(self.degrade(cause, req, frame_now))
+                Ok(self.degrade(cause, req, &identity, frame_now))
             }
         }
     }
@@ -331,12 +407,18 @@ impl RedisLimiter {
     }
 
     /// The failure policy's answer.
-    fn degrade(&self, cause: FailureCause, req: Request<'_>, frame_now: u64) -> RedisDecision {
+    fn degrade(
+        &self,
+        cause: FailureCause,
+        req: Request<'_>,
+        identity: &str,
+        frame_now: u64,
+    ) -> RedisDecision {
         Counters::bump(&self.counters.degraded);
         let cost = u64::from(req.cost);
         let tiers = match (self.config.failure_policy(), &self.fallback) {
             (FailurePolicy::Fallback { .. }, Some(fallback)) if req.commit => {
-                fallback.check(req.key, req.cost, frame_now)
+                fallback.check(identity, req.cost, frame_now)
             }
             (FailurePolicy::FailClosed { retry_after }, _) => self
                 .rules

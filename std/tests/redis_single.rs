@@ -647,3 +647,42 @@ async fn scoped_multi_rule_checks_are_all_or_nothing() {
         }
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_time_source_sends_this_process_clock() {
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::new(
+        single(&server),
+        vec![RedisRule::new(
+            "g",
+            AlgorithmConfig::Gcra {
+                limit: 1,
+                period: Nanos::from_secs(60),
+                burst: 1,
+            },
+        )
+        .unwrap()],
+        RedisConfig::new("clienttime")
+            .unwrap()
+            .with_time_source(tollgate::redis::TimeSource::Client),
+    )
+    .unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    assert!(limiter.check("k").await.unwrap().allowed());
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    // The stored TAT is the client's clock at the check plus one interval (60 s).
+    let tat: String = redis::cmd("GET")
+        .arg(limiter.redis_key(0, "k").unwrap())
+        .query(&mut server.connection())
+        .unwrap();
+    let tat = u64::from_str_radix(&tat, 16).unwrap();
+    let interval = 60 * SEC;
+    assert!(
+        tat >= before.as_nanos() as u64 + interval && tat <= after.as_nanos() as u64 + interval
+    );
+    assert!(!limiter.check("k").await.unwrap().allowed());
+}

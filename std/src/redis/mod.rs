@@ -28,6 +28,13 @@
 //!   deadline. Exact, because nothing another client does can admit that request sooner.
 //!   Locally answered denies carry the `remaining` Redis last reported (a lower bound).
 //!
+//! Built on the [`redis`](https://docs.rs/redis) crate (features `tokio-comp`,
+//! `connection-manager`, `cluster-async`, `script`) and tokio; the feature therefore needs
+//! Rust 1.88 (the `redis` crate's minimum), while the rest of the crate keeps its own.
+//! Tested against Redis 7.0 (`CLUSTER ADDSLOTSRANGE` in the test harness needs 7.0+; the
+//! scripts themselves only need `TIME` in scripts, i.e. effects replication, the default
+//! since 5.0).
+//!
 //! ## Exact arithmetic in Redis' Lua
 //!
 //! Redis embeds Lua 5.1, whose only number is an IEEE double: integers are exact only below

@@ -24,6 +24,10 @@ use crate::{Decision, Nanos};
 /// if all tiers admit (then all are consumed; otherwise none is). The arithmetic is the
 /// core's, exactly: see the [module docs](super).
 ///
+/// The connection is made by the first check and runs its I/O on that check's tokio
+/// runtime: use one limiter from one runtime (share it across tasks freely); for threads
+/// without a runtime use [`BlockingRedisLimiter`](super::BlockingRedisLimiter).
+///
 /// ```no_run
 /// use tollgate::redis::{RedisConfig, RedisLimiter, RedisRule, RedisTarget};
 /// use tollgate::{AlgorithmConfig, Nanos};

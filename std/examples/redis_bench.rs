@@ -44,41 +44,65 @@ mod bench {
 
     use super::server::RedisServer;
 
-    /// Calls to EVALSHA + EVAL the server has counted.
-    fn script_calls(server: &RedisServer) -> u64 {
+    /// Clears the server's command statistics.
+    fn reset_server_stats(server: &RedisServer) {
+        let _: String = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut server.connection())
+            .expect("RESETSTAT");
+    }
+
+    /// (commands executed, µs the server spent in them) since the last reset, over the
+    /// commands a decision sends: EVALSHA/EVAL for tollgate, INCR/EXPIRE for the baseline.
+    fn server_work(server: &RedisServer) -> (u64, f64) {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query(&mut server.connection())
             .expect("INFO");
+        let field = |line: &str, name: &str| -> Option<f64> {
+            line.split(&[':', ','][..])
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.parse().ok())
+        };
         info.lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-            .filter_map(|l| {
-                l.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
+            .filter(|l| {
+                [
+                    "cmdstat_evalsha:",
+                    "cmdstat_eval:",
+                    "cmdstat_incr:",
+                    "cmdstat_expire:",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
             })
-            .sum()
+            .fold((0, 0.0), |(calls, usec), l| {
+                (
+                    calls + field(l, "calls").unwrap_or(0.0) as u64,
+                    usec + field(l, "usec").unwrap_or(0.0),
+                )
+            })
     }
 
-    fn limiter(
+    /// One result line.
+    fn report(
+        name: &str,
+        tasks: usize,
+        rate: f64,
+        client_rt: Option<f64>,
+        n: u64,
         server: &RedisServer,
-        deny_cache: usize,
-        config: AlgorithmConfig,
-    ) -> Arc<RedisLimiter> {
-        Arc::new(
-            RedisLimiter::new(
-                RedisTarget::Single(server.url()),
-                vec![RedisRule::new("bench", config).expect("rule")],
-                RedisConfig::new("bench")
-                    .expect("prefix")
-                    .with_deny_cache(deny_cache)
-                    .with_timeout(Duration::from_secs(5)),
-            )
-            .expect("limiter"),
-        )
+    ) {
+        let (calls, usec) = server_work(server);
+        let client = client_rt.map_or("-".to_owned(), |rt| format!("{rt:.3}"));
+        println!(
+            "{:<46} {:>5} {:>12.0} {:>10} {:>12.3} {:>12.2}",
+            name,
+            tasks,
+            rate,
+            client,
+            calls as f64 / n.max(1) as f64,
+            usec / n.max(1) as f64
+        );
     }
 
     /// Runs `tasks` tasks calling `op(task, i)` for `duration`; decisions per second.
@@ -113,14 +137,14 @@ mod bench {
     pub async fn run(duration: Duration) {
         let server = RedisServer::start();
         println!(
-            "redis-server {} on 127.0.0.1:{}, {:?} per run",
+            "redis-server {} on 127.0.0.1:{}, {:?} per run; RT = round trips, cmds = commands the server ran",
             redis_version(&server),
             server.port(),
             duration
         );
         println!(
-            "{:<44} {:>8} {:>14} {:>12} {:>12}",
-            "workload", "tasks", "decisions/s", "RT/decision", "server RT/d"
+            "{:<46} {:>5} {:>12} {:>10} {:>12} {:>12}",
+            "workload", "tasks", "decisions/s", "client RT/d", "server cmds/d", "server µs/d"
         );
         // Mostly-admitting traffic over 10 000 keys: every decision is a script call.
         let open = AlgorithmConfig::Gcra {
@@ -128,116 +152,103 @@ mod bench {
             period: Nanos::from_secs(1),
             burst: 1_000_000,
         };
-        for tasks in [1usize, 16] {
-            let l = limiter(&server, 0, open);
-            let calls0 = script_calls(&server);
-            let lc = l.clone();
-            let (rate, n) = drive(tasks, duration, move |t, i| {
-                let l = lc.clone();
-                async move {
-                    let key = format!("k{}", (t as u64 * 7919 + i) % 10_000);
-                    let d = l.check(&key).await.expect("check");
-                    assert!(!d.is_degraded());
-                }
-            })
-            .await;
-            let stats = l.stats();
-            let server_calls = script_calls(&server) - calls0;
-            println!(
-                "{:<44} {:>8} {:>14.0} {:>12.3} {:>12.3}",
-                "tollgate GCRA (EVALSHA, server TIME)",
-                tasks,
-                rate,
-                stats.round_trips as f64 / n as f64,
-                server_calls as f64 / n as f64
-            );
-        }
-        // Three tiers in one call.
-        for tasks in [1usize, 16] {
-            let l = Arc::new(
-                RedisLimiter::new(
-                    RedisTarget::Single(server.url()),
-                    vec![
-                        RedisRule::new("s", open).unwrap(),
-                        RedisRule::new(
-                            "m",
-                            AlgorithmConfig::FixedWindow {
-                                limit: 1 << 30,
-                                window: Nanos::from_secs(60),
-                            },
-                        )
-                        .unwrap(),
-                        RedisRule::new(
-                            "h",
-                            AlgorithmConfig::SlidingWindowCounter {
-                                limit: 1_000_000,
-                                window: Nanos::from_secs(3600),
-                            },
-                        )
-                        .unwrap(),
-                    ],
-                    RedisConfig::new("bench3")
-                        .unwrap()
-                        .with_deny_cache(0)
-                        .with_timeout(Duration::from_secs(5)),
+        let three = move || {
+            vec![
+                RedisRule::new("s", open).unwrap(),
+                RedisRule::new(
+                    "m",
+                    AlgorithmConfig::FixedWindow {
+                        limit: 1 << 30,
+                        window: Nanos::from_secs(60),
+                    },
                 )
                 .unwrap(),
-            );
-            let lc = l.clone();
-            let (rate, n) = drive(tasks, duration, move |t, i| {
-                let l = lc.clone();
-                async move {
-                    let key = format!("k{}", (t as u64 * 7919 + i) % 10_000);
-                    l.check(&key).await.expect("check");
-                }
-            })
-            .await;
-            println!(
-                "{:<44} {:>8} {:>14.0} {:>12.3} {:>12}",
-                "tollgate 3 tiers (GCRA+fixed+sliding counter)",
-                tasks,
-                rate,
-                l.stats().round_trips as f64 / n as f64,
-                "-"
-            );
-        }
-        // A hot key that is denied (limit long exhausted): with and without the deny cache.
+                RedisRule::new(
+                    "h",
+                    AlgorithmConfig::SlidingWindowCounter {
+                        limit: 1_000_000,
+                        window: Nanos::from_secs(3600),
+                    },
+                )
+                .unwrap(),
+            ]
+        };
         let closed = AlgorithmConfig::Gcra {
             limit: 1,
             period: Nanos::from_secs(3600),
             burst: 1,
         };
-        for (name, cache) in [
-            ("hot denied key, deny cache off", 0usize),
-            ("hot denied key, deny cache on", 10_000),
-        ] {
+        type Workload = (&'static str, Box<dyn Fn() -> Arc<RedisLimiter>>, bool);
+        let url = server.url();
+        let make = move |rules: Vec<RedisRule>, cache: usize| {
+            Arc::new(
+                RedisLimiter::new(
+                    RedisTarget::Single(url.clone()),
+                    rules,
+                    RedisConfig::new("bench")
+                        .unwrap()
+                        .with_deny_cache(cache)
+                        .with_timeout(Duration::from_secs(5)),
+                )
+                .unwrap(),
+            )
+        };
+        let (m1, m2, m3, m4) = (make.clone(), make.clone(), make.clone(), make);
+        let workloads: Vec<Workload> = vec![
+            (
+                "tollgate GCRA, server TIME, 10k keys",
+                Box::new(move || m1(vec![RedisRule::new("g", open).unwrap()], 0)),
+                false,
+            ),
+            (
+                "tollgate 3 tiers (GCRA+fixed+sliding ctr)",
+                Box::new(move || m2(three(), 0)),
+                false,
+            ),
+            (
+                "tollgate hot denied key, deny cache off",
+                Box::new(move || m3(vec![RedisRule::new("d", closed).unwrap()], 0)),
+                true,
+            ),
+            (
+                "tollgate hot denied key, deny cache on",
+                Box::new(move || m4(vec![RedisRule::new("c", closed).unwrap()], 10_000)),
+                true,
+            ),
+        ];
+        for (name, build, hot) in &workloads {
             for tasks in [1usize, 16] {
-                let l = limiter(&server, cache, closed);
+                let l = build();
+                // Connect and load the script before measuring.
+                l.check("warmup").await.expect("warmup");
+                reset_server_stats(&server);
+                let before = l.stats();
                 let lc = l.clone();
-                let (rate, n) = drive(tasks, duration, move |_, _| {
+                let hot = *hot;
+                let (rate, n) = drive(tasks, duration, move |t, i| {
                     let l = lc.clone();
                     async move {
-                        l.check("hot").await.expect("check");
+                        let key = if hot {
+                            "hot".to_owned()
+                        } else {
+                            format!("k{}", (t as u64 * 7919 + i) % 10_000)
+                        };
+                        let d = l.check(&key).await.expect("check");
+                        assert!(!d.is_degraded());
                     }
                 })
                 .await;
-                let stats = l.stats();
-                println!(
-                    "{:<44} {:>8} {:>14.0} {:>12.5} {:>12}",
-                    format!("tollgate {name}"),
-                    tasks,
-                    rate,
-                    stats.round_trips as f64 / n as f64,
-                    "-"
-                );
+                let trips = l.stats().round_trips - before.round_trips;
+                report(name, tasks, rate, Some(trips as f64 / n as f64), n, &server);
             }
         }
         // Baseline: INCR + EXPIRE NX of a fixed window, pipelined (one round trip).
         let client = redis::Client::open(server.url()).expect("url");
         let manager = ConnectionManager::new(client).await.expect("connect");
         for tasks in [1usize, 16] {
+            reset_server_stats(&server);
             let m = manager.clone();
-            let (rate, _) = drive(tasks, duration, move |t, i| {
+            let (rate, n) = drive(tasks, duration, move |t, i| {
                 let mut m = m.clone();
                 async move {
                     let key = format!("base:{}", (t as u64 * 7919 + i) % 10_000);
@@ -255,9 +266,13 @@ mod bench {
                 }
             })
             .await;
-            println!(
-                "{:<44} {:>8} {:>14.0} {:>12.3} {:>12}",
-                "baseline INCR+EXPIRE NX (pipelined)", tasks, rate, 1.0, "-"
+            report(
+                "baseline INCR+EXPIRE NX (pipelined)",
+                tasks,
+                rate,
+                Some(1.0),
+                n,
+                &server,
             );
         }
     }

@@ -539,15 +539,19 @@ return out
     let mut rng = Rng::new(2026);
     let mut con = server.connection();
     let mut checked = 0;
-    for round in 0..20 {
+    for round in 0..30 {
         let mut args = Vec::new();
         let mut triples = Vec::new();
         for _ in 0..200 {
-            let width = |rng: &mut Rng| match round % 4 {
+            // Full width, random widths, small (double fast paths), near u64::MAX, around
+            // 2^52..2^53 (the number/limb boundary) and around √2^53 (products crossing it).
+            let width = |rng: &mut Rng| match round % 6 {
                 0 => rng.next(),
                 1 => rng.next() >> (rng.below(64) as u32),
                 2 => rng.below(1 << 26),
-                _ => u64::MAX - rng.below(1000),
+                3 => u64::MAX - rng.below(1000),
+                4 => (1u64 << (52 + rng.below(2))) + rng.below(2000) - 1000,
+                _ => 94_906_265 + rng.below(2000) - 1000,
             };
             let x = width(&mut rng);
             let y = width(&mut rng).max(1);
@@ -572,7 +576,7 @@ return out
             checked += 1;
         }
     }
-    assert_eq!(checked, 4000);
+    assert_eq!(checked, 6000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

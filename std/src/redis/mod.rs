@@ -43,15 +43,20 @@
 //! `u128` in the core. Rounding any of them would make Redis drift from the in-process
 //! engine, so the scripts do not use doubles for values at all:
 //!
-//! - every quantity is an array of 24-bit limbs (little-endian), and `prelude.lua`
+//! - a value is a Lua number when it is an integer below 2^53 (counts, durations,
+//!   parameters: exact), and otherwise an array of 24-bit limbs (little-endian); every
+//!   operation normalises its result, so "limbs" always means "≥ 2^53". `prelude.lua`
 //!   implements compare, add, subtract (and saturating subtract), multiply and divide on
-//!   them. Three limbs (72 bits) hold every intermediate of GCRA, token and leaky bucket,
-//!   fixed window and log (sums of two `u64`s; `(w+1)·W ≤ now + W`); the sliding window
+//!   these values: two numbers take one double operation, kept only when the result is
+//!   provably exact (a rounded sum or product below 2^53 is exact, because a true result
+//!   of 2^53 or more never rounds below it); anything else goes through the limb routines;
+//! - three limbs (72 bits) hold every intermediate of GCRA, token and leaky bucket, fixed
+//!   window and log (sums of two `u64`s; `(w+1)·W ≤ now + W`); the sliding window
 //!   counter's products `L·W` and `prev·(W − elapsed)` (with `L < 2^31`, which the core's
 //!   layout guarantees) use five (120 bits). The client puts the limb count in the script.
 //!   Each limb operation stays below 2^53: sums of limbs are below 2^25, limb products
 //!   below 2^48 and a column of at most five of them below 2^51;
-//! - division with both operands below 2^52 is one double division corrected by one exact
+//! - division of two numbers below 2^52 is one double division corrected by one exact
 //!   multiply-subtract; otherwise it computes a double-precision estimate of the quotient
 //!   biased low by 2^-40, which provably keeps `estimate × divisor ≤ remainder` despite
 //!   the rounding of the limbs-to-double conversions (relative error below 2^-49),

@@ -1,23 +1,40 @@
 -- tollgate prelude: exact unsigned integer arithmetic for Redis' Lua 5.1, whose only number
 -- type is an IEEE double (53-bit mantissa). Nanosecond instants (~1.8e18 today) and u128
--- intermediates (L*W) do not fit, so every quantity is a little-endian array of NL limbs in
--- base B = 2^24. NL is set by the line the client puts before this file: 3 limbs (72 bits)
--- hold every intermediate of GCRA, leaky bucket, fixed window and log (sums of two u64s,
--- (index+1)*W <= now + W); the sliding window counter's products L*W, prev*(W - e) with
--- L < 2^31 need 5 (120 bits). Every limb operation stays below 2^53 and is therefore exact:
+-- intermediates (L*W) do not fit in it exactly, so a value is one of two things:
+--   * a Lua number, when it is an integer below 2^53 (exact): counts, durations, params;
+--   * a little-endian array of NL limbs in base B = 2^24, only for values of 2^53 and more
+--     (absolute instants, u128 products). Every operation normalises its result, so a
+--     limb array always means ">= 2^53" and a number always means "< 2^53".
+-- Numbers take the fast path (one double operation, kept only when the result is provably
+-- exact); anything else goes through the limb routines. NL is set by the line the client
+-- puts before this file: 3 limbs (72 bits) hold every intermediate of GCRA, leaky bucket,
+-- fixed window and log (sums of two u64s, (index+1)*W <= now + W); the sliding window
+-- counter's products L*W, prev*(W - e) with L < 2^31 need 5 (120 bits). Every limb
+-- operation stays below 2^53 and is therefore exact:
 --   add/sub  : limb sums < 2^25
 --   mul      : limb products < 2^48, at most NL summed per column (< 2^51), plus carry
---   divmod   : both operands below 2^52: one double division, corrected by one exact
---              multiply-subtract; otherwise a double-precision quotient estimate biased low
---              so that est*b <= r always holds, then an exact multiply-subtract, repeated
---              until r < b (a few rounds: each cuts r by 2^39)
+--   divmod   : a double-precision quotient estimate biased low so that est*b <= r always
+--              holds, then an exact multiply-subtract, repeated until r < b (each round
+--              cuts r by 2^39)
 -- Values cross the wire as 16-digit hex strings (u64), parsed and printed exactly.
 local B = 16777216
+local B2 = 281474976710656 -- 2^48
+local EXACT = 9007199254740992 -- 2^53
+local SMALL = 4503599627370496 -- 2^52
+local TWO32 = 4294967296
 local floor = math.floor
+local type, tonumber = type, tonumber
+local strsub, format = string.sub, string.format
 
-local function small(x)
-  -- x: a non-negative integer below 2^53 (exactly representable)
-  local t = {}
+-- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
+-- array part once, instead of growing (and rehashing) it slot by slot.
+
+-- Limb routines (L_*): arrays in, arrays out.
+
+local function limbs(x)
+  -- a value as limbs; a number must be a non-negative integer (any size a double holds)
+  if type(x) ~= 'number' then return x end
+  local t = { 0, 0, 0, 0, 0, 0 }
   for i = 1, NL do
     local q = floor(x / B)
     t[i] = x - q * B
@@ -26,23 +43,16 @@ local function small(x)
   return t
 end
 
-local ZERO = small(0)
-local ONE = small(1)
-local U64MAX = { B - 1, B - 1, 65535 }
-for i = 4, NL do U64MAX[i] = 0 end
-
-local function hex(s)
-  -- s: exactly 16 hex digits
-  local hi = tonumber(string.sub(s, 1, 8), 16)
-  local lo = tonumber(string.sub(s, 9, 16), 16)
-  local lo_top = floor(lo / B)
-  local hi_low = hi % 65536
-  local t = { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536 }
-  for i = 4, NL do t[i] = 0 end
+local function norm(t)
+  -- limbs back to a number when below 2^53 (t[3] < 32: t[3] * 2^48 < 2^53)
+  for i = 4, NL do
+    if t[i] ~= 0 then return t end
+  end
+  if t[3] < 32 then return t[1] + t[2] * B + t[3] * B2 end
   return t
 end
 
-local function cmp(a, b)
+local function L_cmp(a, b)
   for i = NL, 1, -1 do
     local x, y = a[i], b[i]
     if x ~= y then
@@ -52,14 +62,105 @@ local function cmp(a, b)
   return 0
 end
 
-local function is_zero(a)
+local function L_add(a, b)
+  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
   for i = 1, NL do
-    if a[i] ~= 0 then return false end
+    local s = a[i] + b[i] + c
+    if s >= B then t[i] = s - B; c = 1 else t[i] = s; c = 0 end
   end
-  return true
+  return t
+end
+
+local function L_sub(a, b)
+  -- requires a >= b
+  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  for i = 1, NL do
+    local s = a[i] - b[i] - c
+    if s < 0 then t[i] = s + B; c = 1 else t[i] = s; c = 0 end
+  end
+  return t
+end
+
+local function L_mul(a, b)
+  -- callers guarantee the product fits in NL limbs
+  local acc = { 0, 0, 0, 0, 0, 0 }
+  for i = 1, NL do
+    local x = a[i]
+    if x ~= 0 then
+      for j = 1, NL - i + 1 do
+        acc[i + j - 1] = acc[i + j - 1] + x * b[j]
+      end
+    end
+  end
+  local c = 0
+  for i = 1, NL do
+    local s = acc[i] + c
+    c = floor(s / B)
+    acc[i] = s - c * B
+  end
+  return acc
+end
+
+local function L_tonum(a)
+  -- nearest-ish double: relative error below 2^-50
+  local r = 0
+  for i = NL, 1, -1 do r = r * B + a[i] end
+  return r
+end
+
+local BIAS = 1 - 2 ^ -40
+
+local function L_divmod(a, b)
+  -- b non-zero; floor(a / b) and a mod b, as limbs
+  local q, r = limbs(0), a
+  local bd = L_tonum(b)
+  while L_cmp(r, b) >= 0 do
+    local est = floor(L_tonum(r) / bd * BIAS)
+    if est < 1 then est = 1 end
+    local e = limbs(est)
+    q = L_add(q, e)
+    r = L_sub(r, L_mul(e, b))
+  end
+  return q, r
+end
+
+-- Values: numbers below 2^53 or normalised limb arrays.
+
+local function small(x)
+  -- a non-negative integer below 2^53, already a value
+  return x
+end
+
+local ZERO = 0
+local ONE = 1
+local U64MAX = { B - 1, B - 1, 65535, 0, 0, 0 }
+
+local function hex(s)
+  -- s: exactly 16 hex digits
+  local hi = tonumber(strsub(s, 1, 8), 16)
+  local lo = tonumber(strsub(s, 9, 16), 16)
+  if hi < 2097152 then return hi * TWO32 + lo end -- below 2^53
+  local lo_top = floor(lo / B)
+  local hi_low = hi % 65536
+  return { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 }
+end
+
+local function cmp(a, b)
+  local na, nb = type(a) == 'number', type(b) == 'number'
+  if na and nb then
+    if a < b then return -1 elseif a > b then return 1 else return 0 end
+  end
+  if na then return -1 end
+  if nb then return 1 end
+  return L_cmp(a, b)
+end
+
+local function is_zero(a)
+  return a == 0
 end
 
 local function over_u64(a)
+  if type(a) == 'number' then return false end
   if a[3] >= 65536 then return true end
   for i = 4, NL do
     if a[i] ~= 0 then return true end
@@ -68,22 +169,18 @@ local function over_u64(a)
 end
 
 local function add(a, b)
-  local t, c = {}, 0
-  for i = 1, NL do
-    local s = a[i] + b[i] + c
-    if s >= B then t[i] = s - B; c = 1 else t[i] = s; c = 0 end
+  if type(a) == 'number' and type(b) == 'number' then
+    -- a rounded sum below 2^53 is exact (a true sum of 2^53 or more never rounds below)
+    local s = a + b
+    if s < EXACT then return s end
   end
-  return t
+  return norm(L_add(limbs(a), limbs(b)))
 end
 
 local function sub(a, b)
   -- requires a >= b
-  local t, c = {}, 0
-  for i = 1, NL do
-    local s = a[i] - b[i] - c
-    if s < 0 then t[i] = s + B; c = 1 else t[i] = s; c = 0 end
-  end
-  return t
+  if type(a) == 'number' then return a - b end
+  return norm(L_sub(a, limbs(b)))
 end
 
 local function sat_sub(a, b)
@@ -103,57 +200,32 @@ end
 
 local function mul(a, b)
   -- callers guarantee the product fits in NL limbs
-  local acc = {}
-  for i = 1, NL do acc[i] = 0 end
-  for i = 1, NL do
-    local x = a[i]
-    if x ~= 0 then
-      for j = 1, NL - i + 1 do
-        acc[i + j - 1] = acc[i + j - 1] + x * b[j]
-      end
-    end
+  if type(a) == 'number' and type(b) == 'number' then
+    local p = a * b
+    if p < EXACT then return p end
   end
-  local c = 0
-  for i = 1, NL do
-    local s = acc[i] + c
-    c = floor(s / B)
-    acc[i] = s - c * B
-  end
-  return acc
+  return norm(L_mul(limbs(a), limbs(b)))
 end
 
 local function tonum(a)
-  -- nearest-ish double: relative error below 2^-50
-  local r = 0
-  for i = NL, 1, -1 do r = r * B + a[i] end
-  return r
+  if type(a) == 'number' then return a end
+  return L_tonum(a)
 end
-
-local BIAS = 1 - 2 ^ -40
-
-local SMALL = 2 ^ 52
 
 local function divmod(a, b)
   -- b must be non-zero; returns floor(a / b), a mod b
-  local ad, bd0 = tonum(a), tonum(b)
-  if ad < SMALL and bd0 < SMALL then
-    -- Both exact as doubles: q*b <= a + b < 2^53, so the remainder is computed exactly
+  if type(a) == 'number' and type(b) == 'number' and a < SMALL then
+    -- a < 2^52 and b <= a (else q = 0): q*b <= a + b < 2^53, so the remainder is exact
     -- and one correction step fixes any rounding of the quotient.
-    local q = floor(ad / bd0)
-    local r = ad - q * bd0
-    if r < 0 then q = q - 1; r = r + bd0 elseif r >= bd0 then q = q + 1; r = r - bd0 end
-    return small(q), small(r)
+    if a < b then return 0, a end
+    local q = floor(a / b)
+    local r = a - q * b
+    if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
+    return q, r
   end
-  local q, r = ZERO, a
-  local bd = tonum(b)
-  while cmp(r, b) >= 0 do
-    local est = floor(tonum(r) / bd * BIAS)
-    if est < 1 then est = 1 end
-    local e = small(est)
-    q = add(q, e)
-    r = sub(r, mul(e, b))
-  end
-  return q, r
+  if type(b) ~= 'number' and type(a) == 'number' then return 0, a end
+  local q, r = L_divmod(limbs(a), limbs(b))
+  return norm(q), norm(r)
 end
 
 local function div(a, b)
@@ -168,9 +240,13 @@ end
 
 local function tohex(a)
   -- a < 2^64
+  if type(a) == 'number' then
+    local hi = floor(a / TWO32)
+    return format('%08x%08x', hi, a - hi * TWO32)
+  end
   local lo = a[1] + (a[2] % 256) * B
   local hi = floor(a[2] / 256) + a[3] * 65536
-  return string.format('%08x%08x', hi, lo)
+  return format('%08x%08x', hi, lo)
 end
 
 -- Nanos::span_to(at, now): at - now, 0 if passed, saturating at u64::MAX.
@@ -178,11 +254,9 @@ local function span_to(at, now)
   return clamp_u64(sat_sub(at, now))
 end
 
-local NS_PER_SEC = small(1000000000)
-
 local function server_now()
   local t = redis.call('TIME')
-  return add(mul(small(tonumber(t[1])), NS_PER_SEC), small(tonumber(t[2]) * 1000))
+  return add(mul(tonumber(t[1]), 1000000000), tonumber(t[2]) * 1000)
 end
 
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
@@ -206,7 +280,7 @@ end
 local function fields(raw, n)
   local t = {}
   for i = 1, n do
-    if raw then t[i] = hex(string.sub(raw, 16 * i - 15, 16 * i)) else t[i] = ZERO end
+    if raw then t[i] = hex(strsub(raw, 16 * i - 15, 16 * i)) else t[i] = ZERO end
   end
   return t
 end

@@ -690,3 +690,88 @@ async fn client_time_source_sends_this_process_clock() {
     );
     assert!(!limiter.check("k").await.unwrap().allowed());
 }
+
+/// A limit lowered under a live key (a config reload that keeps the key's state): the
+/// state then holds more than the new limit, and Redis must still decide as the core does
+/// when its transition runs on the old state with the new parameters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lowered_limits_under_live_keys_decide_like_the_core() {
+    use tollgate::{Algorithm, AnyAlgorithm, LogRing};
+    let server = RedisServer::start();
+    let w = Nanos::from_secs(1);
+    let pairs = [
+        (
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 10,
+                window: w,
+            },
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 3,
+                window: w,
+            },
+        ),
+        (
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: w,
+                burst: 10,
+            },
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: w,
+                burst: 3,
+            },
+        ),
+        (
+            AlgorithmConfig::LeakyBucket {
+                amount: 10,
+                period: w,
+                queue: 6,
+            },
+            AlgorithmConfig::LeakyBucket {
+                amount: 10,
+                period: w,
+                queue: 1,
+            },
+        ),
+        (
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 10,
+                window: w,
+            },
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 3,
+                window: w,
+            },
+        ),
+    ];
+    let mut rng = Rng::new(99);
+    for (n, (old, new)) in pairs.iter().enumerate() {
+        let mut word = 0u64;
+        let ring = LogRing::<64>::new();
+        let mut now = 1_790_000_000 * SEC;
+        for (phase, config) in [old, new].into_iter().enumerate() {
+            let limiter = vector_limiter(single(&server), "reload", &[("r", *config)]);
+            let algorithm = config.build().unwrap();
+            for step in 0..150 {
+                now += rng.below(SEC / 8);
+                let cost = if rng.below(4) == 0 { 0 } else { 1 };
+                let want = match algorithm {
+                    AnyAlgorithm::Packed(a) => {
+                        let outcome = a.decide(word, Nanos::new(now), cost).unwrap();
+                        if let Some(next) = outcome.next {
+                            word = next;
+                        }
+                        outcome.decision
+                    }
+                    AnyAlgorithm::Log(log) => ring.check_at(&log, Nanos::new(now), cost).unwrap(),
+                };
+                let got = limiter
+                    .check_n_at(&format!("live{n}"), cost, Nanos::new(now))
+                    .await
+                    .unwrap();
+                assert_eq!(got.decision, want, "pair {n} phase {phase} step {step}");
+            }
+        }
+    }
+}

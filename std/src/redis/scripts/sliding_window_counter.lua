@@ -1,6 +1,15 @@
 -- Sliding window counter: state (window index, prev, curr) as three 16-hex fields.
--- Mirrors tollgate_core::SlidingWindowCounter::decide, including its u128 products
--- (prev*(W - elapsed), L*W, x*W), which five 24-bit limbs (120 bits) hold exactly.
+-- Gives exactly tollgate_core::SlidingWindowCounter::decide's decisions, with its u128
+-- arithmetic rearranged so that the common case needs no u128 division:
+--   * the window index of `now` is the stored one whenever stored*W <= now < stored*W + W
+--     (no division by W); otherwise it is now / W as in the core;
+--   * with prev <= L (always, unless the limit was lowered under a live key),
+--     floor((L*W - prev*(W - e)) / W) = (L - prev) + floor(prev*e / W) exactly, since
+--     L*W - prev*(W - e) = (L - prev)*W + prev*e; call it `room`. The core's admission
+--     test weighted + new*W <= L*W is then new <= room (an integer is at most a real iff
+--     it is at most its floor), and its `remaining` is room - new;
+--   * otherwise (prev > L) the core's formulas are used as they are, in 120-bit limbs;
+--   * (index + k)*W is index*W + k*W, and W - min(floor(x*W/p), W) is 0 when x >= p.
 -- Arguments (3): W, L, cost (all 16-hex).
 ALGOS['swc'] = function(key, a, pos, now, slack)
   local window = hex(a[pos])
@@ -9,38 +18,52 @@ ALGOS['swc'] = function(key, a, pos, now, slack)
   local raw = state_of(key)
   local st = fields(raw, 3)
   local stored, prev, curr = st[1], st[2], st[3]
-  local current = div(now, window)
-  local index, elapsed
+  local base = mul(stored, window)
+  local current, current_base
+  if cmp(now, base) >= 0 and cmp(sub(now, base), window) < 0 then
+    current, current_base = stored, base
+  else
+    current = div(now, window)
+    current_base = mul(current, window)
+  end
+  local index, index_base, elapsed
   if cmp(stored, current) >= 0 then
-    index = stored
+    index, index_base = stored, base
     if cmp(stored, current) == 0 then
-      elapsed = sub(now, mul(current, window))
+      elapsed = sub(now, base)
     else
       elapsed = ZERO
     end
   else
     if cmp(add(stored, ONE), current) == 0 then prev = curr else prev = ZERO end
     curr = ZERO
-    index = current
-    elapsed = sub(now, mul(current, window))
+    index, index_base = current, current_base
+    elapsed = sub(now, current_base)
   end
-  local weighted = mul(prev, sub(window, elapsed))
-  local capacity = mul(limit, window)
-  local function remaining(c)
-    return sat_sub(div(sat_sub(capacity, weighted), window), c)
+  -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
+  local room, over = nil, false
+  if cmp(prev, limit) <= 0 then
+    room = add(sub(limit, prev), div(mul(prev, elapsed), window))
+  else
+    local capacity = mul(limit, window)
+    local weighted = mul(prev, sub(window, elapsed))
+    over = cmp(weighted, capacity) > 0
+    room = div(sat_sub(capacity, weighted), window)
   end
   local function until_window(k)
-    return span_to(mul(add(index, small(k)), window), now)
+    local at = index_base
+    for _ = 1, k do at = add(at, window) end
+    return span_to(at, now)
   end
   local new_curr = add(curr, cost)
-  if cmp(add(weighted, mul(new_curr, window)), capacity) <= 0 then
+  if not over and cmp(new_curr, room) <= 0 then
     local reset = ZERO
     if not is_zero(new_curr) then
       reset = until_window(2)
-    elseif not is_zero(weighted) then
+    elseif not is_zero(prev) then
       reset = until_window(1)
     end
-    local d = allow(remaining(new_curr), reset)
+    local d = allow(sub(room, new_curr), reset)
     local write = nil
     if not is_zero(cost) then
       write = function()
@@ -52,10 +75,10 @@ ALGOS['swc'] = function(key, a, pos, now, slack)
   end
   local reset
   if not is_zero(curr) then reset = until_window(2) else reset = until_window(1) end
-  -- retry_after: the offset into window index+k from which prev*(W - e) <= x*W holds
+  -- retry_after: the offset into window index+k from which p*(W - e) <= x*W holds
   local function earliest(x, p)
-    if is_zero(p) then return ZERO end
-    return sub(window, min(div(mul(x, window), p), window))
+    if is_zero(p) or cmp(x, p) >= 0 then return ZERO end
+    return sub(window, div(mul(x, window), p))
   end
   local k, offset
   local used = add(curr, cost)
@@ -64,6 +87,7 @@ ALGOS['swc'] = function(key, a, pos, now, slack)
   else
     k, offset = 1, earliest(sub(limit, cost), curr)
   end
-  local at = add(mul(add(index, small(k)), window), offset)
-  return deny(remaining(curr), reset, span_to(at, now)), nil, pos + 3
+  local at = index_base
+  for _ = 1, k do at = add(at, window) end
+  return deny(sat_sub(room, curr), reset, span_to(add(at, offset), now)), nil, pos + 3
 end

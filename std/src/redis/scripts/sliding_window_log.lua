@@ -18,8 +18,10 @@ ALGOS['log'] = function(key, a, pos, now, slack)
   local function in_window(t)
     return in_window_from == nil or cmp(t, in_window_from) > 0
   end
-  -- binary search for the oldest entry still in the window
-  local lo, hi = 0, n
+  -- the live entries are the newest min(n, L) (more only after the limit was lowered);
+  -- binary search among them for the oldest one still in the window
+  local live = math.min(n, limit_n)
+  local lo, hi = n - live, n
   while lo < hi do
     local mid = floor((lo + hi) / 2)
     if in_window((stamp_at(mid))) then hi = mid else lo = mid + 1 end
@@ -74,6 +76,6 @@ ALGOS['log'] = function(key, a, pos, now, slack)
   if newest then reset = until_out(newest) end
   local retry = reset
   local blocking = n + cost - limit_n - 1
-  if blocking >= 0 then retry = until_out((stamp_at(blocking))) end
+  if blocking >= n - live then retry = until_out((stamp_at(blocking))) end
   return deny(small(limit_n - count), reset, retry), nil, pos + 3
 end

@@ -51,11 +51,16 @@
 //!   provably exact (a rounded sum or product below 2^53 is exact, because a true result
 //!   of 2^53 or more never rounds below it); anything else goes through the limb routines;
 //! - three limbs (72 bits) hold every intermediate of GCRA, token and leaky bucket, fixed
-//!   window and log (sums of two `u64`s; `(w+1)·W ≤ now + W`); the sliding window
-//!   counter's products `L·W` and `prev·(W − elapsed)` (with `L < 2^31`, which the core's
-//!   layout guarantees) use five (120 bits). The client puts the limb count in the script.
-//!   Each limb operation stays below 2^53: sums of limbs are below 2^25, limb products
-//!   below 2^48 and a column of at most five of them below 2^51;
+//!   window and log (sums of two `u64`s; `w·W + W ≤ now + W`); the sliding window
+//!   counter's products of a count and a duration (`prev·elapsed`, `L·W`; counts are
+//!   below 2^31, which the core's layout guarantees) use four (96 bits). The client puts
+//!   the limb count in the script. Each limb operation stays below 2^53: sums of limbs
+//!   are below 2^25, limb products below 2^48 and a column of at most four of them below
+//!   2^50;
+//! - the window algorithms skip the division `now / W` whenever `now` lies in the stored
+//!   window (`w·W ≤ now < w·W + W`), and the sliding window counter uses the exact
+//!   identity `⌊(L·W − prev·(W − e)) / W⌋ = (L − prev) + ⌊prev·e / W⌋` (for `prev ≤ L`)
+//!   instead of a `u128` division; see the comments in its script;
 //! - division of two numbers below 2^52 is one double division corrected by one exact
 //!   multiply-subtract; otherwise it computes a double-precision estimate of the quotient
 //!   biased low by 2^-40, which provably keeps `estimate × divisor ≤ remainder` despite

@@ -46,9 +46,10 @@ impl LuaScript {
     /// The script for the algorithms `rules` use (each algorithm included once).
     pub fn for_rules(rules: &[RedisRule]) -> LuaScript {
         // Limbs per number (see prelude.lua): 3 (72 bits) hold every intermediate except
-        // the sliding window counter's u128 products, which need 5 (120 bits).
+        // the sliding window counter's products of a count (< 2^31) and a duration
+        // (< 2^64), which need 4 (96 bits).
         let limbs = if rules.iter().any(|rule| rule.script_algorithm() == "swc") {
-            5
+            4
         } else {
             3
         };

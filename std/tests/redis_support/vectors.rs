@@ -246,6 +246,14 @@ pub fn configs() -> Vec<(&'static str, AlgorithmConfig)> {
                 window: ns(999_999_937),
             },
         ),
+        // L·W ≈ 2^74: products past three limbs.
+        (
+            "swc_huge",
+            SlidingWindowCounter {
+                limit: 16_000_000,
+                window: ns(1 << 50),
+            },
+        ),
         (
             "log_3s",
             SlidingWindowLog {

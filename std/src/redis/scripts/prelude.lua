@@ -9,7 +9,7 @@
 -- exact); anything else goes through the limb routines. NL is set by the line the client
 -- puts before this file: 3 limbs (72 bits) hold every intermediate of GCRA, leaky bucket,
 -- fixed window and log (sums of two u64s, (index+1)*W <= now + W); the sliding window
--- counter's products L*W, prev*(W - e) with L < 2^31 need 5 (120 bits). Every limb
+-- counter's products of a count (< 2^31) and a duration (< 2^64) need 4 (96 bits). Every limb
 -- operation stays below 2^53 and is therefore exact:
 --   add/sub  : limb sums < 2^25
 --   mul      : limb products < 2^48, at most NL summed per column (< 2^51), plus carry

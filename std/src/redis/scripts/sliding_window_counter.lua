@@ -8,7 +8,7 @@
 --     L*W - prev*(W - e) = (L - prev)*W + prev*e; call it `room`. The core's admission
 --     test weighted + new*W <= L*W is then new <= room (an integer is at most a real iff
 --     it is at most its floor), and its `remaining` is room - new;
---   * otherwise (prev > L) the core's formulas are used as they are, in 120-bit limbs;
+--   * otherwise (prev > L) the core's formulas are used as they are, in 96-bit limbs;
 --   * (index + k)*W is index*W + k*W, and W - min(floor(x*W/p), W) is 0 when x >= p.
 -- Arguments (3): W, L, cost (all 16-hex).
 ALGOS['swc'] = function(key, a, pos, now, slack)

@@ -197,10 +197,16 @@ async fn debug_sleep_times_out_into_the_policy() {
         let _: redis::RedisResult<String> =
             redis::cmd("DEBUG").arg("SLEEP").arg(1).query(&mut side);
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let d = check(&limiter, "k").await;
-    assert_eq!(d.source, DecisionSource::Degraded(FailureCause::Timeout));
-    assert!(d.allowed());
+    // Check until the sleep is seen (the side command may take a moment to arrive): the
+    // server sleeps 1 s, far beyond the 300 ms timeout, so a check overlapping it times
+    // out into the policy.
+    let mut timed_out = false;
+    while !sleeper.is_finished() && !timed_out {
+        let d = check(&limiter, "k").await;
+        assert!(d.allowed());
+        timed_out = d.source == DecisionSource::Degraded(FailureCause::Timeout);
+    }
+    assert!(timed_out, "a check overlapping DEBUG SLEEP timed out");
     tokio::task::spawn_blocking(move || sleeper.join().unwrap())
         .await
         .unwrap();

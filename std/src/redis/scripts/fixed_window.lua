@@ -28,5 +28,7 @@ ALGOS['fixed'] = function(key, a, pos, now, slack)
     end
     return d, write, pos + 3
   end
-  return deny(sub(limit, count), reset, reset), nil, pos + 3
+  -- saturating: a count above a lowered limit must not underflow (the core subtracts
+  -- plainly there, which can only happen after a limit was lowered under a live key)
+  return deny(sat_sub(limit, count), reset, reset), nil, pos + 3
 end

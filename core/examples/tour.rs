@@ -18,8 +18,9 @@ fn burst_then_idle() -> Trace {
 
 fn boundary_burst() -> Trace {
     // 10 requests in the last millisecond of a window, 10 in the first of the next.
-    std::iter::repeat_n(999, 10)
-        .chain(std::iter::repeat_n(1_000, 10))
+    std::iter::repeat(999)
+        .take(10)
+        .chain(std::iter::repeat(1_000).take(10))
         .collect()
 }
 

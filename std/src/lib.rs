@@ -36,3 +36,6 @@ pub use keyed::{
     KeyedStats, WhenFull,
 };
 pub use rate_limiter::RateLimiter;
+
+#[cfg(feature = "redis")]
+pub mod redis;

@@ -1,0 +1,32 @@
+//! [`FailureCause`]: why a decision was made without Redis.
+
+use std::fmt;
+
+/// Why Redis did not decide.
+///
+/// ```
+/// use tollgate::redis::FailureCause;
+/// assert_eq!(FailureCause::Timeout.to_string(), "timed out");
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FailureCause {
+    /// No answer within the configured timeout (server paused, overloaded, partitioned).
+    Timeout,
+    /// The connection failed or was refused (server down, restarting).
+    Connection,
+    /// The server answered with an error (e.g. cluster down, out of memory, script error).
+    Server,
+    /// A recent failure is still within the retry backoff: Redis was not tried.
+    Backoff,
+}
+
+impl fmt::Display for FailureCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureCause::Timeout => "timed out",
+            FailureCause::Connection => "connection failed",
+            FailureCause::Server => "server error",
+            FailureCause::Backoff => "backing off after a recent failure",
+        })
+    }
+}

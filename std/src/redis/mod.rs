@@ -1,0 +1,128 @@
+//! # Redis and Redis Cluster backend (feature `redis`)
+//!
+//! When a fleet of stateless servers must share limits, the state moves to Redis and the
+//! core's transitions run there, as Lua scripts, atomically:
+//!
+//! - **One script per algorithm** (`scripts/*.lua`, one transition each, mirroring the core's
+//!   `decide` line by line; the token bucket runs GCRA's, as in the core). A limiter sends
+//!   the script of the algorithms its rules use. The clock is the server's `TIME`
+//!   ([`TimeSource::Server`]); a client-supplied time is an explicit option
+//!   ([`RedisLimiter::check_n_at`], [`TimeSource::Client`]).
+//! - **Keys** `{prefix}:{rule}:{{key}}`: the client key is the hash tag, so every tier of one
+//!   check lives in one Redis Cluster slot. Every write sets a TTL at the key's reset time
+//!   (rounded up, plus 3 ms for Redis' millisecond expiry clock, plus
+//!   [`RedisConfig::with_ttl_slack`]), so idle state disappears and memory is bounded by
+//!   the active keys. A deny writes nothing.
+//! - **`EVALSHA`**, and on `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`) one `EVAL` of the
+//!   body, which caches it again: transparent, counted in [`RedisStats::script_reloads`].
+//! - **Tiers, all or nothing, one round trip**: the runner decides every rule, then writes
+//!   all of them only if all admit ([`RedisDecision`] says how they combine).
+//! - **Failures** (connect timeout, per-check timeout, connection loss, server errors) go
+//!   to the [`FailurePolicy`]: fail open, fail closed, or an in-process `tollgate_core`
+//!   limiter with a share of each limit; such decisions carry
+//!   [`DecisionSource::Degraded`]. After a failure Redis is skipped for the retry backoff,
+//!   then tried again: recovery needs no restart.
+//! - **Deny cache**: a deny is remembered until its `retry_after` has passed (measured from
+//!   when the request was sent, so never too long); meanwhile the same key and cost are
+//!   answered locally ([`DecisionSource::DenyCache`]) with the same `retry_after`
+//!   deadline. Exact, because nothing another client does can admit that request sooner.
+//!   Locally answered denies carry the `remaining` Redis last reported (a lower bound).
+//!
+//! Built on the [`redis`](https://docs.rs/redis) crate (features `tokio-comp`,
+//! `connection-manager`, `cluster-async`, `script`) and tokio; the feature therefore needs
+//! Rust 1.88 (the `redis` crate's minimum), while the rest of the crate keeps its own.
+//! Tested against Redis 7.0 (`CLUSTER ADDSLOTSRANGE` in the test harness needs 7.0+; the
+//! scripts themselves only need `TIME` in scripts, i.e. effects replication, the default
+//! since 5.0).
+//!
+//! ## Exact arithmetic in Redis' Lua
+//!
+//! Redis embeds Lua 5.1, whose only number is an IEEE double: integers are exact only below
+//! 2^53 (about 104 days in ns). Unix time in ns is about 1.8·10^18 (61 bits), window
+//! indexes times windows and the sliding counter's `prev·(W − elapsed)` and `L·W` are
+//! `u128` in the core. Rounding any of them would make Redis drift from the in-process
+//! engine, so the scripts do not use doubles for values at all:
+//!
+//! - a value is a Lua number when it is an integer below 2^53 (counts, durations,
+//!   parameters: exact), and otherwise an array of 24-bit limbs (little-endian); every
+//!   operation normalises its result, so "limbs" always means "≥ 2^53". `prelude.lua`
+//!   implements compare, add, subtract (and saturating subtract), multiply and divide on
+//!   these values: two numbers take one double operation, kept only when the result is
+//!   provably exact (a rounded sum or product below 2^53 is exact, because a true result
+//!   of 2^53 or more never rounds below it); anything else goes through the limb routines;
+//! - three limbs (72 bits) hold every intermediate of GCRA, token and leaky bucket, fixed
+//!   window and log (sums of two `u64`s; `w·W + W ≤ now + W`); the sliding window
+//!   counter's products of a count and a duration (`prev·elapsed`, `L·W`; counts are
+//!   below 2^31, which the core's layout guarantees) use four (96 bits). The client puts
+//!   the limb count in the script. Each limb operation stays below 2^53: sums of limbs
+//!   are below 2^25, limb products below 2^48 and a column of at most four of them below
+//!   2^50;
+//! - the window algorithms skip the division `now / W` whenever `now` lies in the stored
+//!   window (`w·W ≤ now < w·W + W`), and the sliding window counter uses the exact
+//!   identity `⌊(L·W − prev·(W − e)) / W⌋ = (L − prev) + ⌊prev·e / W⌋` (for `prev ≤ L`)
+//!   instead of a `u128` division; see the comments in its script;
+//! - division of two numbers below 2^52 is one double division corrected by one exact
+//!   multiply-subtract; otherwise it computes a double-precision estimate of the quotient
+//!   biased low by 2^-40, which provably keeps `estimate × divisor ≤ remainder` despite
+//!   the rounding of the limbs-to-double conversions (relative error below 2^-49),
+//!   subtracts `estimate × divisor` exactly, and repeats while the remainder is at least
+//!   the divisor (each round cuts the remainder by 2^39: two or three rounds for `u64`);
+//! - values cross the wire, and are stored in Redis, as 16-digit hex strings, parsed into
+//!   and printed from limbs exactly (two 32-bit halves, each exact in a double);
+//! - `TIME`'s seconds and microseconds become `s·10^9 + µs·10^3` ns in limbs;
+//! - products that only depend on the request and the parameters (`cost·T`, `cost/r`) are
+//!   computed by the client in checked `u64` (the core already bounds them), so the
+//!   scripts only add, compare and divide in the hot path.
+//!
+//! The state a script stores is the core's state, unpacked: GCRA / token bucket / leaky
+//! bucket keep their one instant; the fixed window keeps (index, count) and the sliding
+//! window counter (index, prev, curr) as hex fields of one string (no bit packing needed,
+//! so no layout limits beyond the core's own validation); the sliding window log keeps a
+//! sorted set bounded to `L` members, one per admitted permit, all with score 0 and named
+//! `hex(stamp) ‖ hex(sequence)`, so that lexicographic order is recording order and rank
+//! `r` is the core ring's live slot `h − n + r` (binary search by `ZRANGE` rank). An
+//! expired key reads as the core's fresh state, and keys expire only once their state is
+//! indistinguishable from fresh, so expiry never changes a decision.
+//!
+//! The shared test vectors (`tests/redis_support/vectors.rs`) replay the same traces
+//! through the core cell and through Redis with client-supplied time, including instants
+//! near `u64::MAX`, late callers and `u128` intermediates, and require identical
+//! [`Decision`](crate::Decision)s.
+
+mod blocking;
+mod build_error;
+mod check_error;
+mod config;
+mod connection;
+mod decision;
+mod decision_source;
+mod deny_cache;
+mod failure_cause;
+mod failure_policy;
+mod fallback;
+mod limiter;
+mod rule;
+mod script;
+mod stats;
+mod sync;
+mod target;
+mod time_source;
+
+pub use blocking::BlockingRedisLimiter;
+pub use build_error::BuildError;
+pub use check_error::CheckError;
+pub use config::RedisConfig;
+pub use decision::RedisDecision;
+pub use decision_source::DecisionSource;
+pub use failure_cause::FailureCause;
+pub use failure_policy::FailurePolicy;
+pub use limiter::RedisLimiter;
+pub use rule::RedisRule;
+pub use script::LuaScript;
+pub use stats::RedisStats;
+pub use target::RedisTarget;
+pub use time_source::TimeSource;
+
+/// The largest sliding window log limit the Redis backend accepts (one sorted-set member
+/// per permit in the window).
+pub const MAX_LOG_LIMIT: u64 = 1 << 20;

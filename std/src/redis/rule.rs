@@ -1,0 +1,158 @@
+//! [`RedisRule`]: one named limit (a tier) of a Redis limiter, and how its parameters and a
+//! request's cost are encoded as script arguments.
+
+use super::{BuildError, MAX_LOG_LIMIT};
+use crate::{Algorithm, AlgorithmConfig, AnyAlgorithm, InsufficientCapacity, PackedAlgorithm};
+
+/// A named, validated limit. Its Redis key for a client key `k` is
+/// `{prefix}:{name}:{k}` with `k` in braces, so every rule of one check hashes to the same
+/// Redis Cluster slot.
+///
+/// ```
+/// use tollgate::redis::RedisRule;
+/// use tollgate::{AlgorithmConfig, Nanos};
+/// let per_second = RedisRule::new(
+///     "per_second",
+///     AlgorithmConfig::Gcra { limit: 10, period: Nanos::from_secs(1), burst: 20 },
+/// )?;
+/// assert_eq!(per_second.name(), "per_second");
+/// assert_eq!(per_second.limit(), 20);
+/// # Ok::<(), tollgate::redis::BuildError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisRule {
+    name: String,
+    config: AlgorithmConfig,
+    algorithm: AnyAlgorithm,
+}
+
+/// Checks a rule name or key prefix: non-empty, no hash-tag braces, no separator.
+pub(crate) fn validate_name(name: &str) -> Result<(), BuildError> {
+    if name.is_empty() || name.contains(['{', '}', ':']) {
+        Err(BuildError::InvalidName(name.to_owned()))
+    } else {
+        Ok(())
+    }
+}
+
+fn hex(value: u64) -> String {
+    format!("{value:016x}")
+}
+
+impl RedisRule {
+    /// Validates `config` (as the core does) and the name.
+    pub fn new(name: impl Into<String>, config: AlgorithmConfig) -> Result<RedisRule, BuildError> {
+        let name = name.into();
+        validate_name(&name)?;
+        let algorithm = config.build()?;
+        if let AnyAlgorithm::Log(log) = algorithm {
+            if log.limit() > MAX_LOG_LIMIT {
+                return Err(BuildError::LogTooLarge { max: MAX_LOG_LIMIT });
+            }
+        }
+        Ok(RedisRule {
+            name,
+            config,
+            algorithm,
+        })
+    }
+
+    /// The rule's name (part of its Redis key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration it was built from.
+    pub fn config(&self) -> &AlgorithmConfig {
+        &self.config
+    }
+
+    /// The validated algorithm (what the in-process core would run).
+    pub fn algorithm(&self) -> &AnyAlgorithm {
+        &self.algorithm
+    }
+
+    /// The most cost-1 requests admissible at once (the decision's `limit`).
+    pub fn limit(&self) -> u64 {
+        self.algorithm.limit()
+    }
+
+    /// The largest cost one check can admit.
+    pub fn max_cost(&self) -> u64 {
+        match &self.algorithm {
+            AnyAlgorithm::Packed(a) => a.max_cost(),
+            AnyAlgorithm::Log(log) => log.limit(),
+        }
+    }
+
+    /// The name of the Lua transition that runs this rule.
+    pub(crate) fn script_algorithm(&self) -> &'static str {
+        match &self.algorithm {
+            AnyAlgorithm::Packed(PackedAlgorithm::Gcra(_) | PackedAlgorithm::TokenBucket(_)) => {
+                "gcra"
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(_)) => "leaky",
+            AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_)) => "fixed",
+            AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(_)) => "swc",
+            AnyAlgorithm::Log(_) => "log",
+        }
+    }
+
+    /// Appends this tier's script arguments for a request of `cost`: the algorithm's name,
+    /// its precomputed parameters and the cost-derived products (computed here in `u64`,
+    /// checked, so the script only adds, compares and divides).
+    pub(crate) fn encode(
+        &self,
+        cost: u32,
+        args: &mut Vec<String>,
+    ) -> Result<(), InsufficientCapacity> {
+        let max_cost = self.max_cost();
+        if u64::from(cost) > max_cost {
+            return Err(InsufficientCapacity { max_cost });
+        }
+        let cost64 = u64::from(cost);
+        args.push(self.script_algorithm().to_owned());
+        match &self.algorithm {
+            AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => encode_gcra(g, cost, args),
+            AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => {
+                encode_gcra(t.as_gcra(), cost, args)
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => {
+                let interval = l.drain_interval().as_u64();
+                // Both products were checked by the core: the horizon at construction,
+                // the drain through max_cost above.
+                let horizon = interval.saturating_mul(l.queue_depth());
+                let drain = interval.saturating_mul(cost64);
+                args.push(hex(interval));
+                args.push(hex(horizon));
+                args.push(hex(drain));
+                args.push(cost.to_string());
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
+                args.push(hex(w.window().as_u64()));
+                args.push(hex(w.limit()));
+                args.push(hex(cost64));
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
+                args.push(hex(w.window().as_u64()));
+                args.push(hex(w.limit()));
+                args.push(hex(cost64));
+            }
+            AnyAlgorithm::Log(log) => {
+                args.push(hex(log.window().as_u64()));
+                args.push(log.limit().to_string());
+                args.push(cost.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn encode_gcra(g: &crate::Gcra, cost: u32, args: &mut Vec<String>) {
+    let interval = g.emission_interval().as_u64();
+    args.push(hex(interval));
+    args.push(hex(g.tolerance().as_u64()));
+    // cost ≤ burst, so cost·T ≤ τ fits (checked by the core at construction).
+    args.push(hex(interval.saturating_mul(u64::from(cost))));
+    args.push(cost.to_string());
+}

@@ -1,0 +1,294 @@
+-- tollgate prelude: exact unsigned integer arithmetic for Redis' Lua 5.1, whose only number
+-- type is an IEEE double (53-bit mantissa). Nanosecond instants (~1.8e18 today) and u128
+-- intermediates (L*W) do not fit in it exactly, so a value is one of two things:
+--   * a Lua number, when it is an integer below 2^53 (exact): counts, durations, params;
+--   * a little-endian array of NL limbs in base B = 2^24, only for values of 2^53 and more
+--     (absolute instants, u128 products). Every operation normalises its result, so a
+--     limb array always means ">= 2^53" and a number always means "< 2^53".
+-- Numbers take the fast path (one double operation, kept only when the result is provably
+-- exact); anything else goes through the limb routines. NL is set by the line the client
+-- puts before this file: 3 limbs (72 bits) hold every intermediate of GCRA, leaky bucket,
+-- fixed window and log (sums of two u64s, (index+1)*W <= now + W); the sliding window
+-- counter's products of a count (< 2^31) and a duration (< 2^64) need 4 (96 bits). Every limb
+-- operation stays below 2^53 and is therefore exact:
+--   add/sub  : limb sums < 2^25
+--   mul      : limb products < 2^48, at most NL summed per column (< 2^51), plus carry
+--   divmod   : a double-precision quotient estimate biased low so that est*b <= r always
+--              holds, then an exact multiply-subtract, repeated until r < b (each round
+--              cuts r by 2^39)
+-- Values cross the wire as 16-digit hex strings (u64), parsed and printed exactly.
+local B = 16777216
+local B2 = 281474976710656 -- 2^48
+local EXACT = 9007199254740992 -- 2^53
+local SMALL = 4503599627370496 -- 2^52
+local TWO32 = 4294967296
+local floor = math.floor
+local type, tonumber = type, tonumber
+local strsub, format = string.sub, string.format
+
+-- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
+-- array part once, instead of growing (and rehashing) it slot by slot.
+
+-- Limb routines (L_*): arrays in, arrays out.
+
+local function limbs(x)
+  -- a value as limbs; a number must be a non-negative integer (any size a double holds)
+  if type(x) ~= 'number' then return x end
+  local t = { 0, 0, 0, 0, 0, 0 }
+  for i = 1, NL do
+    local q = floor(x / B)
+    t[i] = x - q * B
+    x = q
+  end
+  return t
+end
+
+local function norm(t)
+  -- limbs back to a number when below 2^53 (t[3] < 32: t[3] * 2^48 < 2^53)
+  for i = 4, NL do
+    if t[i] ~= 0 then return t end
+  end
+  if t[3] < 32 then return t[1] + t[2] * B + t[3] * B2 end
+  return t
+end
+
+local function L_cmp(a, b)
+  for i = NL, 1, -1 do
+    local x, y = a[i], b[i]
+    if x ~= y then
+      if x < y then return -1 else return 1 end
+    end
+  end
+  return 0
+end
+
+local function L_add(a, b)
+  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  for i = 1, NL do
+    local s = a[i] + b[i] + c
+    if s >= B then t[i] = s - B; c = 1 else t[i] = s; c = 0 end
+  end
+  return t
+end
+
+local function L_sub(a, b)
+  -- requires a >= b
+  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  for i = 1, NL do
+    local s = a[i] - b[i] - c
+    if s < 0 then t[i] = s + B; c = 1 else t[i] = s; c = 0 end
+  end
+  return t
+end
+
+local function L_mul(a, b)
+  -- callers guarantee the product fits in NL limbs
+  local acc = { 0, 0, 0, 0, 0, 0 }
+  for i = 1, NL do
+    local x = a[i]
+    if x ~= 0 then
+      for j = 1, NL - i + 1 do
+        acc[i + j - 1] = acc[i + j - 1] + x * b[j]
+      end
+    end
+  end
+  local c = 0
+  for i = 1, NL do
+    local s = acc[i] + c
+    c = floor(s / B)
+    acc[i] = s - c * B
+  end
+  return acc
+end
+
+local function L_tonum(a)
+  -- nearest-ish double: relative error below 2^-50
+  local r = 0
+  for i = NL, 1, -1 do r = r * B + a[i] end
+  return r
+end
+
+local BIAS = 1 - 2 ^ -40
+
+local function L_divmod(a, b)
+  -- b non-zero; floor(a / b) and a mod b, as limbs
+  local q, r = limbs(0), a
+  local bd = L_tonum(b)
+  while L_cmp(r, b) >= 0 do
+    local est = floor(L_tonum(r) / bd * BIAS)
+    if est < 1 then est = 1 end
+    local e = limbs(est)
+    q = L_add(q, e)
+    r = L_sub(r, L_mul(e, b))
+  end
+  return q, r
+end
+
+-- Values: numbers below 2^53 or normalised limb arrays.
+
+local function small(x)
+  -- a non-negative integer below 2^53, already a value
+  return x
+end
+
+local ZERO = 0
+local ONE = 1
+local U64MAX = { B - 1, B - 1, 65535, 0, 0, 0 }
+
+local function hex(s)
+  -- s: exactly 16 hex digits
+  local hi = tonumber(strsub(s, 1, 8), 16)
+  local lo = tonumber(strsub(s, 9, 16), 16)
+  if hi < 2097152 then return hi * TWO32 + lo end -- below 2^53
+  local lo_top = floor(lo / B)
+  local hi_low = hi % 65536
+  return { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 }
+end
+
+local function cmp(a, b)
+  local na, nb = type(a) == 'number', type(b) == 'number'
+  if na and nb then
+    if a < b then return -1 elseif a > b then return 1 else return 0 end
+  end
+  if na then return -1 end
+  if nb then return 1 end
+  return L_cmp(a, b)
+end
+
+local function is_zero(a)
+  return a == 0
+end
+
+local function over_u64(a)
+  if type(a) == 'number' then return false end
+  if a[3] >= 65536 then return true end
+  for i = 4, NL do
+    if a[i] ~= 0 then return true end
+  end
+  return false
+end
+
+local function add(a, b)
+  if type(a) == 'number' and type(b) == 'number' then
+    -- a rounded sum below 2^53 is exact (a true sum of 2^53 or more never rounds below)
+    local s = a + b
+    if s < EXACT then return s end
+  end
+  return norm(L_add(limbs(a), limbs(b)))
+end
+
+local function sub(a, b)
+  -- requires a >= b
+  if type(a) == 'number' then return a - b end
+  return norm(L_sub(a, limbs(b)))
+end
+
+local function sat_sub(a, b)
+  if cmp(a, b) <= 0 then return ZERO end
+  return sub(a, b)
+end
+
+local function max(a, b)
+  if cmp(a, b) >= 0 then return a end
+  return b
+end
+
+local function min(a, b)
+  if cmp(a, b) <= 0 then return a end
+  return b
+end
+
+local function mul(a, b)
+  -- callers guarantee the product fits in NL limbs
+  if type(a) == 'number' and type(b) == 'number' then
+    local p = a * b
+    if p < EXACT then return p end
+  end
+  return norm(L_mul(limbs(a), limbs(b)))
+end
+
+local function tonum(a)
+  if type(a) == 'number' then return a end
+  return L_tonum(a)
+end
+
+local function divmod(a, b)
+  -- b must be non-zero; returns floor(a / b), a mod b
+  if type(a) == 'number' and type(b) == 'number' and a < SMALL then
+    -- a < 2^52 and b <= a (else q = 0): q*b <= a + b < 2^53, so the remainder is exact
+    -- and one correction step fixes any rounding of the quotient.
+    if a < b then return 0, a end
+    local q = floor(a / b)
+    local r = a - q * b
+    if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
+    return q, r
+  end
+  if type(b) ~= 'number' and type(a) == 'number' then return 0, a end
+  local q, r = L_divmod(limbs(a), limbs(b))
+  return norm(q), norm(r)
+end
+
+local function div(a, b)
+  local q = divmod(a, b)
+  return q
+end
+
+local function clamp_u64(a)
+  if over_u64(a) then return U64MAX end
+  return a
+end
+
+local function tohex(a)
+  -- a < 2^64
+  if type(a) == 'number' then
+    local hi = floor(a / TWO32)
+    return format('%08x%08x', hi, a - hi * TWO32)
+  end
+  local lo = a[1] + (a[2] % 256) * B
+  local hi = floor(a[2] / 256) + a[3] * 65536
+  return format('%08x%08x', hi, lo)
+end
+
+-- Nanos::span_to(at, now): at - now, 0 if passed, saturating at u64::MAX.
+local function span_to(at, now)
+  return clamp_u64(sat_sub(at, now))
+end
+
+local function server_now()
+  local t = redis.call('TIME')
+  return add(mul(tonumber(t[1]), 1000000000), tonumber(t[2]) * 1000)
+end
+
+-- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
+-- margins for Redis' millisecond expiry clock, plus the configured slack.
+local function ttl_ms(reset, slack)
+  return floor(tonum(reset) / 1000000) + 3 + slack
+end
+
+-- A decision as the core's Decision: allowed, remaining, reset_after, retry_after, delay.
+local function allow(remaining, reset, delay)
+  return { 1, remaining, reset, ZERO, delay or ZERO }
+end
+
+local function deny(remaining, reset, retry)
+  -- Decision::deny: a deny always says to wait at least 1 ns
+  if is_zero(retry) then retry = ONE end
+  return { 0, remaining, reset, retry, ZERO }
+end
+
+-- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).
+local function fields(raw, n)
+  local t = {}
+  for i = 1, n do
+    if raw then t[i] = hex(strsub(raw, 16 * i - 15, 16 * i)) else t[i] = ZERO end
+  end
+  return t
+end
+
+local function state_of(key)
+  local raw = redis.call('GET', key)
+  if raw == false then return nil end
+  return raw
+end
+
+local ALGOS = {}

@@ -1,0 +1,93 @@
+-- Sliding window counter: state (window index, prev, curr) as three 16-hex fields.
+-- Gives exactly tollgate_core::SlidingWindowCounter::decide's decisions, with its u128
+-- arithmetic rearranged so that the common case needs no u128 division:
+--   * the window index of `now` is the stored one whenever stored*W <= now < stored*W + W
+--     (no division by W); otherwise it is now / W as in the core;
+--   * with prev <= L (always, unless the limit was lowered under a live key),
+--     floor((L*W - prev*(W - e)) / W) = (L - prev) + floor(prev*e / W) exactly, since
+--     L*W - prev*(W - e) = (L - prev)*W + prev*e; call it `room`. The core's admission
+--     test weighted + new*W <= L*W is then new <= room (an integer is at most a real iff
+--     it is at most its floor), and its `remaining` is room - new;
+--   * otherwise (prev > L) the core's formulas are used as they are, in 96-bit limbs;
+--   * (index + k)*W is index*W + k*W, and W - min(floor(x*W/p), W) is 0 when x >= p.
+-- Arguments (3): W, L, cost (all 16-hex).
+ALGOS['swc'] = function(key, a, pos, now, slack)
+  local window = hex(a[pos])
+  local limit = hex(a[pos + 1])
+  local cost = hex(a[pos + 2])
+  local raw = state_of(key)
+  local st = fields(raw, 3)
+  local stored, prev, curr = st[1], st[2], st[3]
+  local base = mul(stored, window)
+  local current, current_base
+  if cmp(now, base) >= 0 and cmp(sub(now, base), window) < 0 then
+    current, current_base = stored, base
+  else
+    current = div(now, window)
+    current_base = mul(current, window)
+  end
+  local index, index_base, elapsed
+  if cmp(stored, current) >= 0 then
+    index, index_base = stored, base
+    if cmp(stored, current) == 0 then
+      elapsed = sub(now, base)
+    else
+      elapsed = ZERO
+    end
+  else
+    if cmp(add(stored, ONE), current) == 0 then prev = curr else prev = ZERO end
+    curr = ZERO
+    index, index_base = current, current_base
+    elapsed = sub(now, current_base)
+  end
+  -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
+  local room, over = nil, false
+  if cmp(prev, limit) <= 0 then
+    room = add(sub(limit, prev), div(mul(prev, elapsed), window))
+  else
+    local capacity = mul(limit, window)
+    local weighted = mul(prev, sub(window, elapsed))
+    over = cmp(weighted, capacity) > 0
+    room = div(sat_sub(capacity, weighted), window)
+  end
+  local function until_window(k)
+    local at = index_base
+    for _ = 1, k do at = add(at, window) end
+    return span_to(at, now)
+  end
+  local new_curr = add(curr, cost)
+  if not over and cmp(new_curr, room) <= 0 then
+    local reset = ZERO
+    if not is_zero(new_curr) then
+      reset = until_window(2)
+    elseif not is_zero(prev) then
+      reset = until_window(1)
+    end
+    local d = allow(sub(room, new_curr), reset)
+    local write = nil
+    if not is_zero(cost) then
+      write = function()
+        redis.call('SET', key, tohex(index) .. tohex(prev) .. tohex(new_curr), 'PX',
+          ttl_ms(reset, slack))
+      end
+    end
+    return d, write, pos + 3
+  end
+  local reset
+  if not is_zero(curr) then reset = until_window(2) else reset = until_window(1) end
+  -- retry_after: the offset into window index+k from which p*(W - e) <= x*W holds
+  local function earliest(x, p)
+    if is_zero(p) or cmp(x, p) >= 0 then return ZERO end
+    return sub(window, div(mul(x, window), p))
+  end
+  local k, offset
+  local used = add(curr, cost)
+  if cmp(limit, used) >= 0 then
+    k, offset = 0, earliest(sub(limit, used), prev)
+  else
+    k, offset = 1, earliest(sub(limit, cost), curr)
+  end
+  local at = index_base
+  for _ = 1, k do at = add(at, window) end
+  return deny(sat_sub(room, curr), reset, span_to(add(at, offset), now)), nil, pos + 3
+end

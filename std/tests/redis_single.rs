@@ -1,0 +1,777 @@
+//! Redis backend against one real `redis-server`: the shared vectors give the core's exact
+//! decisions, many concurrent tasks on one key admit exactly the bound, keys carry TTLs at
+//! their reset time, tiers are all or nothing, the deny cache answers exactly.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis_support::server::RedisServer;
+use redis_support::vector_limiter;
+use redis_support::vectors::{self, Rng};
+use tollgate::redis::{
+    BlockingRedisLimiter, CheckError, DecisionSource, RedisConfig, RedisLimiter, RedisRule,
+    RedisTarget,
+};
+use tollgate::{AlgorithmConfig, AnyLimiter, InsufficientCapacity, Nanos};
+
+const SEC: u64 = 1_000_000_000;
+
+fn single(server: &RedisServer) -> RedisTarget {
+    RedisTarget::Single(server.url())
+}
+
+fn pttl(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query(&mut server.connection())
+        .expect("PTTL")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_vectors_give_the_core_decisions() {
+    let server = RedisServer::start();
+    let cases = vectors::cases(200);
+    let mut steps = 0;
+    for (i, case) in cases.iter().enumerate() {
+        let limiter = vector_limiter(single(&server), "vec", &[("r", case.config)]);
+        vectors::assert_case(&limiter, &format!("case{i}"), case).await;
+        steps += case.trace.len();
+        // One decision per step, one round trip each (plus a reload on first use).
+        assert!(limiter.stats().round_trips <= case.trace.len() as u64 + 1);
+    }
+    assert!(steps > 10_000, "{steps} steps");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_tier_checks_are_all_or_nothing_like_the_core() {
+    let server = RedisServer::start();
+    let tiers = [
+        (
+            "burst",
+            AlgorithmConfig::Gcra {
+                limit: 5,
+                period: Nanos::from_secs(1),
+                burst: 5,
+            },
+        ),
+        (
+            "minute",
+            AlgorithmConfig::FixedWindow {
+                limit: 30,
+                window: Nanos::from_secs(60),
+            },
+        ),
+        (
+            "log",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 8,
+                window: Nanos::from_secs(10),
+            },
+        ),
+        (
+            "smooth",
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 9,
+                window: Nanos::from_secs(20),
+            },
+        ),
+        (
+            "shaper",
+            AlgorithmConfig::LeakyBucket {
+                amount: 3,
+                period: Nanos::from_secs(1),
+                queue: 4,
+            },
+        ),
+    ];
+    let limiter = vector_limiter(single(&server), "multi", &tiers);
+    let core: Vec<AnyLimiter<{ vectors::RING }>> = tiers
+        .iter()
+        .map(|(_, c)| AnyLimiter::new(c.build().unwrap()).unwrap())
+        .collect();
+    let mut rng = Rng::new(42);
+    let mut now = 1_790_000_000 * SEC;
+    let (mut admitted, mut denied) = (0, 0);
+    for step in 0..600 {
+        now += rng.below(3 * SEC);
+        let cost = if rng.below(5) == 0 { 2 } else { 1 };
+        let want = vectors::core_multi(&core, now, cost).expect("cost within every tier");
+        let got = limiter
+            .check_n_at("client", cost, Nanos::new(now))
+            .await
+            .expect("check");
+        assert_eq!(got.source, DecisionSource::Redis);
+        assert_eq!(got.tiers, want, "step {step}");
+        let all = want.iter().all(|d| d.allowed);
+        assert_eq!(got.decision.allowed, all, "step {step}");
+        if all {
+            admitted += 1
+        } else {
+            denied += 1
+        }
+    }
+    assert!(
+        admitted > 50 && denied > 50,
+        "trace exercises both: {admitted} / {denied}"
+    );
+    // Every tier's key of one check shares the hash tag.
+    for i in 0..tiers.len() {
+        assert!(limiter
+            .redis_key(i, "client")
+            .unwrap()
+            .ends_with(":{client}"));
+    }
+}
+
+/// Configurations whose bound over a short test is exact with the server's clock: no
+/// window boundary and no refill can fall inside the test (refill ≥ 14 min).
+fn bounded_configs() -> Vec<(&'static str, AlgorithmConfig, u64)> {
+    vec![
+        (
+            "gcra",
+            AlgorithmConfig::Gcra {
+                limit: 1,
+                period: Nanos::from_secs(86_400),
+                burst: 100,
+            },
+            100,
+        ),
+        (
+            "token",
+            AlgorithmConfig::TokenBucket {
+                capacity: 77,
+                refill_amount: 1,
+                refill_period: Nanos::from_secs(3600),
+            },
+            77,
+        ),
+        (
+            "leaky",
+            AlgorithmConfig::LeakyBucket {
+                amount: 1,
+                period: Nanos::from_secs(86_400),
+                queue: 49,
+            },
+            50,
+        ),
+        (
+            "log",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 60,
+                window: Nanos::from_secs(3600),
+            },
+            60,
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_tasks_on_one_key_admit_exactly_the_bound() {
+    let server = RedisServer::start();
+    for (name, config, bound) in bounded_configs() {
+        let limiter = Arc::new(
+            RedisLimiter::new(
+                single(&server),
+                vec![RedisRule::new(name, config).unwrap()],
+                RedisConfig::new("conc")
+                    .unwrap()
+                    .with_timeout(Duration::from_secs(10))
+                    .with_deny_cache(0),
+            )
+            .unwrap(),
+        );
+        let admitted = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let (limiter, admitted) = (limiter.clone(), admitted.clone());
+                tokio::spawn(async move {
+                    for _ in 0..10 {
+                        let d = limiter.check("hot").await.expect("check");
+                        assert_eq!(d.source, DecisionSource::Redis);
+                        if d.allowed() {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(admitted.load(Ordering::Relaxed), bound, "{name}");
+    }
+    // Window algorithms, with a fixed client time so no boundary can interfere.
+    for (name, config, bound) in [
+        (
+            "fixed",
+            AlgorithmConfig::FixedWindow {
+                limit: 90,
+                window: Nanos::from_secs(60),
+            },
+            90,
+        ),
+        (
+            "swc",
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 70,
+                window: Nanos::from_secs(60),
+            },
+            70,
+        ),
+    ] {
+        let limiter = Arc::new(vector_limiter(single(&server), "concw", &[(name, config)]));
+        let admitted = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let (limiter, admitted) = (limiter.clone(), admitted.clone());
+                tokio::spawn(async move {
+                    for _ in 0..10 {
+                        let d = limiter
+                            .check_n_at("hot", 1, Nanos::from_secs(1_790_000_010))
+                            .await
+                            .unwrap();
+                        if d.allowed() {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(admitted.load(Ordering::Relaxed), bound, "{name}");
+    }
+}
+
+#[test]
+fn blocking_api_from_many_threads_admits_exactly_the_bound() {
+    let server = RedisServer::start();
+    let limiter = Arc::new(
+        BlockingRedisLimiter::new(
+            single(&server),
+            vec![RedisRule::new(
+                "gcra",
+                AlgorithmConfig::Gcra {
+                    limit: 1,
+                    period: Nanos::from_secs(86_400),
+                    burst: 40,
+                },
+            )
+            .unwrap()],
+            RedisConfig::new("blocking")
+                .unwrap()
+                .with_timeout(Duration::from_secs(10)),
+        )
+        .unwrap(),
+    );
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let limiter = limiter.clone();
+            std::thread::spawn(move || {
+                (0..15)
+                    .filter(|_| limiter.check("k").expect("check").allowed())
+                    .count()
+            })
+        })
+        .collect();
+    let admitted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(admitted, 40);
+    let stats = limiter.stats();
+    assert_eq!(stats.decisions, 120);
+    // Denies of one cost are answered locally until their retry time (about 36 min away).
+    assert_eq!(stats.redis_decisions + stats.deny_cache_hits, 120);
+    assert!(stats.deny_cache_hits > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_api_refuses_to_block_inside_a_runtime() {
+    let limiter = BlockingRedisLimiter::new(
+        RedisTarget::Single("redis://127.0.0.1:1".into()),
+        vec![RedisRule::new(
+            "r",
+            AlgorithmConfig::FixedWindow {
+                limit: 1,
+                window: Nanos::from_secs(1),
+            },
+        )
+        .unwrap()],
+        RedisConfig::default(),
+    );
+    // Building inside a runtime is fine; blocking in it is refused, not a panic.
+    let limiter = limiter.unwrap();
+    assert_eq!(
+        limiter.check("k").unwrap_err(),
+        CheckError::BlockingInAsyncContext
+    );
+    tokio::task::spawn_blocking(move || drop(limiter))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_sets_a_ttl_at_the_reset_time() {
+    let server = RedisServer::start();
+    let rules = vec![
+        RedisRule::new(
+            "g",
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: Nanos::from_secs(1),
+                burst: 10,
+            },
+        )
+        .unwrap(),
+        RedisRule::new(
+            "f",
+            AlgorithmConfig::FixedWindow {
+                limit: 5,
+                window: Nanos::from_secs(3600),
+            },
+        )
+        .unwrap(),
+        RedisRule::new(
+            "s",
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 5,
+                window: Nanos::from_secs(60),
+            },
+        )
+        .unwrap(),
+        RedisRule::new(
+            "l",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 5,
+                window: Nanos::from_secs(30),
+            },
+        )
+        .unwrap(),
+        RedisRule::new(
+            "q",
+            AlgorithmConfig::LeakyBucket {
+                amount: 4,
+                period: Nanos::from_secs(1),
+                queue: 3,
+            },
+        )
+        .unwrap(),
+    ];
+    let limiter =
+        RedisLimiter::new(single(&server), rules, RedisConfig::new("ttl").unwrap()).unwrap();
+    let d = limiter.check("user").await.unwrap();
+    assert!(d.allowed());
+    for (i, tier) in d.tiers.iter().enumerate() {
+        let key = limiter.redis_key(i, "user").unwrap();
+        let ttl = pttl(&server, &key);
+        let reset_ms = tier.reset_after.as_u64().div_ceil(1_000_000) as i64;
+        assert!(ttl > 0, "{key} has no TTL ({ttl})");
+        assert!(
+            ttl <= reset_ms + 3,
+            "{key}: ttl {ttl} ms beyond reset {reset_ms} ms"
+        );
+    }
+    // GCRA's key (100 ms) and the shaper's (250 ms) disappear once the state is fresh again.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut con = server.connection();
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(limiter.redis_key(0, "user").unwrap())
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, 0);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(limiter.redis_key(4, "user").unwrap())
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, 0);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(limiter.redis_key(1, "user").unwrap())
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, 1);
+    // A sliding log stays bounded to L members.
+    for _ in 0..20 {
+        limiter.check("user").await.unwrap();
+    }
+    let card: i64 = redis::cmd("ZCARD")
+        .arg(limiter.redis_key(3, "user").unwrap())
+        .query(&mut con)
+        .unwrap();
+    assert!(card <= 5, "{card}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_time_decisions_follow_the_core_rules() {
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::new(
+        single(&server),
+        vec![RedisRule::new(
+            "g",
+            AlgorithmConfig::Gcra {
+                limit: 1,
+                period: Nanos::from_secs(3600),
+                burst: 3,
+            },
+        )
+        .unwrap()],
+        RedisConfig::new("srv").unwrap().with_deny_cache(0),
+    )
+    .unwrap();
+    let remaining: Vec<u64> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let d = limiter.check("k").await.unwrap();
+            assert!(d.allowed());
+            v.push(d.decision.remaining);
+        }
+        v
+    };
+    assert_eq!(remaining, vec![2, 1, 0]);
+    let denied = limiter.check("k").await.unwrap();
+    assert!(!denied.allowed());
+    // The next permit is one emission interval (1 h) after the first, minus the time the
+    // checks took: just under an hour, never more.
+    let retry = denied.decision.retry_after.as_u64();
+    assert!(retry <= 3600 * SEC && retry > 3500 * SEC, "{retry}");
+    // A peek consumes nothing.
+    let other = limiter.peek_n("other", 1).await.unwrap();
+    assert_eq!(other.decision.remaining, 2);
+    assert_eq!(limiter.check("other").await.unwrap().decision.remaining, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_cache_answers_locally_until_the_retry_time_exactly() {
+    let server = RedisServer::start();
+    let config = RedisConfig::new("dc")
+        .unwrap()
+        .with_ttl_slack(Duration::from_secs(3600));
+    let limiter = RedisLimiter::new(
+        single(&server),
+        vec![RedisRule::new(
+            "g",
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: Nanos::from_secs(1),
+                burst: 2,
+            },
+        )
+        .unwrap()],
+        config,
+    )
+    .unwrap();
+    let t0 = 1_790_000_000 * SEC;
+    let at = |ms: u64| Nanos::new(t0 + ms * 1_000_000);
+    assert!(limiter.check_n_at("k", 1, at(0)).await.unwrap().allowed());
+    assert!(limiter.check_n_at("k", 1, at(0)).await.unwrap().allowed());
+    let denied = limiter.check_n_at("k", 1, at(0)).await.unwrap();
+    assert_eq!(denied.source, DecisionSource::Redis);
+    assert_eq!(denied.decision.retry_after, Nanos::from_millis(100));
+    let trips = limiter.stats().round_trips;
+    for ms in [0, 10, 50, 99] {
+        let d = limiter.check_n_at("k", 1, at(ms)).await.unwrap();
+        assert_eq!(d.source, DecisionSource::DenyCache);
+        assert!(!d.allowed());
+        assert_eq!(d.decision.retry_after, Nanos::from_millis(100 - ms));
+    }
+    assert_eq!(
+        limiter.stats().round_trips,
+        trips,
+        "cached denies cost no round trip"
+    );
+    // A different cost is not answered from the cache.
+    let d2 = limiter.check_n_at("k", 2, at(99)).await.unwrap();
+    assert_eq!(d2.source, DecisionSource::Redis);
+    // At the retry time Redis is asked again, and admits.
+    let d = limiter.check_n_at("k", 1, at(100)).await.unwrap();
+    assert_eq!(d.source, DecisionSource::Redis);
+    assert!(d.allowed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_costs_and_keys_are_errors_not_decisions() {
+    let limiter = RedisLimiter::new(
+        RedisTarget::Single("redis://127.0.0.1:1".into()),
+        vec![RedisRule::new(
+            "g",
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: Nanos::from_secs(1),
+                burst: 4,
+            },
+        )
+        .unwrap()],
+        RedisConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        limiter.check_n("k", 5).await.unwrap_err(),
+        CheckError::InsufficientCapacity(InsufficientCapacity { max_cost: 4 })
+    );
+    assert_eq!(limiter.check("").await.unwrap_err(), CheckError::InvalidKey);
+    assert_eq!(
+        limiter.check("}x").await.unwrap_err(),
+        CheckError::InvalidKey
+    );
+    assert_eq!(limiter.stats().round_trips, 0);
+}
+
+/// The prelude's limb arithmetic on its own, against Rust's u128: for random x, y, z < y,
+/// `(x·y + z) divmod y` must give back exactly (x, z), over full-width and small operands.
+#[test]
+fn lua_limb_arithmetic_is_exact() {
+    let server = RedisServer::start();
+    let script = format!(
+        "local NL = 6\n{}\n{}",
+        include_str!("../src/redis/scripts/prelude.lua"),
+        r#"
+local out = {}
+for i = 1, #ARGV, 3 do
+  local x, y, z = hex(ARGV[i]), hex(ARGV[i + 1]), hex(ARGV[i + 2])
+  local q, r = divmod(add(mul(x, y), z), y)
+  out[#out + 1] = tohex(q) .. tohex(r) .. tohex(clamp_u64(mul(x, y))) .. tohex(sat_sub(x, y))
+end
+return out
+"#
+    );
+    let mut rng = Rng::new(2026);
+    let mut con = server.connection();
+    let mut checked = 0;
+    for round in 0..30 {
+        let mut args = Vec::new();
+        let mut triples = Vec::new();
+        for _ in 0..200 {
+            // Full width, random widths, small (double fast paths), near u64::MAX, around
+            // 2^52..2^53 (the number/limb boundary) and around √2^53 (products crossing it).
+            let width = |rng: &mut Rng| match round % 6 {
+                0 => rng.next(),
+                1 => rng.next() >> (rng.below(64) as u32),
+                2 => rng.below(1 << 26),
+                3 => u64::MAX - rng.below(1000),
+                4 => (1u64 << (52 + rng.below(2))) + rng.below(2000) - 1000,
+                _ => 94_906_265 + rng.below(2000) - 1000,
+            };
+            let x = width(&mut rng);
+            let y = width(&mut rng).max(1);
+            let z = rng.next() % y;
+            args.extend([x, y, z].map(|v| format!("{v:016x}")));
+            triples.push((x, y, z));
+        }
+        let got: Vec<String> = redis::cmd("EVAL")
+            .arg(&script)
+            .arg(0)
+            .arg(&args)
+            .query(&mut con)
+            .expect("EVAL");
+        for ((x, y, z), line) in triples.into_iter().zip(got) {
+            let product = u128::from(x) * u128::from(y);
+            let want = format!(
+                "{x:016x}{z:016x}{:016x}{:016x}",
+                u64::try_from(product).unwrap_or(u64::MAX),
+                x.saturating_sub(y)
+            );
+            assert_eq!(line, want, "x={x} y={y} z={z}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_multi_rule_checks_are_all_or_nothing() {
+    let server = RedisServer::start();
+    let hour = Nanos::from_secs(3600);
+    let limiter = RedisLimiter::new(
+        single(&server),
+        vec![
+            RedisRule::new(
+                "client",
+                AlgorithmConfig::FixedWindow {
+                    limit: 5,
+                    window: hour,
+                },
+            )
+            .unwrap(),
+            RedisRule::new(
+                "endpoint",
+                AlgorithmConfig::FixedWindow {
+                    limit: 3,
+                    window: hour,
+                },
+            )
+            .unwrap(),
+        ],
+        RedisConfig::new("scoped")
+            .unwrap()
+            .with_ttl_slack(Duration::from_secs(3600)),
+    )
+    .unwrap();
+    let now = Nanos::from_secs(1_790_000_000);
+    let check = |scope: &'static str, client: &'static str| {
+        let limiter = &limiter;
+        async move {
+            limiter
+                .check_scoped_at(client, &["", scope], 1, now)
+                .await
+                .unwrap()
+        }
+    };
+    for i in 0..3 {
+        let d = check("/search", "alice").await;
+        assert!(d.allowed(), "search {i}");
+    }
+    let d = check("/search", "alice").await;
+    assert!(!d.allowed());
+    assert_eq!(d.tier, Some(1), "the endpoint rule denies");
+    // Nothing was consumed by the denied check: the client rule still has 2.
+    let d = check("/upload", "alice").await;
+    assert!(d.allowed());
+    assert_eq!(d.tiers[0].remaining, 1);
+    assert!(check("/upload", "alice").await.allowed());
+    let d = check("/upload", "alice").await;
+    assert!(!d.allowed());
+    assert_eq!(d.tier, Some(0), "the client rule denies");
+    assert!(check("/search", "bob").await.allowed());
+    let count: String = redis::cmd("GET")
+        .arg(limiter.redis_key(0, "alice").unwrap())
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(count.ends_with("0000000000000005"), "{count}");
+    assert_eq!(
+        limiter.redis_key_scoped(1, "alice", "/search").unwrap(),
+        "scoped:endpoint:{alice}:/search"
+    );
+    assert_eq!(
+        limiter.check_scoped("alice", &["x"], 1).await.unwrap_err(),
+        CheckError::ScopeCount {
+            rules: 2,
+            scopes: 1
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_time_source_sends_this_process_clock() {
+    let server = RedisServer::start();
+    let limiter = RedisLimiter::new(
+        single(&server),
+        vec![RedisRule::new(
+            "g",
+            AlgorithmConfig::Gcra {
+                limit: 1,
+                period: Nanos::from_secs(60),
+                burst: 1,
+            },
+        )
+        .unwrap()],
+        RedisConfig::new("clienttime")
+            .unwrap()
+            .with_time_source(tollgate::redis::TimeSource::Client),
+    )
+    .unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    assert!(limiter.check("k").await.unwrap().allowed());
+    let after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    // The stored TAT is the client's clock at the check plus one interval (60 s).
+    let tat: String = redis::cmd("GET")
+        .arg(limiter.redis_key(0, "k").unwrap())
+        .query(&mut server.connection())
+        .unwrap();
+    let tat = u64::from_str_radix(&tat, 16).unwrap();
+    let interval = 60 * SEC;
+    assert!(
+        tat >= before.as_nanos() as u64 + interval && tat <= after.as_nanos() as u64 + interval
+    );
+    assert!(!limiter.check("k").await.unwrap().allowed());
+}
+
+/// A limit lowered under a live key (a config reload that keeps the key's state): the
+/// state then holds more than the new limit, and Redis must still decide as the core does
+/// when its transition runs on the old state with the new parameters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lowered_limits_under_live_keys_decide_like_the_core() {
+    use tollgate::{Algorithm, AnyAlgorithm, LogRing};
+    let server = RedisServer::start();
+    let w = Nanos::from_secs(1);
+    let pairs = [
+        (
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 10,
+                window: w,
+            },
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 3,
+                window: w,
+            },
+        ),
+        (
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: w,
+                burst: 10,
+            },
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: w,
+                burst: 3,
+            },
+        ),
+        (
+            AlgorithmConfig::LeakyBucket {
+                amount: 10,
+                period: w,
+                queue: 6,
+            },
+            AlgorithmConfig::LeakyBucket {
+                amount: 10,
+                period: w,
+                queue: 1,
+            },
+        ),
+        (
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 10,
+                window: w,
+            },
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 3,
+                window: w,
+            },
+        ),
+    ];
+    let mut rng = Rng::new(99);
+    for (n, (old, new)) in pairs.iter().enumerate() {
+        let mut word = 0u64;
+        let ring = LogRing::<64>::new();
+        let mut now = 1_790_000_000 * SEC;
+        for (phase, config) in [old, new].into_iter().enumerate() {
+            let limiter = vector_limiter(single(&server), "reload", &[("r", *config)]);
+            let algorithm = config.build().unwrap();
+            for step in 0..150 {
+                now += rng.below(SEC / 8);
+                let cost = if rng.below(4) == 0 { 0 } else { 1 };
+                let want = match algorithm {
+                    AnyAlgorithm::Packed(a) => {
+                        let outcome = a.decide(word, Nanos::new(now), cost).unwrap();
+                        if let Some(next) = outcome.next {
+                            word = next;
+                        }
+                        outcome.decision
+                    }
+                    AnyAlgorithm::Log(log) => ring.check_at(&log, Nanos::new(now), cost).unwrap(),
+                };
+                let got = limiter
+                    .check_n_at(&format!("live{n}"), cost, Nanos::new(now))
+                    .await
+                    .unwrap();
+                assert_eq!(got.decision, want, "pair {n} phase {phase} step {step}");
+            }
+        }
+    }
+}

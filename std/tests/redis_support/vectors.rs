@@ -1,0 +1,400 @@
+//! Shared test vectors: (algorithm, parameters, trace of (time, cost)) cases, run through
+//! the core's in-process cell as the reference and through Redis with client-supplied time.
+#![allow(dead_code)]
+
+use tollgate::redis::{CheckError, RedisLimiter};
+use tollgate::{AlgorithmConfig, AnyLimiter, Decision, InsufficientCapacity, Nanos};
+
+/// The ring capacity used for sliding window log references (every log case has L ≤ it).
+pub const RING: usize = 64;
+
+/// One vector: a limit and a trace of checks.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    pub config: AlgorithmConfig,
+    pub trace: Vec<(u64, u32)>,
+}
+
+/// A deterministic xorshift64* generator (no dependency, reproducible traces).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
+
+const SEC: u64 = 1_000_000_000;
+/// About 2026-09 in Unix ns: what the server's TIME looks like.
+const UNIX: u64 = 1_790_000_000 * SEC;
+
+fn ns(n: u64) -> Nanos {
+    Nanos::new(n)
+}
+
+/// A random trace around `start`: steps of 0, 1 ns, a fraction of `scale`, a few `scale`s,
+/// occasional late callers (time going back) and costs from 0 to past `max_cost`.
+fn random_trace(
+    rng: &mut Rng,
+    start: u64,
+    scale: u64,
+    max_cost: u64,
+    steps: usize,
+) -> Vec<(u64, u32)> {
+    let mut now = start;
+    let mut trace = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        let step = match rng.below(10) {
+            0 | 1 => 0,
+            2 => 1,
+            3 | 4 => rng.below(scale.max(1)),
+            5 | 6 => rng.below(scale.max(1) / 4 + 1),
+            7 => scale.saturating_mul(rng.below(3) + 1),
+            8 => rng.below(scale.max(1)).saturating_mul(rng.below(40)),
+            _ => 0,
+        };
+        let late = rng.below(12) == 0;
+        let t = if late {
+            now.saturating_sub(rng.below(scale.max(1)))
+        } else {
+            now.saturating_add(step)
+        };
+        if !late {
+            now = t;
+        }
+        let cost = match rng.below(12) {
+            0 => 0,
+            1 => (max_cost + 1).min(u32::MAX as u64) as u32,
+            2 | 3 => rng.below(max_cost.min(1_000_000) + 1) as u32,
+            _ => 1,
+        };
+        trace.push((t, cost));
+    }
+    trace
+}
+
+fn max_cost_of(config: &AlgorithmConfig) -> u64 {
+    match *config {
+        AlgorithmConfig::Gcra { burst, .. } => burst,
+        AlgorithmConfig::TokenBucket { capacity, .. } => capacity,
+        AlgorithmConfig::LeakyBucket { queue, .. } => queue + 3,
+        AlgorithmConfig::FixedWindow { limit, .. }
+        | AlgorithmConfig::SlidingWindowCounter { limit, .. }
+        | AlgorithmConfig::SlidingWindowLog { limit, .. } => limit,
+    }
+}
+
+fn scale_of(config: &AlgorithmConfig) -> u64 {
+    match *config {
+        AlgorithmConfig::Gcra { limit, period, .. } => period.as_u64() / limit,
+        AlgorithmConfig::TokenBucket {
+            refill_amount,
+            refill_period,
+            ..
+        } => refill_period.as_u64() / refill_amount,
+        AlgorithmConfig::LeakyBucket { amount, period, .. } => period.as_u64() / amount,
+        AlgorithmConfig::FixedWindow { window, .. }
+        | AlgorithmConfig::SlidingWindowCounter { window, .. }
+        | AlgorithmConfig::SlidingWindowLog { window, .. } => window.as_u64(),
+    }
+}
+
+/// Every configuration the vectors cover: ordinary limits, extreme parameters (u128
+/// products, horizons past 2^53 ns, 1 ns windows) and every algorithm.
+pub fn configs() -> Vec<(&'static str, AlgorithmConfig)> {
+    use AlgorithmConfig::*;
+    vec![
+        (
+            "gcra_10s_b5",
+            Gcra {
+                limit: 10,
+                period: ns(SEC),
+                burst: 5,
+            },
+        ),
+        (
+            "gcra_day_b1000",
+            Gcra {
+                limit: 1,
+                period: ns(86_400 * SEC),
+                burst: 1000,
+            },
+        ),
+        (
+            "gcra_fine",
+            Gcra {
+                limit: 999_999_937,
+                period: ns(SEC),
+                burst: 3,
+            },
+        ),
+        (
+            "gcra_odd",
+            Gcra {
+                limit: 7,
+                period: ns(1_000_003),
+                burst: 11,
+            },
+        ),
+        (
+            "token_frac",
+            TokenBucket {
+                capacity: 3,
+                refill_amount: 2,
+                refill_period: ns(5 * SEC),
+            },
+        ),
+        (
+            "token_big",
+            TokenBucket {
+                capacity: 1 << 40,
+                refill_amount: 1_000_000,
+                refill_period: ns(SEC),
+            },
+        ),
+        (
+            "leaky_q3",
+            LeakyBucket {
+                amount: 2,
+                period: ns(SEC),
+                queue: 3,
+            },
+        ),
+        (
+            "leaky_q0",
+            LeakyBucket {
+                amount: 100,
+                period: ns(SEC),
+                queue: 0,
+            },
+        ),
+        (
+            "leaky_day",
+            LeakyBucket {
+                amount: 1,
+                period: ns(86_400 * SEC),
+                queue: 500,
+            },
+        ),
+        (
+            "fixed_3s",
+            FixedWindow {
+                limit: 3,
+                window: ns(SEC),
+            },
+        ),
+        (
+            "fixed_day",
+            FixedWindow {
+                limit: 100_000,
+                window: ns(86_400 * SEC),
+            },
+        ),
+        (
+            "fixed_7ns",
+            FixedWindow {
+                limit: 2,
+                window: ns(7),
+            },
+        ),
+        (
+            "fixed_prime",
+            FixedWindow {
+                limit: 1000,
+                window: ns(999_999_937),
+            },
+        ),
+        (
+            "swc_10s",
+            SlidingWindowCounter {
+                limit: 10,
+                window: ns(SEC),
+            },
+        ),
+        (
+            "swc_max_1s",
+            SlidingWindowCounter {
+                limit: 16_383,
+                window: ns(SEC),
+            },
+        ),
+        (
+            "swc_hour",
+            SlidingWindowCounter {
+                limit: 5000,
+                window: ns(3600 * SEC),
+            },
+        ),
+        (
+            "swc_prime",
+            SlidingWindowCounter {
+                limit: 3,
+                window: ns(999_999_937),
+            },
+        ),
+        // L·W ≈ 2^74: products past three limbs.
+        (
+            "swc_huge",
+            SlidingWindowCounter {
+                limit: 16_000_000,
+                window: ns(1 << 50),
+            },
+        ),
+        (
+            "log_3s",
+            SlidingWindowLog {
+                limit: 3,
+                window: ns(SEC),
+            },
+        ),
+        (
+            "log_1",
+            SlidingWindowLog {
+                limit: 1,
+                window: ns(10 * SEC),
+            },
+        ),
+        (
+            "log_64_min",
+            SlidingWindowLog {
+                limit: 64,
+                window: ns(60 * SEC),
+            },
+        ),
+    ]
+}
+
+/// The cases: per configuration, a few handwritten traces and random traces starting at
+/// 0, at today's Unix time and near the end of u64 time.
+pub fn cases(random_steps: usize) -> Vec<Case> {
+    let mut out = Vec::new();
+    let mut rng = Rng::new(0x7011_6a7e);
+    for (name, config) in configs() {
+        let scale = scale_of(&config);
+        let max_cost = max_cost_of(&config);
+        // Handwritten: a burst at one instant, then the same after one interval, then late.
+        let burst: Vec<(u64, u32)> = (0..(max_cost.min(20) + 2))
+            .map(|_| (UNIX, 1))
+            .chain([
+                (UNIX + scale, 1),
+                (UNIX + scale, 1),
+                (UNIX + scale / 2, 1),
+                (UNIX + 10 * scale, 0),
+            ])
+            .collect();
+        out.push(Case {
+            name: format!("{name}/burst"),
+            config,
+            trace: burst,
+        });
+        for (start_name, start) in [
+            ("zero", 0),
+            ("unix", UNIX),
+            ("end", u64::MAX - 3 * scale.min(u64::MAX / 8)),
+        ] {
+            out.push(Case {
+                name: format!("{name}/random_{start_name}"),
+                config,
+                trace: random_trace(&mut rng, start, scale, max_cost, random_steps),
+            });
+        }
+        // The very last instants of u64 time: saturation and overflow paths.
+        out.push(Case {
+            name: format!("{name}/end_of_time"),
+            config,
+            trace: vec![
+                (u64::MAX - 1, 1),
+                (u64::MAX, 1),
+                (u64::MAX, 1),
+                (u64::MAX, 0),
+                (u64::MAX - scale.min(5), 1),
+            ],
+        });
+    }
+    out
+}
+
+/// The core cell's decisions for a case.
+pub fn core_decisions(case: &Case) -> Vec<Result<Decision, InsufficientCapacity>> {
+    let limiter = AnyLimiter::<RING>::new(case.config.build().expect("valid vector config"))
+        .expect("ring fits");
+    case.trace
+        .iter()
+        .map(|&(t, cost)| limiter.check_n_at(ns(t), cost))
+        .collect()
+}
+
+/// Replays `case` through `limiter` (one rule, deny cache off) on `key` and asserts every
+/// decision equals the core's.
+pub async fn assert_case(limiter: &RedisLimiter, key: &str, case: &Case) {
+    let expected = core_decisions(case);
+    for (i, (&(t, cost), want)) in case.trace.iter().zip(&expected).enumerate() {
+        let got = limiter.check_n_at(key, cost, ns(t)).await;
+        match (want, got) {
+            (Ok(want), Ok(got)) => {
+                assert_eq!(
+                    got.source,
+                    tollgate::redis::DecisionSource::Redis,
+                    "{}: step {i} not decided by redis",
+                    case.name
+                );
+                assert_eq!(
+                    &got.decision, want,
+                    "{}: step {i} (t={t}, cost={cost})",
+                    case.name
+                );
+                assert_eq!(
+                    got.tiers.as_slice(),
+                    std::slice::from_ref(want),
+                    "{}: step {i}",
+                    case.name
+                );
+            }
+            (Err(want), Err(got)) => {
+                assert_eq!(
+                    got,
+                    CheckError::InsufficientCapacity(*want),
+                    "{}: step {i}",
+                    case.name
+                )
+            }
+            (want, got) => panic!(
+                "{}: step {i} (t={t}, cost={cost}): core {want:?}, redis {got:?}",
+                case.name
+            ),
+        }
+    }
+}
+
+/// All-or-nothing reference for tiers: peek every tier, then consume every tier only if
+/// all admit (what one Redis script call does).
+pub fn core_multi(
+    limiters: &[AnyLimiter<RING>],
+    now: u64,
+    cost: u32,
+) -> Result<Vec<Decision>, InsufficientCapacity> {
+    let peeks: Vec<Decision> = limiters
+        .iter()
+        .map(|l| l.peek_n_at(Nanos::new(now), cost))
+        .collect::<Result<_, _>>()?;
+    if peeks.iter().all(|d| d.allowed) {
+        for l in limiters {
+            l.check_n_at(Nanos::new(now), cost)?;
+        }
+    }
+    Ok(peeks)
+}

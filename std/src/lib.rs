@@ -3,3 +3,5 @@
 //! The std layer of tollgate: re-exports [`tollgate_core`].
 
 pub use tollgate_core::*;
+
+pub mod policy;

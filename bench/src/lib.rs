@@ -1,1 +1,64 @@
-//! Benchmark support for tollgate (work in progress).
+//! # tollgate-bench
+//!
+//! Every speed and memory claim of tollgate is made here, by measurement, side by side with
+//! [`governor`] and with the *floor*: the same work done inline with no library (a clock
+//! read, a load and a compare-and-swap on one `AtomicU64`, or on a flat hash-indexed array
+//! of them for keyed cases).
+//!
+//! - `cargo run --release -p tollgate-bench --bin compare [-- --quick] [--json FILE]` runs
+//!   every case in one process, interleaving the contenders over several rounds, and prints
+//!   medians and ratios (see [`TimedCase::measure`]).
+//! - `cargo bench -p tollgate-bench` runs the same cases under criterion.
+//!
+//! The machine is assumed noisy: compare ratios within one run, not absolute times across
+//! runs.
+
+mod case_spec;
+mod contender;
+mod counting_allocator;
+pub mod direct_cases;
+mod floor_cell;
+mod floor_table;
+mod key_set;
+pub mod keyed_cases;
+mod keyed_check;
+pub mod loops;
+pub mod memory_cases;
+mod memory_spec;
+mod quanta_tsc_clock;
+mod report;
+mod row;
+pub mod split_mix;
+mod sync;
+mod timed_case;
+mod tollgate_keyed;
+mod unit;
+mod zipf;
+
+pub use case_spec::{CaseSpec, Scale};
+pub use contender::Contender;
+pub use counting_allocator::CountingAllocator;
+pub use floor_cell::FloorCell;
+pub use floor_table::FloorTable;
+pub use key_set::KeySet;
+pub use keyed_check::KeyedCheck;
+pub use memory_spec::MemorySpec;
+pub use quanta_tsc_clock::QuantaTscClock;
+pub use report::Report;
+pub use row::Row;
+pub use split_mix::SplitMix64;
+pub use timed_case::{Runner, Schedule, TimedCase};
+pub use unit::Unit;
+pub use zipf::Zipf;
+
+/// Every timed case, in report order.
+pub fn timed_specs() -> Vec<CaseSpec> {
+    let mut specs = direct_cases::specs();
+    specs.extend(keyed_cases::specs());
+    specs
+}
+
+/// Every memory case, in report order.
+pub fn memory_specs() -> Vec<MemorySpec> {
+    memory_cases::specs()
+}

@@ -18,7 +18,9 @@ fn burst_then_idle() -> Trace {
 
 fn boundary_burst() -> Trace {
     // 10 requests in the last millisecond of a window, 10 in the first of the next.
-    std::iter::repeat_n(999, 10).chain(std::iter::repeat_n(1_000, 10)).collect()
+    std::iter::repeat_n(999, 10)
+        .chain(std::iter::repeat_n(1_000, 10))
+        .collect()
 }
 
 fn steady_overload() -> Trace {
@@ -29,15 +31,51 @@ fn steady_overload() -> Trace {
 fn algorithms() -> Vec<(&'static str, AlgorithmConfig)> {
     let second = Nanos::from_secs(1);
     vec![
-        ("GCRA 10/s, burst 10", AlgorithmConfig::Gcra { limit: 10, period: second, burst: 10 }),
+        (
+            "GCRA 10/s, burst 10",
+            AlgorithmConfig::Gcra {
+                limit: 10,
+                period: second,
+                burst: 10,
+            },
+        ),
         (
             "token bucket cap 10, 10/s",
-            AlgorithmConfig::TokenBucket { capacity: 10, refill_amount: 10, refill_period: second },
+            AlgorithmConfig::TokenBucket {
+                capacity: 10,
+                refill_amount: 10,
+                refill_period: second,
+            },
         ),
-        ("leaky bucket 10/s, queue 5", AlgorithmConfig::LeakyBucket { amount: 10, period: second, queue: 5 }),
-        ("fixed window 10/s", AlgorithmConfig::FixedWindow { limit: 10, window: second }),
-        ("sliding counter 10/s", AlgorithmConfig::SlidingWindowCounter { limit: 10, window: second }),
-        ("sliding log 10/s", AlgorithmConfig::SlidingWindowLog { limit: 10, window: second }),
+        (
+            "leaky bucket 10/s, queue 5",
+            AlgorithmConfig::LeakyBucket {
+                amount: 10,
+                period: second,
+                queue: 5,
+            },
+        ),
+        (
+            "fixed window 10/s",
+            AlgorithmConfig::FixedWindow {
+                limit: 10,
+                window: second,
+            },
+        ),
+        (
+            "sliding counter 10/s",
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 10,
+                window: second,
+            },
+        ),
+        (
+            "sliding log 10/s",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 10,
+                window: second,
+            },
+        ),
     ]
 }
 
@@ -71,7 +109,10 @@ fn run(config: &AlgorithmConfig, trace: &Trace) -> Tally {
     }
     departures.sort_unstable();
     for (i, &t) in departures.iter().enumerate() {
-        let in_window = departures[i..].iter().take_while(|&&u| u < t + 1_000_000_000).count();
+        let in_window = departures[i..]
+            .iter()
+            .take_while(|&&u| u < t + 1_000_000_000)
+            .count();
         tally.peak_per_second = tally.peak_per_second.max(in_window);
     }
     tally
@@ -79,8 +120,14 @@ fn run(config: &AlgorithmConfig, trace: &Trace) -> Tally {
 
 fn main() {
     let scenarios: [(&str, Trace); 3] = [
-        ("burst of 20 in 1 s, 10 s idle, burst of 20 again", burst_then_idle()),
-        ("10 at 0.999 s + 10 at 1.000 s (window boundary)", boundary_burst()),
+        (
+            "burst of 20 in 1 s, 10 s idle, burst of 20 again",
+            burst_then_idle(),
+        ),
+        (
+            "10 at 0.999 s + 10 at 1.000 s (window boundary)",
+            boundary_burst(),
+        ),
         ("steady 20/s for 3 s (2x the limit)", steady_overload()),
     ];
     for (title, trace) in &scenarios {

@@ -53,7 +53,7 @@
 //!
 //! ## Features
 //!
-//! - `reference`: plain, unpacked [`reference`] models (u128 arithmetic) used as oracles by
+//! - `reference`: plain, unpacked reference models (module `reference`, u128 arithmetic) used as oracles by
 //!   the tests, the fuzz targets and the loom models. Uses `alloc`.
 //! - `critical-section`, `single-core`: forwarded to portable-atomic, see above.
 #![no_std]

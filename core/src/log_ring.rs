@@ -19,9 +19,16 @@
 //! between its decision and its record; it then writes its slots and releases the head with
 //! `h + cost`. `h` only grows, so the head never repeats a value (no ABA).
 //!
-//! Progress: reads and denies never wait for each other; an admission that finds the writer
-//! bit set spins until the writer (a handful of stores) is done. On a single core, do not
-//! share one ring between an interrupt handler and the code it interrupts.
+//! Progress: this is the one executor in tollgate that is not lock-free. Checks of one key
+//! never block each other while nobody is recording; a check (admit, deny or peek) that finds
+//! the writer bit set spins until that writer's `cost` slot stores and one head store are
+//! done. Other keys are never affected. Because a preempted writer stalls its key's readers,
+//! on a single core do not share one ring between an interrupt handler and the code it
+//! interrupts (the single-word algorithms have no such restriction).
+//!
+//! Why not lock-free: an admission must record up to `L` timestamps and advance the head as
+//! one step, and the stamps are full 64-bit times, leaving no bits for the sequence tags a
+//! lock-free multi-word protocol would need. The loom model `log_ring` checks this protocol.
 
 use crate::sync::{fence, new_atomic_u64, spin_loop, AtomicU64, Ordering};
 use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Nanos, SlidingWindowLog};

@@ -1,2 +1,53 @@
-//! loom models of tollgate's lock-free cells. Everything here is compiled only with
-//! `RUSTFLAGS="--cfg tollgate_loom"`; see `scripts/loom.sh`.
+//! loom models of tollgate's lock-free executors.
+//!
+//! Everything here is compiled only with `RUSTFLAGS="--cfg tollgate_loom"` (run
+//! `bash scripts/stages/loom.sh`); without the cfg this crate is empty, so
+//! `cargo test --workspace` builds nothing here. Under the cfg, `tollgate-core`'s `sync.rs`
+//! swaps loom's checked atomics in, so the models explore every interleaving (up to the
+//! preemption bound, see [`ModelRun`]) of the very code users run.
+//!
+//! A model is a [`ModelRun`]: a few threads, each running a short list of [`Op`]s (checks
+//! and peeks, mixed costs, `now` values out of order) against one shared [`Subject`]. After
+//! every explored execution it asserts that the results and the final state are those of
+//! some sequential order of the same operations, run through an [`Oracle`]
+//! ([`linearization::find`]): linearizability, checked exhaustively for small histories.
+//!
+//! | subject | oracle | deliberately broken twin |
+//! |---|---|---|
+//! | [`CellSubject`] (`StateCell` + algorithm) | [`CellOracle`]: the pure `decide`, cross-checked against the [`reference`](tollgate_core::reference) model | [`BrokenCell`]: load + store instead of CAS |
+//! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
+//!
+//! Room for later families (each gets a subject, an oracle and a broken twin here):
+//! `std`'s keyed table (concurrent insert of one key, eviction racing a check or an insert)
+//! and the policy layer (all-or-nothing tiers, hot-reload swap). They are not modelled yet.
+#![cfg(tollgate_loom)]
+
+mod broken_cell;
+mod broken_log_ring;
+mod cell_oracle;
+mod cell_subject;
+mod final_state;
+pub mod linearization;
+mod log_oracle;
+mod log_subject;
+mod model_run;
+mod op;
+mod oracle;
+mod reference_model;
+mod subject;
+
+pub use broken_cell::BrokenCell;
+pub use broken_log_ring::BrokenLogRing;
+pub use cell_oracle::CellOracle;
+pub use cell_subject::CellSubject;
+pub use final_state::FinalState;
+pub use log_oracle::LogOracle;
+pub use log_subject::LogSubject;
+pub use model_run::ModelRun;
+pub use op::Op;
+pub use oracle::Oracle;
+pub use reference_model::ReferenceModel;
+pub use subject::Subject;
+
+/// What one operation answered.
+pub type Answer = Result<tollgate_core::Decision, tollgate_core::InsufficientCapacity>;

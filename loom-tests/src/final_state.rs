@@ -1,0 +1,14 @@
+//! [`FinalState`]: what a model compares after all threads joined.
+
+use crate::Answer;
+
+/// The state left behind by a model execution, in a form both the concurrent subject and
+/// the sequential oracle can produce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FinalState {
+    /// A single-word cell's packed state.
+    Word(u64),
+    /// For multi-word state (the log ring): the answers of cost-1 peeks at fixed probe
+    /// times, chosen so that they determine the in-window count at every instant.
+    Probes(Vec<Answer>),
+}

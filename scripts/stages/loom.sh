@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# loom models of tollgate's lock-free executors (loom-tests/): every interleaving of 2–3
+# threads, up to LOOM_MAX_PREEMPTIONS preemptions (default 3), checked against a sequential
+# oracle after each execution. Each model prints its execution count and wall time.
+#
+#   bash scripts/stages/loom.sh                 # all models
+#   bash scripts/stages/loom.sh log_ring_wraps  # one model (cargo test filter)
+#
+# Built with --cfg tollgate_loom (which swaps loom's atomics into tollgate-core) in its own
+# target dir, so it never invalidates the main build.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export RUSTFLAGS="--cfg tollgate_loom"
+export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target-loom}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
+# The deliberately broken models panic by design; their backtraces are noise.
+export RUST_BACKTRACE=0
+
+start=$(date +%s)
+cargo test --release -p tollgate-loom-tests -- --nocapture "$@"
+echo "loom stage: $(( $(date +%s) - start )) s (LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"

@@ -1,0 +1,69 @@
+//! [`KeyCell`]: where an exact-mode table keeps a clone of a non-integer key, with the
+//! reader count that keeps the insert lock from overwriting a key while it is compared.
+
+use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
+
+use crate::sync::AtomicU32;
+
+/// A slot's stored key (initialised exactly while the slot's `ident` is not the empty
+/// value) and the number of readers currently comparing it.
+///
+/// Protocol (a Dekker handshake, hence `SeqCst` on both sides):
+/// - reader: `pins += 1`, re-read `ident`; only if it still names the key, read the key;
+///   then `pins -= 1` (`Release`).
+/// - writer (holding the shard's insert lock): set `ident` to the empty value, then wait
+///   until `pins == 0`; only then drop or write the key, and publish the new `ident` with
+///   `Release`.
+///
+/// Either the writer sees the reader's pin (and waits), or the reader sees the empty
+/// `ident` (and never touches the key): the key is never read while it is written.
+#[derive(Debug)]
+pub(crate) struct KeyCell<K> {
+    pub(crate) pins: AtomicU32,
+    key: UnsafeCell<MaybeUninit<K>>,
+}
+
+impl<K> KeyCell<K> {
+    /// An empty cell.
+    pub(crate) fn new() -> KeyCell<K> {
+        KeyCell {
+            pins: AtomicU32::new(0),
+            key: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The stored key.
+    ///
+    /// # Safety
+    /// The key must be initialised, and no writer may write it for the lifetime of the
+    /// reference: the caller holds a pin taken before re-checking `ident`, or holds the
+    /// shard's insert lock (writers need it).
+    #[inline]
+    pub(crate) unsafe fn get(&self) -> &K {
+        // SAFETY: initialised and not concurrently written, per the caller's contract.
+        unsafe { (*self.key.get()).assume_init_ref() }
+    }
+
+    /// Writes a key into an empty cell.
+    ///
+    /// # Safety
+    /// The cell must hold no key (or one already dropped), the caller holds the shard's
+    /// insert lock, and no reader holds a pin (`pins == 0` observed after the slot's
+    /// `ident` was set to the empty value).
+    #[inline]
+    pub(crate) unsafe fn write(&self, key: K) {
+        // SAFETY: exclusive access per the caller's contract.
+        unsafe { (*self.key.get()).write(key) };
+    }
+
+    /// Drops the stored key, leaving the cell empty.
+    ///
+    /// # Safety
+    /// As for [`KeyCell::write`], and the cell must hold an initialised key.
+    #[inline]
+    pub(crate) unsafe fn drop_key(&self) {
+        // SAFETY: initialised and exclusively accessed, per the caller's contract.
+        unsafe { (*self.key.get()).assume_init_drop() };
+    }
+}

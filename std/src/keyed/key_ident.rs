@@ -1,0 +1,111 @@
+//! From a key to its 64-bit identity: integer keys through a seeded bijection (exact in 8
+//! bytes), other keys through the limiter's hasher; and the per-key state mask.
+
+use core::any::TypeId;
+use std::net::Ipv4Addr;
+
+/// The key's value as a `u64` if `K` is an integer-like type that fits one (so that a
+/// bijection of it identifies the key exactly), else `None`.
+///
+/// The `TypeId` comparisons are between constants once `K` is known, so the compiler folds
+/// this to either the conversion or `None`.
+#[inline(always)]
+pub(crate) fn word_of<K: 'static>(key: &K) -> Option<u64> {
+    let id = TypeId::of::<K>();
+    macro_rules! words {
+        ($($ty:ty => |$v:ident| $conv:expr),* $(,)?) => {$(
+            if id == TypeId::of::<$ty>() {
+                // SAFETY: the TypeIds are equal, so `K` is `$ty` and `key` points to a valid
+                // `$ty`; every listed type is `Copy`.
+                let $v: $ty = unsafe { *(key as *const K as *const $ty) };
+                return Some($conv);
+            }
+        )*};
+    }
+    words!(
+        u64 => |v| v,
+        u32 => |v| u64::from(v),
+        u16 => |v| u64::from(v),
+        u8 => |v| u64::from(v),
+        i64 => |v| v as u64,
+        i32 => |v| v as u32 as u64,
+        i16 => |v| v as u16 as u64,
+        i8 => |v| v as u8 as u64,
+        char => |v| u64::from(u32::from(v)),
+        Ipv4Addr => |v| u64::from(u32::from(v)),
+    );
+    if usize::BITS <= 64 {
+        words!(
+            usize => |v| v as u64,
+            isize => |v| v as usize as u64,
+        );
+    }
+    None
+}
+
+/// Whether keys of type `K` are stored as integer words.
+pub(crate) fn is_word<K: 'static>() -> bool {
+    let id = TypeId::of::<K>();
+    [
+        TypeId::of::<u64>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i16>(),
+        TypeId::of::<i8>(),
+        TypeId::of::<char>(),
+        TypeId::of::<Ipv4Addr>(),
+    ]
+    .contains(&id)
+        || (usize::BITS <= 64 && (id == TypeId::of::<usize>() || id == TypeId::of::<isize>()))
+}
+
+/// A seeded bijection of `u64` (xor with the seed, then the splitmix64 finaliser: each step
+/// is invertible), so distinct integer keys always get distinct identities, spread evenly.
+#[inline(always)]
+pub(crate) fn mix(value: u64, seed: u64) -> u64 {
+    let mut z = value ^ seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The mask XORed into a slot's state word, derived from the key's identity. A check that
+/// loaded key X's masked state and then lost the slot to key Y (evicted and replaced between
+/// its load and its compare-and-swap) can only succeed its CAS if Y's masked state equals
+/// the X-masked word it loaded: probability 2⁻⁶⁴ for a seeded mask.
+#[inline(always)]
+pub(crate) fn state_mask(ident: u64, seed: u64) -> u64 {
+    let z = (ident ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z ^ (z >> 29)
+}
+
+/// splitmix64: a deterministic stream of well-spread values (used to pick empty markers).
+pub(crate) fn splitmix(index: u64) -> u64 {
+    mix(index.wrapping_mul(0x9e37_79b9_7f4a_7c15), 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_keys_are_words_and_others_are_not() {
+        assert_eq!(word_of(&7u64), Some(7));
+        assert_eq!(word_of(&-1i32), Some(0xffff_ffff));
+        assert_eq!(word_of(&Ipv4Addr::new(10, 0, 0, 1)), Some(0x0a00_0001));
+        assert_eq!(word_of(&String::from("7")), None);
+        assert_eq!(word_of(&7u128), None);
+        assert!(is_word::<u64>() && is_word::<char>() && !is_word::<String>());
+    }
+
+    #[test]
+    fn mix_is_injective_on_a_sample() {
+        let mut seen: Vec<u64> = (0..100_000u64).map(|v| mix(v, 12345)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 100_000);
+    }
+}

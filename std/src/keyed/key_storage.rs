@@ -1,0 +1,27 @@
+//! [`KeyStorage`]: whether a keyed table stores keys or 64-bit fingerprints of them.
+
+/// How a [`KeyedLimiter`](crate::KeyedLimiter) remembers which slot belongs to which key.
+///
+/// Integer keys (`u8`…`u64`, `i8`…`i64`, `usize`, `isize`, `char`, `Ipv4Addr`) are always
+/// stored exactly in 8 bytes, as a seeded bijection of their value, whatever this says:
+/// two different integer keys can never share a slot.
+///
+/// ```
+/// use tollgate::KeyStorage;
+/// assert_eq!(KeyStorage::default(), KeyStorage::Exact);
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KeyStorage {
+    /// Store a clone of each key (cloned once, on insert) next to its slot and compare keys
+    /// with `Eq`. Exact. A lookup of such a key marks the slot in use with one atomic
+    /// increment and decrement (so the insert lock never frees a key a reader is comparing).
+    #[default]
+    Exact,
+    /// Store only a seeded 64-bit hash of each key: 8 bytes whatever the key's size, no
+    /// clone, no key comparison. Two distinct keys share a limit only if their hashes are
+    /// equal: with `n` keys resident, a new key collides with one of them with probability
+    /// about `n / 2^64` (≈ 5·10⁻¹⁴ for a million keys), and the chance of any collision
+    /// among `n` keys is about `n² / 2^65`. The hasher's seed is random per limiter (with the
+    /// default hasher), so collisions cannot be aimed at.
+    Fingerprint,
+}

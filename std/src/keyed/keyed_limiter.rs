@@ -1,0 +1,287 @@
+//! [`KeyedLimiter`]: one limit per key, in a table of fixed capacity.
+
+use core::hash::{BuildHasher, Hash};
+
+use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
+
+use super::key_ident::{mix, word_of};
+use super::table::Table;
+use super::{DefaultHashBuilder, KeyedError, KeyedLimiterBuilder, KeyedStats};
+use crate::MonotonicClock;
+
+/// A rate limiter per key (client id, IP address, API key…), holding at most
+/// [`capacity`](Self::capacity) keys in memory allocated once, at construction.
+///
+/// - **Lookups are lock-free and write nothing but the key's state**: a check hashes the key,
+///   reads one or two cache lines, and runs the algorithm's compare-and-swap on the key's
+///   8-byte state. A deny is loads only.
+/// - **New keys** take the key's shard lock (one of up to 64), and, when the table is full,
+///   evict an entry: an idle one if any is at hand (lossless), else per [`WhenFull`]. No
+///   background thread, no `retain` calls to remember.
+/// - **Memory** is fixed: 19.2 bytes per key of capacity for integer keys (and for any key
+///   in [`KeyStorage::Fingerprint`] mode); exact mode for other keys adds one key clone and a
+///   4-byte reader count per slot. See the [module docs](crate::keyed) for sizing.
+///
+/// Keys must be `'static` (owned) and are cloned only when inserted.
+///
+/// [`WhenFull`]: crate::WhenFull
+/// [`KeyStorage::Fingerprint`]: crate::KeyStorage::Fingerprint
+///
+/// ```
+/// use tollgate::{Gcra, KeyedLimiter, ManualClock, Nanos};
+///
+/// let clock = ManualClock::new();
+/// let limiter: KeyedLimiter<String, Gcra, ManualClock> =
+///     KeyedLimiter::builder(Gcra::per_second(2).build()?)
+///         .capacity(10_000)
+///         .clock(clock.clone())
+///         .build()?;
+/// let alice = String::from("alice");
+/// assert!(limiter.check(&alice)?.allowed);
+/// assert!(limiter.check(&alice)?.allowed);
+/// assert!(!limiter.check(&alice)?.allowed); // alice used her burst
+/// assert!(limiter.check(&"bob".to_string())?.allowed); // bob has his own
+/// clock.advance(Nanos::from_millis(500));
+/// assert!(limiter.check(&alice)?.allowed);
+/// assert_eq!(limiter.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct KeyedLimiter<K, A = PackedAlgorithm, C = MonotonicClock, S = DefaultHashBuilder> {
+    table: Table<K>,
+    algorithm: A,
+    clock: C,
+    hasher: S,
+    word_seed: u64,
+}
+
+impl<K, A> KeyedLimiter<K, A, MonotonicClock, DefaultHashBuilder>
+where
+    K: Hash + Eq + Clone + 'static,
+    A: Algorithm,
+{
+    /// A builder with the defaults: capacity 100 000, [`WhenFull::Evict`](crate::WhenFull),
+    /// exact keys, a [`MonotonicClock`], a randomly seeded `foldhash` hasher.
+    pub fn builder(algorithm: A) -> KeyedLimiterBuilder<K, A> {
+        KeyedLimiterBuilder::new(algorithm)
+    }
+
+    /// A limiter for `capacity` keys with the other defaults of
+    /// [`builder`](Self::builder).
+    ///
+    /// ```
+    /// use tollgate::{FixedWindow, KeyedLimiter, Nanos};
+    /// let limiter: KeyedLimiter<u64, FixedWindow> =
+    ///     KeyedLimiter::new(FixedWindow::new(3, Nanos::from_secs(1))?, 1_000)?;
+    /// assert_eq!(limiter.check(&42)?.remaining, 2);
+    /// assert_eq!(limiter.capacity(), 1_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(
+        algorithm: A,
+        capacity: usize,
+    ) -> Result<KeyedLimiter<K, A>, super::KeyedBuildError> {
+        KeyedLimiterBuilder::new(algorithm)
+            .capacity(capacity)
+            .build()
+    }
+}
+
+impl<K, A, C, S> KeyedLimiter<K, A, C, S>
+where
+    K: Hash + Eq + Clone + 'static,
+    A: Algorithm,
+    C: Clock,
+    S: BuildHasher,
+{
+    /// Assembles a limiter (used by the builder).
+    pub(crate) fn from_parts(
+        table: Table<K>,
+        algorithm: A,
+        clock: C,
+        hasher: S,
+        word_seed: u64,
+    ) -> Self {
+        KeyedLimiter {
+            table,
+            algorithm,
+            clock,
+            hasher,
+            word_seed,
+        }
+    }
+
+    /// The key's 64-bit identity: a seeded bijection for integer keys, else its hash.
+    #[inline(always)]
+    fn ident(&self, key: &K) -> u64 {
+        match word_of(key) {
+            Some(word) => mix(word, self.word_seed),
+            None => self.hasher.hash_one(key),
+        }
+    }
+
+    /// Checks one permit for `key` now (one clock read). A new key is inserted.
+    ///
+    /// Errors only with [`KeyedError::Full`] (new key refused under
+    /// [`WhenFull::Refuse`](crate::WhenFull::Refuse)); a deny is `Ok` with
+    /// `allowed == false`.
+    #[inline]
+    pub fn check(&self, key: &K) -> Result<Decision, KeyedError> {
+        self.check_n_at(key, self.clock.now(), 1)
+    }
+
+    /// Checks `cost` permits for `key` now, all or nothing.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedError, KeyedLimiter};
+    /// let limiter: KeyedLimiter<u32, Gcra> =
+    ///     KeyedLimiter::new(Gcra::per_second(10).burst(4).build()?, 100)?;
+    /// assert_eq!(limiter.check_n(&1, 3)?.remaining, 1);
+    /// assert!(matches!(limiter.check_n(&1, 5), Err(KeyedError::InsufficientCapacity(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn check_n(&self, key: &K, cost: u32) -> Result<Decision, KeyedError> {
+        self.check_n_at(key, self.clock.now(), cost)
+    }
+
+    /// What a one-permit check of `key` would answer now; consumes nothing and never
+    /// inserts (an absent key answers as a fresh one).
+    #[inline]
+    pub fn peek(&self, key: &K) -> Decision {
+        self.peek_at(key, self.clock.now())
+    }
+
+    /// Checks one permit for `key` at `now`.
+    #[inline]
+    pub fn check_at(&self, key: &K, now: Nanos) -> Result<Decision, KeyedError> {
+        self.check_n_at(key, now, 1)
+    }
+
+    /// Checks `cost` permits for `key` at `now`, all or nothing.
+    #[inline]
+    pub fn check_n_at(&self, key: &K, now: Nanos, cost: u32) -> Result<Decision, KeyedError> {
+        self.table
+            .check(key, self.ident(key), &self.algorithm, now, cost)
+    }
+
+    /// What a one-permit check of `key` at `now` would answer; consumes nothing, inserts
+    /// nothing.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedLimiter, Nanos};
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::new(Gcra::per_second(1).burst(3).build()?, 100)?;
+    /// assert_eq!(limiter.peek_at(&9, Nanos::ZERO).remaining, 2);
+    /// assert!(!limiter.contains(&9));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn peek_at(&self, key: &K, now: Nanos) -> Decision {
+        match self.peek_n_at(key, now, 1) {
+            Ok(decision) => decision,
+            // A cost of one is within every validated configuration.
+            Err(_) => Decision::deny(self.algorithm.limit(), 0, Nanos::MAX, Nanos::MAX),
+        }
+    }
+
+    /// What a check of `cost` permits for `key` at `now` would answer.
+    #[inline]
+    pub fn peek_n_at(
+        &self,
+        key: &K,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        self.table
+            .peek(key, self.ident(key), &self.algorithm, now, cost)
+    }
+
+    /// Whether `key` currently has an entry.
+    pub fn contains(&self, key: &K) -> bool {
+        self.table.contains(key, self.ident(key))
+    }
+
+    /// Forgets `key`: its next check starts with full quota. Whether it had an entry.
+    pub fn remove(&self, key: &K) -> bool {
+        self.table.remove(key, self.ident(key))
+    }
+
+    /// Evicts every entry whose state is idle at `now` (equal to a fresh key's), taking each
+    /// shard's lock in turn; returns how many. Never needed for correctness or to bound
+    /// memory (inserts evict on their own); useful to make `len()` reflect live keys.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedLimiter, Nanos};
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::new(Gcra::per_second(10).build()?, 100)?;
+    /// limiter.check_at(&1, Nanos::ZERO)?;
+    /// assert_eq!(limiter.evict_idle_at(Nanos::ZERO), 0); // key 1 used a permit
+    /// assert_eq!(limiter.evict_idle_at(Nanos::from_secs(1)), 1); // fully refilled
+    /// assert!(limiter.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn evict_idle_at(&self, now: Nanos) -> usize {
+        self.table.evict_idle_all(&self.algorithm, now)
+    }
+
+    /// Keys resident now (at most [`capacity`](Self::capacity)).
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no key is resident.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most keys ever resident at once, fixed at construction.
+    pub fn capacity(&self) -> usize {
+        self.table.capacity()
+    }
+
+    /// Bytes this limiter holds (the limiter value and its one-time allocations), constant
+    /// from construction on. Heap memory owned by stored keys themselves (a `String`'s
+    /// bytes in exact mode) comes on top.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedLimiter};
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::new(Gcra::per_second(10).build()?, 100_000)?;
+    /// assert!(limiter.memory_bytes() <= 20 * 100_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        self.table.memory_bytes() - core::mem::size_of::<Table<K>>() + core::mem::size_of::<Self>()
+    }
+
+    /// Occupancy and eviction counters.
+    pub fn stats(&self) -> KeyedStats {
+        self.table.stats()
+    }
+
+    /// Number of shards (insert locks).
+    pub fn shards(&self) -> usize {
+        self.table.shard_count()
+    }
+
+    /// Number of slots (1.2 per key of capacity, rounded up to whole buckets).
+    pub fn slots(&self) -> usize {
+        self.table.slot_count()
+    }
+
+    /// The algorithm's parameters.
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The hasher of non-integer keys.
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+}

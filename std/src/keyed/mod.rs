@@ -1,0 +1,95 @@
+//! Keyed rate limiting in bounded memory: [`KeyedLimiter`].
+//!
+//! # Sizing the capacity
+//!
+//! The capacity is the number of keys the limiter remembers at once. Keys beyond it are not
+//! refused (unless you ask for [`WhenFull::Refuse`]): an entry is evicted to make room, and
+//! evicting an *idle* entry (one whose state already equals a fresh key's) loses nothing.
+//! So the capacity only has to cover the keys that are **being limited at the same time**:
+//! roughly `arrival rate of distinct keys × the time a key's state takes to return to
+//! fresh` (for GCRA, `burst × emission interval`; for a fixed window, one window).
+//!
+//! Example: 20 000 distinct clients per minute, limited at 100 per minute (a key recovers
+//! within a minute) → about 20 000 limited keys at once; a capacity of 25 000 leaves
+//! headroom, costs 25 000 × 19.2 B ≈ 480 KB, and a flood of a million spoofed keys can
+//! neither grow that nor push out a limited client while idle entries remain to evict.
+//!
+//! # How memory is bounded
+//!
+//! Everything is allocated by [`KeyedLimiterBuilder::build`]: `1.2 × capacity` slots of
+//! 16 bytes (key identity + packed state) in 64-byte buckets, plus one small shard header per
+//! insert lock. Nothing is allocated afterwards, whatever the key stream: integer keys and
+//! fingerprinted keys are stored inside the slot (**19.2 bytes per key of capacity**;
+//! [`KeyedLimiter::memory_bytes`] reports the exact figure), and exact mode for other key
+//! types adds a pre-allocated cell of `size_of::<K>() + 4` bytes per slot (plus whatever heap
+//! a stored key owns, e.g. a `String`'s bytes: up to one key per slot).
+//! `len() ≤ capacity()` holds at every moment.
+//!
+//! # What eviction costs
+//!
+//! Lookups of resident keys never evict and never lock. Only a **new** key in a full shard
+//! pays: under the shard's lock it inspects its two candidate buckets (8 slots) and, when
+//! they have room but the shard is at quota, the next 16 slots under the shard's sweeping
+//! hand, evicting every idle entry seen there. That is a bounded amount of work per insert
+//! (≈ 24 state reads), amortised: a sweep that frees several idle entries pays for the next
+//! inserts. The victim, in order:
+//!
+//! 1. an idle entry (state equal to a fresh key's, so a compare-and-swap confirms nothing
+//!    changed and eviction is lossless);
+//! 2. with [`WhenFull::Evict`], the resident entry in view that **loses least**: smallest
+//!    `reset_after` (closest to fresh), then most `remaining`. This is the rate-limiting
+//!    analogue of LRU: a key that has not been seen for a while is the one that has recovered
+//!    most, and it costs no write per lookup to track. A key hammering its limit has the
+//!    largest `reset_after` and is the last to go.
+//! 3. with [`WhenFull::Refuse`], nobody: the new key gets [`KeyedError::Full`].
+//!
+//! [`KeyedLimiter::stats`] counts idle evictions, pressure evictions and refusals.
+//!
+//! # Key storage
+//!
+//! Integer keys (`u8`…`u64`, `i8`…`i64`, `usize`, `isize`, `char`, `Ipv4Addr`) are stored as
+//! a seeded bijection of their value: exact, 8 bytes. Other keys are stored exactly (cloned
+//! once, on insert) or, with [`KeyStorage::Fingerprint`], as a 64-bit hash (collision
+//! probability in [`KeyStorage`]'s docs).
+//!
+//! ```
+//! use tollgate::{Gcra, KeyedLimiter, Nanos, WhenFull};
+//!
+//! // 10 requests per second per client, bursts of 5, at most 100 000 clients remembered.
+//! let limiter: KeyedLimiter<u64, Gcra> =
+//!     KeyedLimiter::builder(Gcra::per_second(10).burst(5).build()?)
+//!         .capacity(100_000)
+//!         .when_full(WhenFull::Evict)
+//!         .build()?;
+//! let now = Nanos::from_secs(1);
+//! let admitted = (0..10).filter(|_| limiter.check_at(&7, now).unwrap().allowed).count();
+//! assert_eq!(admitted, 5);
+//! assert!(limiter.memory_bytes() <= 20 * limiter.capacity());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod geometry;
+mod key_cell;
+mod key_ident;
+mod key_storage;
+mod keyed_build_error;
+mod keyed_error;
+mod keyed_limiter;
+mod keyed_limiter_builder;
+mod keyed_stats;
+mod shard;
+mod slot;
+mod table;
+mod when_full;
+
+pub use key_storage::KeyStorage;
+pub use keyed_build_error::KeyedBuildError;
+pub use keyed_error::KeyedError;
+pub use keyed_limiter::KeyedLimiter;
+pub use keyed_limiter_builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
+pub use keyed_stats::KeyedStats;
+pub use when_full::WhenFull;
+
+/// The default hasher of non-integer keys: `foldhash`'s fast hasher, randomly seeded per
+/// limiter (so collisions and bucket choices cannot be predicted from outside).
+pub type DefaultHashBuilder = foldhash::fast::RandomState;

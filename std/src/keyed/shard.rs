@@ -1,0 +1,70 @@
+//! [`Shard`]: one insert lock's worth of the keyed table: its key quota, eviction hand and
+//! counters. Lookups never touch it; only inserts, evictions and removals do.
+
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
+
+/// State only the lock holder touches.
+#[derive(Debug, Default)]
+pub(crate) struct ShardLocal {
+    /// The next slot (relative to the shard) the idle sweep looks at: a CLOCK-style hand.
+    pub(crate) hand: usize,
+}
+
+/// A shard: a contiguous run of buckets guarded by one insert lock.
+#[derive(Debug)]
+#[repr(align(64))]
+pub(crate) struct Shard {
+    /// Serialises inserts, evictions and removals in this shard (never taken by a lookup
+    /// of a resident key).
+    pub(crate) lock: Mutex<ShardLocal>,
+    /// Keys resident in this shard; written under `lock`, read lock-free by `len()`.
+    pub(crate) len: AtomicUsize,
+    /// The most keys this shard may hold (its share of the capacity).
+    pub(crate) cap: usize,
+    /// Identities that no key living in this shard's buckets can have (see
+    /// `Table::empty_ident`).
+    pub(crate) empties: [u64; 3],
+    pub(crate) inserts: AtomicU64,
+    pub(crate) idle_evictions: AtomicU64,
+    pub(crate) pressure_evictions: AtomicU64,
+    pub(crate) refusals: AtomicU64,
+    pub(crate) removals: AtomicU64,
+}
+
+impl Shard {
+    /// An empty shard allowed `cap` keys.
+    pub(crate) fn new(cap: usize, empties: [u64; 3]) -> Shard {
+        Shard {
+            lock: Mutex::new(ShardLocal::default()),
+            len: AtomicUsize::new(0),
+            cap,
+            empties,
+            inserts: AtomicU64::new(0),
+            idle_evictions: AtomicU64::new(0),
+            pressure_evictions: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+            removals: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds one to a counter. Called under the shard lock, so a load and a store suffice.
+    #[inline]
+    pub(crate) fn bump(counter: &AtomicU64) {
+        // Relaxed: statistics only; the lock orders the writers, readers want a snapshot.
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Resident keys (relaxed snapshot).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        // Relaxed: a count, publishes nothing.
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Sets the resident count (under the lock).
+    #[inline]
+    pub(crate) fn set_len(&self, len: usize) {
+        // Relaxed: see `len`.
+        self.len.store(len, Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,756 @@
+//! [`Table`]: the keyed limiter's fixed-size, lock-free-for-readers hash table.
+//!
+//! Layout: `shards × buckets_per_shard` buckets of four 16-byte slots (one cache line per
+//! bucket), allocated once. A key's 64-bit identity `h` picks its shard (top bits) and two
+//! candidate buckets in it (from the low and high halves); the key lives in one of them.
+//! Nothing ever moves, so a reader can probe without a lock:
+//!
+//! - **lookup** (no lock, no write): load the eight identities of the two buckets; on a
+//!   match, run the check on the slot's state word (load, decide, compare-and-swap);
+//! - **insert, evict, remove** (under the shard's lock): claim a slot by setting its
+//!   identity to the bucket's *empty* value, seal or overwrite its state, write the key
+//!   (exact mode), then publish the new identity with `Release`.
+//!
+//! Why readers stay correct while a slot changes owner:
+//!
+//! 1. A reader re-reads the identity *after* an `Acquire` load (or failed CAS) of the
+//!    state. Every eviction sets the identity to empty before it writes the state with
+//!    `Release`, so a reader that saw an evicting write also sees the identity change and
+//!    backs off (`None`), retrying the lookup.
+//! 2. An eviction always changes the state word (it flips a bit, or compare-and-swaps an
+//!    idle state away), so a check that loaded the old owner's state fails its CAS.
+//! 3. State words are stored XOR a mask derived from the owner's identity, so a late CAS
+//!    expecting the old owner's word cannot match the new owner's word except with
+//!    probability 2⁻⁶⁴ (classic ABA, made improbable rather than impossible).
+//! 4. Non-integer keys in exact mode are compared only while pinned (see
+//!    [`KeyCell`]), and writers wait for pins to drain before touching a key: no key is
+//!    ever read while it is written (no seqlock-validated reads of non-atomic memory).
+//!
+//! Idle entries are evicted only if their state is still the idle one at the moment of the
+//! eviction (a compare-and-swap), so lossless eviction really loses nothing, even racing a
+//! check on the same key.
+//!
+//! Why not `hashbrown::HashTable`: its slots move on insert/erase and its control bytes
+//! live in a separate array, so lock-free readers would need a reclamation scheme, and each
+//! lookup would touch two cache lines (control bytes, then the bucket). A flat array of
+//! fixed slots, sized exactly from the capacity (no power-of-two rounding, no growth), gives
+//! one line per probe, 19.2 bytes per key, and readers that never write a lock word.
+
+use core::mem::size_of;
+
+use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
+
+use super::geometry::Geometry;
+use super::key_cell::KeyCell;
+use super::key_ident::{splitmix, state_mask};
+use super::shard::{Shard, ShardLocal};
+use super::slot::{Bucket, Slot, BUCKET_SLOTS};
+use super::{KeyedError, KeyedStats, WhenFull};
+use crate::sync::{lock, wait_a_little, Ordering};
+
+/// Slots the idle sweep looks at per eviction (four buckets).
+const SWEEP: usize = 16;
+/// Lock-free attempts before a lookup that keeps racing evictions takes the shard lock.
+const LOCK_FREE_ATTEMPTS: usize = 4;
+
+/// How a table identifies keys.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Integer keys: the identity is a bijection of the key; nothing else is stored.
+    Word,
+    /// Other keys, compared exactly: the identity is a hash, the key is stored too.
+    Exact,
+    /// Other keys, identified by their 64-bit hash alone.
+    Fingerprint,
+}
+
+/// Where an identity lives: its shard and its two candidate buckets (global indices).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Loc {
+    shard: usize,
+    g1: usize,
+    g2: usize,
+}
+
+/// The result of probing for a key.
+enum Probe<R> {
+    /// Found; the closure's result.
+    Hit(R),
+    /// Found, but the slot changed owner while the closure ran: look again.
+    Raced,
+    /// Not resident.
+    Missing,
+}
+
+/// An idle entry (`None`) or how much evicting it would lose: `(reset_after, −remaining)`,
+/// compared lexicographically, smaller loses less.
+type Loss = Option<(u64, u64)>;
+
+/// A resident entry considered for eviction: its slot and what evicting it loses.
+type Candidate = Option<(usize, (u64, u64))>;
+
+/// The keyed table. See the module docs for the protocol.
+#[derive(Debug)]
+pub(crate) struct Table<K> {
+    buckets: Box<[Bucket]>,
+    /// One cell per slot in [`Mode::Exact`], empty otherwise.
+    keys: Box<[KeyCell<K>]>,
+    shards: Box<[Shard]>,
+    shard_bits: u32,
+    buckets_per_shard: usize,
+    capacity: usize,
+    mode: Mode,
+    policy: WhenFull,
+    mask_seed: u64,
+}
+
+// SAFETY: the only non-`Sync` part is the exact-mode key cells. Keys are read through `&K`
+// by many threads (needs `K: Sync`) and written or dropped by whichever thread holds the
+// shard lock (needs `K: Send`); the pin protocol (see `KeyCell`) keeps reads and writes of
+// one key from overlapping.
+unsafe impl<K: Send + Sync> Sync for Table<K> {}
+
+/// The two candidate buckets (indices within the shard) of identity `h`.
+#[inline(always)]
+fn pair(h: u64, buckets: u64, shard_bits: u32) -> (u64, u64) {
+    let b1 = (u64::from(h as u32) * buckets) >> 32;
+    // The top `shard_bits` bits chose the shard; shift them out.
+    let upper = ((h >> 32) << shard_bits) as u32;
+    let mut b2 = (u64::from(upper) * buckets) >> 32;
+    if b2 == b1 {
+        b2 = if b1 + 1 == buckets { 0 } else { b1 + 1 };
+    }
+    (b1, b2)
+}
+
+/// Three identities whose candidate bucket pairs are pairwise disjoint in a one-shard table
+/// of `buckets` buckets (≥ 6): for any bucket, at least two of them can never live there.
+fn single_shard_empties(buckets: u64) -> [u64; 3] {
+    let mut found: Vec<(u64, (u64, u64))> = Vec::with_capacity(3);
+    let mut index = 0u64;
+    while found.len() < 3 {
+        let candidate = splitmix(index);
+        index += 1;
+        let (a, b) = pair(candidate, buckets, 0);
+        if found
+            .iter()
+            .all(|&(_, (c, d))| a != c && a != d && b != c && b != d)
+        {
+            found.push((candidate, (a, b)));
+        }
+    }
+    [found[0].0, found[1].0, found[2].0]
+}
+
+impl<K> Table<K> {
+    /// An empty table of the given shape.
+    pub(crate) fn new(
+        geometry: Geometry,
+        mode: Mode,
+        policy: WhenFull,
+        mask_seed: u64,
+    ) -> Table<K> {
+        let shard_bits = geometry.shards.trailing_zeros();
+        let nb = geometry.buckets_per_shard;
+        let single = (geometry.shards == 1).then(|| single_shard_empties(nb as u64));
+        let shards: Box<[Shard]> = (0..geometry.shards)
+            .map(|s| {
+                let empties = match single {
+                    Some(empties) => empties,
+                    // An identity of the neighbouring shard never lives in this one.
+                    None => [((s ^ 1) as u64) << (64 - shard_bits); 3],
+                };
+                Shard::new(geometry.shard_cap(s), empties)
+            })
+            .collect();
+        let mut table = Table {
+            buckets: Box::new([]),
+            keys: Box::new([]),
+            shards,
+            shard_bits,
+            buckets_per_shard: nb,
+            capacity: geometry.capacity,
+            mode,
+            policy,
+            mask_seed,
+        };
+        table.buckets = (0..geometry.buckets())
+            .map(|g| Bucket::new(table.empty_ident(g)))
+            .collect();
+        if mode == Mode::Exact {
+            table.keys = (0..geometry.buckets() * BUCKET_SLOTS)
+                .map(|_| KeyCell::new())
+                .collect();
+        }
+        table
+    }
+
+    /// The identity that marks a slot of bucket `g` empty: one no key living in `g` has.
+    #[inline]
+    fn empty_ident(&self, g: usize) -> u64 {
+        let shard = &self.shards[g / self.buckets_per_shard];
+        if self.shard_bits > 0 {
+            return shard.empties[0];
+        }
+        let local = (g % self.buckets_per_shard) as u64;
+        let nb = self.buckets_per_shard as u64;
+        for empty in shard.empties {
+            let (a, b) = pair(empty, nb, 0);
+            if a != local && b != local {
+                return empty;
+            }
+        }
+        // Unreachable: the three pairs are disjoint, so at most one contains `local`.
+        shard.empties[0]
+    }
+
+    /// Where identity `h` lives.
+    #[inline(always)]
+    pub(crate) fn locate(&self, h: u64) -> Loc {
+        // u128 so that a zero-bit shift (one shard) is defined and yields shard 0.
+        let shard = (u128::from(h) >> (64 - self.shard_bits)) as usize;
+        let nb = self.buckets_per_shard;
+        let (b1, b2) = pair(h, nb as u64, self.shard_bits);
+        let base = shard * nb;
+        Loc {
+            shard,
+            g1: base + b1 as usize,
+            g2: base + b2 as usize,
+        }
+    }
+
+    /// The mask for identity `h`'s state word.
+    #[inline(always)]
+    pub(crate) fn mask(&self, h: u64) -> u64 {
+        state_mask(h, self.mask_seed)
+    }
+
+    #[inline(always)]
+    fn slot(&self, idx: usize) -> &Slot {
+        &self.buckets[idx / BUCKET_SLOTS].slots[idx % BUCKET_SLOTS]
+    }
+
+    /// Whether slot `idx` holds a key. Exact only under the shard lock (identities change
+    /// only under it).
+    #[inline]
+    fn occupied(&self, idx: usize) -> bool {
+        // Relaxed: called under the shard lock, which orders every identity change.
+        self.slot(idx).ident.load(Ordering::Relaxed) != self.empty_ident(idx / BUCKET_SLOTS)
+    }
+
+    /// Runs the algorithm on a slot believed to hold identity `h`: `None` if the slot turns
+    /// out to belong to another key (evicted meanwhile).
+    #[inline(always)]
+    fn run<A: Algorithm + ?Sized>(
+        slot: &Slot,
+        h: u64,
+        mask: u64,
+        algorithm: &A,
+        now: Nanos,
+        cost: u32,
+        peek: bool,
+    ) -> Option<Result<Decision, InsufficientCapacity>> {
+        // Acquire: pairs with the Release writes an eviction or insert makes to this word
+        // (each made after the identity was set to empty), so the identity re-check below
+        // sees any eviction whose write we read.
+        let mut stored = slot.state.load(Ordering::Acquire);
+        loop {
+            // Relaxed: ordered after the Acquire state load (or failed CAS) above.
+            if slot.ident.load(Ordering::Relaxed) != h {
+                return None;
+            }
+            let state = stored ^ mask;
+            if peek {
+                return Some(algorithm.peek(state, now, cost).map(|o| o.decision));
+            }
+            let outcome = match algorithm.decide(state, now, cost) {
+                Ok(outcome) => outcome,
+                Err(e) => return Some(Err(e)),
+            };
+            let Some(next) = outcome.next else {
+                return Some(Ok(outcome.decision));
+            };
+            // Success Relaxed: one word's modification order linearises the key's checks,
+            // and nothing else is published with it. Failure Acquire: as for the first load.
+            match slot.state.compare_exchange_weak(
+                stored,
+                next ^ mask,
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(Ok(outcome.decision)),
+                Err(actual) => stored = actual,
+            }
+        }
+    }
+
+    /// Whether the entry in slot `idx` is idle (`None`) or what evicting it loses.
+    fn loss<A: Algorithm + ?Sized>(&self, idx: usize, algorithm: &A, now: Nanos) -> Loss {
+        let slot = self.slot(idx);
+        // Relaxed: under the shard lock (identities are stable).
+        let h = slot.ident.load(Ordering::Relaxed);
+        // Acquire: see `run`.
+        let state = slot.state.load(Ordering::Acquire) ^ self.mask(h);
+        if algorithm.is_idle(state, now) {
+            return None;
+        }
+        match algorithm.peek(state, now, 0) {
+            Ok(o) => Some((
+                o.decision.reset_after.as_u64(),
+                u64::MAX - o.decision.remaining,
+            )),
+            Err(_) => Some((0, u64::MAX)),
+        }
+    }
+
+    /// Marks slot `idx` empty (first step of every eviction), under the shard lock.
+    #[inline]
+    fn claim(&self, idx: usize) {
+        // SeqCst: the writer half of the pin handshake (see `KeyCell`), and ordered before
+        // the state write that readers Acquire.
+        self.slot(idx)
+            .ident
+            .store(self.empty_ident(idx / BUCKET_SLOTS), Ordering::SeqCst);
+    }
+
+    /// Waits until no reader is comparing slot `idx`'s key (exact mode), after a claim.
+    #[inline]
+    fn drain_pins(&self, idx: usize) {
+        if self.mode != Mode::Exact {
+            return;
+        }
+        let mut round = 0;
+        // SeqCst: the writer half of the pin handshake; its acquire part pairs with the
+        // readers' Release unpin, so their key reads happen before our key write.
+        while self.keys[idx].pins.load(Ordering::SeqCst) != 0 {
+            wait_a_little(round);
+            round = round.saturating_add(1);
+        }
+    }
+
+    /// Evicts slot `idx` if its entry is idle right now; `false` if a check got there
+    /// first (the entry then stays, untouched).
+    fn evict_idle<A: Algorithm + ?Sized>(
+        &self,
+        shard: &Shard,
+        idx: usize,
+        algorithm: &A,
+        now: Nanos,
+    ) -> bool {
+        let slot = self.slot(idx);
+        // Relaxed: under the shard lock.
+        let h = slot.ident.load(Ordering::Relaxed);
+        // Acquire: see `run`.
+        let stored = slot.state.load(Ordering::Acquire);
+        if !algorithm.is_idle(stored ^ self.mask(h), now) {
+            return false;
+        }
+        self.claim(idx);
+        // SeqCst: writer half of the pin handshake.
+        if self.mode == Mode::Exact && self.keys[idx].pins.load(Ordering::SeqCst) != 0 {
+            // Release: republishes the (unchanged) key and state.
+            slot.ident.store(h, Ordering::Release);
+            return false;
+        }
+        // AcqRel: succeeds only if no check changed the state since we judged it idle (so
+        // the eviction loses nothing); Release pairs with readers' Acquire state loads.
+        if slot
+            .state
+            .compare_exchange(stored, stored ^ 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            // Release: republishes the (unchanged) key and state.
+            slot.ident.store(h, Ordering::Release);
+            return false;
+        }
+        if self.mode == Mode::Exact {
+            // SAFETY: under the shard lock, identity empty, no pin: the key is ours.
+            unsafe { self.keys[idx].drop_key() };
+        }
+        shard.set_len(shard.len() - 1);
+        Shard::bump(&shard.idle_evictions);
+        true
+    }
+
+    /// Evicts slot `idx` whatever its state (pressure eviction or removal).
+    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool) {
+        self.claim(idx);
+        self.drain_pins(idx);
+        // AcqRel: flipping a bit always changes the word, so a check that loaded it before
+        // fails its CAS; Release pairs with readers' Acquire state loads (they then see the
+        // empty identity).
+        self.slot(idx).state.fetch_xor(1, Ordering::AcqRel);
+        if self.mode == Mode::Exact {
+            // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
+            unsafe { self.keys[idx].drop_key() };
+        }
+        shard.set_len(shard.len() - 1);
+        Shard::bump(if removal {
+            &shard.removals
+        } else {
+            &shard.pressure_evictions
+        });
+    }
+
+    /// A free slot of bucket `g` (under the shard lock).
+    fn free_slot(&self, g: usize) -> Option<usize> {
+        (g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS).find(|&idx| !self.occupied(idx))
+    }
+
+    /// Moves the shard's hand over the next [`SWEEP`] slots, evicting every idle entry
+    /// there; returns how many it evicted and the least-loss resident entry it saw.
+    fn sweep<A: Algorithm + ?Sized>(
+        &self,
+        shard_index: usize,
+        local: &mut ShardLocal,
+        algorithm: &A,
+        now: Nanos,
+    ) -> (usize, Candidate) {
+        let shard = &self.shards[shard_index];
+        let span = self.buckets_per_shard * BUCKET_SLOTS;
+        let base = shard_index * span;
+        let mut evicted = 0;
+        let mut best: Candidate = None;
+        for step in 0..SWEEP.min(span) {
+            let idx = base + (local.hand + step) % span;
+            if !self.occupied(idx) {
+                continue;
+            }
+            match self.loss(idx, algorithm, now) {
+                None => evicted += usize::from(self.evict_idle(shard, idx, algorithm, now)),
+                Some(loss) => {
+                    if best.map_or(true, |(_, b)| loss < b) {
+                        best = Some((idx, loss));
+                    }
+                }
+            }
+        }
+        local.hand = (local.hand + SWEEP) % span;
+        (evicted, best)
+    }
+
+    /// Finds (making it if needed, per the policy) a free slot in one of `loc`'s buckets,
+    /// and counts it as resident. `None`: refused ([`WhenFull::Refuse`]).
+    fn make_room<A: Algorithm + ?Sized>(
+        &self,
+        local: &mut ShardLocal,
+        loc: Loc,
+        algorithm: &A,
+        now: Nanos,
+    ) -> Option<usize> {
+        let shard = &self.shards[loc.shard];
+        let candidates = (loc.g1 * BUCKET_SLOTS..(loc.g1 + 1) * BUCKET_SLOTS)
+            .chain(loc.g2 * BUCKET_SLOTS..(loc.g2 + 1) * BUCKET_SLOTS);
+        let rounds = self.buckets_per_shard * BUCKET_SLOTS / SWEEP + 16;
+        for _ in 0..rounds {
+            let free = self.free_slot(loc.g1).or_else(|| self.free_slot(loc.g2));
+            if let Some(idx) = free {
+                if shard.len() < shard.cap {
+                    shard.set_len(shard.len() + 1);
+                    self.drain_pins(idx);
+                    return Some(idx);
+                }
+            }
+            // One resident entry must go. First choice: an idle one among the key's own
+            // candidates; meanwhile note the least-loss one.
+            let mut best: Candidate = None;
+            let mut evicted = false;
+            for idx in candidates.clone() {
+                if !self.occupied(idx) {
+                    continue;
+                }
+                match self.loss(idx, algorithm, now) {
+                    None => {
+                        if self.evict_idle(shard, idx, algorithm, now) {
+                            evicted = true;
+                            break;
+                        }
+                    }
+                    Some(loss) => {
+                        if best.map_or(true, |(_, b)| loss < b) {
+                            best = Some((idx, loss));
+                        }
+                    }
+                }
+            }
+            if evicted {
+                continue;
+            }
+            if free.is_some() {
+                // The key's buckets have room but the shard is at its quota: the victim
+                // may be anywhere in the shard. Sweep for idle entries first.
+                let (swept, window_best) = self.sweep(loc.shard, local, algorithm, now);
+                if swept > 0 {
+                    continue;
+                }
+                if let Some((idx, loss)) = window_best {
+                    if best.map_or(true, |(_, b)| loss < b) {
+                        best = Some((idx, loss));
+                    }
+                }
+            }
+            if self.policy == WhenFull::Refuse {
+                return None;
+            }
+            if let Some((idx, _)) = best {
+                self.evict_now(shard, idx, false);
+            }
+            // No resident entry in view (the sweep window was empty): the hand moved on.
+        }
+        None
+    }
+
+    /// Resident keys.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(Shard::len).sum()
+    }
+
+    /// The most keys the table holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes this table holds: its slot array, key cells and shards, plus the table value.
+    /// (Heap memory owned by the keys themselves, such as a `String`'s bytes, is not
+    /// included.)
+    pub(crate) fn memory_bytes(&self) -> usize {
+        size_of::<Self>()
+            + self.buckets.len() * size_of::<Bucket>()
+            + self.keys.len() * size_of::<KeyCell<K>>()
+            + self.shards.len() * size_of::<Shard>()
+    }
+
+    /// Number of shards.
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Number of slots.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.buckets.len() * BUCKET_SLOTS
+    }
+
+    /// Counters summed over shards.
+    pub(crate) fn stats(&self) -> KeyedStats {
+        // Relaxed: statistics snapshot.
+        let sum = |f: fn(&Shard) -> &crate::sync::AtomicU64| {
+            self.shards
+                .iter()
+                .map(|s| f(s).load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
+        KeyedStats {
+            len: self.len(),
+            capacity: self.capacity,
+            inserts: sum(|s| &s.inserts),
+            idle_evictions: sum(|s| &s.idle_evictions),
+            pressure_evictions: sum(|s| &s.pressure_evictions),
+            refusals: sum(|s| &s.refusals),
+            removals: sum(|s| &s.removals),
+        }
+    }
+
+    /// Evicts every idle entry (takes each shard's lock in turn); returns how many.
+    pub(crate) fn evict_idle_all<A: Algorithm + ?Sized>(&self, algorithm: &A, now: Nanos) -> usize {
+        let span = self.buckets_per_shard * BUCKET_SLOTS;
+        let mut evicted = 0;
+        for (s, shard) in self.shards.iter().enumerate() {
+            let _local = lock(&shard.lock);
+            for idx in s * span..(s + 1) * span {
+                if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
+                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now));
+                }
+            }
+        }
+        evicted
+    }
+}
+
+impl<K: Eq + Clone> Table<K> {
+    /// Probes `loc`'s buckets for identity `h` (and, in exact mode, `key`), running `f` on
+    /// the slot found.
+    #[inline(always)]
+    fn probe<R>(
+        &self,
+        key: &K,
+        h: u64,
+        loc: Loc,
+        mut f: impl FnMut(usize, &Slot) -> Option<R>,
+    ) -> Probe<R> {
+        for g in [loc.g1, loc.g2] {
+            for (i, slot) in self.buckets[g].slots.iter().enumerate() {
+                // Acquire: pairs with the Release store that published this identity, so
+                // the state (and key) written before it are visible.
+                if slot.ident.load(Ordering::Acquire) != h {
+                    continue;
+                }
+                let idx = g * BUCKET_SLOTS + i;
+                if self.mode != Mode::Exact {
+                    return match f(idx, slot) {
+                        Some(r) => Probe::Hit(r),
+                        None => Probe::Raced,
+                    };
+                }
+                let cell = &self.keys[idx];
+                // SeqCst: the reader half of the pin handshake (see `KeyCell`).
+                cell.pins.fetch_add(1, Ordering::SeqCst);
+                // SeqCst: as above; if the identity still names a key, no writer can touch
+                // that key until we unpin.
+                let outcome = if slot.ident.load(Ordering::SeqCst) == h
+                    // SAFETY: pinned after the identity was published and re-checked: the key
+                    // is initialised and no writer touches it until we unpin.
+                    && unsafe { cell.get() } == key
+                {
+                    Some(f(idx, slot))
+                } else {
+                    None
+                };
+                // Release: our reads of the key happen before a writer's SeqCst load that
+                // sees the pin gone.
+                cell.pins.fetch_sub(1, Ordering::Release);
+                match outcome {
+                    Some(Some(r)) => return Probe::Hit(r),
+                    Some(None) => return Probe::Raced,
+                    None => {}
+                }
+            }
+        }
+        Probe::Missing
+    }
+
+    /// Checks `cost` permits for `key` (identity `h`) at `now`, inserting the key if new.
+    #[inline]
+    pub(crate) fn check<A: Algorithm + ?Sized>(
+        &self,
+        key: &K,
+        h: u64,
+        algorithm: &A,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, KeyedError> {
+        let loc = self.locate(h);
+        let mask = self.mask(h);
+        for _ in 0..LOCK_FREE_ATTEMPTS {
+            match self.probe(key, h, loc, |_, slot| {
+                Self::run(slot, h, mask, algorithm, now, cost, false)
+            }) {
+                Probe::Hit(result) => return result.map_err(KeyedError::from),
+                Probe::Raced => continue,
+                Probe::Missing => break,
+            }
+        }
+        self.check_locked(key, h, loc, algorithm, now, cost)
+    }
+
+    /// The slow path: under the shard lock, check a key that appeared meanwhile, or insert
+    /// it (making room per the policy) with the state its first check leaves.
+    #[cold]
+    #[inline(never)]
+    fn check_locked<A: Algorithm + ?Sized>(
+        &self,
+        key: &K,
+        h: u64,
+        loc: Loc,
+        algorithm: &A,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, KeyedError> {
+        let mask = self.mask(h);
+        let shard = &self.shards[loc.shard];
+        let mut local = lock(&shard.lock);
+        // Under the lock no slot changes owner, so a hit cannot race.
+        if let Probe::Hit(result) = self.probe(key, h, loc, |_, slot| {
+            Self::run(slot, h, mask, algorithm, now, cost, false)
+        }) {
+            return result.map_err(KeyedError::from);
+        }
+        let outcome = algorithm.decide(0, now, cost)?;
+        let Some(initial) = outcome.next else {
+            // Nothing to remember (a probe, or a deny): a fresh key stays absent.
+            return Ok(outcome.decision);
+        };
+        // Clone before touching any slot: a panicking `Clone` leaves the table as it was.
+        let stored_key = (self.mode == Mode::Exact).then(|| key.clone());
+        let Some(idx) = self.make_room(&mut local, loc, algorithm, now) else {
+            Shard::bump(&shard.refusals);
+            return Err(KeyedError::Full);
+        };
+        let slot = self.slot(idx);
+        if let Some(stored_key) = stored_key {
+            // SAFETY: `make_room` returned a slot of ours with an empty identity, no pin and
+            // no key, and we hold the shard lock.
+            unsafe { self.keys[idx].write(stored_key) };
+        }
+        // Release: pairs with readers' Acquire loads of the state (see `run`).
+        slot.state.store(initial ^ mask, Ordering::Release);
+        // Release: publishes the state and key written above to readers that
+        // Acquire-load this identity.
+        slot.ident.store(h, Ordering::Release);
+        Shard::bump(&shard.inserts);
+        Ok(outcome.decision)
+    }
+
+    /// What a check of `cost` would answer; inserts nothing (an absent key is fresh).
+    #[inline]
+    pub(crate) fn peek<A: Algorithm + ?Sized>(
+        &self,
+        key: &K,
+        h: u64,
+        algorithm: &A,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let loc = self.locate(h);
+        let mask = self.mask(h);
+        let run = |_: usize, slot: &Slot| Self::run(slot, h, mask, algorithm, now, cost, true);
+        for _ in 0..LOCK_FREE_ATTEMPTS {
+            match self.probe(key, h, loc, run) {
+                Probe::Hit(result) => return result,
+                Probe::Raced => continue,
+                Probe::Missing => return algorithm.peek(0, now, cost).map(|o| o.decision),
+            }
+        }
+        let _local = lock(&self.shards[loc.shard].lock);
+        match self.probe(key, h, loc, run) {
+            Probe::Hit(result) => result,
+            _ => algorithm.peek(0, now, cost).map(|o| o.decision),
+        }
+    }
+
+    /// Whether `key` is resident.
+    pub(crate) fn contains(&self, key: &K, h: u64) -> bool {
+        matches!(
+            self.probe(key, h, self.locate(h), |_, _| Some(())),
+            Probe::Hit(())
+        )
+    }
+
+    /// Forgets `key` (its next check starts fresh); whether it was resident.
+    pub(crate) fn remove(&self, key: &K, h: u64) -> bool {
+        let loc = self.locate(h);
+        let shard = &self.shards[loc.shard];
+        let _local = lock(&shard.lock);
+        match self.probe(key, h, loc, |idx, _| Some(idx)) {
+            Probe::Hit(idx) => {
+                self.evict_now(shard, idx, true);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<K> Drop for Table<K> {
+    fn drop(&mut self) {
+        if self.mode != Mode::Exact {
+            return;
+        }
+        for idx in 0..self.slot_count() {
+            if self.occupied(idx) {
+                // SAFETY: `&mut self`: no reader or writer remains; an occupied slot's key
+                // is initialised.
+                unsafe { self.keys[idx].drop_key() };
+            }
+        }
+    }
+}

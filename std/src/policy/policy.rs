@@ -76,11 +76,15 @@ struct Registry {
 ///
 /// - **same algorithm, new numbers** — the key keeps the permits it has used:
 ///   GCRA / token bucket / leaky bucket keep their debt in permits (`debt · T_new / T_old`,
-///   rounded up); fixed and sliding windows keep their counts (same window length).
-///   *A raised limit* therefore takes effect on the next request (acct_123 at 100/100 used
-///   moves to 100/500 used, 400 remaining). *A lowered limit* never hands out a fresh
-///   burst: used permits carry over, capped at the new limit (a key over the new limit is
-///   exhausted and refills at the new rate).
+///   rounded against the client); sliding windows (counter and log) keep their counts and
+///   timestamps (same window length); the fixed window keeps its count, capped at a
+///   lowered limit (its packed count cannot exceed the limit).
+///   *A raised limit* therefore takes effect on the next request (acct_123 with 100 of
+///   100/min used moves to 100 of 500/min used: 400 remaining). *A lowered limit* never
+///   hands out a fresh burst: a key that used more than the new limit is denied until
+///   enough has refilled at the new rate (fixed window: until the window ends). Because
+///   debts are not capped, flipping a limit down and up again never grants permits twice
+///   (except the fixed window's capped count within one window).
 /// - **changed algorithm (or window length of a window algorithm)** — the key starts
 ///   conservatively: its used count under the old algorithm (`limit − remaining`, rounded
 ///   against the client) is recorded at the swap instant in a fresh state of the new one,
@@ -340,7 +344,14 @@ impl<C: Clock> PolicyCheck for Policy<C> {
             .flatten()
         {
             for tier in rule.tiers() {
-                if let Ok(cost) = tier_cost(request, tier.max_cost()) {
+                // Giving back more than a tier can ever hold is giving back all of it.
+                let clamped = Request {
+                    cost: request
+                        .cost
+                        .min(u32::try_from(tier.max_cost()).unwrap_or(u32::MAX)),
+                    ..*request
+                };
+                if let Ok(cost) = tier_cost(&clamped, tier.max_cost()) {
                     tier.store.refund(rule.key(request.client), now, cost);
                 }
             }

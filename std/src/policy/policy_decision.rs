@@ -33,7 +33,7 @@ pub const MAX_TIERS: usize = 8;
 /// assert_eq!(d.tightest().unwrap().name, "default");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, PartialEq, Eq)]
 pub struct PolicyDecision {
     /// The combined (tightest) decision.
     pub decision: Decision,
@@ -150,5 +150,14 @@ impl PolicyDecision {
             }
         }
         self
+    }
+}
+
+impl core::fmt::Debug for PolicyDecision {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PolicyDecision")
+            .field("decision", &self.decision)
+            .field("tiers", &self.tiers())
+            .finish()
     }
 }

@@ -88,22 +88,13 @@ impl KeyedValue<AnyAlgorithm> for TierCell {
     }
 }
 
-/// The interval a TAT-based algorithm advances per permit, and the most it may lead `now`.
-fn tat_params(algorithm: &PackedAlgorithm) -> Option<(u64, u64)> {
+/// The interval a TAT-based algorithm (GCRA, token bucket, leaky bucket) advances per
+/// permit; `None` for the window algorithms.
+fn tat_interval(algorithm: &PackedAlgorithm) -> Option<u64> {
     match algorithm {
-        PackedAlgorithm::Gcra(g) => Some((g.emission_interval().as_u64(), g.tolerance().as_u64())),
-        PackedAlgorithm::TokenBucket(t) => Some((
-            t.refill_interval().as_u64(),
-            t.as_gcra().tolerance().as_u64(),
-        )),
-        PackedAlgorithm::LeakyBucket(l) => {
-            let interval = l.drain_interval().as_u64();
-            // The deepest backlog: a full queue plus the request being admitted.
-            let horizon = interval
-                .saturating_mul(l.queue_depth())
-                .saturating_add(interval);
-            Some((interval, horizon))
-        }
+        PackedAlgorithm::Gcra(g) => Some(g.emission_interval().as_u64()),
+        PackedAlgorithm::TokenBucket(t) => Some(t.refill_interval().as_u64()),
+        PackedAlgorithm::LeakyBucket(l) => Some(l.drain_interval().as_u64()),
         _ => None,
     }
 }
@@ -148,7 +139,7 @@ fn give_back_word(algorithm: &PackedAlgorithm, state: u64, cost: u64, anchor: An
             }
         }
         _ => {
-            let Some((interval, _)) = tat_params(algorithm) else {
+            let Some(interval) = tat_interval(algorithm) else {
                 return state;
             };
             let floor = match anchor {
@@ -302,13 +293,11 @@ impl TierCell {
                     return;
                 }
             }
-            (TierCell::Log(log), AnyAlgorithm::Log(o), AnyAlgorithm::Log(n))
+            (TierCell::Log(_), AnyAlgorithm::Log(o), AnyAlgorithm::Log(n))
                 if o.window() == n.window() =>
             {
-                let log = log.get_mut().unwrap_or_else(PoisonError::into_inner);
-                while log.len() as u64 > n.limit() {
-                    log.pop_front();
-                }
+                // Same window: the timestamps keep their meaning; a lowered limit simply
+                // denies until enough of them slide out.
                 return;
             }
             _ => {}
@@ -379,25 +368,29 @@ fn convert_word(old: &PackedAlgorithm, new: &PackedAlgorithm, state: u64, now: u
     match (old, new) {
         (P::Gcra(_) | P::TokenBucket(_), P::Gcra(_) | P::TokenBucket(_))
         | (P::LeakyBucket(_), P::LeakyBucket(_)) => {
-            let (t_old, _) = tat_params(old)?;
-            let (t_new, cap_new) = tat_params(new)?;
+            let t_old = tat_interval(old)?;
+            let t_new = tat_interval(new)?;
             if state <= now {
                 return Some(state);
             }
-            // The same number of permits in debt, at the new interval, capped so a
-            // lowered limit leaves the key exhausted rather than in debt beyond it.
+            // The same number of permits in debt, at the new interval (rounded against the
+            // client). Not capped: a key that used more than a lowered limit waits until
+            // enough has refilled at the new rate, so flipping a limit down and up again
+            // never hands out permits twice.
             let debt = u128::from(state - now);
             let scaled = (debt * u128::from(t_new)).div_ceil(u128::from(t_old));
-            let scaled = u64::try_from(scaled).unwrap_or(u64::MAX).min(cap_new);
-            Some(now.saturating_add(scaled))
+            Some(now.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX)))
         }
         (P::FixedWindow(o), P::FixedWindow(n)) if o.window() == n.window() => {
+            // The packed count may not exceed the limit: a lowered limit caps it (the key
+            // is exhausted for the rest of the window).
             let (index, count) = o.unpack(state);
             Some(n.pack(index, count.min(n.limit())))
         }
         (P::SlidingWindowCounter(o), P::SlidingWindowCounter(n)) if o.window() == n.window() => {
-            let (index, prev, curr) = o.unpack(state);
-            Some(n.pack(index, prev.min(n.limit()), curr.min(n.limit())))
+            // Same window, same layout: the counts keep their meaning as they are (the
+            // counter's arithmetic saturates when they exceed a lowered limit).
+            Some(state)
         }
         _ => None,
     }

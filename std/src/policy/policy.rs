@@ -272,6 +272,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
                 outcomes[i] = outcome(rule, tier, decision);
             }
             if denied {
+                Self::current_state(tiers.clone(), &mut outcomes, now);
                 return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
             }
         }
@@ -296,10 +297,10 @@ impl<C: Clock> PolicyCheck for Policy<C> {
                 }
                 self.undo(tiers.clone().take(i), &receipts, &costs);
                 // Report the other tiers as they are now (after the undo).
-                for (j, (rule, tier, key)) in tiers.clone().enumerate().skip(i + 1) {
-                    let later = tier.store.peek(key, now, costs[j])?;
-                    outcomes[j] = outcome(rule, tier, later);
+                for (j, (rule, tier, _)) in tiers.clone().enumerate().skip(i + 1) {
+                    outcomes[j] = outcome(rule, tier, decision);
                 }
+                Self::current_state(tiers.clone(), &mut outcomes, now);
                 return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
             }
         }
@@ -360,6 +361,23 @@ impl<C: Clock> PolicyCheck for Policy<C> {
 }
 
 impl<C> Policy<C> {
+    /// In a denied decision, replaces each admitting tier's answer (which describes the
+    /// state *after* the request) by its current state (a zero-cost peek): the request was
+    /// not admitted, so headers must not count it.
+    fn current_state<'a>(
+        tiers: impl Iterator<Item = (&'a super::Rule, &'a super::Tier, &'a str)>,
+        outcomes: &mut [TierOutcome; MAX_TIERS],
+        now: Nanos,
+    ) {
+        for (i, (_, tier, key)) in tiers.enumerate() {
+            if outcomes[i].decision.allowed {
+                if let Ok(current) = tier.store.peek(key, now, 0) {
+                    outcomes[i].decision = current;
+                }
+            }
+        }
+    }
+
     /// Compensates the takes recorded in `receipts` for the first tiers of `tiers`.
     fn undo<'a>(
         &self,

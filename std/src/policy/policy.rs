@@ -49,9 +49,10 @@ struct Registry {
 /// Tiers live in different atomic words (different keys, different rules), so no single
 /// compare-and-swap can cover them. The policy therefore:
 ///
-/// 1. *prechecks*: peeks every tier (loads only). If any would deny, it answers the deny
-///    with nothing consumed — a flood of denied requests writes nothing;
-/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap;
+/// 1. *prechecks*: peeks every tier but the first (loads only). If any would deny, it
+///    answers the deny with nothing consumed — a flood of denied requests writes nothing;
+/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap
+///    (a deny by the first tier has taken nothing, which is why it needs no precheck);
 /// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
 ///    and 2), *compensates* every tier already taken, using the receipt of its own take.
 ///
@@ -264,14 +265,18 @@ impl<C: Clock> PolicyCheck for Policy<C> {
             window: tier.window(),
             decision,
         };
-        if self.precheck {
+        // The first tier needs no precheck: if its take denies, nothing has been taken.
+        if self.precheck && n > 1 {
             let mut denied = false;
-            for (i, (rule, tier, key)) in tiers.clone().enumerate() {
+            for (i, (rule, tier, key)) in tiers.clone().enumerate().skip(1) {
                 let decision = tier.store.peek(key, now, costs[i])?;
                 denied |= !decision.allowed;
                 outcomes[i] = outcome(rule, tier, decision);
             }
             if denied {
+                if let Some((rule, tier, key)) = tiers.clone().next() {
+                    outcomes[0] = outcome(rule, tier, tier.store.peek(key, now, costs[0])?);
+                }
                 Self::current_state(tiers.clone(), &mut outcomes, now);
                 return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
             }
@@ -297,8 +302,8 @@ impl<C: Clock> PolicyCheck for Policy<C> {
                 }
                 self.undo(tiers.clone().take(i), &receipts, &costs);
                 // Report the other tiers as they are now (after the undo).
-                for (j, (rule, tier, _)) in tiers.clone().enumerate().skip(i + 1) {
-                    outcomes[j] = outcome(rule, tier, decision);
+                for (j, (rule, tier, key)) in tiers.clone().enumerate().skip(i + 1) {
+                    outcomes[j] = outcome(rule, tier, tier.store.peek(key, now, costs[j])?);
                 }
                 Self::current_state(tiers.clone(), &mut outcomes, now);
                 return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));

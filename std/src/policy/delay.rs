@@ -63,8 +63,12 @@ impl Timer {
 
     fn register(&self, at: Instant, waker: Waker) {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.push((at, waker));
-        self.wake.notify_one();
+        // A future polled again with the same waker registers once, however often the
+        // executor polls it.
+        if !pending.iter().any(|(t, w)| *t == at && w.will_wake(&waker)) {
+            pending.push((at, waker));
+            self.wake.notify_one();
+        }
     }
 }
 

@@ -60,15 +60,16 @@ pub(crate) enum Receipt {
 pub(crate) enum TierCell {
     /// A packed single-word state.
     Word(AtomicU64),
-    /// A sliding window log: admitted timestamps, oldest first.
-    Log(Mutex<VecDeque<u64>>),
+    /// A sliding window log: admitted timestamps, oldest first (boxed, so single-word
+    /// cells stay two words).
+    Log(Box<Mutex<VecDeque<u64>>>),
 }
 
 impl KeyedValue<AnyAlgorithm> for TierCell {
     fn fresh(algorithm: &AnyAlgorithm) -> TierCell {
         match algorithm {
             AnyAlgorithm::Packed(_) => TierCell::Word(AtomicU64::new(0)),
-            AnyAlgorithm::Log(_) => TierCell::Log(Mutex::new(VecDeque::new())),
+            AnyAlgorithm::Log(_) => TierCell::Log(Box::new(Mutex::new(VecDeque::new()))),
         }
     }
 
@@ -438,5 +439,15 @@ fn log_decide(
             Decision::deny(limit, limit - count.min(limit), reset_after, retry_after),
             None,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TierCell;
+
+    #[test]
+    fn single_word_cells_stay_two_words() {
+        assert_eq!(core::mem::size_of::<TierCell>(), 16);
     }
 }

@@ -4,13 +4,13 @@
 //! all (clock read, load, arithmetic, CAS — or no CAS on the deny path).
 
 use crate::loops::direct;
-use crate::{CaseSpec, FloorCell, QuantaTscClock, TimedCase};
+use crate::{CaseSpec, FloorCell, TimedCase};
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
 use std::time::Duration;
 use tollgate::{
     Algorithm, Clock, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, SlidingLogLimiter,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket, TscClock,
 };
 
 /// Burst of the allow-path configs: with one permit per ns, nothing a benchmark loop can do
@@ -78,7 +78,7 @@ pub fn specs() -> Vec<CaseSpec> {
 }
 
 /// Unwraps a config the bench chose to be valid.
-pub(crate) fn ok<T, E: core::fmt::Debug>(result: Result<T, E>) -> T {
+pub fn ok<T, E: core::fmt::Debug>(result: Result<T, E>) -> T {
     match result {
         Ok(value) => value,
         Err(error) => panic!("benchmark config rejected: {error:?}"),
@@ -99,7 +99,7 @@ fn gcra_case(name: &str, allow: bool) -> TimedCase {
 }
 
 /// The governor quota of one permit per `interval_ns` with bursts of `burst`.
-pub(crate) fn governor_quota(interval_ns: u64, burst: u32) -> Quota {
+pub fn governor_quota(interval_ns: u64, burst: u32) -> Quota {
     let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
     ok(Quota::with_period(Duration::from_nanos(interval_ns)).ok_or("zero period"))
         .allow_burst(burst)
@@ -111,7 +111,7 @@ fn algorithm_case<A>(name: &str, algorithm: A, allow: bool) -> TimedCase
 where
     A: Algorithm + Send + Sync + 'static,
 {
-    let clock = QuantaTscClock::new();
+    let clock = TscClock::new();
     let limiter = Limiter::new(algorithm);
     let floor = if allow {
         FloorCell::new(1, u64::from(ALLOW_BURST))
@@ -130,7 +130,7 @@ where
 
 /// The sliding log (a ring of `N` timestamps, its own executor) and the floor.
 fn sliding_log_case<const N: usize>(name: &str, log: SlidingWindowLog, allow: bool) -> TimedCase {
-    let clock = QuantaTscClock::new();
+    let clock = TscClock::new();
     let limiter = ok(SlidingLogLimiter::<N>::new(log));
     let floor = if allow {
         FloorCell::new(1, u64::from(ALLOW_BURST))

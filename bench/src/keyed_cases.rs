@@ -11,18 +11,19 @@
 
 use crate::direct_cases::governor_quota;
 use crate::loops::{keyed, two_threads};
-use crate::{
-    split_mix, CaseSpec, FloorTable, KeySet, KeyedCheck, QuantaTscClock, Scale, TimedCase,
-};
+use crate::Stopwatch;
+use crate::{split_mix, CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase};
 use governor::clock::QuantaClock;
 use governor::RateLimiter;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tollgate::TscClock;
 
 /// Per-key quota of the keyed cases: one permit per ns, bursts of a million.
-const INTERVAL: u64 = 1;
-const BURST: u32 = 1_000_000;
+pub(crate) const INTERVAL: u64 = 1;
+/// Per-key burst of the keyed cases.
+pub(crate) const BURST: u32 = 1_000_000;
 
 /// Zipf exponent of the skewed orders (the classic s = 1).
 const ZIPF_S: f64 = 1.0;
@@ -75,9 +76,9 @@ pub fn specs() -> Vec<CaseSpec> {
 }
 
 /// The floor: a flat foldhash-indexed array with a power-of-two slot per key.
-fn floor(keys: usize) -> (FloorTable<foldhash::fast::RandomState>, QuantaTscClock) {
+fn floor(keys: usize) -> (FloorTable<foldhash::fast::RandomState>, TscClock) {
     let table = FloorTable::new(keys, INTERVAL, u64::from(BURST), Default::default());
-    (table, QuantaTscClock::new())
+    (table, TscClock::new())
 }
 
 /// governor's DashMap store with foldhash and quanta (its default clock).
@@ -90,7 +91,7 @@ fn governor_foldhash() -> impl KeyedCheck<u64> {
 }
 
 /// Checks every key once (inserting it) before timing.
-fn fill<C: KeyedCheck<u64> + ?Sized>(check: &C, keys: &KeySet) {
+pub(crate) fn fill<C: KeyedCheck<u64> + ?Sized>(check: &C, keys: &KeySet) {
     for key in keys.u64s() {
         black_box(check.check_key(key));
     }
@@ -169,7 +170,7 @@ fn insert(name: &str) -> TimedCase {
 }
 
 /// A runner inserting fresh keys into tables made by `make(capacity)`.
-pub(crate) fn insert_runner<C, M>(make: M) -> impl FnMut(u64) -> Duration + Send + 'static
+pub fn insert_runner<C, M>(make: M) -> impl FnMut(u64) -> Duration + Send + 'static
 where
     C: KeyedCheck<u64>,
     M: Fn(usize) -> C + Send + 'static,
@@ -184,7 +185,7 @@ where
             let keys: Vec<u64> = (next..next + n).map(split_mix::mix).collect();
             next += n;
             let table = make(INSERT_CHUNK);
-            let start = Instant::now();
+            let start = Stopwatch::start();
             for key in &keys {
                 black_box(table.check_key(key));
             }

@@ -2,19 +2,20 @@
 //! case times — implemented for governor's keyed limiter and the floor table (and tollgate's
 //! keyed limiter), so one generic case builder drives all contenders identically.
 
-use crate::{FloorTable, QuantaTscClock};
+use crate::FloorTable;
 use governor::clock::Clock as GovernorClock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::RateLimiter;
 use std::hash::{BuildHasher, Hash};
-use tollgate::Clock;
+use tollgate::{Clock, TscClock};
 
 /// One keyed check with the contender's own clock read; `true` when admitted.
 ///
 /// ```
-/// use tollgate_bench::{FloorTable, KeyedCheck, QuantaTscClock};
-/// let floor = (FloorTable::new(8, 1, 10, foldhash::fast::RandomState::default()), QuantaTscClock::new());
+/// use tollgate::TscClock;
+/// use tollgate_bench::{FloorTable, KeyedCheck};
+/// let floor = (FloorTable::new(8, 1, 10, foldhash::fast::RandomState::default()), TscClock::new());
 /// assert!(floor.check_key(&7u64));
 /// ```
 pub trait KeyedCheck<K: ?Sized>: Send + Sync {
@@ -36,7 +37,7 @@ where
     }
 }
 
-impl<K, S> KeyedCheck<K> for (FloorTable<S>, QuantaTscClock)
+impl<K, S> KeyedCheck<K> for (FloorTable<S>, TscClock)
 where
     K: Hash + ?Sized,
     S: BuildHasher + Send + Sync,

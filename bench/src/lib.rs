@@ -14,6 +14,7 @@
 //! runs.
 
 mod case_spec;
+pub mod clock_cases;
 mod contender;
 mod counting_allocator;
 pub mod direct_cases;
@@ -25,13 +26,13 @@ mod keyed_check;
 pub mod loops;
 pub mod memory_cases;
 mod memory_spec;
-mod quanta_tsc_clock;
 mod report;
 mod row;
 pub mod split_mix;
+mod stopwatch;
 mod sync;
 mod timed_case;
-mod tollgate_keyed;
+pub mod tollgate_keyed;
 mod unit;
 mod zipf;
 
@@ -43,10 +44,10 @@ pub use floor_table::FloorTable;
 pub use key_set::KeySet;
 pub use keyed_check::KeyedCheck;
 pub use memory_spec::MemorySpec;
-pub use quanta_tsc_clock::QuantaTscClock;
 pub use report::Report;
 pub use row::Row;
 pub use split_mix::SplitMix64;
+pub use stopwatch::{Stopwatch, TimeSource};
 pub use timed_case::{Runner, Schedule, TimedCase};
 pub use unit::Unit;
 pub use zipf::Zipf;
@@ -54,6 +55,7 @@ pub use zipf::Zipf;
 /// Every timed case, in report order.
 pub fn timed_specs() -> Vec<CaseSpec> {
     let mut specs = direct_cases::specs();
+    specs.extend(clock_cases::specs());
     specs.extend(keyed_cases::specs());
     specs
 }

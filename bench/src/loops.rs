@@ -3,9 +3,10 @@
 //! over the check, so the check inlines into the loop and the only per-op overhead shared by
 //! all contenders is the loop itself (and, keyed, one read of the next key).
 
+use crate::Stopwatch;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A runner calling `check` `iters` times; the verdict goes through `black_box` so nothing
 /// is optimised away.
@@ -19,7 +20,7 @@ where
     F: Fn() -> bool + Send + 'static,
 {
     move |iters| {
-        let start = Instant::now();
+        let start = Stopwatch::start();
         for _ in 0..iters {
             black_box(check());
         }
@@ -44,7 +45,7 @@ where
     let mut pos = 0usize;
     move |iters| {
         let keys = &*order;
-        let start = Instant::now();
+        let start = Stopwatch::start();
         for _ in 0..iters {
             // `pos < keys.len()` always; the branch below wraps it.
             black_box(check(&keys[pos]));
@@ -87,7 +88,7 @@ where
                     let mut pos = positions[t];
                     scope.spawn(move || {
                         barrier.wait();
-                        let start = Instant::now();
+                        let start = Stopwatch::start();
                         for _ in 0..iters {
                             black_box(check(&keys[pos]));
                             pos += 1;

@@ -3,13 +3,14 @@
 
 use crate::{CountingAllocator, Row, Scale};
 
-/// A memory case's name and how to measure it (bytes per key, per contender).
+/// A memory case's name and how to measure it (bytes per key, per contender); one spec
+/// may report several rows (exact and fingerprint storage of the same keys).
 ///
 /// ```
 /// use tollgate_bench::{MemorySpec, Row, Unit};
-/// let spec = MemorySpec::new("nothing", |_, _| Row {
+/// let spec = MemorySpec::new("nothing", |_, _| vec![Row {
 ///     name: "nothing".into(), unit: Unit::BytesPerKey, values: [None, None, None],
-/// });
+/// }]);
 /// assert_eq!(spec.name, "nothing");
 /// ```
 #[derive(Copy, Clone, Debug)]
@@ -17,12 +18,15 @@ pub struct MemorySpec {
     /// The case name.
     pub name: &'static str,
     /// Measures the case; needs the allocator installed as the global allocator.
-    pub measure: fn(&Scale, &CountingAllocator) -> Row,
+    pub measure: fn(&Scale, &CountingAllocator) -> Vec<Row>,
 }
 
 impl MemorySpec {
     /// A spec.
-    pub fn new(name: &'static str, measure: fn(&Scale, &CountingAllocator) -> Row) -> MemorySpec {
+    pub fn new(
+        name: &'static str,
+        measure: fn(&Scale, &CountingAllocator) -> Vec<Row>,
+    ) -> MemorySpec {
         MemorySpec { name, measure }
     }
 }

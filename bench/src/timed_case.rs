@@ -28,16 +28,16 @@ impl Schedule {
     /// Short batches, few rounds: the whole `compare --quick` run stays under two minutes.
     pub fn quick() -> Schedule {
         Schedule {
-            rounds: 5,
-            batch: Duration::from_millis(8),
+            rounds: 9,
+            batch: Duration::from_millis(5),
         }
     }
 
     /// The default schedule of `compare`.
     pub fn full() -> Schedule {
         Schedule {
-            rounds: 11,
-            batch: Duration::from_millis(30),
+            rounds: 21,
+            batch: Duration::from_millis(20),
         }
     }
 }

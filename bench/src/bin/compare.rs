@@ -2,12 +2,19 @@
 //! interleaved over several rounds — and prints medians and ratios.
 //!
 //! ```text
-//! cargo run --release -p tollgate-bench --bin compare -- [--quick] [--json FILE] [--filter SUBSTR]
+//! cargo run --release -p tollgate-bench --bin compare -- [--quick] [--json FILE] [--filter SUBSTR] [--markdown] [--wall]
 //! ```
+//!
+//! - `--quick`: fewer, shorter rounds (the whole run stays under two minutes);
+//! - `--json FILE`: also write `{"cases":[{"name","unit","tollgate","governor","floor"}, …]}`;
+//! - `--filter SUBSTR`: only cases whose name contains `SUBSTR`;
+//! - `--markdown`: also print the table as markdown (for README);
+//! - `--wall`: time batches by wall clock instead of the measuring thread's CPU time (the
+//!   default, which keeps other processes on a shared machine out of the figures).
 
 use std::process::ExitCode;
 use std::time::Instant;
-use tollgate_bench::{CountingAllocator, Report, Scale, Schedule};
+use tollgate_bench::{CountingAllocator, Report, Scale, Schedule, Stopwatch, TimeSource};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator::new();
@@ -17,6 +24,7 @@ struct Args {
     json: Option<String>,
     filter: Option<String>,
     markdown: bool,
+    wall: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -25,19 +33,20 @@ fn parse_args() -> Result<Args, String> {
         json: None,
         filter: None,
         markdown: false,
+        wall: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => args.quick = true,
             "--markdown" => args.markdown = true,
+            "--wall" => args.wall = true,
             "--json" => args.json = Some(it.next().ok_or("--json needs a file name")?),
             "--filter" => args.filter = Some(it.next().ok_or("--filter needs a substring")?),
-            "-h" | "--help" => {
-                return Err(
-                    "usage: compare [--quick] [--json FILE] [--filter SUBSTR] [--markdown]".into(),
-                )
-            }
+            "-h" | "--help" => return Err(
+                "usage: compare [--quick] [--json FILE] [--filter SUBSTR] [--markdown] [--wall]"
+                    .into(),
+            ),
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
     }
@@ -58,6 +67,11 @@ fn main() -> ExitCode {
         Schedule::full()
     };
     let scale = Scale::standard();
+    Stopwatch::set_source(if args.wall {
+        TimeSource::Wall
+    } else {
+        TimeSource::ThreadCpu
+    });
     let wanted = |name: &str| args.filter.as_deref().is_none_or(|f| name.contains(f));
     let started = Instant::now();
     let mut report = Report::default();
@@ -80,13 +94,13 @@ fn main() -> ExitCode {
             continue;
         }
         let case_started = Instant::now();
-        let row = (spec.measure)(&scale, &ALLOCATOR);
+        let rows = (spec.measure)(&scale, &ALLOCATOR);
         eprintln!(
             "{:<40} {:>6.1} s",
-            row.name,
+            spec.name,
             case_started.elapsed().as_secs_f64()
         );
-        report.rows.push(row);
+        report.rows.extend(rows);
     }
     println!("{}", report.table());
     if args.markdown {

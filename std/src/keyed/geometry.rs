@@ -11,6 +11,11 @@ const SLOTS_PER_KEY_DEN: usize = 5;
 /// Fewest buckets per shard (a one-shard table needs at least six to place its empty
 /// markers; eight keeps small tables' buckets from overlapping too much).
 pub(crate) const MIN_BUCKETS: usize = 8;
+/// Share of an even split that a shard may fill without drawing on the shared pool. The
+/// per-shard load of uniformly hashed keys deviates from the mean by a few percent (one
+/// standard deviation is `1/√(capacity/shards)`), so 10 % in the pool lets a table hold its
+/// whole capacity of distinct keys.
+const BASE_PERCENT: usize = 90;
 /// Most shards.
 pub(crate) const MAX_SHARDS: usize = 1024;
 /// Default: one shard per this many keys, at most 64 shards.
@@ -69,9 +74,21 @@ impl Geometry {
         self.shards * self.buckets_per_shard
     }
 
-    /// The key quota of shard `index`: an even split of the capacity.
-    pub(crate) fn shard_cap(&self, index: usize) -> usize {
-        self.capacity / self.shards + usize::from(index < self.capacity % self.shards)
+    /// The keys shard `index` may hold without drawing on the shared pool: 90 % of an
+    /// even split (all of it with one shard), at least one.
+    pub(crate) fn shard_base(&self, index: usize) -> usize {
+        let even = self.capacity / self.shards + usize::from(index < self.capacity % self.shards);
+        if self.shards == 1 {
+            even
+        } else {
+            (even * BASE_PERCENT / 100).max(1)
+        }
+    }
+
+    /// The shared pool: the capacity not given to any shard's base. Shards that receive
+    /// more than their base (hashing is never perfectly even) draw from it.
+    pub(crate) fn pool(&self) -> usize {
+        self.capacity - (0..self.shards).map(|s| self.shard_base(s)).sum::<usize>()
     }
 }
 
@@ -88,10 +105,9 @@ mod tests {
             (120_000..120_000 + 64 * BUCKET_SLOTS).contains(&slots),
             "{slots}"
         );
-        assert_eq!(
-            (0..g.shards).map(|s| g.shard_cap(s)).sum::<usize>(),
-            100_000
-        );
+        let bases = (0..g.shards).map(|s| g.shard_base(s)).sum::<usize>();
+        assert_eq!(bases + g.pool(), 100_000);
+        assert!(g.pool() >= 9_000);
     }
 
     #[test]

@@ -57,6 +57,17 @@ impl<K> KeyCell<K> {
         unsafe { (*self.key.get()).write(key) };
     }
 
+    /// Moves the stored key out, leaving the cell empty.
+    ///
+    /// # Safety
+    /// As for [`KeyCell::drop_key`].
+    #[inline]
+    pub(crate) unsafe fn take(&self) -> K {
+        // SAFETY: initialised and exclusively accessed, per the caller's contract; the cell
+        // is treated as empty afterwards.
+        unsafe { (*self.key.get()).assume_init_read() }
+    }
+
     /// Drops the stored key, leaving the cell empty.
     ///
     /// # Safety

@@ -43,22 +43,20 @@ pub(crate) fn word_of<K: 'static>(key: &K) -> Option<u64> {
     None
 }
 
-/// Whether keys of type `K` are stored as integer words.
+/// Whether keys of type `K` are stored as integer words (a constant once `K` is known).
+#[inline(always)]
 pub(crate) fn is_word<K: 'static>() -> bool {
     let id = TypeId::of::<K>();
-    [
-        TypeId::of::<u64>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<u16>(),
-        TypeId::of::<u8>(),
-        TypeId::of::<i64>(),
-        TypeId::of::<i32>(),
-        TypeId::of::<i16>(),
-        TypeId::of::<i8>(),
-        TypeId::of::<char>(),
-        TypeId::of::<Ipv4Addr>(),
-    ]
-    .contains(&id)
+    id == TypeId::of::<u64>()
+        || id == TypeId::of::<u32>()
+        || id == TypeId::of::<u16>()
+        || id == TypeId::of::<u8>()
+        || id == TypeId::of::<i64>()
+        || id == TypeId::of::<i32>()
+        || id == TypeId::of::<i16>()
+        || id == TypeId::of::<i8>()
+        || id == TypeId::of::<char>()
+        || id == TypeId::of::<Ipv4Addr>()
         || (usize::BITS <= 64 && (id == TypeId::of::<usize>() || id == TypeId::of::<isize>()))
 }
 

@@ -19,8 +19,8 @@ pub(crate) struct Shard {
     pub(crate) lock: Mutex<ShardLocal>,
     /// Keys resident in this shard; written under `lock`, read lock-free by `len()`.
     pub(crate) len: AtomicUsize,
-    /// The most keys this shard may hold (its share of the capacity).
-    pub(crate) cap: usize,
+    /// The keys this shard may hold before drawing on the table's shared pool.
+    pub(crate) base: usize,
     /// Identities that no key living in this shard's buckets can have (see
     /// `Table::empty_ident`).
     pub(crate) empties: [u64; 3],
@@ -33,11 +33,11 @@ pub(crate) struct Shard {
 
 impl Shard {
     /// An empty shard allowed `cap` keys.
-    pub(crate) fn new(cap: usize, empties: [u64; 3]) -> Shard {
+    pub(crate) fn new(base: usize, empties: [u64; 3]) -> Shard {
         Shard {
             lock: Mutex::new(ShardLocal::default()),
             len: AtomicUsize::new(0),
-            cap,
+            base,
             empties,
             inserts: AtomicU64::new(0),
             idle_evictions: AtomicU64::new(0),
@@ -67,4 +67,12 @@ impl Shard {
         // Relaxed: see `len`.
         self.len.store(len, Ordering::Relaxed)
     }
+}
+
+/// The capacity not assigned to any shard's base, on its own cache line (only inserts into
+/// shards beyond their base touch it).
+#[derive(Debug)]
+#[repr(align(64))]
+pub(crate) struct QuotaPool {
+    pub(crate) spare: AtomicUsize,
 }

@@ -42,11 +42,11 @@ use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
 use super::geometry::Geometry;
 use super::key_cell::KeyCell;
-use super::key_ident::{splitmix, state_mask};
-use super::shard::{Shard, ShardLocal};
+use super::key_ident::{is_word, splitmix, state_mask};
+use super::shard::{QuotaPool, Shard, ShardLocal};
 use super::slot::{Bucket, Slot, BUCKET_SLOTS};
 use super::{KeyedError, KeyedStats, WhenFull};
-use crate::sync::{lock, wait_a_little, Ordering};
+use crate::sync::{lock, wait_a_little, AtomicUsize, Ordering};
 
 /// Slots the idle sweep looks at per eviction (four buckets).
 const SWEEP: usize = 16;
@@ -96,6 +96,8 @@ pub(crate) struct Table<K> {
     /// One cell per slot in [`Mode::Exact`], empty otherwise.
     keys: Box<[KeyCell<K>]>,
     shards: Box<[Shard]>,
+    /// Capacity beyond the shards' bases, shared.
+    pool: Box<QuotaPool>,
     shard_bits: u32,
     buckets_per_shard: usize,
     capacity: usize,
@@ -160,13 +162,16 @@ impl<K> Table<K> {
                     // An identity of the neighbouring shard never lives in this one.
                     None => [((s ^ 1) as u64) << (64 - shard_bits); 3],
                 };
-                Shard::new(geometry.shard_cap(s), empties)
+                Shard::new(geometry.shard_base(s), empties)
             })
             .collect();
         let mut table = Table {
             buckets: Box::new([]),
             keys: Box::new([]),
             shards,
+            pool: Box::new(QuotaPool {
+                spare: AtomicUsize::new(geometry.pool()),
+            }),
             shard_bits,
             buckets_per_shard: nb,
             capacity: geometry.capacity,
@@ -336,6 +341,7 @@ impl<K> Table<K> {
         idx: usize,
         algorithm: &A,
         now: Nanos,
+        keep_quota: bool,
     ) -> bool {
         let slot = self.slot(idx);
         // Relaxed: under the shard lock.
@@ -367,13 +373,16 @@ impl<K> Table<K> {
             // SAFETY: under the shard lock, identity empty, no pin: the key is ours.
             unsafe { self.keys[idx].drop_key() };
         }
-        shard.set_len(shard.len() - 1);
+        if !keep_quota {
+            self.release(shard);
+        }
         Shard::bump(&shard.idle_evictions);
         true
     }
 
-    /// Evicts slot `idx` whatever its state (pressure eviction or removal).
-    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool) {
+    /// Evicts slot `idx` whatever its state (pressure eviction or removal). With
+    /// `keep_quota` the entry's place in the quota passes to the key about to be inserted.
+    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool, keep_quota: bool) {
         self.claim(idx);
         self.drain_pins(idx);
         // AcqRel: flipping a bit always changes the word, so a check that loaded it before
@@ -384,7 +393,9 @@ impl<K> Table<K> {
             // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
             unsafe { self.keys[idx].drop_key() };
         }
-        shard.set_len(shard.len() - 1);
+        if !keep_quota {
+            self.release(shard);
+        }
         Shard::bump(if removal {
             &shard.removals
         } else {
@@ -392,19 +403,107 @@ impl<K> Table<K> {
         });
     }
 
+    /// Counts one more resident key in `shard` if the quota allows: within the shard's
+    /// base, or by taking one unit from the shared pool. Under the shard lock.
+    fn reserve(&self, shard: &Shard) -> bool {
+        let len = shard.len();
+        if len >= shard.base
+            && self
+                .pool
+                .spare
+                // Relaxed: a counter; the RMW alone keeps it exact, nothing is published.
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_err()
+        {
+            return false;
+        }
+        shard.set_len(len + 1);
+        true
+    }
+
+    /// Counts one resident key less in `shard`, returning a pool unit if it held one.
+    fn release(&self, shard: &Shard) {
+        let len = shard.len().saturating_sub(1);
+        shard.set_len(len);
+        if len >= shard.base {
+            // Relaxed: see `reserve`.
+            self.pool.spare.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// A free slot of bucket `g` (under the shard lock).
     fn free_slot(&self, g: usize) -> Option<usize> {
         (g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS).find(|&idx| !self.occupied(idx))
     }
 
+    /// Where a new key goes among its candidates: the first bucket while it has room (so
+    /// most lookups touch one cache line), else the second.
+    fn free_candidate(&self, loc: Loc) -> Option<usize> {
+        self.free_slot(loc.g1).or_else(|| self.free_slot(loc.g2))
+    }
+
+    /// Whether `shard` could count one more key (a hint; [`Table::reserve`] decides).
+    fn quota_left(&self, shard: &Shard) -> bool {
+        // Relaxed: a hint, re-checked by `reserve`.
+        shard.len() < shard.base || self.pool.spare.load(Ordering::Relaxed) > 0
+    }
+
+    /// Both of `loc`'s buckets are full: moves one of their entries to its other candidate
+    /// bucket if that has room (one step of cuckoo hashing) and returns the slot it freed.
+    fn displace(&self, loc: Loc) -> Option<usize> {
+        for g in [loc.g1, loc.g2] {
+            for src in g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS {
+                // Relaxed: under the shard lock.
+                let h = self.slot(src).ident.load(Ordering::Relaxed);
+                let home = self.locate(h);
+                let other = if home.g1 == g { home.g2 } else { home.g1 };
+                if other == loc.g1 || other == loc.g2 {
+                    continue;
+                }
+                if let Some(dst) = self.free_slot(other) {
+                    self.move_entry(src, dst);
+                    return Some(src);
+                }
+            }
+        }
+        None
+    }
+
+    /// Moves the entry in `src` to the free slot `dst` (same shard), keeping every admission:
+    /// the state is taken with one atomic read-modify-write that also makes any check still
+    /// working on `src` fail its CAS and look again.
+    fn move_entry(&self, src: usize, dst: usize) {
+        let (from, to) = (self.slot(src), self.slot(dst));
+        // Relaxed: under the shard lock.
+        let h = from.ident.load(Ordering::Relaxed);
+        self.claim(src);
+        self.drain_pins(src);
+        self.drain_pins(dst);
+        // AcqRel: takes the latest state (Acquire: every admitted CAS before it) and changes
+        // the word so later CASes on `src` fail (Release pairs with their Acquire reloads,
+        // which then see the empty identity).
+        let stored = from.state.fetch_xor(1, Ordering::AcqRel);
+        if self.mode == Mode::Exact {
+            // SAFETY: under the shard lock, both identities empty and both pin counts
+            // drained: `src` holds a key we own, `dst` holds none.
+            unsafe { self.keys[dst].write(self.keys[src].take()) };
+        }
+        // Release: pairs with readers' Acquire loads of the state.
+        to.state.store(stored, Ordering::Release);
+        // Release: publishes the state and key to readers that Acquire-load the identity.
+        to.ident.store(h, Ordering::Release);
+    }
+
     /// Moves the shard's hand over the next [`SWEEP`] slots, evicting every idle entry
-    /// there; returns how many it evicted and the least-loss resident entry it saw.
+    /// there (the first keeps its quota for the key being inserted when `keep_first`);
+    /// returns how many it evicted and the least-loss resident entry it saw.
     fn sweep<A: Algorithm + ?Sized>(
         &self,
         shard_index: usize,
         local: &mut ShardLocal,
         algorithm: &A,
         now: Nanos,
+        keep_first: bool,
     ) -> (usize, Candidate) {
         let shard = &self.shards[shard_index];
         let span = self.buckets_per_shard * BUCKET_SLOTS;
@@ -417,7 +516,10 @@ impl<K> Table<K> {
                 continue;
             }
             match self.loss(idx, algorithm, now) {
-                None => evicted += usize::from(self.evict_idle(shard, idx, algorithm, now)),
+                None => {
+                    let keep = keep_first && evicted == 0;
+                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now, keep));
+                }
                 Some(loss) => {
                     if best.map_or(true, |(_, b)| loss < b) {
                         best = Some((idx, loss));
@@ -429,8 +531,8 @@ impl<K> Table<K> {
         (evicted, best)
     }
 
-    /// Finds (making it if needed, per the policy) a free slot in one of `loc`'s buckets,
-    /// and counts it as resident. `None`: refused ([`WhenFull::Refuse`]).
+    /// Finds (making it if needed, per the policy) a free slot in one of `loc`'s buckets and
+    /// counts it as resident. `None`: refused ([`WhenFull::Refuse`]).
     fn make_room<A: Algorithm + ?Sized>(
         &self,
         local: &mut ShardLocal,
@@ -443,27 +545,28 @@ impl<K> Table<K> {
             .chain(loc.g2 * BUCKET_SLOTS..(loc.g2 + 1) * BUCKET_SLOTS);
         let rounds = self.buckets_per_shard * BUCKET_SLOTS / SWEEP + 16;
         for _ in 0..rounds {
-            let free = self.free_slot(loc.g1).or_else(|| self.free_slot(loc.g2));
+            let mut free = self.free_candidate(loc);
+            if free.is_none() && self.quota_left(shard) {
+                free = self.displace(loc);
+            }
             if let Some(idx) = free {
-                if shard.len() < shard.cap {
-                    shard.set_len(shard.len() + 1);
+                if self.reserve(shard) {
                     self.drain_pins(idx);
                     return Some(idx);
                 }
             }
-            // One resident entry must go. First choice: an idle one among the key's own
-            // candidates; meanwhile note the least-loss one.
+            // No quota left, or both buckets full: one resident entry must go, and its place
+            // in the quota passes to the new key. First choice: an idle candidate (the new
+            // key takes its slot); meanwhile note the least-loss candidate.
             let mut best: Candidate = None;
-            let mut evicted = false;
             for idx in candidates.clone() {
                 if !self.occupied(idx) {
                     continue;
                 }
                 match self.loss(idx, algorithm, now) {
                     None => {
-                        if self.evict_idle(shard, idx, algorithm, now) {
-                            evicted = true;
-                            break;
+                        if self.evict_idle(shard, idx, algorithm, now, true) {
+                            return Some(idx);
                         }
                     }
                     Some(loss) => {
@@ -473,15 +576,12 @@ impl<K> Table<K> {
                     }
                 }
             }
-            if evicted {
-                continue;
-            }
-            if free.is_some() {
-                // The key's buckets have room but the shard is at its quota: the victim
-                // may be anywhere in the shard. Sweep for idle entries first.
-                let (swept, window_best) = self.sweep(loc.shard, local, algorithm, now);
+            if let Some(free) = free {
+                // The key's buckets have room but the quota is spent: the victim may be
+                // anywhere in the shard. Sweep for idle entries first.
+                let (swept, window_best) = self.sweep(loc.shard, local, algorithm, now, true);
                 if swept > 0 {
-                    continue;
+                    return Some(free);
                 }
                 if let Some((idx, loss)) = window_best {
                     if best.map_or(true, |(_, b)| loss < b) {
@@ -493,9 +593,10 @@ impl<K> Table<K> {
                 return None;
             }
             if let Some((idx, _)) = best {
-                self.evict_now(shard, idx, false);
+                self.evict_now(shard, idx, false, true);
+                return Some(free.unwrap_or(idx));
             }
-            // No resident entry in view (the sweep window was empty): the hand moved on.
+            // Nothing resident in view (the sweep window was empty): the hand moved on.
         }
         None
     }
@@ -518,6 +619,7 @@ impl<K> Table<K> {
             + self.buckets.len() * size_of::<Bucket>()
             + self.keys.len() * size_of::<KeyCell<K>>()
             + self.shards.len() * size_of::<Shard>()
+            + size_of::<QuotaPool>()
     }
 
     /// Number of shards.
@@ -558,7 +660,7 @@ impl<K> Table<K> {
             let _local = lock(&shard.lock);
             for idx in s * span..(s + 1) * span {
                 if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
-                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now));
+                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now, false));
                 }
             }
         }
@@ -566,7 +668,7 @@ impl<K> Table<K> {
     }
 }
 
-impl<K: Eq + Clone> Table<K> {
+impl<K: Eq + Clone + 'static> Table<K> {
     /// Probes `loc`'s buckets for identity `h` (and, in exact mode, `key`), running `f` on
     /// the slot found.
     #[inline(always)]
@@ -618,6 +720,27 @@ impl<K: Eq + Clone> Table<K> {
         Probe::Missing
     }
 
+    /// Whether lookups compare identities only (integer keys, or fingerprint mode).
+    #[inline(always)]
+    fn identities_only(&self) -> bool {
+        is_word::<K>() || self.mode != Mode::Exact
+    }
+
+    /// The slot holding identity `h`, if resident (identity-only modes).
+    #[inline(always)]
+    fn find_ident(&self, h: u64, loc: Loc) -> Option<&Slot> {
+        for g in [loc.g1, loc.g2] {
+            for slot in &self.buckets[g].slots {
+                // Acquire: pairs with the Release store that published this identity, so the
+                // state written before it is visible.
+                if slot.ident.load(Ordering::Acquire) == h {
+                    return Some(slot);
+                }
+            }
+        }
+        None
+    }
+
     /// Checks `cost` permits for `key` (identity `h`) at `now`, inserting the key if new.
     #[inline]
     pub(crate) fn check<A: Algorithm + ?Sized>(
@@ -630,6 +753,17 @@ impl<K: Eq + Clone> Table<K> {
     ) -> Result<Decision, KeyedError> {
         let loc = self.locate(h);
         let mask = self.mask(h);
+        if self.identities_only() {
+            for _ in 0..LOCK_FREE_ATTEMPTS {
+                let Some(slot) = self.find_ident(h, loc) else {
+                    break;
+                };
+                if let Some(result) = Self::run(slot, h, mask, algorithm, now, cost, false) {
+                    return result.map_err(KeyedError::from);
+                }
+            }
+            return self.check_locked(key, h, loc, algorithm, now, cost);
+        }
         for _ in 0..LOCK_FREE_ATTEMPTS {
             match self.probe(key, h, loc, |_, slot| {
                 Self::run(slot, h, mask, algorithm, now, cost, false)
@@ -732,7 +866,7 @@ impl<K: Eq + Clone> Table<K> {
         let _local = lock(&shard.lock);
         match self.probe(key, h, loc, |idx, _| Some(idx)) {
             Probe::Hit(idx) => {
-                self.evict_now(shard, idx, true);
+                self.evict_now(shard, idx, true, false);
                 true
             }
             _ => false,

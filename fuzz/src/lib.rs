@@ -1,0 +1,36 @@
+//! Shared pieces of tollgate's fuzz targets (`fuzz_targets/*.rs`, run with cargo-fuzz on
+//! nightly; see `scripts/stages/fuzz.sh`).
+//!
+//! - Input vocabulary, all `Arbitrary`, biased towards the interesting cases: [`Count`]
+//!   and [`Span`] for parameters (small values that make traces cross many windows, and any
+//!   `u64`), [`Step`]s of a trace ([`Time`] moving forwards, backwards, to anywhere or to the
+//!   end of `u64` time; [`Cost`] from 0 to `u32::MAX`; checks and peeks).
+//! - [`constructed`]: a direct constructor and its `AlgorithmConfig` must agree (both build
+//!   the same algorithm, or fail with the same `ConfigError`; neither panics).
+//! - [`Differential`]: runs a trace through core's `StateCell`, through `AnyLimiter` (the
+//!   config path) and through the reference model, asserting identical answers and the
+//!   decision invariants ([`check_decision`]) at every step.
+//!
+//! Not fuzzed yet, because they do not exist yet: the TOML rule loader and header
+//! rendering (both belong to `std` and are being written in parallel). Each gets a target here when it lands: arbitrary
+//! TOML text must give a rule set or a typed error, never a panic; arbitrary decisions must
+//! render headers whose `Retry-After` is never 0 on a deny.
+
+mod cost;
+mod count;
+mod decision_check;
+mod differential;
+mod span;
+mod step;
+mod time;
+
+pub use cost::Cost;
+pub use count::Count;
+pub use decision_check::check_decision;
+pub use differential::{constructed, Differential};
+pub use span::Span;
+pub use step::Step;
+pub use time::Time;
+
+/// What one check or peek answered.
+pub type Answer = Result<tollgate_core::Decision, tollgate_core::InsufficientCapacity>;

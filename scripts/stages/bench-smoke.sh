@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Benchmark smoke test: the `compare` command of README works from a fresh clone and its
+# JSON holds every case README and issue 6 name. Figures are not checked (noisy machine);
+# the criterion benches are only compiled.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo bench -p tollgate-bench --no-run
+cargo run --release -p tollgate-bench --bin compare -- --quick --json target/compare.json
+python3 - target/compare.json <<'PY'
+import json, sys
+cases = {c["name"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+required = ["direct_allow", "direct_deny", "keyed_1key", "keyed_100k", "keyed_1m",
+            "keyed_100k_2threads", "keyed_insert", "memory_u64_1m", "memory_ipv6_1m",
+            "memory_string_1m"]
+missing = [n for n in required if n not in cases]
+bad = [n for n in required if n in cases and not isinstance(cases[n]["tollgate"], (int, float))]
+units = [n for n, c in cases.items() if c["unit"] not in ("ns", "bytes_per_key")]
+if missing or bad or units:
+    sys.exit(f"compare.json: missing {missing}, no tollgate figure {bad}, bad unit {units}")
+print(f"compare.json: {len(cases)} cases, all {len(required)} required present")
+PY

@@ -92,7 +92,8 @@ struct Registry {
 ///   capped at the new limit. A key that was exhausted stays exhausted; none gains a fresh
 ///   burst, but the new algorithm's own refill (or window boundary) applies from then on.
 ///
-/// Renaming a rule or tier starts it fresh; removing one drops its state.
+/// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
+/// `capacity` applies to tiers the reload creates; surviving tiers keep their table.
 #[derive(Debug)]
 pub struct Policy<C> {
     rules: ArcSwap<RuleSet>,

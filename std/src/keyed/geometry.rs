@@ -8,9 +8,10 @@ use super::KeyedBuildError;
 /// while the shard still has room" rare, at 16 B × 1.2 = 19.2 B per key.
 const SLOTS_PER_KEY_NUM: usize = 6;
 const SLOTS_PER_KEY_DEN: usize = 5;
-/// Fewest buckets per shard (a one-shard table needs at least six to place its empty
-/// markers; eight keeps small tables' buckets from overlapping too much).
-pub(crate) const MIN_BUCKETS: usize = 8;
+/// Fewest buckets per shard (a one-shard table needs four to place its empty markers). A
+/// minimal shard has 16 slots, exactly one sweep window, so small tables evict by a
+/// whole-table view.
+pub(crate) const MIN_BUCKETS: usize = 4;
 /// Share of an even split that a shard may fill without drawing on the shared pool. The
 /// per-shard load of uniformly hashed keys deviates from the mean by a few percent (one
 /// standard deviation is `1/√(capacity/shards)`), so 10 % in the pool lets a table hold its

@@ -60,11 +60,20 @@ pub(crate) fn is_word<K: 'static>() -> bool {
         || (usize::BITS <= 64 && (id == TypeId::of::<usize>() || id == TypeId::of::<isize>()))
 }
 
-/// A seeded bijection of `u64` (xor with the seed, then the splitmix64 finaliser: each step
-/// is invertible), so distinct integer keys always get distinct identities, spread evenly.
+/// A seeded bijection of `u64`: xor with the seed, multiply by an odd constant, fold the
+/// high half into the low half (each step is invertible), so distinct integer keys always
+/// get distinct identities. The multiply spreads every input bit into the high half (which
+/// picks the shard and the second bucket); the fold carries it into the low half (which
+/// picks the first bucket). One multiply: this is on every lookup.
 #[inline(always)]
 pub(crate) fn mix(value: u64, seed: u64) -> u64 {
-    let mut z = value ^ seed;
+    let z = (value ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z ^ (z >> 32)
+}
+
+/// The splitmix64 finaliser (a stronger bijection, for picking well-spread constants).
+pub(crate) fn splitmix(index: u64) -> u64 {
+    let mut z = index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -78,11 +87,6 @@ pub(crate) fn mix(value: u64, seed: u64) -> u64 {
 pub(crate) fn state_mask(ident: u64, seed: u64) -> u64 {
     let z = (ident ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z ^ (z >> 29)
-}
-
-/// splitmix64: a deterministic stream of well-spread values (used to pick empty markers).
-pub(crate) fn splitmix(index: u64) -> u64 {
-    mix(index.wrapping_mul(0x9e37_79b9_7f4a_7c15), 0)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub(crate) struct Shard {
     pub(crate) base: usize,
     /// Identities that no key living in this shard's buckets can have (see
     /// `Table::empty_ident`).
-    pub(crate) empties: [u64; 3],
+    pub(crate) empties: [u64; 2],
     pub(crate) inserts: AtomicU64,
     pub(crate) idle_evictions: AtomicU64,
     pub(crate) pressure_evictions: AtomicU64,
@@ -33,7 +33,7 @@ pub(crate) struct Shard {
 
 impl Shard {
     /// An empty shard allowed `cap` keys.
-    pub(crate) fn new(base: usize, empties: [u64; 3]) -> Shard {
+    pub(crate) fn new(base: usize, empties: [u64; 2]) -> Shard {
         Shard {
             lock: Mutex::new(ShardLocal::default()),
             len: AtomicUsize::new(0),

@@ -112,25 +112,39 @@ pub(crate) struct Table<K> {
 // one key from overlapping.
 unsafe impl<K: Send + Sync> Sync for Table<K> {}
 
+/// Asks the CPU to start loading `bucket`'s cache line (a hint; no effect on semantics).
+#[inline(always)]
+fn prefetch(bucket: &Bucket) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+    // SAFETY: `_mm_prefetch` only hints the cache; it never faults, whatever the address,
+    // and SSE is enabled (checked by the `cfg`).
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (bucket as *const Bucket).cast::<i8>(),
+        );
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
+    let _ = bucket;
+}
+
 /// The two candidate buckets (indices within the shard) of identity `h`.
 #[inline(always)]
 fn pair(h: u64, buckets: u64, shard_bits: u32) -> (u64, u64) {
     let b1 = (u64::from(h as u32) * buckets) >> 32;
     // The top `shard_bits` bits chose the shard; shift them out.
     let upper = ((h >> 32) << shard_bits) as u32;
-    let mut b2 = (u64::from(upper) * buckets) >> 32;
-    if b2 == b1 {
-        b2 = if b1 + 1 == buckets { 0 } else { b1 + 1 };
-    }
+    // The two may coincide (probability 1/buckets): that key then has one bucket.
+    let b2 = (u64::from(upper) * buckets) >> 32;
     (b1, b2)
 }
 
-/// Three identities whose candidate bucket pairs are pairwise disjoint in a one-shard table
-/// of `buckets` buckets (≥ 6): for any bucket, at least two of them can never live there.
-fn single_shard_empties(buckets: u64) -> [u64; 3] {
-    let mut found: Vec<(u64, (u64, u64))> = Vec::with_capacity(3);
+/// Two identities whose candidate bucket pairs are disjoint in a one-shard table of
+/// `buckets` buckets (≥ 4): for any bucket, at least one of them can never live there.
+fn single_shard_empties(buckets: u64) -> [u64; 2] {
+    let mut found: Vec<(u64, (u64, u64))> = Vec::with_capacity(2);
     let mut index = 0u64;
-    while found.len() < 3 {
+    while found.len() < 2 {
         let candidate = splitmix(index);
         index += 1;
         let (a, b) = pair(candidate, buckets, 0);
@@ -141,7 +155,7 @@ fn single_shard_empties(buckets: u64) -> [u64; 3] {
             found.push((candidate, (a, b)));
         }
     }
-    [found[0].0, found[1].0, found[2].0]
+    [found[0].0, found[1].0]
 }
 
 impl<K> Table<K> {
@@ -160,7 +174,7 @@ impl<K> Table<K> {
                 let empties = match single {
                     Some(empties) => empties,
                     // An identity of the neighbouring shard never lives in this one.
-                    None => [((s ^ 1) as u64) << (64 - shard_bits); 3],
+                    None => [((s ^ 1) as u64) << (64 - shard_bits); 2],
                 };
                 Shard::new(geometry.shard_base(s), empties)
             })
@@ -205,15 +219,15 @@ impl<K> Table<K> {
                 return empty;
             }
         }
-        // Unreachable: the three pairs are disjoint, so at most one contains `local`.
+        // Unreachable: the two pairs are disjoint, so at most one contains `local`.
         shard.empties[0]
     }
 
     /// Where identity `h` lives.
     #[inline(always)]
     pub(crate) fn locate(&self, h: u64) -> Loc {
-        // u128 so that a zero-bit shift (one shard) is defined and yields shard 0.
-        let shard = (u128::from(h) >> (64 - self.shard_bits)) as usize;
+        // `h >> (64 - bits)` in two steps, so that zero bits (one shard) yields shard 0.
+        let shard = ((h >> 1) >> (63 - self.shard_bits)) as usize;
         let nb = self.buckets_per_shard;
         let (b1, b2) = pair(h, nb as u64, self.shard_bits);
         let base = shard * nb;
@@ -448,20 +462,45 @@ impl<K> Table<K> {
         shard.len() < shard.base || self.pool.spare.load(Ordering::Relaxed) > 0
     }
 
-    /// Both of `loc`'s buckets are full: moves one of their entries to its other candidate
-    /// bucket if that has room (one step of cuckoo hashing) and returns the slot it freed.
+    /// The other candidate bucket of the entry in slot `idx` (under the shard lock).
+    fn alternate(&self, idx: usize) -> usize {
+        // Relaxed: under the shard lock.
+        let home = self.locate(self.slot(idx).ident.load(Ordering::Relaxed));
+        if home.g1 == idx / BUCKET_SLOTS {
+            home.g2
+        } else {
+            home.g1
+        }
+    }
+
+    /// Both of `loc`'s buckets are full: makes room by moving entries to their other
+    /// candidate bucket (cuckoo hashing, paths of one or two moves), and returns the slot
+    /// freed, or `None` if no such path exists.
     fn displace(&self, loc: Loc) -> Option<usize> {
-        for g in [loc.g1, loc.g2] {
-            for src in g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS {
-                // Relaxed: under the shard lock.
-                let h = self.slot(src).ident.load(Ordering::Relaxed);
-                let home = self.locate(h);
-                let other = if home.g1 == g { home.g2 } else { home.g1 };
-                if other == loc.g1 || other == loc.g2 {
-                    continue;
-                }
+        let slots = |g: usize| g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS;
+        let candidates = slots(loc.g1).chain(slots(loc.g2));
+        for src in candidates.clone() {
+            let other = self.alternate(src);
+            if other != loc.g1 && other != loc.g2 {
                 if let Some(dst) = self.free_slot(other) {
                     self.move_entry(src, dst);
+                    return Some(src);
+                }
+            }
+        }
+        for src in candidates {
+            let other = self.alternate(src);
+            if other == loc.g1 || other == loc.g2 {
+                continue;
+            }
+            for middle in slots(other) {
+                let last = self.alternate(middle);
+                if last == loc.g1 || last == loc.g2 || last == other {
+                    continue;
+                }
+                if let Some(dst) = self.free_slot(last) {
+                    self.move_entry(middle, dst);
+                    self.move_entry(src, middle);
                     return Some(src);
                 }
             }
@@ -727,16 +766,32 @@ impl<K: Eq + Clone + 'static> Table<K> {
     }
 
     /// The slot holding identity `h`, if resident (identity-only modes).
+    ///
+    /// Each bucket is scanned without data-dependent branches (four loads, four compares,
+    /// one bit scan): a mispredicted branch waiting on a cache miss would keep the next
+    /// lookup's miss from overlapping this one.
     #[inline(always)]
     fn find_ident(&self, h: u64, loc: Loc) -> Option<&Slot> {
-        for g in [loc.g1, loc.g2] {
-            for slot in &self.buckets[g].slots {
-                // Acquire: pairs with the Release store that published this identity, so the
-                // state written before it is visible.
-                if slot.ident.load(Ordering::Acquire) == h {
-                    return Some(slot);
-                }
+        #[inline(always)]
+        fn scan(bucket: &Bucket, h: u64) -> u32 {
+            let mut hits = 0u32;
+            for (i, slot) in bucket.slots.iter().enumerate() {
+                // Acquire: pairs with the Release store that published this identity, so
+                // the state written before it is visible.
+                hits |= u32::from(slot.ident.load(Ordering::Acquire) == h) << i;
             }
+            hits
+        }
+        let first = &self.buckets[loc.g1];
+        let second = &self.buckets[loc.g2];
+        prefetch(second);
+        let hits = scan(first, h);
+        if hits != 0 {
+            return first.slots.get(hits.trailing_zeros() as usize);
+        }
+        let hits = scan(second, h);
+        if hits != 0 {
+            return second.slots.get(hits.trailing_zeros() as usize);
         }
         None
     }

@@ -283,3 +283,34 @@ fn decorators_compose_through_the_trait() {
     let via_trait = PolicyCheck::peek(&policy, "x", "/", 1).unwrap();
     assert_eq!(via_trait, policy.peek("x", "/", 1).unwrap());
 }
+
+/// Memory is bounded per tier, and under pressure the key that loses most by eviction (a
+/// client that exhausted its limit) is the last to go.
+#[test]
+fn key_flood_stays_within_capacity_and_keeps_the_limited_key() {
+    let (policy, clock) = policy(
+        r#"
+        capacity = 32
+        [[rules]]
+        name = "default"
+        limit = 10
+        window = "1m"
+    "#,
+    );
+    for _ in 0..10 {
+        assert!(policy.allow("hot", "/", 1).unwrap().allowed());
+    }
+    let set = policy.rule_set();
+    let tier = &set.rules()[0].tiers()[0];
+    assert_eq!(tier.capacity(), 32);
+    for i in 0..5_000 {
+        clock.advance(Nanos::new(1_000));
+        assert!(policy
+            .allow(&format!("flood-{i}"), "/", 1)
+            .unwrap()
+            .allowed());
+        assert!(tier.keys() <= tier.capacity());
+    }
+    // Still exhausted: its state was never evicted.
+    assert!(!policy.allow("hot", "/", 1).unwrap().allowed());
+}

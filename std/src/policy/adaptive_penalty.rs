@@ -27,6 +27,13 @@ impl KeyedValue<FixedWindow> for PenaltyCell {
         self.until.load(Ordering::Relaxed) <= now.as_u64()
             && window.is_idle(self.denials.load(Ordering::Relaxed), now)
     }
+
+    fn loss(&self, _: &FixedWindow, now: Nanos) -> u64 {
+        // Relaxed: see `is_idle`. The remaining penalty is what eviction would forgive.
+        self.until
+            .load(Ordering::Relaxed)
+            .saturating_sub(now.as_u64())
+    }
 }
 
 /// Wraps any [`PolicyCheck`]: after [`PenaltyConfig::denials`] denied requests within

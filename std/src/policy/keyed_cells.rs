@@ -8,9 +8,10 @@
 //!
 //! Memory is bounded: each shard holds at most `⌈capacity / shards⌉` keys. A full shard
 //! first drops every entry whose state equals a fresh key's (lossless), and only if none is
-//! idle evicts arbitrary entries (a sixteenth of the shard, so the scan is amortized). An
-//! evicted busy key starts fresh when it returns: size `capacity` above the number of keys
-//! active within your longest window.
+//! idle evicts the sixteenth of the shard that loses least (the entries closest to idle,
+//! e.g. the smallest time to a full reset), so the scan is amortized over the next inserts.
+//! An evicted busy key starts fresh when it returns: size `capacity` above the number of
+//! keys active within your longest window.
 //!
 //! Per key and tier an entry costs the key's bytes on the heap (one allocation, made on
 //! first sight) plus 32 bytes in the map (key pointer and length, a 16-byte cell) and a
@@ -30,6 +31,9 @@ pub(crate) trait KeyedValue<X>: Sized {
     fn fresh(ctx: &X) -> Self;
     /// Whether forgetting this value at `now` loses nothing.
     fn is_idle(&self, ctx: &X, now: Nanos) -> bool;
+    /// How much forgetting it at `now` would lose (e.g. time until it is idle): under
+    /// pressure the lowest scores are evicted first.
+    fn loss(&self, ctx: &X, now: Nanos) -> u64;
 }
 
 /// The operations the policy layer needs from a keyed table. `X` is a per-table context
@@ -114,8 +118,18 @@ impl<V: KeyedValue<X>, X: Clone> KeyedStore<V, X> for KeyedCells<V, X> {
             let ctx = &shard.ctx;
             shard.map.retain(|_, v| !v.is_idle(ctx, now));
             if shard.map.len() >= self.shard_capacity {
+                // Nothing idle: evict the sixteenth that loses least (closest to idle), so
+                // the next inserts need no scan.
                 let evict = (self.shard_capacity / 16).max(1);
-                let victims: Vec<Box<str>> = shard.map.keys().take(evict).cloned().collect();
+                let mut scored: Vec<(u64, &Box<str>)> = shard
+                    .map
+                    .iter()
+                    .map(|(k, v)| (v.loss(ctx, now), k))
+                    .collect();
+                let evict = evict.min(scored.len());
+                scored.select_nth_unstable_by_key(evict.saturating_sub(1), |(loss, _)| *loss);
+                let victims: Vec<Box<str>> =
+                    scored[..evict].iter().map(|(_, k)| (*k).clone()).collect();
                 for victim in victims {
                     shard.map.remove(&victim);
                 }
@@ -170,6 +184,10 @@ mod tests {
         fn is_idle(&self, _: &(), _: Nanos) -> bool {
             // Relaxed: a test counter read under the shard's write lock.
             self.0.load(Ordering::Relaxed) == 0
+        }
+        fn loss(&self, _: &(), _: Nanos) -> u64 {
+            // Relaxed: see `is_idle`.
+            self.0.load(Ordering::Relaxed)
         }
     }
 

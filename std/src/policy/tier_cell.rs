@@ -87,6 +87,12 @@ impl KeyedValue<AnyAlgorithm> for TierCell {
             _ => true,
         }
     }
+
+    fn loss(&self, algorithm: &AnyAlgorithm, now: Nanos) -> u64 {
+        // The time until the key is back to a fresh state: what eviction would forgive.
+        self.peek(algorithm, now, 0)
+            .map_or(u64::MAX, |d| d.reset_after.as_u64())
+    }
 }
 
 /// The interval a TAT-based algorithm (GCRA, token bucket, leaky bucket) advances per

@@ -13,16 +13,17 @@
 //! An evicted busy key starts fresh when it returns: size `capacity` above the number of
 //! keys active within your longest window.
 //!
-//! Per key and tier an entry costs the key's bytes on the heap (one allocation, made on
-//! first sight) plus 32 bytes in the map (key pointer and length, a 16-byte cell) and a
-//! control byte; a sliding-window-log tier adds its boxed deque of up to `limit`
-//! timestamps.
+//! Per key and tier an entry costs 40 bytes in the map (the key inline when it has at most
+//! 22 bytes, else a pointer to it on the heap; a 16-byte cell) and a control byte; a
+//! sliding-window-log tier adds its boxed deque of up to `limit` timestamps.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{PoisonError, RwLock};
 
 use crossbeam_utils::CachePadded;
+
+use super::small_key::SmallKey;
 use tollgate_core::Nanos;
 
 /// A value kept per key: how to make a fresh one and whether one is idle.
@@ -53,7 +54,7 @@ pub(crate) trait KeyedStore<V, X> {
 #[derive(Debug)]
 struct Shard<V, X> {
     ctx: X,
-    map: HashMap<Box<str>, V, foldhash::fast::RandomState>,
+    map: HashMap<SmallKey, V, foldhash::fast::RandomState>,
 }
 
 /// One shard, padded to its own cache lines.
@@ -121,14 +122,14 @@ impl<V: KeyedValue<X>, X: Clone> KeyedStore<V, X> for KeyedCells<V, X> {
                 // Nothing idle: evict the sixteenth that loses least (closest to idle), so
                 // the next inserts need no scan.
                 let evict = (self.shard_capacity / 16).max(1);
-                let mut scored: Vec<(u64, &Box<str>)> = shard
+                let mut scored: Vec<(u64, &SmallKey)> = shard
                     .map
                     .iter()
                     .map(|(k, v)| (v.loss(ctx, now), k))
                     .collect();
                 let evict = evict.min(scored.len());
                 scored.select_nth_unstable_by_key(evict.saturating_sub(1), |(loss, _)| *loss);
-                let victims: Vec<Box<str>> =
+                let victims: Vec<SmallKey> =
                     scored[..evict].iter().map(|(_, k)| (*k).clone()).collect();
                 for victim in victims {
                     shard.map.remove(&victim);
@@ -138,7 +139,7 @@ impl<V: KeyedValue<X>, X: Clone> KeyedStore<V, X> for KeyedCells<V, X> {
         let ctx = &shard.ctx;
         let value = shard
             .map
-            .entry(Box::from(key))
+            .entry(SmallKey::new(key))
             .or_insert_with(|| V::fresh(ctx));
         f(ctx, value)
     }

@@ -69,6 +69,7 @@ mod rule;
 mod rule_config;
 mod rule_id;
 mod rule_set;
+mod small_key;
 mod striped_counter;
 mod sync;
 mod tier;

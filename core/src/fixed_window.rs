@@ -118,7 +118,13 @@ impl Algorithm for FixedWindow {
             let decision = Decision::allow(self.limit, self.limit - new_count, reset_after);
             Ok(admitted(cost, self.pack(index, new_count), decision))
         } else {
-            let decision = Decision::deny(self.limit, self.limit - count, reset_after, reset_after);
+            // Saturating: a state written under a higher limit (a hot reload) may hold more.
+            let decision = Decision::deny(
+                self.limit,
+                self.limit.saturating_sub(count),
+                reset_after,
+                reset_after,
+            );
             Ok(Outcome::read_only(decision))
         }
     }

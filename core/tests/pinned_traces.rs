@@ -452,3 +452,46 @@ fn invalid_configs_are_typed_errors() {
     // Errors explain themselves.
     assert_eq!(ConfigError::ZeroLimit.to_string(), "limit must be > 0");
 }
+
+#[test]
+fn a_state_written_under_a_higher_limit_is_read_safely_under_a_lower_one() {
+    // What a hot reload that lowers a limit does to a live key: its state was packed under the
+    // old parameters. The new limit applies at once, remaining never underflows.
+    let now = ms(10);
+    let second = Nanos::from_secs(1);
+    let cell = tollgate_core::StateCell::new();
+    let (high, low) = (
+        FixedWindow::new(10, second).unwrap(),
+        FixedWindow::new(5, second).unwrap(),
+    );
+    for _ in 0..8 {
+        assert!(cell.check_at(&high, now, 1).unwrap().allowed);
+    }
+    let d = cell.check_at(&low, now, 1).unwrap();
+    assert_eq!((d.allowed, d.remaining), (false, 0));
+
+    let cell = tollgate_core::StateCell::new();
+    let (high, low) = (
+        SlidingWindowCounter::new(10, second).unwrap(),
+        SlidingWindowCounter::new(5, second).unwrap(),
+    );
+    for _ in 0..8 {
+        assert!(cell.check_at(&high, now, 1).unwrap().allowed);
+    }
+    let d = cell.check_at(&low, now, 1).unwrap();
+    assert_eq!((d.allowed, d.remaining), (false, 0));
+
+    let cell = tollgate_core::StateCell::new();
+    let (high, low) = (
+        Gcra::per_second(10).build().unwrap(),
+        Gcra::per_second(5).build().unwrap(),
+    );
+    for _ in 0..8 {
+        assert!(cell.check_at(&high, now, 1).unwrap().allowed);
+    }
+    // GCRA's state is time owed: 8 permits at 10/s are 0.8 s of the new 1 s tolerance, so
+    // exactly one more 5/s permit (0.2 s) fits, and then none.
+    let d = cell.check_at(&low, now, 1).unwrap();
+    assert_eq!((d.allowed, d.remaining), (true, 0));
+    assert!(!cell.check_at(&low, now, 1).unwrap().allowed);
+}

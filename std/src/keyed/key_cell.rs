@@ -4,7 +4,7 @@
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 
-use crate::sync::AtomicU32;
+use crate::sync::{AtomicU32, Ordering};
 
 /// A slot's stored key (initialised exactly while the slot's `ident` is not the empty
 /// value) and the number of readers currently comparing it.
@@ -31,6 +31,15 @@ impl<K> KeyCell<K> {
             pins: AtomicU32::new(0),
             key: UnsafeCell::new(MaybeUninit::uninit()),
         }
+    }
+
+    /// Marks a reader as comparing this cell's key until the guard drops (also on a panic
+    /// in the key's `Eq`, so a slot can never stay pinned forever).
+    #[inline]
+    pub(crate) fn pin(&self) -> Pin<'_> {
+        // SeqCst: the reader half of the Dekker handshake (see the type docs).
+        self.pins.fetch_add(1, Ordering::SeqCst);
+        Pin { pins: &self.pins }
     }
 
     /// The stored key.
@@ -76,5 +85,20 @@ impl<K> KeyCell<K> {
     pub(crate) unsafe fn drop_key(&self) {
         // SAFETY: initialised and exclusively accessed, per the caller's contract.
         unsafe { (*self.key.get()).assume_init_drop() };
+    }
+}
+
+/// A reader's pin on a [`KeyCell`]; unpins on drop.
+#[derive(Debug)]
+pub(crate) struct Pin<'a> {
+    pins: &'a AtomicU32,
+}
+
+impl Drop for Pin<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: the pinned reader's key reads happen before a writer's SeqCst load that
+        // sees the pin gone.
+        self.pins.fetch_sub(1, Ordering::Release);
     }
 }

@@ -226,6 +226,10 @@ where
     }
 
     /// Keys resident now (at most [`capacity`](Self::capacity)).
+    ///
+    /// A sum of per-shard counts read one after another: while inserts run in other
+    /// threads it is a snapshot that may be off by the inserts in flight (the bound itself,
+    /// enforced under the shard locks with an exact shared counter, always holds).
     pub fn len(&self) -> usize {
         self.table.len()
     }

@@ -112,22 +112,6 @@ pub(crate) struct Table<K> {
 // one key from overlapping.
 unsafe impl<K: Send + Sync> Sync for Table<K> {}
 
-/// Asks the CPU to start loading `bucket`'s cache line (a hint; no effect on semantics).
-#[inline(always)]
-fn prefetch(bucket: &Bucket) {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
-    // SAFETY: `_mm_prefetch` only hints the cache; it never faults, whatever the address,
-    // and SSE is enabled (checked by the `cfg`).
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (bucket as *const Bucket).cast::<i8>(),
-        );
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-    let _ = bucket;
-}
-
 /// The two candidate buckets (indices within the shard) of identity `h`.
 #[inline(always)]
 fn pair(h: u64, buckets: u64, shard_bits: u32) -> (u64, u64) {
@@ -594,6 +578,8 @@ impl<K> Table<K> {
                     return Some(idx);
                 }
             }
+            // (A free slot's last eviction already waited out its readers, and any reader
+            // pinning it now sees the empty identity; the drains below are belt and braces.)
             // No quota left, or both buckets full: one resident entry must go, and its place
             // in the quota passes to the new key. First choice: an idle candidate (the new
             // key takes its slot); meanwhile note the least-loss candidate.
@@ -620,6 +606,7 @@ impl<K> Table<K> {
                 // anywhere in the shard. Sweep for idle entries first.
                 let (swept, window_best) = self.sweep(loc.shard, local, algorithm, now, true);
                 if swept > 0 {
+                    self.drain_pins(free);
                     return Some(free);
                 }
                 if let Some((idx, loss)) = window_best {
@@ -633,7 +620,9 @@ impl<K> Table<K> {
             }
             if let Some((idx, _)) = best {
                 self.evict_now(shard, idx, false, true);
-                return Some(free.unwrap_or(idx));
+                let slot = free.unwrap_or(idx);
+                self.drain_pins(slot);
+                return Some(slot);
             }
             // Nothing resident in view (the sweep window was empty): the hand moved on.
         }
@@ -733,10 +722,9 @@ impl<K: Eq + Clone + 'static> Table<K> {
                     };
                 }
                 let cell = &self.keys[idx];
-                // SeqCst: the reader half of the pin handshake (see `KeyCell`).
-                cell.pins.fetch_add(1, Ordering::SeqCst);
-                // SeqCst: as above; if the identity still names a key, no writer can touch
-                // that key until we unpin.
+                let pin = cell.pin();
+                // SeqCst: as for the pin; if the identity still names a key, no writer can
+                // touch that key until we unpin.
                 let outcome = if slot.ident.load(Ordering::SeqCst) == h
                     // SAFETY: pinned after the identity was published and re-checked: the key
                     // is initialised and no writer touches it until we unpin.
@@ -746,9 +734,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
                 } else {
                     None
                 };
-                // Release: our reads of the key happen before a writer's SeqCst load that
-                // sees the pin gone.
-                cell.pins.fetch_sub(1, Ordering::Release);
+                drop(pin);
                 match outcome {
                     Some(Some(r)) => return Probe::Hit(r),
                     Some(None) => return Probe::Raced,
@@ -783,12 +769,11 @@ impl<K: Eq + Clone + 'static> Table<K> {
             hits
         }
         let first = &self.buckets[loc.g1];
-        let second = &self.buckets[loc.g2];
-        prefetch(second);
         let hits = scan(first, h);
         if hits != 0 {
             return first.slots.get(hits.trailing_zeros() as usize);
         }
+        let second = &self.buckets[loc.g2];
         let hits = scan(second, h);
         if hits != 0 {
             return second.slots.get(hits.trailing_zeros() as usize);

@@ -37,5 +37,7 @@ pub use keyed::{
 };
 pub use rate_limiter::RateLimiter;
 
+pub mod policy;
+
 #[cfg(feature = "redis")]
 pub mod redis;

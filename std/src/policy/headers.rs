@@ -1,0 +1,192 @@
+//! [`RateLimitHeaders`]: HTTP response headers rendered from a decision — pure functions,
+//! no I/O, no clock.
+//!
+//! - `RateLimit-Policy` and `RateLimit`, per the IETF httpapi draft
+//!   `draft-ietf-httpapi-ratelimit-headers-10`: each is a structured-field List of Items
+//!   whose value is the policy name as an sf-string, with parameters. `RateLimit-Policy`
+//!   items carry `q` (the quota, required) and `w` (the window in whole seconds, never 0);
+//!   `RateLimit` items carry `r` (remaining quota units, required) and `t` (seconds until
+//!   more quota is available). Items are joined with `", "` (the canonical serialization).
+//! - Legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (delta
+//!   seconds), from the tightest tier.
+//! - `Retry-After` (delta seconds) on a deny only: rounded up, never 0, and never earlier
+//!   than the `t` it accompanies.
+//!
+//! Seconds are always rounded up: a client that waits what it is told is never early.
+
+use std::fmt::Write;
+
+use tollgate_core::{Decision, Nanos};
+
+use super::{PolicyDecision, TierOutcome};
+
+/// The rendered rate-limit headers of one response, as `(name, value)` pairs in a fixed
+/// order. Build with [`from_policy_decision`](Self::from_policy_decision) (every tier a
+/// request was checked against) or [`from_decision`](Self::from_decision) (one core
+/// decision).
+///
+/// ```
+/// use tollgate::policy::RateLimitHeaders;
+/// use tollgate::{Decision, Nanos};
+/// let denied = Decision::deny(100, 0, Nanos::from_secs(60), Nanos::from_millis(1500));
+/// let headers = RateLimitHeaders::from_decision("default", 100, Nanos::from_secs(60), &denied);
+/// assert_eq!(headers.get("RateLimit-Policy"), Some("\"default\";q=100;w=60"));
+/// assert_eq!(headers.get("RateLimit"), Some("\"default\";r=0;t=2"));
+/// assert_eq!(headers.get("Retry-After"), Some("2"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RateLimitHeaders {
+    fields: Vec<(&'static str, String)>,
+}
+
+/// Whole seconds, rounded up.
+fn secs_ceil(n: Nanos) -> u64 {
+    n.as_secs_ceil()
+}
+
+/// Writes `name` as a structured-field string (quotes and backslashes escaped).
+fn sf_string(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+/// The `t` of one tier: for a deny, when it can admit again; otherwise when its quota is
+/// fully restored.
+fn reset_of(d: &Decision) -> u64 {
+    if d.allowed {
+        secs_ceil(d.reset_after)
+    } else {
+        secs_ceil(d.retry_after).max(1)
+    }
+}
+
+impl RateLimitHeaders {
+    /// The `RateLimit-Policy` field value for `tiers`: `"name";q=Q;w=W, ...`.
+    ///
+    /// ```
+    /// use tollgate::policy::{RateLimitHeaders, RuleId, TierOutcome};
+    /// use tollgate::{Decision, Nanos};
+    /// let tier = |name, quota, secs| TierOutcome {
+    ///     rule: RuleId(0), rule_name: "api", name, quota,
+    ///     window: Nanos::from_secs(secs),
+    ///     decision: Decision::allow(quota, quota - 1, Nanos::ZERO),
+    /// };
+    /// assert_eq!(
+    ///     RateLimitHeaders::policy_value(&[tier("burst", 100, 60), tier("daily", 1000, 86_400)]),
+    ///     "\"burst\";q=100;w=60, \"daily\";q=1000;w=86400"
+    /// );
+    /// ```
+    pub fn policy_value(tiers: &[TierOutcome]) -> String {
+        let mut out = String::new();
+        for (i, t) in tiers.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            sf_string(&mut out, t.name);
+            // Writing to a String cannot fail.
+            let _ = write!(out, ";q={};w={}", t.quota, secs_ceil(t.window).max(1));
+        }
+        out
+    }
+
+    /// The `RateLimit` field value for `tiers`: `"name";r=R;t=T, ...`.
+    pub fn limit_value(tiers: &[TierOutcome]) -> String {
+        let mut out = String::new();
+        for (i, t) in tiers.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            sf_string(&mut out, t.name);
+            let _ = write!(
+                out,
+                ";r={};t={}",
+                t.decision.remaining,
+                reset_of(&t.decision)
+            );
+        }
+        out
+    }
+
+    /// `Retry-After` for `decision`: `None` when admitted, else whole seconds rounded up
+    /// and at least 1.
+    pub fn retry_after(decision: &Decision) -> Option<String> {
+        (!decision.allowed).then(|| secs_ceil(decision.retry_after).max(1).to_string())
+    }
+
+    /// Every header for a policy decision: `RateLimit-Policy` and `RateLimit` list every
+    /// tier checked; the legacy `X-RateLimit-*` and `Retry-After` describe the tightest.
+    /// No header at all when no rule matched.
+    pub fn from_policy_decision(decision: &PolicyDecision) -> RateLimitHeaders {
+        let tiers = decision.tiers();
+        if tiers.is_empty() {
+            return RateLimitHeaders::default();
+        }
+        let mut fields = vec![
+            ("RateLimit-Policy", Self::policy_value(tiers)),
+            ("RateLimit", Self::limit_value(tiers)),
+        ];
+        Self::push_legacy(&mut fields, &decision.decision);
+        RateLimitHeaders { fields }
+    }
+
+    /// Every header for one core decision under a policy called `name` allowing `quota`
+    /// per `window`.
+    pub fn from_decision(
+        name: &str,
+        quota: u64,
+        window: Nanos,
+        decision: &Decision,
+    ) -> RateLimitHeaders {
+        let mut policy = String::new();
+        sf_string(&mut policy, name);
+        let _ = write!(policy, ";q={quota};w={}", secs_ceil(window).max(1));
+        let mut limit = String::new();
+        sf_string(&mut limit, name);
+        let _ = write!(limit, ";r={};t={}", decision.remaining, reset_of(decision));
+        let mut fields = vec![("RateLimit-Policy", policy), ("RateLimit", limit)];
+        Self::push_legacy(&mut fields, decision);
+        RateLimitHeaders { fields }
+    }
+
+    fn push_legacy(fields: &mut Vec<(&'static str, String)>, d: &Decision) {
+        fields.push(("X-RateLimit-Limit", d.limit.to_string()));
+        fields.push(("X-RateLimit-Remaining", d.remaining.to_string()));
+        let reset = if d.allowed {
+            secs_ceil(d.reset_after)
+        } else {
+            secs_ceil(d.reset_after.max(d.retry_after)).max(1)
+        };
+        fields.push(("X-RateLimit-Reset", reset.to_string()));
+        if let Some(retry) = Self::retry_after(d) {
+            fields.push(("Retry-After", retry));
+        }
+    }
+
+    /// The value of header `name` (case-insensitive), if present.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// All `(name, value)` pairs, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.fields.iter().map(|(n, v)| (*n, v.as_str()))
+    }
+
+    /// The HTTP status a gateway should answer with: 200 when admitted, 429 when denied.
+    pub fn status(decision: &Decision) -> u16 {
+        if decision.allowed {
+            200
+        } else {
+            429
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! [`Metered`]: the metrics decorator: allowed and denied counts per rule, lock-free.
+
+use std::sync::OnceLock;
+
+use tollgate_core::{InsufficientCapacity, Nanos};
+
+use super::{PolicyCheck, PolicyDecision, Request, StripedCounter};
+
+/// Counters of one rule.
+#[derive(Debug, Default)]
+struct RuleCounters {
+    name: OnceLock<&'static str>,
+    allowed: StripedCounter,
+    denied: StripedCounter,
+}
+
+/// One rule's counts, as read by [`Metered::snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleMetrics {
+    /// The rule's name.
+    pub rule: &'static str,
+    /// Requests this rule admitted (all its tiers admitted).
+    pub allowed: u64,
+    /// Requests this rule denied (one of its tiers denied).
+    pub denied: u64,
+}
+
+/// Wraps any [`PolicyCheck`] and counts, per rule, the requests it admitted and denied,
+/// plus overall totals. Counting is a relaxed add on a per-thread, cache-padded stripe: no
+/// lock, no shared cache line between cores. Peeks and refunds are not counted.
+///
+/// Rules are indexed by their [`RuleId`](super::RuleId) (stable across reloads); rules
+/// beyond `max_rules` are counted in the totals only.
+///
+/// With the `metrics` feature every counted decision is also reported to the
+/// [`metrics`](https://docs.rs/metrics) facade as the counter
+/// `tollgate_policy_decisions_total{rule, outcome}`.
+///
+/// ```
+/// use tollgate::policy::{FnClock, Metered, Policy, PolicyCheck};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 2
+///     window = "1m"
+/// "#, FnClock(|| Nanos::ZERO))?;
+/// let metered = Metered::new(policy);
+/// for _ in 0..3 { metered.allow("a", "/", 1)?; }
+/// let rules = metered.snapshot();
+/// assert_eq!((rules[0].rule, rules[0].allowed, rules[0].denied), ("default", 2, 1));
+/// assert_eq!((metered.allowed(), metered.denied()), (2, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Metered<P> {
+    inner: P,
+    rules: Box<[RuleCounters]>,
+    allowed: StripedCounter,
+    denied: StripedCounter,
+}
+
+impl<P: PolicyCheck> Metered<P> {
+    /// Counts for up to 256 rules.
+    pub fn new(inner: P) -> Metered<P> {
+        Metered::with_max_rules(inner, 256)
+    }
+
+    /// Counts for up to `max_rules` rules.
+    pub fn with_max_rules(inner: P, max_rules: usize) -> Metered<P> {
+        Metered {
+            inner,
+            rules: (0..max_rules).map(|_| RuleCounters::default()).collect(),
+            allowed: StripedCounter::new(),
+            denied: StripedCounter::new(),
+        }
+    }
+
+    /// The wrapped policy.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// Requests admitted overall.
+    pub fn allowed(&self) -> u64 {
+        self.allowed.get()
+    }
+
+    /// Requests denied overall.
+    pub fn denied(&self) -> u64 {
+        self.denied.get()
+    }
+
+    /// Per-rule counts of every rule that has decided something, by rule id.
+    pub fn snapshot(&self) -> Vec<RuleMetrics> {
+        self.rules
+            .iter()
+            .filter_map(|c| {
+                c.name.get().map(|&rule| RuleMetrics {
+                    rule,
+                    allowed: c.allowed.get(),
+                    denied: c.denied.get(),
+                })
+            })
+            .collect()
+    }
+
+    fn count(&self, decision: &PolicyDecision) {
+        if decision.allowed() {
+            self.allowed.add(1);
+        } else {
+            self.denied.add(1);
+        }
+        let tiers = decision.tiers();
+        for (i, tier) in tiers.iter().enumerate() {
+            // Count each rule once: at its first tier.
+            if tiers[..i].iter().any(|t| t.rule == tier.rule) {
+                continue;
+            }
+            let rule_allowed = tiers
+                .iter()
+                .filter(|t| t.rule == tier.rule)
+                .all(|t| t.decision.allowed);
+            if let Some(counters) = self.rules.get(tier.rule.index()) {
+                counters.name.get_or_init(|| tier.rule_name);
+                if rule_allowed {
+                    counters.allowed.add(1);
+                } else {
+                    counters.denied.add(1);
+                }
+            }
+            #[cfg(feature = "metrics")]
+            metrics::counter!(
+                "tollgate_policy_decisions_total",
+                "rule" => tier.rule_name,
+                "outcome" => if rule_allowed { "allowed" } else { "denied" }
+            )
+            .increment(1);
+        }
+    }
+}
+
+impl<P: PolicyCheck> PolicyCheck for Metered<P> {
+    fn now(&self) -> Nanos {
+        self.inner.now()
+    }
+
+    fn check_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let decision = self.inner.check_at(request, now)?;
+        self.count(&decision);
+        Ok(decision)
+    }
+
+    fn peek_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.inner.peek_at(request, now)
+    }
+
+    fn refund_at(&self, request: &Request<'_>, now: Nanos) {
+        self.inner.refund_at(request, now)
+    }
+}

@@ -1,0 +1,106 @@
+//! The policy layer: what turns the core's cells into the limiter an API gateway calls on
+//! every request.
+//!
+//! - **Rules** per client, per endpoint, per (client, endpoint) and a default, each with
+//!   one or more **tiers** (a per-second burst and a per-day quota), each tier any core
+//!   algorithm. [`Policy::allow`] applies every matching rule and admits only if all tiers
+//!   admit — all-or-nothing, also under concurrent callers (see [`Policy`] for how).
+//! - **Config** from TOML ([`PolicyConfig`]), validated into typed errors naming the rule
+//!   and field ([`PolicyConfigError`]: `rules[3].limit: must be > 0`); durations such as
+//!   `1s`, `1m`, `1d`; the algorithm is a config value ([`AlgorithmKind`]).
+//! - **Hot reload** ([`Policy::reload`]) without restart or lost state.
+//! - **Headers** ([`RateLimitHeaders`]): `RateLimit-Policy` / `RateLimit` (IETF draft 10),
+//!   `X-RateLimit-*`, `Retry-After`.
+//! - **Decorators**: [`Metered`] (allowed/denied per rule) and [`AdaptivePenalty`].
+//! - **Waiting**: [`PolicyCheck::wait`] (blocking) and [`PolicyCheck::until_ready`]
+//!   (async, any runtime), honouring the leaky bucket's `delay`.
+//! - [`PolicyCheck::peek`] and [`PolicyCheck::refund`].
+//!
+//! ```
+//! use tollgate::policy::{FnClock, Policy, RateLimitHeaders};
+//! use tollgate::Nanos;
+//!
+//! let rules = r#"
+//!     [[rules]]                 # every client: 100 per minute
+//!     name = "default"
+//!     limit = 100
+//!     window = "1m"
+//!
+//!     [[rules]]                 # and at most 10 per minute on /search
+//!     name = "search"
+//!     endpoint = "/search"
+//!     limit = 10
+//!     window = "1m"
+//!     algorithm = "fixed_window"
+//! "#;
+//! let policy = Policy::from_toml(rules, FnClock(|| Nanos::from_secs(30)))?;
+//! let decision = policy.allow("acct_123", "/search", 1)?;
+//! assert!(decision.allowed());
+//! assert_eq!(decision.remaining(), 9); // the tighter of 99 and 9
+//! let headers = RateLimitHeaders::from_policy_decision(&decision);
+//! assert_eq!(headers.get("RateLimit"), Some("\"default\";r=99;t=1, \"search\";r=9;t=30"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+/// The README section on policies, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("README.md")]
+pub struct ReadmeSection;
+
+mod adaptive_penalty;
+mod algorithm_kind;
+mod config_error;
+mod delay;
+mod duration;
+mod fn_clock;
+mod headers;
+mod intern;
+mod keyed_cells;
+mod metered;
+mod partition;
+mod penalty_config;
+#[allow(clippy::module_inception)]
+mod policy;
+mod policy_check;
+mod policy_config;
+mod policy_decision;
+mod request;
+mod rule;
+mod rule_config;
+mod rule_id;
+mod rule_set;
+mod small_key;
+mod striped_counter;
+mod sync;
+mod tier;
+mod tier_cell;
+mod tier_config;
+mod tier_outcome;
+mod tier_store;
+mod until_ready;
+
+pub use adaptive_penalty::AdaptivePenalty;
+pub use algorithm_kind::AlgorithmKind;
+pub use config_error::PolicyConfigError;
+pub use delay::Delay;
+pub use duration::parse_duration;
+pub use fn_clock::FnClock;
+pub use headers::RateLimitHeaders;
+pub use metered::{Metered, RuleMetrics};
+pub use partition::Partition;
+pub use penalty_config::PenaltyConfig;
+pub use policy::Policy;
+pub use policy_check::PolicyCheck;
+pub use policy_config::PolicyConfig;
+pub use policy_decision::{PolicyDecision, MAX_TIERS};
+pub use request::Request;
+pub use rule::{Rule, MAX_TIERS_PER_RULE};
+pub use rule_config::RuleConfig;
+pub use rule_id::RuleId;
+pub use rule_set::{RuleSet, DEFAULT_CAPACITY};
+pub use striped_counter::StripedCounter;
+pub use tier::{Tier, MAX_LOG_LIMIT};
+pub use tier_config::TierConfig;
+pub use tier_outcome::TierOutcome;
+pub(crate) use tier_store::TierStore;
+pub use until_ready::{DelaySleep, SleepFn, UntilReady};

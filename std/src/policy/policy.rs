@@ -1,0 +1,400 @@
+//! [`Policy`]: rules per client, endpoint and (client, endpoint), checked all-or-nothing,
+//! reloadable while traffic flows.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use tollgate_core::{Clock, InsufficientCapacity, Nanos};
+
+use super::sync::{AtomicU64, Ordering};
+use super::tier_cell::Receipt;
+use super::{
+    PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet,
+    TierOutcome, MAX_TIERS,
+};
+
+/// Stable rule ids by name, kept across reloads.
+#[derive(Debug, Default)]
+struct Registry {
+    ids: HashMap<&'static str, RuleId>,
+    names: Vec<&'static str>,
+}
+
+/// The gateway-facing limiter: a [`RuleSet`] checked all-or-nothing, swappable at runtime.
+///
+/// `allow(client, endpoint, cost)` checks every tier of every matching rule (see
+/// [`RuleSet`] for which rules match) and admits only if all admit. When one denies, no
+/// other keeps a permit. [`reload`](Self::reload) swaps the rules without a restart and
+/// without losing any key's state.
+///
+/// ```
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 20
+///     window = "1m"
+/// "#, FnClock(|| Nanos::ZERO))?;
+/// let d = policy.allow("acct_123", "/search", 1)?;
+/// assert!(d.allowed());
+/// assert_eq!(d.remaining(), 19);
+/// assert_eq!(d.reset_after(), Nanos::from_secs(3)); // one emission interval to refill
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// ## All or nothing: take in order, compensate exactly
+///
+/// Tiers live in different atomic words (different keys, different rules), so no single
+/// compare-and-swap can cover them. The policy therefore:
+///
+/// 1. *prechecks*: peeks every tier but the first (loads only). If any would deny, it
+///    answers the deny with nothing consumed — a flood of denied requests writes nothing;
+/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap
+///    (a deny by the first tier has taken nothing, which is why it needs no precheck);
+/// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
+///    and 2), *compensates* every tier already taken, using the receipt of its own take.
+///
+/// Reserve-then-commit (decide all tiers on loaded states, then CAS each) still needs an
+/// undo when a later CAS fails after an earlier one succeeded, so it is this same scheme
+/// with a wider race window; the precheck gives its benefit (no writes on a deny) without
+/// the extra step. Compensation is exact for the fixed and sliding windows and the sliding
+/// log, and for GCRA/token/leaky buckets whenever the racing callers share a clock reading
+/// (the precise conditions are in the module docs of `tier_cell`). While a take awaits its
+/// compensation, a concurrent request may see one permit fewer than it would have: the
+/// error is on the strict side and lasts nanoseconds. [`compensations`](Self::compensations)
+/// counts how often step 3 ran.
+///
+/// ## Hot reload
+///
+/// [`reload`](Self::reload) validates the new config, then swaps it in atomically
+/// ([`ArcSwap`]); checks in flight finish on the set they started with. State is keyed by
+/// (rule name, tier name): every tier whose names survive keeps its per-key state, so a key
+/// keeps its state across the swap. Where a tier's algorithm or numbers changed, every
+/// key's state is converted under that tier's shard locks (no check runs on a shard while
+/// it converts, so nothing is lost or double-counted):
+///
+/// - **same algorithm, new numbers** — the key keeps the permits it has used:
+///   GCRA / token bucket / leaky bucket keep their debt in permits (`debt · T_new / T_old`,
+///   rounded against the client); sliding windows (counter and log) keep their counts and
+///   timestamps (same window length); the fixed window keeps its count, capped at a
+///   lowered limit (its packed count cannot exceed the limit).
+///   *A raised limit* therefore takes effect on the next request (acct_123 with 100 of
+///   100/min used moves to 100 of 500/min used: 400 remaining). *A lowered limit* never
+///   hands out a fresh burst: a key that used more than the new limit is denied until
+///   enough has refilled at the new rate (fixed window: until the window ends). Because
+///   debts are not capped, flipping a limit down and up again never grants permits twice
+///   (except the fixed window's capped count within one window).
+/// - **changed algorithm (or window length of a window algorithm)** — the key starts
+///   conservatively: its used count under the old algorithm (`limit − remaining`, rounded
+///   against the client) is recorded at the swap instant in a fresh state of the new one,
+///   capped at the new limit. A key that was exhausted stays exhausted; none gains a fresh
+///   burst, but the new algorithm's own refill (or window boundary) applies from then on.
+///
+/// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
+/// `capacity` applies to tiers the reload creates; surviving tiers keep their table.
+#[derive(Debug)]
+pub struct Policy<C> {
+    rules: ArcSwap<RuleSet>,
+    clock: C,
+    registry: Mutex<Registry>,
+    precheck: bool,
+    compensations: AtomicU64,
+}
+
+impl<C: Clock> Policy<C> {
+    /// A policy over a validated `config`, reading time from `clock`.
+    pub fn new(config: PolicyConfig, clock: C) -> Result<Policy<C>, PolicyConfigError> {
+        let mut set = RuleSet::compile(&config)?;
+        let mut registry = Registry::default();
+        assign_ids(&mut registry, &mut set);
+        Ok(Policy {
+            rules: ArcSwap::from_pointee(set),
+            clock,
+            registry: Mutex::new(registry),
+            precheck: true,
+            compensations: AtomicU64::new(0),
+        })
+    }
+
+    /// A policy from a TOML rules file.
+    pub fn from_toml(text: &str, clock: C) -> Result<Policy<C>, PolicyConfigError> {
+        Policy::new(PolicyConfig::from_toml(text)?, clock)
+    }
+
+    /// Turns the precheck (step 1 of the all-or-nothing scheme) off or on. Off, every deny
+    /// takes and compensates; only useful to exercise compensation in tests.
+    pub fn with_precheck(mut self, precheck: bool) -> Policy<C> {
+        self.precheck = precheck;
+        self
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Swaps in a new rule set, keeping every surviving tier's per-key state (see the type
+    /// docs). On error nothing changes.
+    pub fn reload(&self, config: PolicyConfig) -> Result<(), PolicyConfigError> {
+        let mut set = RuleSet::compile(&config)?;
+        // One reload at a time, so each adopts the state of the set it replaces.
+        let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        assign_ids(&mut registry, &mut set);
+        let now = self.clock.now();
+        let old = self.rules.load_full();
+        set.adopt_state(&old, now);
+        self.rules.store(Arc::new(set));
+        Ok(())
+    }
+
+    /// [`reload`](Self::reload) from TOML.
+    pub fn reload_toml(&self, text: &str) -> Result<(), PolicyConfigError> {
+        self.reload(PolicyConfig::from_toml(text)?)
+    }
+
+    /// The rule set in force.
+    pub fn rule_set(&self) -> Arc<RuleSet> {
+        self.rules.load_full()
+    }
+
+    /// The name of rule `id`, if it was ever loaded.
+    pub fn rule_name(&self, id: RuleId) -> Option<&'static str> {
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        registry.names.get(id.index()).copied()
+    }
+
+    /// How many checks had to compensate a partial take (a tier denied after another had
+    /// admitted, racing a concurrent caller).
+    pub fn compensations(&self) -> u64 {
+        // Relaxed: a statistic; nothing is published with it.
+        self.compensations.load(Ordering::Relaxed)
+    }
+
+    /// Checks `cost` permits for `client` on `endpoint` now (one clock read).
+    pub fn allow(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.check_at(&Request::new(client, endpoint, cost), self.clock.now())
+    }
+
+    /// [`allow`](Self::allow) at a given `now`.
+    pub fn allow_at(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.check_at(&Request::new(client, endpoint, cost), now)
+    }
+
+    /// What `cost` permits would get now; consumes nothing.
+    pub fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.peek_at(&Request::new(client, endpoint, cost), self.clock.now())
+    }
+
+    /// Gives `cost` permits back to every matching tier now.
+    pub fn refund(&self, client: &str, endpoint: &str, cost: u32) {
+        self.refund_at(&Request::new(client, endpoint, cost), self.clock.now())
+    }
+}
+
+fn assign_ids(registry: &mut Registry, set: &mut RuleSet) {
+    for rule in set.rules_mut() {
+        let next = RuleId(registry.names.len() as u32);
+        let id = *registry.ids.entry(rule.name()).or_insert(next);
+        if id == next {
+            registry.names.push(rule.name());
+        }
+        rule.id = id;
+    }
+}
+
+/// The permits a request charges a tier: `cost · divisor`, capped at what the tier can
+/// ever admit (a penalized client can still get through, at the tier's whole burst).
+#[inline]
+fn tier_cost(request: &Request<'_>, max_cost: u64) -> Result<u32, InsufficientCapacity> {
+    let cost = u64::from(request.cost);
+    if cost > max_cost {
+        return Err(InsufficientCapacity {
+            max_cost: max_cost / u64::from(request.divisor.max(1)),
+        });
+    }
+    let scaled = cost.saturating_mul(u64::from(request.divisor.max(1)));
+    Ok(scaled.min(max_cost).min(u64::from(u32::MAX)) as u32)
+}
+
+impl<C: Clock> PolicyCheck for Policy<C> {
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    fn check_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let set = self.rules.load();
+        let matched = set.matching(request.client, request.endpoint);
+        let tiers = matched.into_iter().flatten().flat_map(|rule| {
+            rule.tiers()
+                .iter()
+                .map(move |tier| (rule, tier, rule.key(request.client)))
+        });
+        let mut costs = [0u32; MAX_TIERS];
+        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
+        let mut n = 0;
+        for (i, (_, tier, _)) in tiers.clone().enumerate() {
+            costs[i] = tier_cost(request, tier.max_cost())?;
+            n = i + 1;
+        }
+        let outcome = |rule: &super::Rule, tier: &super::Tier, decision| TierOutcome {
+            rule: rule.id(),
+            rule_name: rule.name(),
+            name: tier.name(),
+            quota: tier.quota(),
+            window: tier.window(),
+            decision,
+        };
+        // The first tier needs no precheck: if its take denies, nothing has been taken.
+        if self.precheck && n > 1 {
+            let mut denied = false;
+            for (i, (rule, tier, key)) in tiers.clone().enumerate().skip(1) {
+                let decision = tier.store.peek(key, now, costs[i])?;
+                denied |= !decision.allowed;
+                outcomes[i] = outcome(rule, tier, decision);
+            }
+            if denied {
+                if let Some((rule, tier, key)) = tiers.clone().next() {
+                    outcomes[0] = outcome(rule, tier, tier.store.peek(key, now, costs[0])?);
+                }
+                Self::current_state(tiers.clone(), &mut outcomes, now);
+                return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
+            }
+        }
+        let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
+        for (i, (rule, tier, key)) in tiers.clone().enumerate() {
+            let taken = tier.store.take(key, now, costs[i]);
+            let decision = match taken {
+                Ok((decision, receipt)) => {
+                    receipts[i] = receipt;
+                    decision
+                }
+                Err(e) => {
+                    self.undo(tiers.clone().take(i), &receipts, &costs);
+                    return Err(e);
+                }
+            };
+            outcomes[i] = outcome(rule, tier, decision);
+            if !decision.allowed {
+                if receipts[..i].iter().any(Option::is_some) {
+                    // Relaxed: a statistic.
+                    self.compensations.fetch_add(1, Ordering::Relaxed);
+                }
+                self.undo(tiers.clone().take(i), &receipts, &costs);
+                // Report the other tiers as they are now (after the undo).
+                for (j, (rule, tier, key)) in tiers.clone().enumerate().skip(i + 1) {
+                    outcomes[j] = outcome(rule, tier, tier.store.peek(key, now, costs[j])?);
+                }
+                Self::current_state(tiers.clone(), &mut outcomes, now);
+                return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
+            }
+        }
+        Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor))
+    }
+
+    fn peek_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let set = self.rules.load();
+        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
+        let mut n = 0;
+        for rule in set
+            .matching(request.client, request.endpoint)
+            .into_iter()
+            .flatten()
+        {
+            for tier in rule.tiers() {
+                let cost = tier_cost(request, tier.max_cost())?;
+                let decision = tier.store.peek(rule.key(request.client), now, cost)?;
+                outcomes[n] = TierOutcome {
+                    rule: rule.id(),
+                    rule_name: rule.name(),
+                    name: tier.name(),
+                    quota: tier.quota(),
+                    window: tier.window(),
+                    decision,
+                };
+                n += 1;
+            }
+        }
+        Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor))
+    }
+
+    fn refund_at(&self, request: &Request<'_>, now: Nanos) {
+        let set = self.rules.load();
+        for rule in set
+            .matching(request.client, request.endpoint)
+            .into_iter()
+            .flatten()
+        {
+            for tier in rule.tiers() {
+                // Giving back more than a tier can ever hold is giving back all of it.
+                let clamped = Request {
+                    cost: request
+                        .cost
+                        .min(u32::try_from(tier.max_cost()).unwrap_or(u32::MAX)),
+                    ..*request
+                };
+                if let Ok(cost) = tier_cost(&clamped, tier.max_cost()) {
+                    tier.store.refund(rule.key(request.client), now, cost);
+                }
+            }
+        }
+    }
+}
+
+impl<C> Policy<C> {
+    /// In a denied decision, replaces each admitting tier's answer (which describes the
+    /// state *after* the request) by its current state (a zero-cost peek): the request was
+    /// not admitted, so headers must not count it.
+    fn current_state<'a>(
+        tiers: impl Iterator<Item = (&'a super::Rule, &'a super::Tier, &'a str)>,
+        outcomes: &mut [TierOutcome; MAX_TIERS],
+        now: Nanos,
+    ) {
+        for (i, (_, tier, key)) in tiers.enumerate() {
+            if outcomes[i].decision.allowed {
+                if let Ok(current) = tier.store.peek(key, now, 0) {
+                    outcomes[i].decision = current;
+                }
+            }
+        }
+    }
+
+    /// Compensates the takes recorded in `receipts` for the first tiers of `tiers`.
+    fn undo<'a>(
+        &self,
+        tiers: impl Iterator<Item = (&'a super::Rule, &'a super::Tier, &'a str)>,
+        receipts: &[Option<Receipt>; MAX_TIERS],
+        costs: &[u32; MAX_TIERS],
+    ) {
+        for (i, (_, tier, key)) in tiers.enumerate() {
+            if let Some(receipt) = receipts[i] {
+                tier.store.compensate(key, receipt, costs[i]);
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! [`PolicyCheck`]: the interface shared by [`Policy`](super::Policy) and its decorators,
+//! with the convenience forms every one of them gets.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tollgate_core::{InsufficientCapacity, Nanos};
+
+use super::{Delay, DelaySleep, PolicyDecision, Request, UntilReady};
+
+/// A policy that can check, peek and refund requests: [`Policy`](super::Policy),
+/// [`Metered`](super::Metered), [`AdaptivePenalty`](super::AdaptivePenalty), stacked in any
+/// order.
+///
+/// ```
+/// use tollgate::policy::{FnClock, Metered, Policy, PolicyCheck};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml("[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"1s\"\n", FnClock(|| Nanos::ZERO))?;
+/// let metered = Metered::new(policy);
+/// assert!(metered.allow("a", "/", 1)?.allowed());
+/// assert!(!metered.allow("a", "/", 1)?.allowed());
+/// assert_eq!(metered.snapshot()[0].denied, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait PolicyCheck {
+    /// The policy's clock.
+    fn now(&self) -> Nanos;
+
+    /// Checks `request` at `now` against every matching tier, all or nothing.
+    fn check_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity>;
+
+    /// What `request` would get at `now`; consumes nothing.
+    fn peek_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity>;
+
+    /// Gives `request.cost` permits back to every matching tier at `now` (for a request
+    /// that was admitted but not served).
+    fn refund_at(&self, request: &Request<'_>, now: Nanos);
+
+    /// Checks `cost` permits for `client` on `endpoint` now.
+    fn allow(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.check_at(&Request::new(client, endpoint, cost), self.now())
+    }
+
+    /// What `cost` permits would get now; consumes nothing.
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.peek_at(&Request::new(client, endpoint, cost), self.now())
+    }
+
+    /// Gives `cost` permits back now.
+    fn refund(&self, client: &str, endpoint: &str, cost: u32) {
+        self.refund_at(&Request::new(client, endpoint, cost), self.now())
+    }
+
+    /// Blocks the thread until `cost` permits are admitted, then (leaky bucket tiers)
+    /// for the decision's `delay`, and returns the admitting decision. Sleeps with
+    /// `std::thread::sleep`; see [`wait_with`](Self::wait_with) to sleep otherwise.
+    /// `InsufficientCapacity` if the cost can never pass.
+    fn wait(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.wait_with(&Request::new(client, endpoint, cost), |d| {
+            std::thread::sleep(d.as_duration())
+        })
+    }
+
+    /// [`wait`](Self::wait) with a custom `sleep` (a manual clock's `advance` in tests).
+    fn wait_with(
+        &self,
+        request: &Request<'_>,
+        mut sleep: impl FnMut(Nanos),
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        loop {
+            let decision = self.check_at(request, self.now())?;
+            if decision.allowed() {
+                if decision.delay() > Nanos::ZERO {
+                    sleep(decision.delay());
+                }
+                return Ok(decision);
+            }
+            sleep(decision.retry_after().max(Nanos::new(1)));
+        }
+    }
+
+    /// A future that resolves once `cost` permits are admitted (and the leaky bucket's
+    /// `delay` has passed). Needs no particular runtime: it sleeps on [`Delay`], a timer
+    /// thread of tollgate's own. Dropping it before it resolves leaves no permit consumed.
+    fn until_ready<'a>(
+        &'a self,
+        client: &'a str,
+        endpoint: &'a str,
+        cost: u32,
+    ) -> UntilReady<'a, Self, DelaySleep>
+    where
+        Self: Sized,
+    {
+        fn sleep(d: Nanos) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            Box::pin(Delay::new(d.as_duration()))
+        }
+        UntilReady::new(
+            self,
+            Request::new(client, endpoint, cost),
+            sleep as fn(Nanos) -> _,
+        )
+    }
+
+    /// [`until_ready`](Self::until_ready) with a custom timer: `sleep(d)` returns a future
+    /// that completes after `d` (a runtime's sleep, or a manual clock's advance in tests).
+    fn until_ready_with<'a, S, F>(
+        &'a self,
+        request: Request<'a>,
+        sleep: S,
+    ) -> UntilReady<'a, Self, S>
+    where
+        Self: Sized,
+        S: FnMut(Nanos) -> F,
+        F: Future<Output = ()>,
+    {
+        UntilReady::new(self, request, sleep)
+    }
+}
+
+impl<P: PolicyCheck + ?Sized> PolicyCheck for &P {
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+    fn check_at(
+        &self,
+        r: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        (**self).check_at(r, now)
+    }
+    fn peek_at(&self, r: &Request<'_>, now: Nanos) -> Result<PolicyDecision, InsufficientCapacity> {
+        (**self).peek_at(r, now)
+    }
+    fn refund_at(&self, r: &Request<'_>, now: Nanos) {
+        (**self).refund_at(r, now)
+    }
+}
+
+impl<P: PolicyCheck + ?Sized> PolicyCheck for std::sync::Arc<P> {
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+    fn check_at(
+        &self,
+        r: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        (**self).check_at(r, now)
+    }
+    fn peek_at(&self, r: &Request<'_>, now: Nanos) -> Result<PolicyDecision, InsufficientCapacity> {
+        (**self).peek_at(r, now)
+    }
+    fn refund_at(&self, r: &Request<'_>, now: Nanos) {
+        (**self).refund_at(r, now)
+    }
+}

@@ -1,0 +1,163 @@
+//! [`PolicyDecision`]: the answer to a policy check: the combined decision and every
+//! tier's part in it.
+
+use tollgate_core::{Decision, Nanos};
+
+use super::TierOutcome;
+
+/// The most tiers one request can be checked against (two rules of up to four tiers).
+pub const MAX_TIERS: usize = 8;
+
+/// The answer to [`Policy::allow`](super::Policy::allow): allowed only if every matching
+/// tier admitted, plus each tier's own answer (for headers and metrics). Fixed size, no
+/// allocation.
+///
+/// The combined [`decision`](Self::decision) is the *tightest* tier's: for a deny, the
+/// denying tier that asks to wait longest (so `retry_after` is when the request can pass
+/// every denying tier as far as is known now); for an admit, the tier with the fewest
+/// `remaining` (ties: the later `reset_after`), with `delay` the longest any tier asked
+/// for. With no matching rule the request is admitted with `limit = remaining = u64::MAX`.
+///
+/// ```
+/// use tollgate::policy::Policy;
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 2
+///     window = "1m"
+/// "#, tollgate::policy::FnClock(|| Nanos::ZERO))?;
+/// let d = policy.allow("acct_123", "/search", 1)?;
+/// assert!(d.allowed());
+/// assert_eq!(d.remaining(), 1);
+/// assert_eq!(d.tightest().unwrap().name, "default");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub struct PolicyDecision {
+    /// The combined (tightest) decision.
+    pub decision: Decision,
+    tiers: [TierOutcome; MAX_TIERS],
+    len: u8,
+    tightest: u8,
+}
+
+impl PolicyDecision {
+    /// A decision combining `tiers` (at most [`MAX_TIERS`]; extra ones are ignored).
+    pub fn combine(outcomes: &[TierOutcome]) -> PolicyDecision {
+        let mut tiers = [TierOutcome::EMPTY; MAX_TIERS];
+        let len = outcomes.len().min(MAX_TIERS);
+        tiers[..len].copy_from_slice(&outcomes[..len]);
+        let outcomes = &tiers[..len];
+        if outcomes.is_empty() {
+            return PolicyDecision {
+                decision: Decision::allow(u64::MAX, u64::MAX, Nanos::ZERO),
+                tiers,
+                len: 0,
+                tightest: u8::MAX,
+            };
+        }
+        let denied = outcomes.iter().any(|o| !o.decision.allowed);
+        let mut best = 0usize;
+        for (i, o) in outcomes.iter().enumerate() {
+            let (d, b) = (&o.decision, &outcomes[best].decision);
+            let tighter = if denied {
+                !d.allowed && (b.allowed || d.retry_after > b.retry_after)
+            } else {
+                d.remaining < b.remaining
+                    || (d.remaining == b.remaining && d.reset_after > b.reset_after)
+            };
+            if tighter {
+                best = i;
+            }
+        }
+        let mut decision = outcomes[best].decision;
+        if !denied {
+            decision.delay = outcomes
+                .iter()
+                .map(|o| o.decision.delay)
+                .max()
+                .unwrap_or(Nanos::ZERO);
+        }
+        PolicyDecision {
+            decision,
+            tiers,
+            len: len as u8,
+            tightest: best as u8,
+        }
+    }
+
+    /// Whether the request is admitted (by every tier).
+    pub fn allowed(&self) -> bool {
+        self.decision.allowed
+    }
+
+    /// The tightest tier's remaining permits.
+    pub fn remaining(&self) -> u64 {
+        self.decision.remaining
+    }
+
+    /// The tightest tier's limit.
+    pub fn limit(&self) -> u64 {
+        self.decision.limit
+    }
+
+    /// The tightest tier's time to a full reset.
+    pub fn reset_after(&self) -> Nanos {
+        self.decision.reset_after
+    }
+
+    /// Zero when admitted; otherwise when to retry (never zero for a deny).
+    pub fn retry_after(&self) -> Nanos {
+        self.decision.retry_after
+    }
+
+    /// Leaky bucket tiers: how long to hold the admitted request before forwarding it.
+    pub fn delay(&self) -> Nanos {
+        self.decision.delay
+    }
+
+    /// Every tier checked, global-slot rule first.
+    pub fn tiers(&self) -> &[TierOutcome] {
+        &self.tiers[..usize::from(self.len)]
+    }
+
+    /// The tier the combined decision comes from, if any rule matched.
+    pub fn tightest(&self) -> Option<&TierOutcome> {
+        self.tiers().get(usize::from(self.tightest))
+    }
+
+    /// The tiers that denied.
+    pub fn denied_by(&self) -> impl Iterator<Item = &TierOutcome> {
+        self.tiers().iter().filter(|t| !t.decision.allowed)
+    }
+
+    /// The same decision with limit and remaining divided by `divisor` (a penalized
+    /// client sees its reduced limit).
+    pub(crate) fn scaled_down(mut self, divisor: u32) -> PolicyDecision {
+        if divisor > 1 {
+            let div = u64::from(divisor);
+            let scale = |d: &mut Decision| {
+                if d.limit != u64::MAX {
+                    d.limit /= div;
+                    d.remaining /= div;
+                }
+            };
+            scale(&mut self.decision);
+            for t in &mut self.tiers[..usize::from(self.len)] {
+                scale(&mut t.decision);
+                t.quota /= div;
+            }
+        }
+        self
+    }
+}
+
+impl core::fmt::Debug for PolicyDecision {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PolicyDecision")
+            .field("decision", &self.decision)
+            .field("tiers", &self.tiers())
+            .finish()
+    }
+}

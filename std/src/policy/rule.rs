@@ -1,0 +1,172 @@
+//! [`Rule`]: a validated rule: its selectors, partition and tiers.
+
+use super::intern::intern;
+use super::tier::check_name;
+use super::{Partition, PolicyConfigError, RuleConfig, RuleId, Tier, TierConfig};
+
+/// The most tiers one rule may hold.
+pub const MAX_TIERS_PER_RULE: usize = 4;
+
+/// A validated rule. Built by [`RuleSet`](super::RuleSet) from a [`RuleConfig`].
+///
+/// ```
+/// use tollgate::policy::{Partition, Policy, PolicyConfig};
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "export"
+///     endpoint = "/export"
+///     per = "global"
+///     limit = 100
+///     window = "1m"
+/// "#, tollgate::policy::FnClock(|| tollgate::Nanos::ZERO))?;
+/// let set = policy.rule_set();
+/// let rule = &set.rules()[0];
+/// assert_eq!((rule.name(), rule.endpoint(), rule.partition()), ("export", Some("/export"), Partition::Global));
+/// # Ok::<(), tollgate::policy::PolicyConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct Rule {
+    pub(crate) id: RuleId,
+    name: &'static str,
+    client: Option<Box<str>>,
+    endpoint: Option<Box<str>>,
+    per: Partition,
+    tiers: Vec<Tier>,
+}
+
+impl Rule {
+    /// Validates `config`, the rule at `rules[index]`.
+    pub(crate) fn compile(
+        config: &RuleConfig,
+        index: usize,
+        capacity: usize,
+    ) -> Result<Rule, PolicyConfigError> {
+        let path = format!("rules[{index}]");
+        let field = |name: &str| format!("{path}.{name}");
+        check_name(&config.name).map_err(|m| PolicyConfigError::new(field("name"), m))?;
+        if config.client.as_deref() == Some("") {
+            return Err(PolicyConfigError::new(
+                field("client"),
+                "must not be empty (omit it to match any client)",
+            ));
+        }
+        if config.endpoint.as_deref() == Some("") {
+            return Err(PolicyConfigError::new(
+                field("endpoint"),
+                "must not be empty (omit it to match any endpoint)",
+            ));
+        }
+        let shorthand = config.limit.is_some()
+            || config.window.is_some()
+            || config.algorithm.is_some()
+            || config.burst.is_some()
+            || config.queue.is_some();
+        let tiers: Vec<(TierConfig, String)> = if config.tiers.is_empty() {
+            if !shorthand {
+                return Err(PolicyConfigError::new(
+                    field("tiers"),
+                    "a rule needs `limit` and `window`, or `tiers`",
+                ));
+            }
+            let tier = TierConfig {
+                name: None,
+                limit: config.limit.unwrap_or(0),
+                window: config.window.clone().unwrap_or_default(),
+                algorithm: config.algorithm.unwrap_or_default(),
+                burst: config.burst,
+                queue: config.queue,
+            };
+            vec![(tier, path.clone())]
+        } else {
+            if shorthand {
+                return Err(PolicyConfigError::new(
+                    field("tiers"),
+                    "give either `tiers` or the one-tier fields (limit, window, algorithm, burst, queue), not both",
+                ));
+            }
+            if config.tiers.len() > MAX_TIERS_PER_RULE {
+                return Err(PolicyConfigError::new(
+                    field("tiers"),
+                    format!("at most {MAX_TIERS_PER_RULE} tiers per rule"),
+                ));
+            }
+            config
+                .tiers
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.clone(), format!("{path}.tiers[{i}]")))
+                .collect()
+        };
+        let several = tiers.len() > 1;
+        let mut compiled: Vec<Tier> = Vec::with_capacity(tiers.len());
+        for (i, (tier, tier_path)) in tiers.iter().enumerate() {
+            let default_name = if several {
+                format!("{}.{i}", config.name)
+            } else {
+                config.name.clone()
+            };
+            let tier = Tier::compile(tier, tier_path, &default_name, capacity)?;
+            if let Some(j) = compiled.iter().position(|t| t.name() == tier.name()) {
+                return Err(PolicyConfigError::new(
+                    format!("{tier_path}.name"),
+                    format!(
+                        "\"{}\" is already the name of {path}.tiers[{j}]",
+                        tier.name()
+                    ),
+                ));
+            }
+            compiled.push(tier);
+        }
+        Ok(Rule {
+            id: RuleId(index as u32),
+            name: intern(&config.name),
+            client: config.client.as_deref().map(Box::from),
+            endpoint: config.endpoint.as_deref().map(Box::from),
+            per: config.per,
+            tiers: compiled,
+        })
+    }
+
+    /// The rule's stable id (the same across reloads for the same name).
+    pub fn id(&self) -> RuleId {
+        self.id
+    }
+
+    /// The rule's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The client it is for, if any.
+    pub fn client(&self) -> Option<&str> {
+        self.client.as_deref()
+    }
+
+    /// The endpoint it is for, if any.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+
+    /// How its state is partitioned.
+    pub fn partition(&self) -> Partition {
+        self.per
+    }
+
+    /// Its tiers, all of which must admit.
+    pub fn tiers(&self) -> &[Tier] {
+        &self.tiers
+    }
+
+    pub(crate) fn tiers_mut(&mut self) -> &mut [Tier] {
+        &mut self.tiers
+    }
+
+    /// The state key of `client` under this rule.
+    #[inline]
+    pub(crate) fn key<'a>(&self, client: &'a str) -> &'a str {
+        match self.per {
+            Partition::Client => client,
+            Partition::Global => "",
+        }
+    }
+}

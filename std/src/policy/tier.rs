@@ -1,0 +1,208 @@
+//! [`Tier`]: one validated limit of a rule, with the per-key state it runs on.
+
+use std::sync::Arc;
+
+use tollgate_core::{AlgorithmConfig, AnyAlgorithm, ConfigError, Nanos};
+
+use super::intern::intern;
+use super::{parse_duration, AlgorithmKind, PolicyConfigError, TierConfig, TierStore};
+
+/// The largest limit a sliding-window-log tier accepts: it keeps one timestamp per permit
+/// and key, so memory is `8 · limit` bytes per active key.
+pub const MAX_LOG_LIMIT: u64 = 65_536;
+
+/// One validated limit: the algorithm built from its config, what headers advertise
+/// (`name`, `quota`, `window`), and the keyed state it is checked against.
+///
+/// ```
+/// use tollgate::policy::{Policy, PolicyConfig, RuleConfig, TierConfig};
+/// let config = PolicyConfig::default()
+///     .rule(RuleConfig::new("api").tier(TierConfig::new(10, "1s").named("burst")));
+/// let policy = Policy::new(config, tollgate::policy::FnClock(|| tollgate::Nanos::ZERO))?;
+/// let set = policy.rule_set();
+/// let tier = &set.rules()[0].tiers()[0];
+/// assert_eq!((tier.name(), tier.quota(), tier.window()), ("burst", 10, tollgate::Nanos::from_secs(1)));
+/// # Ok::<(), tollgate::policy::PolicyConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct Tier {
+    name: &'static str,
+    kind: AlgorithmKind,
+    quota: u64,
+    window: Nanos,
+    algorithm: AnyAlgorithm,
+    max_cost: u64,
+    pub(crate) store: Arc<TierStore>,
+}
+
+impl Tier {
+    /// Validates `config` (found at `path`, e.g. `rules[2].tiers[0]`) into a tier with fresh
+    /// state for up to `capacity` keys. `default_name` is used when the tier has none.
+    pub(crate) fn compile(
+        config: &TierConfig,
+        path: &str,
+        default_name: &str,
+        capacity: usize,
+    ) -> Result<Tier, PolicyConfigError> {
+        let field = |name: &str| format!("{path}.{name}");
+        let name = match &config.name {
+            Some(name) => {
+                check_name(name).map_err(|m| PolicyConfigError::new(field("name"), m))?;
+                name.as_str()
+            }
+            None => default_name,
+        };
+        if config.limit == 0 {
+            return Err(PolicyConfigError::new(field("limit"), "must be > 0"));
+        }
+        if config.window.trim().is_empty() {
+            return Err(PolicyConfigError::new(
+                field("window"),
+                "missing (write e.g. \"1s\", \"1m\", \"1d\")",
+            ));
+        }
+        let window = parse_duration(&config.window)
+            .map_err(|m| PolicyConfigError::new(field("window"), m))?;
+        if window == Nanos::ZERO {
+            return Err(PolicyConfigError::new(field("window"), "must be > 0"));
+        }
+        let kind = config.algorithm;
+        let uses_burst = matches!(kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket);
+        if config.burst.is_some() && !uses_burst {
+            return Err(PolicyConfigError::new(
+                field("burst"),
+                format!("not used by {} (only gcra and token_bucket)", kind.as_str()),
+            ));
+        }
+        if config.queue.is_some() && kind != AlgorithmKind::LeakyBucket {
+            return Err(PolicyConfigError::new(
+                field("queue"),
+                format!("not used by {} (only leaky_bucket)", kind.as_str()),
+            ));
+        }
+        if kind == AlgorithmKind::SlidingWindowLog && config.limit > MAX_LOG_LIMIT {
+            return Err(PolicyConfigError::new(
+                field("limit"),
+                format!(
+                    "sliding_window_log keeps one timestamp per permit: at most {MAX_LOG_LIMIT}"
+                ),
+            ));
+        }
+        let limit = config.limit;
+        let algorithm_config = match kind {
+            AlgorithmKind::Gcra => AlgorithmConfig::Gcra {
+                limit,
+                period: window,
+                burst: config.burst.unwrap_or(limit),
+            },
+            AlgorithmKind::TokenBucket => AlgorithmConfig::TokenBucket {
+                capacity: config.burst.unwrap_or(limit),
+                refill_amount: limit,
+                refill_period: window,
+            },
+            AlgorithmKind::LeakyBucket => AlgorithmConfig::LeakyBucket {
+                amount: limit,
+                period: window,
+                queue: config.queue.unwrap_or(limit - 1),
+            },
+            AlgorithmKind::FixedWindow => AlgorithmConfig::FixedWindow { limit, window },
+            AlgorithmKind::SlidingWindowCounter => {
+                AlgorithmConfig::SlidingWindowCounter { limit, window }
+            }
+            AlgorithmKind::SlidingWindowLog => AlgorithmConfig::SlidingWindowLog { limit, window },
+        };
+        let algorithm = algorithm_config.build().map_err(|e| {
+            let blamed = match e {
+                ConfigError::ZeroBurst => "burst",
+                ConfigError::ZeroPeriod | ConfigError::RateTooFine => "window",
+                ConfigError::LimitTooLarge { .. } if config.burst.is_some() => "burst",
+                ConfigError::LimitTooLarge { .. } if config.queue.is_some() => "queue",
+                _ => "limit",
+            };
+            let message = match e {
+                ConfigError::ZeroLimit | ConfigError::ZeroBurst => "must be > 0".to_owned(),
+                ConfigError::ZeroPeriod => "must be > 0".to_owned(),
+                ConfigError::RateTooFine => {
+                    "too short for the limit: more than one permit per nanosecond".to_owned()
+                }
+                ConfigError::LimitTooLarge { max } => {
+                    format!("too large for this window: at most {max}")
+                }
+                other => other.to_string(),
+            };
+            PolicyConfigError::new(field(blamed), message)
+        })?;
+        let max_cost = max_cost_of(&algorithm);
+        Ok(Tier {
+            name: intern(name),
+            kind,
+            quota: limit,
+            window,
+            algorithm,
+            max_cost,
+            store: Arc::new(TierStore::new(algorithm, capacity)),
+        })
+    }
+
+    /// The name headers and metrics use for this tier.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The configured algorithm.
+    pub fn kind(&self) -> AlgorithmKind {
+        self.kind
+    }
+
+    /// The configured limit per window (the `q` of `RateLimit-Policy`).
+    pub fn quota(&self) -> u64 {
+        self.quota
+    }
+
+    /// The configured window (the `w` of `RateLimit-Policy`).
+    pub fn window(&self) -> Nanos {
+        self.window
+    }
+
+    /// The executable algorithm.
+    pub fn algorithm(&self) -> &AnyAlgorithm {
+        &self.algorithm
+    }
+
+    /// The largest cost one request can have under this tier.
+    pub fn max_cost(&self) -> u64 {
+        self.max_cost
+    }
+
+    /// The most keys this tier keeps state for (its memory bound).
+    pub fn capacity(&self) -> usize {
+        self.store.capacity()
+    }
+
+    /// How many keys currently hold state under this tier.
+    pub fn keys(&self) -> usize {
+        self.store.len()
+    }
+}
+
+/// The largest cost `algorithm` admits in one check.
+pub(crate) fn max_cost_of(algorithm: &AnyAlgorithm) -> u64 {
+    use tollgate_core::Algorithm;
+    match algorithm {
+        AnyAlgorithm::Packed(a) => a.max_cost(),
+        AnyAlgorithm::Log(log) => log.limit(),
+    }
+}
+
+/// Names appear in headers as structured-field strings: printable ASCII only.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if let Some(bad) = name.chars().find(|c| !(' '..='~').contains(c)) {
+        return Err(format!(
+            "{bad:?} is not allowed: names appear in headers (printable ASCII only)"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! Policy config: TOML into validated types, errors naming rule and field.
+
+use tollgate::policy::{AlgorithmKind, Partition, PolicyConfig};
+
+fn err(toml: &str) -> String {
+    PolicyConfig::from_toml(toml).unwrap_err().to_string()
+}
+
+#[test]
+fn full_file_parses() {
+    let config = PolicyConfig::from_toml(
+        r#"
+        capacity = 5000
+
+        [[rules]]
+        name = "default"
+        limit = 100
+        window = "1m"
+
+        [[rules]]
+        name = "partner"
+        client = "acct_123"
+        endpoint = "/search"
+        per = "global"
+        [[rules.tiers]]
+        name = "burst"
+        limit = 10
+        window = "1s"
+        algorithm = "token_bucket"
+        burst = 20
+        [[rules.tiers]]
+        name = "daily"
+        limit = 10000
+        window = "1d"
+        algorithm = "sliding_window_counter"
+
+        [[rules]]
+        name = "shaped"
+        endpoint = "/upload"
+        limit = 5
+        window = "1s"
+        algorithm = "leaky_bucket"
+        queue = 10
+    "#,
+    )
+    .unwrap();
+    assert_eq!(config.capacity, Some(5000));
+    assert_eq!(config.rules.len(), 3);
+    let partner = &config.rules[1];
+    assert_eq!(partner.per, Partition::Global);
+    assert_eq!(partner.tiers[0].algorithm, AlgorithmKind::TokenBucket);
+    assert_eq!(partner.tiers[0].burst, Some(20));
+    assert_eq!(partner.tiers[1].window, "1d");
+}
+
+#[test]
+fn errors_name_rule_and_field() {
+    let rule = |body: &str| {
+        format!(
+            "[[rules]]\nname = \"ok\"\nlimit = 1\nwindow = \"1s\"\n[[rules]]\nname = \"r\"\n{body}"
+        )
+    };
+    assert_eq!(
+        err(&rule("limit = 0\nwindow = \"1m\"")),
+        "rules[1].limit: must be > 0"
+    );
+    assert_eq!(
+        err(&rule("limit = 5")),
+        "rules[1].window: missing (write e.g. \"1s\", \"1m\", \"1d\")"
+    );
+    assert_eq!(
+        err(&rule("limit = 5\nwindow = \"5y\"")),
+        "rules[1].window: \"5y\": unknown unit \"y\" (ns, us, ms, s, m, h, d)"
+    );
+    assert_eq!(
+        err(&rule("limit = 5\nwindow = \"0s\"")),
+        "rules[1].window: must be > 0"
+    );
+    assert_eq!(
+        err(&rule("limit = 5\nwindow = \"1s\"\nburst = 0")),
+        "rules[1].burst: must be > 0"
+    );
+    assert_eq!(
+        err(&rule(
+            "limit = 5\nwindow = \"1s\"\nalgorithm = \"fixed_window\"\nburst = 3"
+        )),
+        "rules[1].burst: not used by fixed_window (only gcra and token_bucket)"
+    );
+    assert_eq!(
+        err(&rule("limit = 5\nwindow = \"1s\"\nqueue = 3")),
+        "rules[1].queue: not used by gcra (only leaky_bucket)"
+    );
+    assert_eq!(
+        err(&rule("limit = 2000000000\nwindow = \"1s\"")),
+        "rules[1].window: too short for the limit: more than one permit per nanosecond"
+    );
+    assert_eq!(
+        err(&rule(
+            "limit = 100000\nwindow = \"1s\"\nalgorithm = \"sliding_window_log\""
+        )),
+        "rules[1].limit: sliding_window_log keeps one timestamp per permit: at most 65536"
+    );
+    assert_eq!(
+        err(&rule("[[rules.tiers]]\nlimit = 1\nwindow = \"1s\"\n[[rules.tiers]]\nlimit = 0\nwindow = \"1d\"")),
+        "rules[1].tiers[1].limit: must be > 0"
+    );
+    assert_eq!(
+        err(&rule("limit = 1\nwindow = \"1s\"\n[[rules.tiers]]\nlimit = 1\nwindow = \"1s\"")),
+        "rules[1].tiers: give either `tiers` or the one-tier fields (limit, window, algorithm, burst, queue), not both"
+    );
+    assert_eq!(
+        err(&rule("")),
+        "rules[1].tiers: a rule needs `limit` and `window`, or `tiers`"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\n[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\nclient = \"x\"\n"),
+        "rules[1].name: \"a\" is already the name of rules[0]"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\n[[rules]]\nname = \"b\"\nlimit = 1\nwindow = \"1s\"\n"),
+        "rules[1]: matches the same client and endpoint as rules[0]"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"\"\nlimit = 1\nwindow = \"1s\"\n"),
+        "rules[0].name: must not be empty"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"caf\u{e9}\"\nlimit = 1\nwindow = \"1s\"\n"),
+        "rules[0].name: '\u{e9}' is not allowed: names appear in headers (printable ASCII only)"
+    );
+    assert_eq!(err("capacity = 0\n"), "capacity: must be > 0");
+    let tiers = (0..5)
+        .map(|_| "[[rules.tiers]]\nlimit = 1\nwindow = \"1s\"\n")
+        .collect::<String>();
+    assert_eq!(
+        err(&format!("[[rules]]\nname = \"a\"\n{tiers}")),
+        "rules[0].tiers: at most 4 tiers per rule"
+    );
+    assert_eq!(
+        err("[[rules]]\nname = \"a\"\n[[rules.tiers]]\nname = \"x\"\nlimit = 1\nwindow = \"1s\"\n[[rules.tiers]]\nname = \"x\"\nlimit = 1\nwindow = \"1m\"\n"),
+        "rules[0].tiers[1].name: \"x\" is already the name of rules[0].tiers[0]"
+    );
+}
+
+#[test]
+fn syntax_and_type_errors_come_from_toml() {
+    let e = PolicyConfig::from_toml("[[rules]]\nname = \"a\"\nlimit = -1\n").unwrap_err();
+    assert_eq!(e.path, "toml");
+    let e = PolicyConfig::from_toml("[[rules]]\nname = \"a\"\nlimt = 1\n").unwrap_err();
+    assert_eq!(e.path, "toml");
+    assert!(e.message.contains("limt"), "{e}");
+    let e =
+        PolicyConfig::from_toml("[[rules]]\nname = \"a\"\nalgorithm = \"magic\"\n").unwrap_err();
+    assert!(e.message.contains("magic"), "{e}");
+}
+
+#[test]
+fn durations_and_algorithms_are_config_values() {
+    for (window, secs) in [
+        ("1s", 1),
+        ("1m", 60),
+        ("1h", 3600),
+        ("1d", 86_400),
+        ("1m30s", 90),
+    ] {
+        let config = PolicyConfig::from_toml(&format!(
+            "[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"{window}\"\n"
+        ))
+        .unwrap();
+        let set = tollgate::policy::RuleSet::compile(&config).unwrap();
+        assert_eq!(
+            set.rules()[0].tiers()[0].window(),
+            tollgate::Nanos::from_secs(secs)
+        );
+    }
+    for (name, kind) in [
+        ("gcra", AlgorithmKind::Gcra),
+        ("token_bucket", AlgorithmKind::TokenBucket),
+        ("leaky_bucket", AlgorithmKind::LeakyBucket),
+        ("fixed_window", AlgorithmKind::FixedWindow),
+        (
+            "sliding_window_counter",
+            AlgorithmKind::SlidingWindowCounter,
+        ),
+        ("sliding_window_log", AlgorithmKind::SlidingWindowLog),
+    ] {
+        let config = PolicyConfig::from_toml(&format!(
+            "[[rules]]\nname = \"a\"\nlimit = 3\nwindow = \"1s\"\nalgorithm = \"{name}\"\n"
+        ))
+        .unwrap();
+        let set = tollgate::policy::RuleSet::compile(&config).unwrap();
+        assert_eq!(set.rules()[0].tiers()[0].kind(), kind);
+        assert_eq!(kind.as_str(), name);
+    }
+}

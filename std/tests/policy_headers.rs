@@ -1,0 +1,134 @@
+//! Golden tests: the exact headers rendered from decisions.
+
+use tollgate::policy::{Policy, RateLimitHeaders, RuleId, TierOutcome};
+use tollgate::{Decision, ManualClock, Nanos};
+
+fn render(headers: &RateLimitHeaders) -> Vec<String> {
+    headers.iter().map(|(n, v)| format!("{n}: {v}")).collect()
+}
+
+const RULES: &str = r#"
+    [[rules]]
+    name = "default"
+    limit = 100
+    window = "1m"
+    algorithm = "fixed_window"
+
+    [[rules]]
+    name = "search"
+    endpoint = "/search"
+    [[rules.tiers]]
+    name = "burst"
+    limit = 2
+    window = "1s"
+    algorithm = "gcra"
+    [[rules.tiers]]
+    name = "daily"
+    limit = 1000
+    window = "1d"
+    algorithm = "fixed_window"
+"#;
+
+#[test]
+fn allowed_request_lists_every_tier() {
+    let clock = ManualClock::starting_at(Nanos::from_millis(30_250));
+    let policy = Policy::from_toml(RULES, clock).unwrap();
+    let d = policy.allow("acct_123", "/search", 1).unwrap();
+    assert_eq!(
+        render(&RateLimitHeaders::from_policy_decision(&d)),
+        [
+            "RateLimit-Policy: \"default\";q=100;w=60, \"burst\";q=2;w=1, \"daily\";q=1000;w=86400",
+            // fixed window: 29.75 s to the minute boundary, rounded up; gcra: 0.5 s to
+            // refill, rounded up; day: the rest of the day.
+            "RateLimit: \"default\";r=99;t=30, \"burst\";r=1;t=1, \"daily\";r=999;t=86370",
+            "X-RateLimit-Limit: 2",
+            "X-RateLimit-Remaining: 1",
+            "X-RateLimit-Reset: 1",
+        ]
+    );
+}
+
+#[test]
+fn denied_request_has_retry_after_never_zero() {
+    let clock = ManualClock::starting_at(Nanos::from_secs(30));
+    let policy = Policy::from_toml(RULES, clock).unwrap();
+    policy.allow("acct_123", "/search", 1).unwrap();
+    policy.allow("acct_123", "/search", 1).unwrap();
+    let d = policy.allow("acct_123", "/search", 1).unwrap();
+    assert!(!d.allowed());
+    assert_eq!(d.retry_after(), Nanos::from_millis(500));
+    assert_eq!(
+        render(&RateLimitHeaders::from_policy_decision(&d)),
+        [
+            "RateLimit-Policy: \"default\";q=100;w=60, \"burst\";q=2;w=1, \"daily\";q=1000;w=86400",
+            // The request was refused: the admitting tiers report their state without it.
+            "RateLimit: \"default\";r=98;t=30, \"burst\";r=0;t=1, \"daily\";r=998;t=86370",
+            "X-RateLimit-Limit: 2",
+            "X-RateLimit-Remaining: 0",
+            "X-RateLimit-Reset: 1",
+            "Retry-After: 1",
+        ]
+    );
+}
+
+#[test]
+fn single_decision_rendering() {
+    let allowed = Decision::allow(100, 50, Nanos::from_secs(30));
+    assert_eq!(
+        render(&RateLimitHeaders::from_decision(
+            "default",
+            100,
+            Nanos::from_secs(60),
+            &allowed
+        )),
+        [
+            "RateLimit-Policy: \"default\";q=100;w=60",
+            "RateLimit: \"default\";r=50;t=30",
+            "X-RateLimit-Limit: 100",
+            "X-RateLimit-Remaining: 50",
+            "X-RateLimit-Reset: 30",
+        ]
+    );
+    // A deny that could pass in 1 ns still says "1 second", never 0.
+    let denied = Decision::deny(10, 0, Nanos::new(1), Nanos::new(1));
+    let h = RateLimitHeaders::from_decision("tiny", 10, Nanos::from_millis(1), &denied);
+    assert_eq!(
+        render(&h),
+        [
+            "RateLimit-Policy: \"tiny\";q=10;w=1",
+            "RateLimit: \"tiny\";r=0;t=1",
+            "X-RateLimit-Limit: 10",
+            "X-RateLimit-Remaining: 0",
+            "X-RateLimit-Reset: 1",
+            "Retry-After: 1",
+        ]
+    );
+    // Whole seconds round up: 2.000000001 s is 3.
+    let denied = Decision::deny(10, 0, Nanos::from_secs(5), Nanos::new(2_000_000_001));
+    assert_eq!(RateLimitHeaders::retry_after(&denied).as_deref(), Some("3"));
+    assert_eq!(RateLimitHeaders::retry_after(&allowed), None);
+    // Retry-After is never earlier than the `t` it accompanies.
+    let h = RateLimitHeaders::from_decision("x", 10, Nanos::from_secs(60), &denied);
+    assert_eq!(h.get("RateLimit"), Some("\"x\";r=0;t=3"));
+    assert_eq!(h.get("retry-after"), Some("3"));
+}
+
+#[test]
+fn names_are_escaped_as_structured_field_strings() {
+    let tier = TierOutcome {
+        rule: RuleId(0),
+        rule_name: "r",
+        name: "a \"quoted\" \\ name",
+        quota: 5,
+        window: Nanos::from_secs(1),
+        decision: Decision::allow(5, 4, Nanos::from_millis(200)),
+    };
+    assert_eq!(
+        RateLimitHeaders::policy_value(&[tier]),
+        "\"a \\\"quoted\\\" \\\\ name\";q=5;w=1"
+    );
+    assert_eq!(
+        RateLimitHeaders::limit_value(&[tier]),
+        "\"a \\\"quoted\\\" \\\\ name\";r=4;t=1"
+    );
+}

@@ -36,7 +36,7 @@ impl<const N: usize> BrokenLogRing<N> {
         let limit = self.log.limit().min(N as u64);
         let cost = u64::from(cost);
         if cost > limit {
-            return Err(InsufficientCapacity { max_cost: limit });
+            return Err(InsufficientCapacity { max_cost: limit }.into());
         }
         // SeqCst everywhere: the bug under test is the missing claim, not a weak ordering.
         let h = self.head.load(Ordering::SeqCst);

@@ -2,7 +2,7 @@
 
 use tollgate_core::Algorithm;
 
-use crate::{Answer, FinalState, Op, Oracle, ReferenceModel};
+use crate::{Answer, FinalState, Op, Oracle, ReferenceModel, Refusal};
 
 /// The pure transition [`Algorithm::decide`] run sequentially on a plain `u64`, in lockstep
 /// with the algorithm's reference model: every step asserts that the two agree, so a model
@@ -41,10 +41,11 @@ where
         } else {
             self.algorithm.peek(self.state, op.now(), op.cost())
         };
-        let answer = outcome.map(|o| o.decision);
+        let answer = outcome.map(|o| o.decision).map_err(Refusal::from);
         let expected = self
             .reference
-            .check(op.now().as_u64(), op.cost(), op.commits());
+            .check(op.now().as_u64(), op.cost(), op.commits())
+            .map_err(Refusal::from);
         assert_eq!(
             answer, expected,
             "sequential bug, not a race: decide disagrees with the reference model \

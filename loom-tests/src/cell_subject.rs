@@ -24,11 +24,12 @@ impl<A: Algorithm> CellSubject<A> {
 
 impl<A: Algorithm + Send + Sync + 'static> Subject for CellSubject<A> {
     fn apply(&self, op: Op) -> Answer {
-        if op.commits() {
+        let answer = if op.commits() {
             self.cell.check_at(&self.algorithm, op.now(), op.cost())
         } else {
             self.cell.peek_at(&self.algorithm, op.now(), op.cost())
-        }
+        };
+        Ok(answer?)
     }
 
     fn final_state(&self) -> FinalState {

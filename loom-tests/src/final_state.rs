@@ -11,4 +11,12 @@ pub enum FinalState {
     /// For multi-word state (the log ring): the answers of cost-1 peeks at fixed probe
     /// times, chosen so that they determine the in-window count at every instant.
     Probes(Vec<Answer>),
+    /// A keyed table: how many entries it holds, and cost-1 peeks of each modelled key at
+    /// each probe time (an absent key answers as a fresh one).
+    Table {
+        /// Resident entries.
+        entries: usize,
+        /// Peeks, key-major.
+        probes: Vec<Answer>,
+    },
 }

@@ -16,17 +16,21 @@
 //! |---|---|---|
 //! | [`CellSubject`] (`StateCell` + algorithm) | [`CellOracle`]: the pure `decide`, cross-checked against the [`reference`](tollgate_core::reference) model | [`BrokenCell`]: load + store instead of CAS |
 //! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
+//! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, `Refuse` | [`BrokenKeyedTable`]: inserts without a lock |
 //!
-//! Room for later families (each gets a subject, an oracle and a broken twin here):
-//! `std`'s keyed table (concurrent insert of one key, eviction racing a check or an insert)
-//! and the policy layer (all-or-nothing tiers, hot-reload swap). They are not modelled yet.
+//! Room for a later family (a subject, an oracle and a broken twin here, models in
+//! `tests/`): the policy layer (all-or-nothing tiers, the hot-reload swap). It is being
+//! written in parallel and is not modelled yet.
 #![cfg(tollgate_loom)]
 
 mod broken_cell;
+mod broken_keyed_table;
 mod broken_log_ring;
 mod cell_oracle;
 mod cell_subject;
 mod final_state;
+mod keyed_oracle;
+mod keyed_subject;
 pub mod linearization;
 mod log_oracle;
 mod log_subject;
@@ -34,20 +38,25 @@ mod model_run;
 mod op;
 mod oracle;
 mod reference_model;
+mod refusal;
 mod subject;
 
 pub use broken_cell::BrokenCell;
+pub use broken_keyed_table::BrokenKeyedTable;
 pub use broken_log_ring::BrokenLogRing;
 pub use cell_oracle::CellOracle;
 pub use cell_subject::CellSubject;
 pub use final_state::FinalState;
+pub use keyed_oracle::KeyedOracle;
+pub use keyed_subject::{FixedHasher, KeyedSubject};
 pub use log_oracle::LogOracle;
 pub use log_subject::LogSubject;
 pub use model_run::ModelRun;
 pub use op::Op;
 pub use oracle::Oracle;
 pub use reference_model::ReferenceModel;
+pub use refusal::Refusal;
 pub use subject::Subject;
 
 /// What one operation answered.
-pub type Answer = Result<tollgate_core::Decision, tollgate_core::InsufficientCapacity>;
+pub type Answer = Result<tollgate_core::Decision, Refusal>;

@@ -39,7 +39,9 @@ impl LogOracle {
 
 impl Oracle for LogOracle {
     fn apply(&mut self, op: Op) -> Answer {
-        self.model.check(op.now().as_u64(), op.cost(), op.commits())
+        Ok(self
+            .model
+            .check(op.now().as_u64(), op.cost(), op.commits())?)
     }
 
     fn final_state(&self) -> FinalState {
@@ -47,7 +49,7 @@ impl Oracle for LogOracle {
         FinalState::Probes(
             self.probes
                 .iter()
-                .map(|&t| model.check(t, 1, false))
+                .map(|&t| Ok(model.check(t, 1, false)?))
                 .collect(),
         )
     }

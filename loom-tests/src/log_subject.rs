@@ -26,18 +26,19 @@ impl<const N: usize> LogSubject<N> {
 
 impl<const N: usize> Subject for LogSubject<N> {
     fn apply(&self, op: Op) -> Answer {
-        if op.commits() {
+        let answer = if op.commits() {
             self.ring.check_at(&self.log, op.now(), op.cost())
         } else {
             self.ring.peek_at(&self.log, op.now(), op.cost())
-        }
+        };
+        Ok(answer?)
     }
 
     fn final_state(&self) -> FinalState {
         FinalState::Probes(
             self.probes
                 .iter()
-                .map(|&t| self.ring.peek_at(&self.log, Nanos::new(t), 1))
+                .map(|&t| Ok(self.ring.peek_at(&self.log, Nanos::new(t), 1)?))
                 .collect(),
         )
     }

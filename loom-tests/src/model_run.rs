@@ -30,6 +30,7 @@ pub const DEFAULT_PREEMPTION_BOUND: usize = 3;
 #[derive(Clone, Debug)]
 pub struct ModelRun {
     name: &'static str,
+    setup: Vec<Op>,
     threads: Vec<Vec<Op>>,
     at_most_admitted: Option<u64>,
 }
@@ -39,9 +40,17 @@ impl ModelRun {
     pub fn new(name: &'static str) -> ModelRun {
         ModelRun {
             name,
+            setup: Vec::new(),
             threads: Vec::new(),
             at_most_admitted: None,
         }
+    }
+
+    /// Operations run on the fresh subject (and the oracle) before any thread starts,
+    /// e.g. to put a key in a table; their answers must match the oracle's.
+    pub fn setup(mut self, ops: impl IntoIterator<Item = Op>) -> ModelRun {
+        self.setup.extend(ops);
+        self
     }
 
     /// Adds a thread running `ops` in order. The first thread runs on loom's main thread.
@@ -59,9 +68,9 @@ impl ModelRun {
 
     /// Every `now` the model's operations use.
     pub fn nows(&self) -> Vec<u64> {
-        self.threads
+        self.setup
             .iter()
-            .flatten()
+            .chain(self.threads.iter().flatten())
             .map(|op| op.now().as_u64())
             .collect()
     }
@@ -77,6 +86,8 @@ impl ModelRun {
             !self.threads.is_empty(),
             "a model needs at least one thread"
         );
+        let mut oracle = oracle;
+        let setup_answers: Vec<Answer> = self.setup.iter().map(|&op| oracle.apply(op)).collect();
         let mut builder = loom::model::Builder::new();
         if builder.preemption_bound.is_none() {
             builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
@@ -89,7 +100,7 @@ impl ModelRun {
         builder.check(move || {
             // Relaxed: a plain statistic read after the model finished.
             counter.fetch_add(1, Ordering::Relaxed);
-            self.explore_once(&subject, &oracle);
+            self.explore_once(&subject, &oracle, &setup_answers);
         });
         eprintln!(
             "loom model {name}: {} executions in {:.2?} (preemption bound {})",
@@ -100,8 +111,19 @@ impl ModelRun {
         );
     }
 
-    fn explore_once<S: Subject, O: Oracle>(&self, make: &impl Fn() -> S, oracle: &O) {
+    fn explore_once<S: Subject, O: Oracle>(
+        &self,
+        make: &impl Fn() -> S,
+        oracle: &O,
+        setup_answers: &[Answer],
+    ) {
         let subject = Arc::new(make());
+        let setup = run_ops(&*subject, &self.setup);
+        assert_eq!(
+            setup, setup_answers,
+            "{}: setup answered unlike the oracle",
+            self.name
+        );
         let handles: Vec<_> = self.threads[1..]
             .iter()
             .map(|ops| {

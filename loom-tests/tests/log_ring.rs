@@ -61,7 +61,7 @@ fn log_ring_sliding() {
 #[test]
 fn log_ring_wraps() {
     let model = ModelRun::new("log ring/wraps, cost up to L")
-        .thread([Op::check(0, 2), Op::check(90, 1), Op::check(190, 3)])
+        .thread([Op::check(0, 2), Op::check(190, 3)])
         .thread([Op::check(60, 2), Op::peek(150, 3), Op::check(120, 1)]);
     run_ring::<3>(model, 3);
 }

@@ -11,15 +11,18 @@
 //!   config path) and through the reference model, asserting identical answers and the
 //!   decision invariants ([`check_decision`]) at every step.
 //!
-//! Not fuzzed yet, because they do not exist yet: the TOML rule loader and header
-//! rendering (both belong to `std` and are being written in parallel). Each gets a target here when it lands: arbitrary
-//! TOML text must give a rule set or a typed error, never a panic; arbitrary decisions must
-//! render headers whose `Retry-After` is never 0 on a deny.
+//! - [`check_headers`]: the rate-limit headers rendered from a decision (`policy_toml`,
+//!   `headers`).
+//!
+//! `policy_toml` feeds arbitrary text to the TOML rule loader (`PolicyConfig::from_toml`:
+//! rules or a typed error, never a panic) and runs requests through every policy it
+//! accepts; `headers` renders arbitrary decisions.
 
 mod cost;
 mod count;
 mod decision_check;
 mod differential;
+mod header_check;
 mod span;
 mod step;
 mod time;
@@ -28,6 +31,7 @@ pub use cost::Cost;
 pub use count::Count;
 pub use decision_check::check_decision;
 pub use differential::{constructed, Differential};
+pub use header_check::check_headers;
 pub use span::Span;
 pub use step::Step;
 pub use time::Time;

@@ -57,8 +57,9 @@ impl Geometry {
         let per_shard = capacity.div_ceil(shards);
         let slots = (per_shard * SLOTS_PER_KEY_NUM).div_ceil(SLOTS_PER_KEY_DEN);
         let buckets_per_shard = slots.div_ceil(BUCKET_SLOTS).max(MIN_BUCKETS);
-        // Each bucket pair index comes from 32 hash bits.
-        if buckets_per_shard > u32::MAX as usize {
+        // Bucket indices come from 32 hash bits and are divided with a 64-bit reciprocal,
+        // exact for indices below 2³².
+        if shards * buckets_per_shard > u32::MAX as usize {
             return Err(KeyedBuildError::CapacityTooLarge {
                 max: Geometry::MAX_CAPACITY,
             });

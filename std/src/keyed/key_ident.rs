@@ -105,9 +105,10 @@ mod tests {
 
     #[test]
     fn mix_is_injective_on_a_sample() {
-        let mut seen: Vec<u64> = (0..100_000u64).map(|v| mix(v, 12345)).collect();
+        let n = if cfg!(miri) { 1_000 } else { 100_000 };
+        let mut seen: Vec<u64> = (0..n).map(|v| mix(v, 12345)).collect();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen.len(), 100_000);
+        assert_eq!(seen.len() as u64, n);
     }
 }

@@ -21,9 +21,6 @@ pub(crate) struct Shard {
     pub(crate) len: AtomicUsize,
     /// The keys this shard may hold before drawing on the table's shared pool.
     pub(crate) base: usize,
-    /// Identities that no key living in this shard's buckets can have (see
-    /// `Table::empty_ident`).
-    pub(crate) empties: [u64; 2],
     pub(crate) inserts: AtomicU64,
     pub(crate) idle_evictions: AtomicU64,
     pub(crate) pressure_evictions: AtomicU64,
@@ -33,12 +30,11 @@ pub(crate) struct Shard {
 
 impl Shard {
     /// An empty shard allowed `cap` keys.
-    pub(crate) fn new(base: usize, empties: [u64; 2]) -> Shard {
+    pub(crate) fn new(base: usize) -> Shard {
         Shard {
             lock: Mutex::new(ShardLocal::default()),
             len: AtomicUsize::new(0),
             base,
-            empties,
             inserts: AtomicU64::new(0),
             idle_evictions: AtomicU64::new(0),
             pressure_evictions: AtomicU64::new(0),

@@ -100,6 +100,11 @@ pub(crate) struct Table<K> {
     pool: Box<QuotaPool>,
     shard_bits: u32,
     buckets_per_shard: usize,
+    /// ⌈2⁶⁴ / buckets_per_shard⌉: divides a bucket index (< 2³²) by `buckets_per_shard`
+    /// with one multiplication (Lemire's exact fast division).
+    bucket_divisor: u64,
+    /// With one shard: two identities whose bucket pairs are disjoint (see `empty_ident`).
+    single_empties: [u64; 2],
     capacity: usize,
     mode: Mode,
     policy: WhenFull,
@@ -152,16 +157,13 @@ impl<K> Table<K> {
     ) -> Table<K> {
         let shard_bits = geometry.shards.trailing_zeros();
         let nb = geometry.buckets_per_shard;
-        let single = (geometry.shards == 1).then(|| single_shard_empties(nb as u64));
+        let single_empties = if geometry.shards == 1 {
+            single_shard_empties(nb as u64)
+        } else {
+            [0; 2]
+        };
         let shards: Box<[Shard]> = (0..geometry.shards)
-            .map(|s| {
-                let empties = match single {
-                    Some(empties) => empties,
-                    // An identity of the neighbouring shard never lives in this one.
-                    None => [((s ^ 1) as u64) << (64 - shard_bits); 2],
-                };
-                Shard::new(geometry.shard_base(s), empties)
-            })
+            .map(|s| Shard::new(geometry.shard_base(s)))
             .collect();
         let mut table = Table {
             buckets: Box::new([]),
@@ -172,6 +174,8 @@ impl<K> Table<K> {
             }),
             shard_bits,
             buckets_per_shard: nb,
+            bucket_divisor: u64::MAX / nb as u64 + 1,
+            single_empties,
             capacity: geometry.capacity,
             mode,
             policy,
@@ -189,22 +193,25 @@ impl<K> Table<K> {
     }
 
     /// The identity that marks a slot of bucket `g` empty: one no key living in `g` has.
+    ///
+    /// With several shards, an identity of the neighbouring shard (it never lives in this
+    /// one). With one, whichever of two identities with disjoint bucket pairs cannot live
+    /// in `g`. No memory is read beyond the table's own fields.
     #[inline]
     fn empty_ident(&self, g: usize) -> u64 {
-        let shard = &self.shards[g / self.buckets_per_shard];
         if self.shard_bits > 0 {
-            return shard.empties[0];
+            let shard = ((u128::from(self.bucket_divisor) * g as u128) >> 64) as u64;
+            return (shard ^ 1) << (64 - self.shard_bits);
         }
-        let local = (g % self.buckets_per_shard) as u64;
         let nb = self.buckets_per_shard as u64;
-        for empty in shard.empties {
-            let (a, b) = pair(empty, nb, 0);
-            if a != local && b != local {
-                return empty;
-            }
+        let [first, second] = self.single_empties;
+        let (a, b) = pair(first, nb, 0);
+        if a != g as u64 && b != g as u64 {
+            first
+        } else {
+            // The pairs are disjoint: `g` is not in the second's.
+            second
         }
-        // Unreachable: the two pairs are disjoint, so at most one contains `local`.
-        shard.empties[0]
     }
 
     /// Where identity `h` lives.
@@ -926,5 +933,113 @@ impl<K> Drop for Table<K> {
                 unsafe { self.keys[idx].drop_key() };
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Small concurrent scenarios sized for miri, whose data-race detector checks the pin
+    //! protocol of exact-mode keys and the publication orderings (run with
+    //! `cargo +nightly miri test -p tollgate --lib`).
+
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use tollgate_core::{Gcra, Nanos};
+
+    use crate::{KeyStorage, KeyedLimiter, WhenFull};
+
+    const THREADS: u64 = 3;
+    const ROUNDS: u64 = if cfg!(miri) { 40 } else { 4_000 };
+
+    fn churn(storage: KeyStorage, when_full: WhenFull) {
+        let gcra = Gcra::per_second(1).burst(2).build().unwrap();
+        let limiter: KeyedLimiter<String, Gcra> = KeyedLimiter::builder(gcra)
+            .capacity(4)
+            .shards(1)
+            .key_storage(storage)
+            .when_full(when_full)
+            .build()
+            .unwrap();
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let (limiter, admitted) = (&limiter, &admitted);
+                scope.spawn(move || {
+                    for i in 0..ROUNDS {
+                        let key = format!("k{}", (i * (t + 1)) % 9);
+                        // Time advances so that keys fall idle and get evicted losslessly.
+                        let now = Nanos::from_millis(i * 300);
+                        if let Ok(decision) = limiter.check_at(&key, now) {
+                            admitted.fetch_add(u64::from(decision.allowed), Ordering::Relaxed);
+                        }
+                        if i % 7 == t {
+                            limiter.remove(&key);
+                        }
+                        let _ = limiter.peek_at(&key, now);
+                        assert!(limiter.len() <= 4);
+                    }
+                });
+            }
+        });
+        assert!(admitted.load(Ordering::Relaxed) > 0);
+        assert!(limiter.len() <= 4);
+    }
+
+    #[test]
+    fn exact_keys_race_without_data_races() {
+        churn(KeyStorage::Exact, WhenFull::Evict);
+        churn(KeyStorage::Exact, WhenFull::Refuse);
+    }
+
+    #[test]
+    fn fingerprints_race_without_data_races() {
+        churn(KeyStorage::Fingerprint, WhenFull::Evict);
+    }
+
+    #[test]
+    fn empty_identities_never_belong_to_their_bucket() {
+        use super::super::geometry::Geometry;
+        use super::{Mode, Table};
+        for (capacity, shards) in [
+            (100_000, None),
+            (5, Some(1)),
+            (1_000, Some(1)),
+            (77_777, Some(8)),
+        ] {
+            let geometry = Geometry::new(capacity, shards).unwrap();
+            let table: Table<u64> = Table::new(geometry, Mode::Word, WhenFull::Evict, 7);
+            let nb = geometry.buckets_per_shard;
+            for g in 0..geometry.buckets() {
+                let empty = table.empty_ident(g);
+                let loc = table.locate(empty);
+                // Never a resident identity of bucket `g`: another shard, or not a candidate.
+                assert!(
+                    loc.shard != g / nb || (loc.g1 != g && loc.g2 != g),
+                    "bucket {g}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn integer_keys_race_without_data_races() {
+        let gcra = Gcra::per_second(1).burst(2).build().unwrap();
+        let limiter: KeyedLimiter<u64, Gcra> = KeyedLimiter::builder(gcra)
+            .capacity(3)
+            .shards(1)
+            .build()
+            .unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let limiter = &limiter;
+                scope.spawn(move || {
+                    for i in 0..ROUNDS {
+                        let now = Nanos::from_millis(i * 300);
+                        let _ = limiter.check_at(&((i * (t + 1)) % 7), now);
+                    }
+                });
+            }
+        });
+        assert!(limiter.len() <= 3);
     }
 }

@@ -11,7 +11,9 @@
 //! - `cargo bench -p tollgate-bench` runs the same cases under criterion.
 //!
 //! The machine is assumed noisy: compare ratios within one run, not absolute times across
-//! runs.
+//! runs. One-thread batches are timed by the measuring thread's CPU time (see
+//! [`Stopwatch`]), so other processes do not inflate them; two-thread batches by wall time
+//! (they measure contention, which needs both threads running at once, so an idle machine).
 
 mod case_spec;
 pub mod clock_cases;

@@ -6,7 +6,7 @@
 use crate::Stopwatch;
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A runner calling `check` `iters` times; the verdict goes through `black_box` so nothing
 /// is optimised away.
@@ -62,6 +62,11 @@ where
 /// `check` after a common barrier; returns the slower thread's elapsed time for `iters` ops
 /// per thread (so ns/op is per-thread latency under contention, comparable to one thread's).
 ///
+/// Always wall-clock time, whatever [`Stopwatch::source`] says: what these cases measure is
+/// the cost of the two threads running *at once* (cache-line transfers, CAS retries), which
+/// per-thread CPU time would hide whenever the scheduler happens to run them one after the
+/// other. They need an otherwise idle machine to mean anything.
+///
 /// ```
 /// use std::sync::Arc;
 /// let orders: [Arc<[u64]>; 2] = [vec![1].into(), vec![2].into()];
@@ -88,7 +93,7 @@ where
                     let mut pos = positions[t];
                     scope.spawn(move || {
                         barrier.wait();
-                        let start = Stopwatch::start();
+                        let start = Instant::now();
                         for _ in 0..iters {
                             black_box(check(&keys[pos]));
                             pos += 1;

@@ -1,4 +1,5 @@
-//! loom models of tollgate's lock-free executors.
+//! loom models of tollgate's concurrent executors: the lock-free cells, the sequence-locked
+//! log ring and the keyed table.
 //!
 //! Everything here is compiled only with `RUSTFLAGS="--cfg tollgate_loom"` (run
 //! `bash scripts/stages/loom.sh`); without the cfg this crate is empty, so

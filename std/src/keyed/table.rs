@@ -313,6 +313,21 @@ impl<K> Table<K> {
         }
     }
 
+    /// Publishes identity `h` in `slot`, after its state (and key) are written.
+    #[inline]
+    fn publish(&self, slot: &Slot, h: u64) {
+        // Release: publishes the state and key written before it to readers that
+        // Acquire-load this identity. In exact mode SeqCst: then every store to an identity
+        // takes part in the pin handshake's single total order (the handshake's reasoning
+        // needs no rule about SC loads reading non-SC stores).
+        let order = if self.mode == Mode::Exact {
+            Ordering::SeqCst
+        } else {
+            Ordering::Release
+        };
+        slot.ident.store(h, order);
+    }
+
     /// Marks slot `idx` empty (first step of every eviction), under the shard lock.
     #[inline]
     fn claim(&self, idx: usize) {
@@ -359,8 +374,7 @@ impl<K> Table<K> {
         self.claim(idx);
         // SeqCst: writer half of the pin handshake.
         if self.mode == Mode::Exact && self.keys[idx].pins.load(Ordering::SeqCst) != 0 {
-            // Release: republishes the (unchanged) key and state.
-            slot.ident.store(h, Ordering::Release);
+            self.publish(slot, h);
             return false;
         }
         // AcqRel: succeeds only if no check changed the state since we judged it idle (so
@@ -370,8 +384,7 @@ impl<K> Table<K> {
             .compare_exchange(stored, stored ^ 1, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
         {
-            // Release: republishes the (unchanged) key and state.
-            slot.ident.store(h, Ordering::Release);
+            self.publish(slot, h);
             return false;
         }
         if self.mode == Mode::Exact {
@@ -520,8 +533,7 @@ impl<K> Table<K> {
         }
         // Release: pairs with readers' Acquire loads of the state.
         to.state.store(stored, Ordering::Release);
-        // Release: publishes the state and key to readers that Acquire-load the identity.
-        to.ident.store(h, Ordering::Release);
+        self.publish(to, h);
     }
 
     /// Moves the shard's hand over the next [`SWEEP`] slots, evicting every idle entry
@@ -864,9 +876,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
         }
         // Release: pairs with readers' Acquire loads of the state (see `run`).
         slot.state.store(initial ^ mask, Ordering::Release);
-        // Release: publishes the state and key written above to readers that
-        // Acquire-load this identity.
-        slot.ident.store(h, Ordering::Release);
+        self.publish(slot, h);
         Shard::bump(&shard.inserts);
         Ok(outcome.decision)
     }

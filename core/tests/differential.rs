@@ -30,6 +30,15 @@ fn cases() -> u32 {
     }
 }
 
+/// Trace length bound: long traces natively, short ones under miri's interpreter.
+fn trace_len() -> usize {
+    if cfg!(miri) {
+        12
+    } else {
+        60
+    }
+}
+
 /// A start time: near zero, in the middle, or close to the end of u64 time.
 fn start() -> impl Strategy<Value = u64> {
     prop_oneof![
@@ -57,7 +66,7 @@ fn steps(scale: u64, max_cost: u64) -> impl Strategy<Value = Vec<Step>> {
         3 => 0..=max_cost + 2,
         1 => Just(u32::MAX),
     ];
-    prop::collection::vec((delta, cost, prop::bool::weighted(0.15)), 1..60).prop_map(|v| {
+    prop::collection::vec((delta, cost, prop::bool::weighted(0.15)), 1..trace_len()).prop_map(|v| {
         v.into_iter()
             .map(|(delta, cost, peek)| Step { delta, cost, peek })
             .collect()

@@ -19,10 +19,7 @@ export RUST_BACKTRACE=0
 
 # Tests skipped under miri, each with its reason. Remove an entry once its cause is fixed.
 skips=(
-  # core/tests/threads.rs asserts `admitted > 90` out of a burst of 100, but under
-  # cfg(miri) it sends only THREADS × PER_STEP = 6 requests, so it cannot pass there: the
-  # assertion needs the same cfg(miri) reduction as the request volume.
-  mixed_costs_never_exceed_the_burst_at_one_instant
+  # (none: the core tests reduce their volume under cfg(miri) themselves)
 )
 test_args=(-Zunstable-options --report-time)
 for s in "${skips[@]}"; do test_args+=(--skip "$s"); done

@@ -11,7 +11,7 @@ use crate::sync::{AtomicU32, Ordering};
 ///
 /// Protocol (a Dekker handshake, hence `SeqCst` on both sides):
 /// - reader: `pins += 1`, re-read `ident`; only if it still names the key, read the key;
-///   then `pins -= 1` (`Release`).
+///   then `pins -= 1`.
 /// - writer (holding the shard's insert lock): set `ident` to the empty value, then wait
 ///   until `pins == 0`; only then drop or write the key, and publish the new `ident` with
 ///   `Release`.
@@ -97,8 +97,10 @@ pub(crate) struct Pin<'a> {
 impl Drop for Pin<'_> {
     #[inline]
     fn drop(&mut self) {
-        // Release: the pinned reader's key reads happen before a writer's SeqCst load that
-        // sees the pin gone.
-        self.pins.fetch_sub(1, Ordering::Release);
+        // SeqCst (Release would do: the pinned reader's key reads happen before a writer's
+        // SeqCst load that sees the pin gone): keeping every modification of the count SC
+        // leaves the handshake no mixed SC/non-SC reasoning, and a locked RMW costs the same
+        // on x86 whatever its ordering.
+        self.pins.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -41,3 +41,8 @@ pub mod policy;
 
 #[cfg(feature = "redis")]
 pub mod redis;
+
+/// The repository's README, compiled as a doctest so its examples cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -42,11 +42,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-/// The README section on policies, compiled as a doctest.
-#[cfg(doctest)]
-#[doc = include_str!("README.md")]
-pub struct ReadmeSection;
-
 mod adaptive_penalty;
 mod algorithm_kind;
 mod config_error;

@@ -451,7 +451,10 @@ impl<K> Table<K> {
 
     /// A free slot of bucket `g` (under the shard lock).
     fn free_slot(&self, g: usize) -> Option<usize> {
-        (g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS).find(|&idx| !self.occupied(idx))
+        let empty = self.empty_ident(g);
+        // Relaxed: under the shard lock, which orders every identity change.
+        (g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS)
+            .find(|&idx| self.slot(idx).ident.load(Ordering::Relaxed) == empty)
     }
 
     /// Where a new key goes among its candidates: the first bucket while it has room (so

@@ -6,11 +6,11 @@
 //! Starts its own `redis-server` on a free loopback port (no persistence):
 //!
 //! ```text
-//! cargo run --release -p tollgate --features redis --example redis_bench [seconds per run]
+//! cargo run --release -p tollgate-bench --features redis --bin redis_bench [seconds per run]
 //! ```
 
 #[cfg(feature = "redis")]
-#[path = "../tests/redis_support/server.rs"]
+#[path = "../../../std/tests/redis_support/server.rs"]
 mod server;
 
 #[cfg(not(feature = "redis"))]

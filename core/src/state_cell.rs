@@ -82,7 +82,7 @@ impl StateCell {
     ///
     /// Linearizable: the result is what `algorithm` run sequentially would answer at the
     /// point the compare-and-swap (or, for a deny, the load) took effect.
-    #[inline]
+    #[inline(always)]
     pub fn check_at<A: Algorithm + ?Sized>(
         &self,
         algorithm: &A,

@@ -50,10 +50,14 @@ run "${job_b[@]}" >"$log_dir/b.log" 2>&1 || status_b=$?
 if [ "${#job_a[@]}" -gt 0 ]; then wait "$pid_a" || status_a=$?; fi
 status_doc=0
 run --doc >"$log_dir/doc.log" 2>&1 || status_doc=$?
+# The std crate's keyed table (the only `unsafe` outside tests: exact keys behind per-slot
+# pins) gets its unit tests, which are sized for miri, interpreted too.
+status_keyed=0
+cargo +nightly miri test -p tollgate --lib keyed:: -- "${test_args[@]}" >"$log_dir/keyed.log" 2>&1 || status_keyed=$?
 
-for log in "$log_dir"/a.log "$log_dir"/b.log "$log_dir"/doc.log; do
+for log in "$log_dir"/a.log "$log_dir"/b.log "$log_dir"/doc.log "$log_dir"/keyed.log; do
   [ -f "$log" ] || continue
   if grep -q 'FAILED\|error:' "$log"; then cat "$log"; else grep -E '^ +Running|^ +Doc-tests|^test |^test result' "$log"; fi
 done
 echo "miri stage: $(( $(date +%s) - start )) s (MIRIFLAGS=$MIRIFLAGS)"
-[ "$status_a" = 0 ] && [ "$status_b" = 0 ] && [ "$status_doc" = 0 ]
+[ "$status_a" = 0 ] && [ "$status_b" = 0 ] && [ "$status_doc" = 0 ] && [ "$status_keyed" = 0 ]

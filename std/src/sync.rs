@@ -50,3 +50,10 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         mutex.lock().unwrap()
     }
 }
+
+/// Plain `std` atomics for the policy layer and the Redis backend: counters and hot-swapped
+/// state that the loom models do not cover, so they stay on `std`'s types even under
+/// `--cfg tollgate_loom` (where the keyed table above switches to loom's).
+pub(crate) mod plain {
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+}

@@ -4,8 +4,8 @@
 use tollgate_core::{Algorithm, FixedWindow, InsufficientCapacity, Nanos};
 
 use super::keyed_cells::{KeyedCells, KeyedStore, KeyedValue};
-use super::sync::{AtomicU64, Ordering};
 use super::{PenaltyConfig, PolicyCheck, PolicyDecision, Request};
+use crate::sync::plain::{AtomicU64, Ordering};
 
 /// A client's penalty state: its recent denials (a fixed window) and when its penalty ends.
 #[derive(Debug)]

@@ -66,7 +66,6 @@ mod rule_id;
 mod rule_set;
 mod small_key;
 mod striped_counter;
-mod sync;
 mod tier;
 mod tier_cell;
 mod tier_config;

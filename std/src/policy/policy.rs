@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use super::sync::{AtomicU64, Ordering};
 use super::tier_cell::Receipt;
 use super::{
     PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet,
     TierOutcome, MAX_TIERS,
 };
+use crate::sync::plain::{AtomicU64, Ordering};
 
 /// Stable rule ids by name, kept across reloads.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@ use std::cell::Cell;
 
 use crossbeam_utils::CachePadded;
 
-use super::sync::{AtomicU64, Ordering};
+use crate::sync::plain::{AtomicU64, Ordering};
 
 /// A counter of events, incremented from many threads. Each thread adds to its own stripe
 /// (chosen once per thread, round robin); reading sums the stripes.

@@ -36,7 +36,7 @@ use tollgate_core::{
 };
 
 use super::keyed_cells::KeyedValue;
-use super::sync::{AtomicU64, Ordering};
+use crate::sync::plain::{AtomicU64, Ordering};
 
 /// What a take recorded, so it can be compensated exactly.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -9,11 +9,11 @@ use super::connection::Connection;
 use super::deny_cache::DenyCache;
 use super::fallback::Fallback;
 use super::stats::Counters;
-use super::sync::{AtomicU64, Ordering};
 use super::{
     BuildError, CheckError, DecisionSource, FailureCause, FailurePolicy, LuaScript, RedisConfig,
     RedisDecision, RedisRule, RedisStats, RedisTarget, TimeSource,
 };
+use crate::sync::plain::{AtomicU64, Ordering};
 use crate::{Decision, Nanos};
 
 /// A rate limiter whose state lives in Redis, shared by every process that uses the same

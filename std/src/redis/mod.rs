@@ -104,7 +104,6 @@ mod limiter;
 mod rule;
 mod script;
 mod stats;
-mod sync;
 mod target;
 mod time_source;
 

@@ -1,7 +1,7 @@
 //! [`RedisStats`]: counters of a Redis limiter (round trips, cache hits, degraded
 //! decisions, script reloads), for benchmarks, tests and metrics.
 
-use super::sync::{AtomicU64, Ordering};
+use crate::sync::plain::{AtomicU64, Ordering};
 
 /// A snapshot of a limiter's counters since it was built.
 ///

@@ -168,8 +168,10 @@ fn mixed_costs_never_exceed_the_burst_at_one_instant() {
     let left = cell.peek_at(&gcra, now, 1).unwrap();
     let available = left.remaining + u64::from(left.allowed);
     assert_eq!(admitted + available, 100);
-    assert!(
-        admitted > 90,
-        "cost-1 requests keep coming until at most 6 would be left"
-    );
+    if !cfg!(miri) {
+        // Each thread asks for cost 1 every 7th request (hundreds in all, far more than the
+        // burst), so some cost-1 request found the bucket empty, and nothing was left after
+        // it: everything was admitted.
+        assert_eq!(admitted, 100);
+    }
 }

@@ -8,12 +8,12 @@
 #[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(tollgate_loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(tollgate_loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Waits a little for another thread (a reader leaving a slot the insert lock wants to
 /// reuse). Under loom, a yield so the model checker runs the thread we wait for.

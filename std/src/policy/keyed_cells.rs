@@ -19,7 +19,9 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{PoisonError, RwLock};
+use std::sync::PoisonError;
+
+use crate::sync::RwLock;
 
 use crossbeam_utils::CachePadded;
 
@@ -65,8 +67,15 @@ type ShardLock<V, X> = CachePadded<RwLock<Shard<V, X>>>;
 pub(crate) struct KeyedCells<V, X> {
     shards: Box<[ShardLock<V, X>]>,
     shard_capacity: usize,
-    hasher: foldhash::fast::RandomState,
+    hasher: ShardHasher,
 }
+
+/// Picks a key's shard: randomly seeded, except under loom, whose models must replay the
+/// same shard for a key in every execution.
+#[cfg(not(tollgate_loom))]
+type ShardHasher = foldhash::fast::RandomState;
+#[cfg(tollgate_loom)]
+type ShardHasher = foldhash::fast::FixedState;
 
 const SHARDS: usize = 16;
 
@@ -84,7 +93,7 @@ impl<V: KeyedValue<X>, X: Clone> KeyedCells<V, X> {
         KeyedCells {
             shards,
             shard_capacity: capacity.div_ceil(SHARDS).max(1),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: ShardHasher::default(),
         }
     }
 

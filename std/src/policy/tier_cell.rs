@@ -28,7 +28,7 @@
 //!      nanoseconds of credit, less than one permit for `δ < T`, may be returned early.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 
 use tollgate_core::{
     Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm,
@@ -36,7 +36,7 @@ use tollgate_core::{
 };
 
 use super::keyed_cells::KeyedValue;
-use crate::sync::plain::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// What a take recorded, so it can be compensated exactly.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -294,9 +294,10 @@ impl TierCell {
         let now_u = now.as_u64();
         match (&mut *self, old, new) {
             (TierCell::Word(word), AnyAlgorithm::Packed(o), AnyAlgorithm::Packed(n)) => {
-                let state = *word.get_mut();
+                // Relaxed: `&mut self`, under the shard's write lock.
+                let state = word.load(Ordering::Relaxed);
                 if let Some(next) = convert_word(o, n, state, now_u) {
-                    *word.get_mut() = next;
+                    word.store(next, Ordering::Relaxed);
                     return;
                 }
             }
@@ -328,19 +329,21 @@ impl TierCell {
     fn record(&mut self, algorithm: &AnyAlgorithm, now: Nanos, mut permits: u64) {
         match (&mut *self, algorithm) {
             (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                let word = word.get_mut();
+                // Relaxed: `&mut self`, under the shard's write lock.
+                let mut state = word.load(Ordering::Relaxed);
                 let step = a.max_cost().clamp(1, u64::from(u32::MAX));
                 while permits > 0 {
                     let cost = permits.min(step);
-                    match a.decide(*word, now, cost as u32) {
+                    match a.decide(state, now, cost as u32) {
                         Ok(outcome) => match outcome.next {
-                            Some(next) => *word = next,
+                            Some(next) => state = next,
                             None => break,
                         },
                         Err(_) => break,
                     }
                     permits -= cost;
                 }
+                word.store(state, Ordering::Relaxed);
             }
             (TierCell::Log(log), AnyAlgorithm::Log(_)) => {
                 let log = log.get_mut().unwrap_or_else(PoisonError::into_inner);

@@ -19,9 +19,10 @@
 //! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
 //! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, `Refuse` | [`BrokenKeyedTable`]: inserts without a lock |
 //!
-//! Room for a later family (a subject, an oracle and a broken twin here, models in
-//! `tests/`): the policy layer (all-or-nothing tiers, the hot-reload swap). It is being
-//! written in parallel and is not modelled yet.
+//! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, a reload racing a
+//! check) is modelled directly in `tests/policy.rs`, with a sequential replay of the
+//! admitted requests as oracle and a broken twin (two tiers composed without compensation).
+//! The reload's `ArcSwap` is not loom-visible; its per-key cells and shard locks are.
 #![cfg(tollgate_loom)]
 
 mod broken_cell;
@@ -52,7 +53,7 @@ pub use keyed_oracle::KeyedOracle;
 pub use keyed_subject::{FixedHasher, KeyedSubject};
 pub use log_oracle::LogOracle;
 pub use log_subject::LogSubject;
-pub use model_run::ModelRun;
+pub use model_run::{ModelRun, DEFAULT_PREEMPTION_BOUND};
 pub use op::Op;
 pub use oracle::Oracle;
 pub use reference_model::ReferenceModel;

@@ -11,7 +11,7 @@ use alloc::collections::VecDeque;
 
 use crate::{
     Algorithm, Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, Nanos,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    PackedAlgorithm, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
 const U64_MAX: u128 = u64::MAX as u128;
@@ -379,6 +379,50 @@ impl SlidingWindowLogModel {
                 reset_after,
                 retry_after,
             ))
+        }
+    }
+}
+
+/// The reference model of any [`PackedAlgorithm`], dispatched by `match`: the oracle for
+/// executors that take a runtime-chosen algorithm (keyed tables, `AnyLimiter`).
+#[derive(Clone, Debug)]
+pub enum PackedModel {
+    /// GCRA, or a token bucket (same model).
+    Gcra(GcraModel),
+    /// Leaky bucket.
+    LeakyBucket(LeakyBucketModel),
+    /// Fixed window.
+    FixedWindow(FixedWindowModel),
+    /// Sliding window counter.
+    SlidingWindowCounter(SlidingWindowCounterModel),
+}
+
+impl PackedModel {
+    /// A fresh model of `algorithm`.
+    pub fn new(algorithm: &PackedAlgorithm) -> PackedModel {
+        match algorithm {
+            PackedAlgorithm::Gcra(a) => PackedModel::Gcra(GcraModel::new(a)),
+            PackedAlgorithm::TokenBucket(a) => PackedModel::Gcra(GcraModel::token_bucket(a)),
+            PackedAlgorithm::LeakyBucket(a) => PackedModel::LeakyBucket(LeakyBucketModel::new(a)),
+            PackedAlgorithm::FixedWindow(a) => PackedModel::FixedWindow(FixedWindowModel::new(a)),
+            PackedAlgorithm::SlidingWindowCounter(a) => {
+                PackedModel::SlidingWindowCounter(SlidingWindowCounterModel::new(a))
+            }
+        }
+    }
+
+    /// Checks `cost` at `now` (a `peek` when `commit` is false).
+    pub fn check(
+        &mut self,
+        now: u64,
+        cost: u32,
+        commit: bool,
+    ) -> Result<Decision, InsufficientCapacity> {
+        match self {
+            PackedModel::Gcra(m) => m.check(now, cost, commit),
+            PackedModel::LeakyBucket(m) => m.check(now, cost, commit),
+            PackedModel::FixedWindow(m) => m.check(now, cost, commit),
+            PackedModel::SlidingWindowCounter(m) => m.check(now, cost, commit),
         }
     }
 }

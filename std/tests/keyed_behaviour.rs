@@ -3,12 +3,10 @@
 use std::net::Ipv4Addr;
 
 use proptest::prelude::*;
-use tollgate::reference::{
-    FixedWindowModel, GcraModel, LeakyBucketModel, SlidingWindowCounterModel,
-};
+use tollgate::reference::PackedModel;
 use tollgate::{
-    Decision, FixedWindow, Gcra, InsufficientCapacity, KeyStorage, KeyedError, KeyedLimiter,
-    LeakyBucket, ManualClock, Nanos, PackedAlgorithm, SlidingWindowCounter, TokenBucket,
+    FixedWindow, Gcra, InsufficientCapacity, KeyStorage, KeyedError, KeyedLimiter, LeakyBucket,
+    ManualClock, Nanos, PackedAlgorithm, SlidingWindowCounter, TokenBucket,
 };
 
 fn gcra() -> Gcra {
@@ -153,43 +151,6 @@ fn a_fixed_seed_hasher_gives_a_reproducible_layout() {
     assert_eq!(a.stats(), b.stats());
 }
 
-/// One reference model per key.
-#[derive(Clone, Debug)]
-enum Model {
-    Gcra(GcraModel),
-    Leaky(LeakyBucketModel),
-    Fixed(FixedWindowModel),
-    Sliding(SlidingWindowCounterModel),
-}
-
-impl Model {
-    fn of(algorithm: &PackedAlgorithm) -> Model {
-        match algorithm {
-            PackedAlgorithm::Gcra(a) => Model::Gcra(GcraModel::new(a)),
-            PackedAlgorithm::TokenBucket(a) => Model::Gcra(GcraModel::token_bucket(a)),
-            PackedAlgorithm::LeakyBucket(a) => Model::Leaky(LeakyBucketModel::new(a)),
-            PackedAlgorithm::FixedWindow(a) => Model::Fixed(FixedWindowModel::new(a)),
-            PackedAlgorithm::SlidingWindowCounter(a) => {
-                Model::Sliding(SlidingWindowCounterModel::new(a))
-            }
-        }
-    }
-
-    fn check(
-        &mut self,
-        now: u64,
-        cost: u32,
-        commit: bool,
-    ) -> Result<Decision, InsufficientCapacity> {
-        match self {
-            Model::Gcra(m) => m.check(now, cost, commit),
-            Model::Leaky(m) => m.check(now, cost, commit),
-            Model::Fixed(m) => m.check(now, cost, commit),
-            Model::Sliding(m) => m.check(now, cost, commit),
-        }
-    }
-}
-
 fn any_algorithm() -> impl Strategy<Value = PackedAlgorithm> {
     let s = Nanos::from_secs;
     prop_oneof![
@@ -217,7 +178,7 @@ proptest! {
         trace in prop::collection::vec((0..6u64, 0..400_000_000u64, 0..4u32, any::<bool>()), 1..200),
     ) {
         let limiter: KeyedLimiter<u64> = KeyedLimiter::new(algorithm, 64).unwrap();
-        let mut models: Vec<Model> = (0..6).map(|_| Model::of(&algorithm)).collect();
+        let mut models: Vec<PackedModel> = (0..6).map(|_| PackedModel::new(&algorithm)).collect();
         let mut now = 0u64;
         for (key, step, cost, peek) in trace {
             now += step;

@@ -8,9 +8,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use tollgate::reference::{
-    FixedWindowModel, GcraModel, LeakyBucketModel, SlidingWindowCounterModel,
-};
+use tollgate::reference::PackedModel;
 use tollgate::{
     Decision, FixedWindow, Gcra, KeyStorage, KeyedError, KeyedLimiter, LeakyBucket, Nanos,
     PackedAlgorithm, SlidingWindowCounter, TokenBucket, WhenFull,
@@ -18,37 +16,17 @@ use tollgate::{
 
 const THREADS: usize = 4;
 
-/// A reference model of any packed algorithm.
+/// The reference model of a packed algorithm, checked one permit at a time.
 #[derive(Clone, Debug)]
-enum Model {
-    Gcra(GcraModel),
-    Leaky(LeakyBucketModel),
-    Fixed(FixedWindowModel),
-    Sliding(SlidingWindowCounterModel),
-}
+struct Model(PackedModel);
 
 impl Model {
     fn of(algorithm: &PackedAlgorithm) -> Model {
-        match algorithm {
-            PackedAlgorithm::Gcra(a) => Model::Gcra(GcraModel::new(a)),
-            PackedAlgorithm::TokenBucket(a) => Model::Gcra(GcraModel::token_bucket(a)),
-            PackedAlgorithm::LeakyBucket(a) => Model::Leaky(LeakyBucketModel::new(a)),
-            PackedAlgorithm::FixedWindow(a) => Model::Fixed(FixedWindowModel::new(a)),
-            PackedAlgorithm::SlidingWindowCounter(a) => {
-                Model::Sliding(SlidingWindowCounterModel::new(a))
-            }
-        }
+        Model(PackedModel::new(algorithm))
     }
 
     fn check(&mut self, now: Nanos) -> Decision {
-        let now = now.as_u64();
-        match self {
-            Model::Gcra(m) => m.check(now, 1, true),
-            Model::Leaky(m) => m.check(now, 1, true),
-            Model::Fixed(m) => m.check(now, 1, true),
-            Model::Sliding(m) => m.check(now, 1, true),
-        }
-        .unwrap()
+        self.0.check(now.as_u64(), 1, true).unwrap()
     }
 
     /// How many of `attempts` one-permit checks at `now` the model admits.

@@ -102,6 +102,9 @@ mod slot;
 mod table;
 mod when_full;
 
+pub(crate) use geometry::Geometry;
+pub(crate) use table::{Mode, Table, Upsert};
+
 pub use key_storage::KeyStorage;
 pub use keyed_build_error::KeyedBuildError;
 pub use keyed_error::KeyedError;

@@ -48,6 +48,9 @@ use super::slot::{Bucket, Slot, BUCKET_SLOTS};
 use super::{KeyedError, KeyedStats, WhenFull};
 use crate::sync::{lock, wait_a_little, AtomicUsize, Ordering};
 
+mod by_ident;
+pub(crate) use by_ident::Upsert;
+
 /// Slots the idle sweep looks at per eviction (four buckets).
 const SWEEP: usize = 16;
 /// Lock-free attempts before a lookup that keeps racing evictions takes the shard lock.
@@ -407,15 +410,16 @@ impl<K> Table<K> {
         true
     }
 
-    /// Evicts slot `idx` whatever its state (pressure eviction or removal). With
-    /// `keep_quota` the entry's place in the quota passes to the key about to be inserted.
-    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool, keep_quota: bool) {
+    /// Evicts slot `idx` whatever its state (pressure eviction or removal) and returns its
+    /// last stored (masked) state. With `keep_quota` the entry's place in the quota passes
+    /// to the key about to be inserted.
+    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool, keep_quota: bool) -> u64 {
         self.claim(idx);
         self.drain_pins(idx);
         // AcqRel: flipping a bit always changes the word, so a check that loaded it before
-        // fails its CAS; Release pairs with readers' Acquire state loads (they then see the
-        // empty identity).
-        self.slot(idx).state.fetch_xor(1, Ordering::AcqRel);
+        // fails its CAS; Acquire takes every update made before; Release pairs with readers'
+        // Acquire state loads (they then see the empty identity).
+        let stored = self.slot(idx).state.fetch_xor(1, Ordering::AcqRel);
         if self.mode == Mode::Exact {
             // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
             unsafe { self.keys[idx].drop_key() };
@@ -428,6 +432,7 @@ impl<K> Table<K> {
         } else {
             &shard.pressure_evictions
         });
+        stored
     }
 
     /// Counts one more resident key in `shard` if the quota allows: within the shard's

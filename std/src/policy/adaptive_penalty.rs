@@ -3,7 +3,8 @@
 
 use tollgate_core::{Algorithm, FixedWindow, InsufficientCapacity, Nanos};
 
-use super::keyed_cells::{KeyedCells, KeyedStore, KeyedValue};
+use super::keyed_cells::{KeyedCells, KeyedValue};
+use super::tier_store::fingerprint;
 use super::{PenaltyConfig, PolicyCheck, PolicyDecision, Request};
 use crate::sync::plain::{AtomicU64, Ordering};
 
@@ -98,7 +99,7 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
 
     /// When `client`'s penalty ends (`None` if it is not penalized at `now`).
     pub fn penalized_until(&self, client: &str, now: Nanos) -> Option<Nanos> {
-        self.cells.with_existing(client, |_, cell| {
+        self.cells.with_existing(fingerprint(client), |_, cell| {
             // Relaxed: a self-contained word.
             let until = cell.map_or(0, |c| c.until.load(Ordering::Relaxed));
             (until > now.as_u64()).then_some(Nanos::new(until))
@@ -120,7 +121,8 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
 
     fn record_denial(&self, client: &str, now: Nanos) {
         let cooldown_end = now.saturating_add(self.config.cooldown).as_u64();
-        self.cells.with(client, now, |window, cell| {
+        // A penalty cell is always admitted (the gate is for tier stores a reload retired).
+        self.cells.with(fingerprint(client), now, || true, || None, |window, cell| {
             // Relaxed: each word is self-contained; the CAS orders updates of one word.
             let mut current = cell.denials.load(Ordering::Relaxed);
             let triggered = loop {

@@ -1,10 +1,12 @@
-//! [`KeyedCells`]: the policy layer's bounded per-key state table, behind the small
-//! [`KeyedStore`] trait so another table (the std layer's `KeyedLimiter`) can be plugged in.
+//! [`KeyedCells`]: a bounded table from key fingerprints to multi-word values, for the
+//! policy's state that does not fit one word: sliding-window-log tiers (a deque of
+//! timestamps per key) and the adaptive penalty's per-client cells. Single-word tiers live
+//! in the lock-free keyed table instead (see [`TierStore`](super::TierStore)).
 //!
 //! Sharded `RwLock<HashMap>`: a check of an existing key takes one shard's read lock (shared,
-//! never exclusive) and then runs the algorithm's compare-and-swap on the key's cell, so
-//! checks of the same or different keys never wait for each other. Only a first-seen key
-//! (insert), an eviction or a reload's conversion takes a shard's write lock.
+//! never exclusive) and then works on the key's value (its own atomics or mutex), so checks
+//! of the same or different keys never wait for each other's shard. Only a first-seen key
+//! (insert), an eviction, a removal or a reload's carry-over takes a shard's write lock.
 //!
 //! Memory is bounded: each shard holds at most `⌈capacity / shards⌉` keys. A full shard
 //! first drops every entry whose state equals a fresh key's (lossless), and only if none is
@@ -13,19 +15,17 @@
 //! An evicted busy key starts fresh when it returns: size `capacity` above the number of
 //! keys active within your longest window.
 //!
-//! Per key and tier an entry costs 40 bytes in the map (the key inline when it has at most
-//! 22 bytes, else a pointer to it on the heap; a 16-byte cell) and a control byte; a
-//! sliding-window-log tier adds its boxed deque of up to `limit` timestamps.
+//! Keys are 64-bit fingerprints (see [`fingerprint`](super::tier_store::fingerprint)); an entry costs
+//! the fingerprint, the value and a control byte, plus whatever the value owns.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::PoisonError;
 
+use crate::keyed::Upsert;
 use crate::sync::RwLock;
 
 use crossbeam_utils::CachePadded;
 
-use super::small_key::SmallKey;
 use tollgate_core::Nanos;
 
 /// A value kept per key: how to make a fresh one and whether one is idle.
@@ -39,144 +39,127 @@ pub(crate) trait KeyedValue<X>: Sized {
     fn loss(&self, ctx: &X, now: Nanos) -> u64;
 }
 
-/// The operations the policy layer needs from a keyed table. `X` is a per-table context
-/// (the tier's algorithm) that changes only under exclusive access.
-pub(crate) trait KeyedStore<V, X> {
-    /// Runs `f` on `key`'s value, inserting a fresh one first if absent.
-    fn with<R>(&self, key: &str, now: Nanos, f: impl FnOnce(&X, &V) -> R) -> R;
-    /// Runs `f` on `key`'s value if present, without inserting.
-    fn with_existing<R>(&self, key: &str, f: impl FnOnce(&X, Option<&V>) -> R) -> R;
-    /// Replaces the context everywhere, letting `convert` rewrite each value with exclusive
-    /// access (`old context, new context, value`).
-    fn reconfigure(&self, ctx: X, convert: impl FnMut(&X, &X, &mut V));
-    /// Keys currently held.
-    fn len(&self) -> usize;
-}
-
-#[derive(Debug)]
-struct Shard<V, X> {
-    ctx: X,
-    map: HashMap<SmallKey, V, foldhash::fast::RandomState>,
-}
+/// Fingerprints are already uniformly distributed: the map hashes them again only cheaply.
+type MapHasher = foldhash::fast::FixedState;
 
 /// One shard, padded to its own cache lines.
-type ShardLock<V, X> = CachePadded<RwLock<Shard<V, X>>>;
+type ShardLock<V> = CachePadded<RwLock<HashMap<u64, V, MapHasher>>>;
 
-/// Sharded, bounded table from string keys to values `V` (see the module docs).
+/// Sharded, bounded table from fingerprints to values `V` under a fixed context `X` (see
+/// the module docs).
 #[derive(Debug)]
 pub(crate) struct KeyedCells<V, X> {
-    shards: Box<[ShardLock<V, X>]>,
+    ctx: X,
+    shards: Box<[ShardLock<V>]>,
     shard_capacity: usize,
-    hasher: ShardHasher,
 }
-
-/// Picks a key's shard: randomly seeded, except under loom, whose models must replay the
-/// same shard for a key in every execution.
-#[cfg(not(tollgate_loom))]
-type ShardHasher = foldhash::fast::RandomState;
-#[cfg(tollgate_loom)]
-type ShardHasher = foldhash::fast::FixedState;
 
 const SHARDS: usize = 16;
 
-impl<V: KeyedValue<X>, X: Clone> KeyedCells<V, X> {
+impl<V: KeyedValue<X>, X> KeyedCells<V, X> {
     /// A table for at most `capacity` keys (rounded up to a multiple of the shard count).
     pub(crate) fn new(ctx: X, capacity: usize) -> KeyedCells<V, X> {
         let shards = (0..SHARDS)
-            .map(|_| {
-                CachePadded::new(RwLock::new(Shard {
-                    ctx: ctx.clone(),
-                    map: HashMap::default(),
-                }))
-            })
+            .map(|_| CachePadded::new(RwLock::new(HashMap::default())))
             .collect();
         KeyedCells {
+            ctx,
             shards,
             shard_capacity: capacity.div_ceil(SHARDS).max(1),
-            hasher: ShardHasher::default(),
         }
     }
 
     #[inline]
-    fn shard(&self, key: &str) -> &RwLock<Shard<V, X>> {
-        let hash = self.hasher.hash_one(key);
+    fn shard(&self, h: u64) -> &RwLock<HashMap<u64, V, MapHasher>> {
         // The top bits: the map itself uses the low ones.
-        &self.shards[(hash >> 60) as usize % SHARDS]
+        &self.shards[(h >> 60) as usize % SHARDS]
     }
 
     /// The most keys this table holds.
     pub(crate) fn capacity(&self) -> usize {
         self.shard_capacity * SHARDS
     }
-}
 
-impl<V: KeyedValue<X>, X: Clone> KeyedStore<V, X> for KeyedCells<V, X> {
+    /// Runs `f` on `h`'s value; if absent and `admit()` allows, inserts `seed()` (or a fresh
+    /// value) first, evicting per the module docs when the shard is full.
     #[inline]
-    fn with<R>(&self, key: &str, now: Nanos, f: impl FnOnce(&X, &V) -> R) -> R {
-        let shard = self.shard(key);
+    pub(crate) fn with<R>(
+        &self,
+        h: u64,
+        now: Nanos,
+        admit: impl FnOnce() -> bool,
+        seed: impl FnOnce() -> Option<V>,
+        f: impl FnOnce(&X, &V) -> R,
+    ) -> Upsert<R> {
+        let shard = self.shard(h);
         {
             // A poisoned lock only means another thread panicked while holding it; the map
-            // and the atomic cells are still consistent, so keep serving.
+            // and the values' own synchronisation are still consistent, so keep serving.
             let guard = shard.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(value) = guard.map.get(key) {
-                return f(&guard.ctx, value);
+            if let Some(value) = guard.get(&h) {
+                return Upsert::Done(f(&self.ctx, value));
             }
         }
-        let mut guard = shard.write().unwrap_or_else(PoisonError::into_inner);
-        let shard = &mut *guard;
-        if !shard.map.contains_key(key) && shard.map.len() >= self.shard_capacity {
-            let ctx = &shard.ctx;
-            shard.map.retain(|_, v| !v.is_idle(ctx, now));
-            if shard.map.len() >= self.shard_capacity {
-                // Nothing idle: evict the sixteenth that loses least (closest to idle), so
-                // the next inserts need no scan.
-                let evict = (self.shard_capacity / 16).max(1);
-                let mut scored: Vec<(u64, &SmallKey)> = shard
-                    .map
-                    .iter()
-                    .map(|(k, v)| (v.loss(ctx, now), k))
-                    .collect();
-                let evict = evict.min(scored.len());
-                scored.select_nth_unstable_by_key(evict.saturating_sub(1), |(loss, _)| *loss);
-                let victims: Vec<SmallKey> =
-                    scored[..evict].iter().map(|(_, k)| (*k).clone()).collect();
-                for victim in victims {
-                    shard.map.remove(&victim);
-                }
+        let mut map = shard.write().unwrap_or_else(PoisonError::into_inner);
+        if !map.contains_key(&h) {
+            if !admit() {
+                return Upsert::Closed;
             }
+            if map.len() >= self.shard_capacity {
+                self.make_room(&mut map, now);
+            }
+            let value = seed().unwrap_or_else(|| V::fresh(&self.ctx));
+            map.insert(h, value);
         }
-        let ctx = &shard.ctx;
-        let value = shard
-            .map
-            .entry(SmallKey::new(key))
-            .or_insert_with(|| V::fresh(ctx));
-        f(ctx, value)
+        match map.get(&h) {
+            Some(value) => Upsert::Done(f(&self.ctx, value)),
+            None => Upsert::Full,
+        }
     }
 
+    /// Drops every idle entry of a full shard, or if none is idle the sixteenth that loses
+    /// least, so the next inserts need no scan.
+    fn make_room(&self, map: &mut HashMap<u64, V, MapHasher>, now: Nanos) {
+        let ctx = &self.ctx;
+        map.retain(|_, v| !v.is_idle(ctx, now));
+        if map.len() < self.shard_capacity {
+            return;
+        }
+        let evict = (self.shard_capacity / 16).clamp(1, map.len());
+        let mut scored: Vec<(u64, u64)> = map.iter().map(|(k, v)| (v.loss(ctx, now), *k)).collect();
+        scored.select_nth_unstable_by_key(evict - 1, |(loss, _)| *loss);
+        for (_, victim) in &scored[..evict] {
+            map.remove(victim);
+        }
+    }
+
+    /// Runs `f` on `h`'s value if present, without inserting.
     #[inline]
-    fn with_existing<R>(&self, key: &str, f: impl FnOnce(&X, Option<&V>) -> R) -> R {
-        let guard = self
-            .shard(key)
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        f(&guard.ctx, guard.map.get(key))
+    pub(crate) fn with_existing<R>(&self, h: u64, f: impl FnOnce(&X, Option<&V>) -> R) -> R {
+        let guard = self.shard(h).read().unwrap_or_else(PoisonError::into_inner);
+        f(&self.ctx, guard.get(&h))
     }
 
-    fn reconfigure(&self, ctx: X, mut convert: impl FnMut(&X, &X, &mut V)) {
-        for shard in self.shards.iter() {
-            let mut guard = shard.write().unwrap_or_else(PoisonError::into_inner);
-            let shard = &mut *guard;
-            for value in shard.map.values_mut() {
-                convert(&shard.ctx, &ctx, value);
-            }
-            shard.ctx = ctx.clone();
-        }
+    /// Removes `h`'s value and returns it: whoever held a read lock on it is done with it.
+    pub(crate) fn extract(&self, h: u64) -> Option<V> {
+        self.shard(h)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&h)
     }
 
-    fn len(&self) -> usize {
+    /// Removes every entry of shard `s`; `None` once `s` is past the last shard.
+    pub(crate) fn drain_shard(&self, s: usize) -> Option<Vec<(u64, V)>> {
+        let shard = self.shards.get(s)?;
+        let mut map = shard.write().unwrap_or_else(PoisonError::into_inner);
+        Some(map.drain().collect())
+    }
+
+    /// Keys currently held.
+    pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner).map.len())
+            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner).len())
             .sum()
     }
 }
@@ -201,22 +184,45 @@ mod tests {
         }
     }
 
+    fn touch(cells: &KeyedCells<Counter, ()>, h: u64, add: u64) -> Upsert<u64> {
+        // Relaxed: test counters, nothing published.
+        cells.with(h, Nanos::ZERO, || true, || None, |_, c| {
+            c.0.fetch_add(add, Ordering::Relaxed)
+        })
+    }
+
     #[test]
     fn bounded_and_idle_first() {
         let cells: KeyedCells<Counter, ()> = KeyedCells::new((), 64);
-        // A busy key.
-        // Relaxed: test counters, nothing published.
-        cells.with("busy", Nanos::ZERO, |_, c| {
-            c.0.fetch_add(1, Ordering::Relaxed)
-        });
-        for i in 0..10_000 {
-            cells.with(&format!("k{i}"), Nanos::ZERO, |_, _| ());
+        let busy = u64::MAX / 3;
+        assert_eq!(touch(&cells, busy, 1), Upsert::Done(0));
+        for i in 0..10_000u64 {
+            touch(&cells, i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 0);
             assert!(cells.len() <= cells.capacity());
         }
         // Idle keys were always available to evict first, so the busy key survived.
         assert_eq!(
-            cells.with_existing("busy", |_, c| c.map(|c| c.0.load(Ordering::Relaxed))),
+            cells.with_existing(busy, |_, c| c.map(|c| c.0.load(Ordering::Relaxed))),
             Some(1)
         );
+    }
+
+    #[test]
+    fn closed_gate_inserts_nothing_and_extract_takes_the_value() {
+        let cells: KeyedCells<Counter, ()> = KeyedCells::new((), 64);
+        let closed = cells.with(7, Nanos::ZERO, || false, || None, |_, _| ());
+        assert_eq!(closed, Upsert::Closed);
+        assert_eq!(cells.len(), 0);
+        let seeded = cells.with(
+            7,
+            Nanos::ZERO,
+            || true,
+            || Some(Counter(AtomicU64::new(5))),
+            |_, c| c.0.load(Ordering::Relaxed),
+        );
+        assert_eq!(seeded, Upsert::Done(5));
+        assert_eq!(cells.extract(7).map(|c| c.0.into_inner()), Some(5));
+        assert_eq!(cells.len(), 0);
+        assert!(cells.drain_shard(SHARDS).is_none());
     }
 }

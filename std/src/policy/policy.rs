@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use super::tier_cell::Receipt;
+use super::tier_store::TakeReceipt as Receipt;
 use super::{
     PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet,
     TierOutcome, MAX_TIERS,
@@ -142,10 +142,13 @@ impl<C: Clock> Policy<C> {
         // One reload at a time, so each adopts the state of the set it replaces.
         let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
         assign_ids(&mut registry, &mut set);
-        let now = self.clock.now();
         let old = self.rules.load_full();
-        set.adopt_state(&old, now);
-        self.rules.store(Arc::new(set));
+        set.adopt_state(&old);
+        let set = Arc::new(set);
+        self.rules.store(Arc::clone(&set));
+        // Published: carry the keys of replaced stores over now (checks meanwhile carry
+        // the keys they need themselves), so the replaced stores can go.
+        set.absorb_predecessors(self.clock.now());
         Ok(())
     }
 

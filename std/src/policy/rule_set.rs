@@ -1,10 +1,15 @@
 //! [`RuleSet`]: the validated rules and the index that finds the ones a request matches.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use tollgate_core::Nanos;
 
 use super::{PolicyConfig, PolicyConfigError, Rule};
+
+/// The largest `capacity` a rule set accepts: a single-word tier allocates its table
+/// (about 19.2 bytes per key of capacity) when the set is compiled.
+pub const MAX_CAPACITY: usize = 1 << 26;
 
 /// Default number of keys one tier keeps state for.
 pub const DEFAULT_CAPACITY: usize = 100_000;
@@ -70,6 +75,12 @@ impl RuleSet {
     pub fn compile(config: &PolicyConfig) -> Result<RuleSet, PolicyConfigError> {
         let capacity = match config.capacity {
             Some(0) => return Err(PolicyConfigError::new("capacity", "must be > 0")),
+            Some(c) if c > MAX_CAPACITY => {
+                return Err(PolicyConfigError::new(
+                    "capacity",
+                    format!("at most {MAX_CAPACITY} (each single-word tier allocates ~19.2 bytes per key up front)"),
+                ))
+            }
             Some(c) => c,
             None => DEFAULT_CAPACITY,
         };
@@ -145,20 +156,32 @@ impl RuleSet {
     }
 
     /// Carries state over from `old`: every tier whose (rule name, tier name) existed there
-    /// keeps its keyed state, converted to the new algorithm at `now` where it changed
-    /// (see [`Policy::reload`](super::Policy::reload)).
-    pub(crate) fn adopt_state(&mut self, old: &RuleSet, now: Nanos) {
+    /// keeps its keyed state: the same store where the algorithm is unchanged, else its own
+    /// fresh store as the old one's successor, which converts the old keys as they are
+    /// carried over (see [`Policy::reload`](super::Policy::reload) and
+    /// [`absorb_predecessors`](Self::absorb_predecessors)).
+    pub(crate) fn adopt_state(&mut self, old: &RuleSet) {
         for rule in &mut self.rules {
             let Some(old_rule) = old.rule(rule.name()) else {
                 continue;
             };
             for tier in rule.tiers_mut() {
                 if let Some(old_tier) = old_rule.tiers().iter().find(|t| t.name() == tier.name()) {
-                    let store = old_tier.store.clone();
-                    store.reconfigure(*tier.algorithm(), now);
-                    tier.store = store;
+                    if old_tier.store.algorithm() == tier.store.algorithm() {
+                        tier.store = Arc::clone(&old_tier.store);
+                    } else {
+                        tier.store.succeed(&old_tier.store);
+                    }
                 }
             }
+        }
+    }
+
+    /// Carries every key still held by a replaced store over to its successor (after the
+    /// set is published), so the replaced stores can be dropped.
+    pub(crate) fn absorb_predecessors(&self, now: Nanos) {
+        for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
+            tier.store.absorb_predecessor(now);
         }
     }
 }

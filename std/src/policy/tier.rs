@@ -140,7 +140,10 @@ impl Tier {
             window,
             algorithm,
             max_cost,
-            store: Arc::new(TierStore::new(algorithm, capacity)),
+            store: Arc::new(
+                TierStore::new(algorithm, capacity)
+                    .map_err(|e| PolicyConfigError::new("capacity", e.to_string()))?,
+            ),
         })
     }
 

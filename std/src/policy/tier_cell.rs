@@ -163,6 +163,31 @@ fn give_back_word(algorithm: &PackedAlgorithm, state: u64, cost: u64, anchor: An
     }
 }
 
+/// The word after undoing a take (described by `receipt`) of `cost` from `state`: the
+/// pre-take word if nothing was recorded since, else the take's own contribution off.
+pub(crate) fn compensated_word(
+    algorithm: &PackedAlgorithm,
+    state: u64,
+    receipt: Receipt,
+    cost: u32,
+) -> u64 {
+    match receipt {
+        Receipt::Word { before, after } if state == after => before,
+        Receipt::Word { before, after } => give_back_word(
+            algorithm,
+            state,
+            u64::from(cost),
+            Anchor::Take { before, after },
+        ),
+        Receipt::Log { .. } => state,
+    }
+}
+
+/// The word after a caller's refund of `cost` permits at `now`.
+pub(crate) fn refunded_word(algorithm: &PackedAlgorithm, state: u64, now: Nanos, cost: u32) -> u64 {
+    give_back_word(algorithm, state, u64::from(cost), Anchor::Now(now.as_u64()))
+}
+
 impl TierCell {
     /// Decides `cost` at `now` and records it if admitted.
     pub(crate) fn take(
@@ -314,6 +339,27 @@ impl TierCell {
         let used = self.used(old, now);
         *self = TierCell::fresh(new);
         self.record(new, now, used.min(new.limit()));
+    }
+
+    /// The packed word of a single-word cell (`0`, a fresh state, for a log).
+    pub(crate) fn word(&self) -> u64 {
+        match self {
+            // Relaxed: a cell owned by the caller (taken out of its table).
+            TierCell::Word(word) => word.load(Ordering::Relaxed),
+            TierCell::Log(_) => 0,
+        }
+    }
+
+    /// A copy of this cell's state.
+    pub(crate) fn snapshot(&self) -> TierCell {
+        match self {
+            // Relaxed: a self-contained word.
+            TierCell::Word(word) => TierCell::Word(AtomicU64::new(word.load(Ordering::Relaxed))),
+            TierCell::Log(log) => {
+                let log = log.lock().unwrap_or_else(PoisonError::into_inner);
+                TierCell::Log(Box::new(Mutex::new(log.clone())))
+            }
+        }
     }
 
     /// Permits counted against the key at `now` (limit − remaining), rounded against it.

@@ -1,25 +1,174 @@
-//! [`TierStore`]: one tier's per-key state: a bounded keyed table of [`TierCell`]s and the
-//! algorithm they run, which a reload may change in place.
+//! [`TierStore`]: one tier's per-key state under one algorithm, and how a reload that
+//! changes the tier carries every key's state over to a new store with no lock on the
+//! check path.
+//!
+//! ## Where state lives
+//!
+//! - **Single-word algorithms** (GCRA, token bucket, leaky bucket, fixed window, sliding
+//!   window counter): in the std layer's keyed table, the one behind
+//!   [`KeyedLimiter`](crate::KeyedLimiter): fixed memory (19.2 bytes per key of capacity),
+//!   lock-free lookups whose only write is one compare-and-swap on the key's word, idle
+//!   entries evicted first. A take, a compensation and a refund are each one such CAS loop.
+//! - **Sliding window log**: in [`KeyedCells`] (a shard read lock, then the key's own mutex
+//!   over its deque of timestamps): the log is `O(limit)` words and a compensation removes
+//!   single entries from it, which no single-word CAS can do.
+//!
+//! Keys are identified by a 64-bit fingerprint of the key string ([`fingerprint`], seeded
+//! randomly per process): two distinct keys share state with probability about
+//! `n² / 2⁶⁵` among `n` keys held (≈ 3·10⁻¹⁰ for 100 000).
+//!
+//! ## Reload: a successor store, carried over key by key
+//!
+//! A store's algorithm never changes. When a reload changes a tier's algorithm or numbers,
+//! the new rule set gets a *successor* store, linked to the old one:
+//!
+//! 1. the old store is *retired* before the new set is published: it inserts no key from
+//!    then on; a check that misses there (in flight on the old set) continues in the
+//!    successor, under the successor's algorithm;
+//! 2. the successor *carries* a key over the first time it misses it: it extracts the key's
+//!    entry from the old store (which ends every update in flight on it there: their CAS
+//!    fails, they miss, find the store retired and continue in the successor) and converts
+//!    it per [`Policy::reload`](super::Policy::reload)'s rules. The reload itself then
+//!    sweeps every remaining entry across before it returns.
+//!
+//! Carrying (on a miss or by the sweep) holds the successor's migration lock, so each key
+//! moves exactly once; checks of keys a store already holds stay lock-free throughout.
+//! Every admission recorded in the old store before the key moved is carried; none can be
+//! recorded there after. One imprecision remains, on the strict side: a take that is undone
+//! (another tier denied) after its key moved finds nothing to undo, so that permit stays
+//! counted.
 
-use tollgate_core::{AnyAlgorithm, Decision, InsufficientCapacity, Nanos};
+use std::sync::{Arc, OnceLock};
 
-use super::keyed_cells::{KeyedCells, KeyedStore, KeyedValue};
-use super::tier_cell::{Receipt, TierCell};
+use tollgate_core::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
 
-/// The keyed state of one tier. The algorithm lives beside the cells (per shard), so a
-/// cell is always read with the algorithm it was written under; a reload converts the cells
-/// and swaps the algorithm together, shard by shard, under the shard's write lock.
+use super::keyed_cells::{KeyedCells, KeyedValue};
+use super::tier_cell::{compensated_word, refunded_word, Receipt, TierCell};
+use crate::keyed::{Geometry, KeyedBuildError, Mode, Table, Upsert};
+use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::WhenFull;
+
+/// The per-process hasher of policy keys: random, except under loom, whose models must
+/// replay the same table layout in every execution.
+#[cfg(not(tollgate_loom))]
+type FingerprintHasher = foldhash::fast::RandomState;
+#[cfg(tollgate_loom)]
+type FingerprintHasher = foldhash::fast::FixedState;
+
+/// The 64-bit identity under which every tier store keeps `key`'s state.
+#[inline]
+pub(crate) fn fingerprint(key: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static HASHER: OnceLock<FingerprintHasher> = OnceLock::new();
+    HASHER.get_or_init(FingerprintHasher::default).hash_one(key)
+}
+
+/// What a take recorded, and in which store: `hops` successor links past the store the
+/// policy asked (non-zero when a reload retired that store mid-check).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TakeReceipt {
+    receipt: Receipt,
+    hops: u8,
+}
+
+/// Where a store keeps its keys' state.
+#[derive(Debug)]
+enum Cells {
+    /// Single-word algorithms: the lock-free keyed table.
+    Words {
+        table: Table<()>,
+        algorithm: PackedAlgorithm,
+    },
+    /// The sliding window log.
+    Logs(KeyedCells<TierCell, AnyAlgorithm>),
+}
+
+/// The keyed state of one tier (see the module docs).
 #[derive(Debug)]
 pub(crate) struct TierStore {
-    cells: KeyedCells<TierCell, AnyAlgorithm>,
+    algorithm: AnyAlgorithm,
+    cells: Cells,
+    /// Set when a reload replaced this store: it inserts no key any more.
+    retired: AtomicBool,
+    /// The store that replaced this one (set before `retired`).
+    successor: Mutex<Option<Arc<TierStore>>>,
+    /// Whether `predecessor` may still hold entries to carry over (a hint for misses).
+    migrating: AtomicBool,
+    /// The store this one replaced, until every entry is carried over; its lock is the
+    /// migration lock.
+    predecessor: Mutex<Option<Arc<TierStore>>>,
+}
+
+/// The deny a tier answers when no slot can be made for a new key (not expected with
+/// eviction on; see `Table::upsert`): retry at once.
+fn no_room(limit: u64) -> Decision {
+    Decision::deny(limit, 0, Nanos::ZERO, Nanos::new(1))
 }
 
 impl TierStore {
-    /// Fresh state for up to `capacity` keys.
-    pub(crate) fn new(algorithm: AnyAlgorithm, capacity: usize) -> TierStore {
-        TierStore {
-            cells: KeyedCells::new(algorithm, capacity),
+    /// Fresh state for up to `capacity` keys, allocated now (single-word tiers) or as keys
+    /// arrive (log tiers).
+    pub(crate) fn new(
+        algorithm: AnyAlgorithm,
+        capacity: usize,
+    ) -> Result<TierStore, KeyedBuildError> {
+        let cells = match algorithm {
+            AnyAlgorithm::Packed(packed) => {
+                let geometry = Geometry::new(capacity, None)?;
+                let mask_seed = fingerprint("tollgate policy state mask");
+                Cells::Words {
+                    table: Table::new(geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed),
+                    algorithm: packed,
+                }
+            }
+            AnyAlgorithm::Log(_) => Cells::Logs(KeyedCells::new(algorithm, capacity.max(1))),
+        };
+        Ok(TierStore {
+            algorithm,
+            cells,
+            retired: AtomicBool::new(false),
+            successor: Mutex::new(None),
+            migrating: AtomicBool::new(false),
+            predecessor: Mutex::new(None),
+        })
+    }
+
+    /// The algorithm every key of this store runs.
+    pub(crate) fn algorithm(&self) -> &AnyAlgorithm {
+        &self.algorithm
+    }
+
+    /// Makes this (not yet published) store the successor of `old`, retiring `old`.
+    pub(crate) fn succeed(self: &Arc<Self>, old: &Arc<TierStore>) {
+        *lock(&self.predecessor) = Some(Arc::clone(old));
+        // Release: pairs with the Acquire load in `migration_lock`.
+        self.migrating.store(true, Ordering::Release);
+        *lock(&old.successor) = Some(Arc::clone(self));
+        // Release: pairs with the Acquire load in `is_retired`: whoever finds `old`
+        // retired finds its successor set.
+        old.retired.store(true, Ordering::Release);
+    }
+
+    /// Carries every entry the predecessor still holds over (the reload's sweep), then
+    /// drops the link. Each shard of the predecessor is moved under the migration lock.
+    pub(crate) fn absorb_predecessor(&self, now: Nanos) {
+        for s in 0.. {
+            let guard = lock(&self.predecessor);
+            let Some(old) = guard.as_ref() else {
+                return;
+            };
+            let Some(entries) = old.drain_shard(s) else {
+                break;
+            };
+            for (h, mut cell) in entries {
+                cell.convert(&old.algorithm, &self.algorithm, now);
+                self.insert_carried(h, cell, now);
+            }
         }
+        *lock(&self.predecessor) = None;
+        // Release: pairs with the Acquire load in `migration_lock`; nothing is left to
+        // carry, and the inserts above are published by the shard locks they took.
+        self.migrating.store(false, Ordering::Release);
     }
 
     /// Decides `cost` for `key` at `now`, recording it if admitted.
@@ -29,8 +178,72 @@ impl TierStore {
         key: &str,
         now: Nanos,
         cost: u32,
-    ) -> Result<(Decision, Option<Receipt>), InsufficientCapacity> {
-        self.cells.with(key, now, |a, cell| cell.take(a, now, cost))
+    ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
+        self.take_h(fingerprint(key), now, cost, 0)
+    }
+
+    fn take_h(
+        &self,
+        h: u64,
+        now: Nanos,
+        cost: u32,
+        hops: u8,
+    ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
+        let stamp = |(decision, receipt): (Decision, Option<Receipt>)| {
+            (decision, receipt.map(|receipt| TakeReceipt { receipt, hops }))
+        };
+        let upsert = match &self.cells {
+            Cells::Words { table, algorithm } => {
+                let decide = |state: u64| match algorithm.decide(state, now, cost) {
+                    Ok(outcome) => {
+                        let receipt = outcome.next.map(|after| Receipt::Word {
+                            before: state,
+                            after,
+                        });
+                        (outcome.next, Ok((outcome.decision, receipt)))
+                    }
+                    Err(e) => (None, Err(e)),
+                };
+                if let Some(taken) = table.update_resident(h, decide) {
+                    return taken.map(stamp);
+                }
+                let guard = self.migration_lock();
+                let old = guard.as_deref().and_then(Option::as_ref);
+                table.upsert(
+                    h,
+                    algorithm,
+                    now,
+                    || !self.is_retired(),
+                    || self.carry(old, h, now).map_or(0, |cell| cell.word()),
+                    decide,
+                )
+            }
+            Cells::Logs(cells) => {
+                let take = |algorithm: &AnyAlgorithm, cell: &TierCell| {
+                    cell.take(algorithm, now, cost)
+                };
+                if let Some(taken) = cells.with_existing(h, |a, cell| cell.map(|c| take(a, c))) {
+                    return taken.map(stamp);
+                }
+                let guard = self.migration_lock();
+                let old = guard.as_deref().and_then(Option::as_ref);
+                cells.with(
+                    h,
+                    now,
+                    || !self.is_retired(),
+                    || self.carry(old, h, now),
+                    take,
+                )
+            }
+        };
+        match upsert {
+            Upsert::Done(taken) => taken.map(stamp),
+            Upsert::Closed => match self.successor() {
+                Some(next) => next.take_h(h, now, cost, hops.saturating_add(1)),
+                None => Ok((no_room(self.algorithm.limit()), None)),
+            },
+            Upsert::Full => Ok((no_room(self.algorithm.limit()), None)),
+        }
     }
 
     /// The decision `cost` would get; records nothing and inserts no key.
@@ -41,43 +254,274 @@ impl TierStore {
         now: Nanos,
         cost: u32,
     ) -> Result<Decision, InsufficientCapacity> {
-        self.cells.with_existing(key, |a, cell| match cell {
-            Some(cell) => cell.peek(a, now, cost),
-            None => TierCell::fresh(a).peek(a, now, cost),
-        })
+        self.peek_h(fingerprint(key), now, cost)
     }
 
-    /// Undoes a take.
-    pub(crate) fn compensate(&self, key: &str, receipt: Receipt, cost: u32) {
-        self.cells.with_existing(key, |a, cell| {
-            if let Some(cell) = cell {
-                cell.compensate(a, receipt, cost);
+    fn peek_h(&self, h: u64, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        if let Some(cell) = self.snapshot(h) {
+            return cell.peek(&self.algorithm, now, cost);
+        }
+        // Absent here: a retired store's key may live on in the successor, a migrating
+        // store's may still wait in the predecessor.
+        if self.is_retired() {
+            if let Some(next) = self.successor() {
+                return next.peek_h(h, now, cost);
             }
-        })
+        }
+        if let Some(guard) = self.migration_lock() {
+            if let Some(old) = guard.as_ref() {
+                if let Some(mut cell) = old.snapshot(h) {
+                    cell.convert(&old.algorithm, &self.algorithm, now);
+                    return cell.peek(&self.algorithm, now, cost);
+                }
+            }
+        }
+        TierCell::fresh(&self.algorithm).peek(&self.algorithm, now, cost)
+    }
+
+    /// Undoes a take (see the module docs of `tier_cell` for exactness).
+    pub(crate) fn compensate(&self, key: &str, receipt: TakeReceipt, cost: u32) {
+        self.compensate_h(fingerprint(key), receipt, cost);
+    }
+
+    fn compensate_h(&self, h: u64, receipt: TakeReceipt, cost: u32) {
+        if receipt.hops > 0 {
+            if let Some(next) = self.successor() {
+                let receipt = TakeReceipt {
+                    hops: receipt.hops - 1,
+                    ..receipt
+                };
+                next.compensate_h(h, receipt, cost);
+            }
+            return;
+        }
+        match &self.cells {
+            Cells::Words { table, algorithm } => {
+                table.update_resident(h, |state| {
+                    let next = compensated_word(algorithm, state, receipt.receipt, cost);
+                    ((next != state).then_some(next), ())
+                });
+            }
+            Cells::Logs(cells) => cells.with_existing(h, |a, cell| {
+                if let Some(cell) = cell {
+                    cell.compensate(a, receipt.receipt, cost);
+                }
+            }),
+        }
     }
 
     /// Gives `cost` permits back to `key` at `now`.
     pub(crate) fn refund(&self, key: &str, now: Nanos, cost: u32) {
-        self.cells.with_existing(key, |a, cell| {
-            if let Some(cell) = cell {
-                cell.refund(a, now, cost);
-            }
-        })
+        self.refund_h(fingerprint(key), now, cost);
     }
 
-    /// Switches to `algorithm`, converting every key's state at `now`.
-    pub(crate) fn reconfigure(&self, algorithm: AnyAlgorithm, now: Nanos) {
-        self.cells
-            .reconfigure(algorithm, |old, new, cell| cell.convert(old, new, now));
+    fn refund_h(&self, h: u64, now: Nanos, cost: u32) {
+        let refunded = match &self.cells {
+            Cells::Words { table, algorithm } => table
+                .update_resident(h, |state| {
+                    let next = refunded_word(algorithm, state, now, cost);
+                    ((next != state).then_some(next), ())
+                })
+                .is_some(),
+            Cells::Logs(cells) => cells.with_existing(h, |a, cell| {
+                cell.map(|cell| cell.refund(a, now, cost)).is_some()
+            }),
+        };
+        if refunded {
+            return;
+        }
+        if self.is_retired() {
+            if let Some(next) = self.successor() {
+                next.refund_h(h, now, cost);
+            }
+        } else if self.pull(h, now) {
+            self.refund_h(h, now, cost);
+        }
+    }
+
+    /// Carries `h` over from the predecessor now, if it is still there; whether it was.
+    fn pull(&self, h: u64, now: Nanos) -> bool {
+        let Some(guard) = self.migration_lock() else {
+            return false;
+        };
+        let Some(old) = guard.as_ref() else {
+            return false;
+        };
+        match self.carry(Some(old), h, now) {
+            Some(cell) => {
+                self.insert_carried(h, cell, now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Inserts a carried-over entry (under the migration lock).
+    fn insert_carried(&self, h: u64, cell: TierCell, now: Nanos) {
+        match &self.cells {
+            Cells::Words { table, algorithm } => {
+                let word = cell.word();
+                table.upsert(h, algorithm, now, || true, || word, |_| (None, ()));
+            }
+            Cells::Logs(cells) => {
+                cells.with(h, now, || true, || Some(cell), |_, _| ());
+            }
+        }
+    }
+
+    /// Takes `h`'s entry out of `old` (the predecessor) and converts it to this store's
+    /// algorithm; `None` if `old` does not hold it.
+    fn carry(&self, old: Option<&Arc<TierStore>>, h: u64, now: Nanos) -> Option<TierCell> {
+        let old = old?;
+        let mut cell = match &old.cells {
+            Cells::Words { table, .. } => TierCell::Word(AtomicU64::new(table.extract(h)?)),
+            Cells::Logs(cells) => cells.extract(h)?,
+        };
+        cell.convert(&old.algorithm, &self.algorithm, now);
+        Some(cell)
+    }
+
+    /// A copy of `h`'s state, if held here.
+    fn snapshot(&self, h: u64) -> Option<TierCell> {
+        match &self.cells {
+            Cells::Words { table, .. } => table
+                .update_resident(h, |state| (None, state))
+                .map(|word| TierCell::Word(AtomicU64::new(word))),
+            Cells::Logs(cells) => cells.with_existing(h, |_, cell| cell.map(TierCell::snapshot)),
+        }
+    }
+
+    /// Removes every entry of shard `s` (the sweep); `None` past the last shard.
+    fn drain_shard(&self, s: usize) -> Option<Vec<(u64, TierCell)>> {
+        match &self.cells {
+            Cells::Words { table, .. } => table.drain_shard(s).map(|entries| {
+                entries
+                    .into_iter()
+                    .map(|(h, word)| (h, TierCell::Word(AtomicU64::new(word))))
+                    .collect()
+            }),
+            Cells::Logs(cells) => cells.drain_shard(s),
+        }
+    }
+
+    /// The migration lock, if a predecessor may still hold entries. Taken before any shard
+    /// lock of this store (the sweep takes it first too), so the two never deadlock.
+    fn migration_lock(&self) -> Option<MutexGuard<'_, Option<Arc<TierStore>>>> {
+        // Acquire: pairs with the Release stores in `succeed` and `absorb_predecessor`.
+        self.migrating
+            .load(Ordering::Acquire)
+            .then(|| lock(&self.predecessor))
+    }
+
+    /// Whether a reload replaced this store.
+    fn is_retired(&self) -> bool {
+        // Acquire: pairs with the Release store in `succeed` (the successor is set).
+        self.retired.load(Ordering::Acquire)
+    }
+
+    fn successor(&self) -> Option<Arc<TierStore>> {
+        lock(&self.successor).clone()
     }
 
     /// The most keys it holds.
     pub(crate) fn capacity(&self) -> usize {
-        self.cells.capacity()
+        match &self.cells {
+            Cells::Words { table, .. } => table.capacity(),
+            Cells::Logs(cells) => cells.capacity(),
+        }
     }
 
     /// Keys holding state.
     pub(crate) fn len(&self) -> usize {
-        self.cells.len()
+        match &self.cells {
+            Cells::Words { table, .. } => table.len(),
+            Cells::Logs(cells) => cells.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_core::AlgorithmConfig;
+
+    fn gcra(limit: u64, burst: u64) -> AnyAlgorithm {
+        AlgorithmConfig::Gcra {
+            limit,
+            period: Nanos::from_secs(60),
+            burst,
+        }
+        .build()
+        .unwrap()
+    }
+
+    fn log(limit: u64) -> AnyAlgorithm {
+        AlgorithmConfig::SlidingWindowLog {
+            limit,
+            window: Nanos::from_secs(60),
+        }
+        .build()
+        .unwrap()
+    }
+
+    fn admitted(store: &TierStore, key: &str, n: usize) -> usize {
+        (0..n)
+            .filter(|_| store.take(key, Nanos::ZERO, 1).unwrap().0.allowed)
+            .count()
+    }
+
+    /// Between the swap and the sweep: a check still on the old store updates keys the old
+    /// store holds, sends keys it does not hold to the successor (never inserting them in
+    /// the retired store), and keys move once, with their state.
+    #[test]
+    fn retired_store_forwards_misses_and_keys_move_once() {
+        for (old_algorithm, new_algorithm) in
+            [(gcra(10, 10), gcra(10, 20)), (log(10), gcra(10, 20)), (gcra(10, 10), log(20))]
+        {
+            let old = Arc::new(TierStore::new(old_algorithm, 100).unwrap());
+            assert_eq!(admitted(&old, "a", 4), 4);
+            let new = Arc::new(TierStore::new(new_algorithm, 100).unwrap());
+            new.succeed(&old);
+            // A key the old store never saw: goes to the successor.
+            assert_eq!(admitted(&old, "b", 1), 1);
+            assert_eq!((old.len(), new.len()), (1, 1));
+            // A key the old store holds: still updated there until it moves.
+            assert_eq!(admitted(&old, "a", 1), 1);
+            assert_eq!(old.len(), 1);
+            // The successor's miss carries it over: 5 of 10 used → 15 of 20 left.
+            assert_eq!(new.peek("a", Nanos::ZERO, 1).unwrap().remaining, 14);
+            assert_eq!(admitted(&new, "a", 1), 1);
+            assert_eq!((old.len(), new.len()), (0, 2));
+            // Now the old store forwards "a" too, and the sweep has nothing left.
+            assert_eq!(admitted(&old, "a", 100), 14);
+            new.absorb_predecessor(Nanos::ZERO);
+            assert_eq!((old.len(), new.len()), (0, 2));
+            assert!(lock(&new.predecessor).is_none());
+        }
+    }
+
+    /// The sweep carries every remaining key, and a take undone on the retired store after
+    /// the swap is undone in the successor it was forwarded to.
+    #[test]
+    fn sweep_carries_everything_and_receipts_follow_forwarded_takes() {
+        let old = Arc::new(TierStore::new(gcra(10, 10), 1000).unwrap());
+        let keys: Vec<String> = (0..500).map(|i| format!("key-{i}")).collect();
+        for key in &keys {
+            assert_eq!(admitted(&old, key, 3), 3);
+        }
+        let new = Arc::new(TierStore::new(gcra(10, 10), 1000).unwrap());
+        new.succeed(&old);
+        let (decision, receipt) = old.take("fresh", Nanos::ZERO, 2).unwrap();
+        assert!(decision.allowed);
+        let receipt = receipt.unwrap();
+        assert_eq!(receipt.hops, 1);
+        old.compensate("fresh", receipt, 2);
+        assert_eq!(new.peek("fresh", Nanos::ZERO, 0).unwrap().remaining, 10);
+        new.absorb_predecessor(Nanos::ZERO);
+        // (The compensated key stays resident, idle: evictable at no loss.)
+        assert_eq!((old.len(), new.len()), (0, keys.len() + 1));
+        for key in &keys {
+            assert_eq!(new.peek(key, Nanos::ZERO, 0).unwrap().remaining, 7, "{key}");
+        }
     }
 }

@@ -1,0 +1,177 @@
+//! Operations on an identity-only table by 64-bit identity alone, for owners that give the
+//! state word their own meaning: the policy layer's per-tier stores, which compensate and
+//! refund takes, and carry states over to a new table when a reload changes a tier.
+//!
+//! They follow the protocol of the parent module (lock-free lookups whose only write is the
+//! state's compare-and-swap; inserts and removals under the shard lock) and only differ in
+//! what runs on the state: a caller's closure instead of an [`Algorithm`]'s decision.
+
+use tollgate_core::{Algorithm, Nanos};
+
+use super::{Loc, Mode, Table, LOCK_FREE_ATTEMPTS};
+use crate::keyed::shard::Shard;
+use crate::keyed::slot::{Slot, BUCKET_SLOTS};
+use crate::sync::{lock, Ordering};
+
+/// What a state update does: the state to store (`None`: leave it) and what to return.
+pub(crate) type Step<R> = (Option<u64>, R);
+
+/// How an [`Table::upsert`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Upsert<R> {
+    /// The update ran (on the resident state, or on the seeded state of a new entry).
+    Done(R),
+    /// The identity was absent and the caller's gate refused to insert it.
+    Closed,
+    /// The identity was absent and no slot could be made for it.
+    Full,
+}
+
+impl<K: Eq + Clone + 'static> Table<K> {
+    /// Runs `f` on the state of resident identity `h` in a compare-and-swap loop (`f` may
+    /// run several times; only its last result is returned); `None` if `h` is not resident.
+    /// Lock-free unless the entry keeps moving under it, then settled under the shard lock.
+    #[inline]
+    pub(crate) fn update_resident<R>(
+        &self,
+        h: u64,
+        mut f: impl FnMut(u64) -> Step<R>,
+    ) -> Option<R> {
+        debug_assert!(self.mode != Mode::Exact, "identity-only tables");
+        let loc = self.locate(h);
+        let mask = self.mask(h);
+        for _ in 0..LOCK_FREE_ATTEMPTS {
+            let slot = self.find_ident(h, loc)?;
+            if let Some(result) = update_slot(slot, h, mask, &mut f) {
+                return Some(result);
+            }
+        }
+        // Racing evictions or moves each time: under the lock no slot changes owner.
+        let _local = lock(&self.shards[loc.shard].lock);
+        update_slot(self.find_ident(h, loc)?, h, mask, &mut f)
+    }
+
+    /// Under `h`'s shard lock: runs `f` on `h`'s state if resident; else, if `admit()`
+    /// allows, runs it on `seed()` and inserts the entry with the result (or with the seed
+    /// when `f` stores nothing and the seed is not `0`, the fresh state), making room per
+    /// the table's [`WhenFull`](crate::WhenFull) with `algorithm` judging idle entries.
+    ///
+    /// `admit` and `seed` run under the shard lock: they may take other locks only in an
+    /// order no lock holder of this table reverses.
+    pub(crate) fn upsert<A: Algorithm + ?Sized, R>(
+        &self,
+        h: u64,
+        algorithm: &A,
+        now: Nanos,
+        admit: impl FnOnce() -> bool,
+        seed: impl FnOnce() -> u64,
+        mut f: impl FnMut(u64) -> Step<R>,
+    ) -> Upsert<R> {
+        debug_assert!(self.mode != Mode::Exact, "identity-only tables");
+        let loc = self.locate(h);
+        let mask = self.mask(h);
+        let shard = &self.shards[loc.shard];
+        let mut local = lock(&shard.lock);
+        if let Some(slot) = self.find_ident(h, loc) {
+            // Under the lock the slot cannot change owner: the update completes.
+            if let Some(result) = update_slot(slot, h, mask, &mut f) {
+                return Upsert::Done(result);
+            }
+        }
+        if !admit() {
+            return Upsert::Closed;
+        }
+        let base = seed();
+        let (next, result) = f(base);
+        let Some(initial) = next.or((base != 0).then_some(base)) else {
+            // A fresh state left fresh: nothing to remember.
+            return Upsert::Done(result);
+        };
+        let Some(idx) = self.make_room(&mut local, loc, algorithm, now) else {
+            Shard::bump(&shard.refusals);
+            return Upsert::Full;
+        };
+        let slot = self.slot(idx);
+        // Release: pairs with readers' Acquire loads of the state.
+        slot.state.store(initial ^ mask, Ordering::Release);
+        self.publish(slot, h);
+        Shard::bump(&shard.inserts);
+        Upsert::Done(result)
+    }
+
+    /// Removes resident identity `h` and returns its last state: every update that
+    /// completed before is in it, and every update still under way fails its
+    /// compare-and-swap, finds `h` gone and goes to the slow path (where its owner decides).
+    pub(crate) fn extract(&self, h: u64) -> Option<u64> {
+        debug_assert!(self.mode != Mode::Exact, "identity-only tables");
+        let loc = self.locate(h);
+        let shard = &self.shards[loc.shard];
+        let _local = lock(&shard.lock);
+        let idx = self.find_index(h, loc)?;
+        Some(self.evict_now(shard, idx, true, false) ^ self.mask(h))
+    }
+
+    /// Removes every entry of shard `s` and returns them as `(identity, state)` pairs (as
+    /// [`extract`](Self::extract) does for one). `None` once `s` is past the last shard.
+    pub(crate) fn drain_shard(&self, s: usize) -> Option<Vec<(u64, u64)>> {
+        let shard = self.shards.get(s)?;
+        let span = self.buckets_per_shard * BUCKET_SLOTS;
+        let _local = lock(&shard.lock);
+        let mut drained = Vec::with_capacity(shard.len());
+        for idx in s * span..(s + 1) * span {
+            if !self.occupied(idx) {
+                continue;
+            }
+            // Relaxed: under the shard lock, which orders every identity change.
+            let h = self.slot(idx).ident.load(Ordering::Relaxed);
+            let stored = self.evict_now(shard, idx, true, false);
+            drained.push((h, stored ^ self.mask(h)));
+        }
+        Some(drained)
+    }
+
+    /// The index of the slot holding identity `h`, if resident (under the shard lock).
+    fn find_index(&self, h: u64, loc: Loc) -> Option<usize> {
+        [loc.g1, loc.g2]
+            .into_iter()
+            .flat_map(|g| g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS)
+            // Relaxed: under the shard lock, which orders every identity change.
+            .find(|&idx| self.slot(idx).ident.load(Ordering::Relaxed) == h)
+    }
+}
+
+/// Runs `f` on `slot`'s state (held by identity `h`, stored XOR `mask`) in a
+/// compare-and-swap loop; `None` if the slot turns out to belong to another identity.
+#[inline(always)]
+fn update_slot<R>(
+    slot: &Slot,
+    h: u64,
+    mask: u64,
+    f: &mut impl FnMut(u64) -> Step<R>,
+) -> Option<R> {
+    // Acquire: pairs with the Release writes an eviction or insert makes to this word
+    // (each made after the identity was set to empty), so the identity re-check below sees
+    // any eviction whose write we read.
+    let mut stored = slot.state.load(Ordering::Acquire);
+    loop {
+        // Relaxed: ordered after the Acquire state load (or failed CAS) above.
+        if slot.ident.load(Ordering::Relaxed) != h {
+            return None;
+        }
+        let (next, result) = f(stored ^ mask);
+        let Some(next) = next else {
+            return Some(result);
+        };
+        // Success Relaxed: one word's modification order linearises the key's updates, and
+        // nothing else is published with it. Failure Acquire: as for the first load.
+        match slot.state.compare_exchange_weak(
+            stored,
+            next ^ mask,
+            Ordering::Relaxed,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Some(result),
+            Err(actual) => stored = actual,
+        }
+    }
+}

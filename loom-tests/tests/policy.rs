@@ -28,9 +28,12 @@ fn now() -> Nanos {
 type TestPolicy = Policy<FnClock<fn() -> Nanos>>;
 
 /// One rule, two fixed-window tiers of limits `a` and `b` (one hour, so nothing refills).
+/// (`capacity = 16` here and below: tier tables are allocated up front, and loom tracks
+/// every atomic of them in every execution.)
 fn two_tiers(a: u64, b: u64) -> String {
     format!(
         r#"
+        capacity = 16
         [[rules]]
         name = "client"
         [[rules.tiers]]
@@ -51,6 +54,7 @@ fn two_tiers(a: u64, b: u64) -> String {
 fn one_tier(name: &str, limit: u64) -> String {
     format!(
         r#"
+        capacity = 16
         [[rules]]
         name = "{name}"
         [[rules.tiers]]

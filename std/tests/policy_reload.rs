@@ -224,7 +224,8 @@ fn raise_and_lower_mid_traffic_never_over_admits() {
 #[test]
 fn changed_algorithm_mid_traffic_carries_every_key_exactly() {
     const KEYS: usize = 64;
-    let fixed = "[[rules]]\nname = \"r\"\nlimit = 50\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";
+    let fixed =
+        "[[rules]]\nname = \"r\"\nlimit = 50\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";
     let counter = "[[rules]]\nname = \"r\"\nlimit = 50\nwindow = \"1m\"\nalgorithm = \"sliding_window_counter\"\n";
     let policy = Arc::new(Policy::from_toml(fixed, ManualClock::new()).unwrap());
     let keys: Vec<String> = (0..KEYS).map(|k| format!("k{k}")).collect();

@@ -122,32 +122,38 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
     fn record_denial(&self, client: &str, now: Nanos) {
         let cooldown_end = now.saturating_add(self.config.cooldown).as_u64();
         // A penalty cell is always admitted (the gate is for tier stores a reload retired).
-        self.cells.with(fingerprint(client), now, || true, || None, |window, cell| {
-            // Relaxed: each word is self-contained; the CAS orders updates of one word.
-            let mut current = cell.denials.load(Ordering::Relaxed);
-            let triggered = loop {
-                let Ok(outcome) = window.decide(current, now, 1) else {
-                    break false;
+        self.cells.with(
+            fingerprint(client),
+            now,
+            || true,
+            || None,
+            |window, cell| {
+                // Relaxed: each word is self-contained; the CAS orders updates of one word.
+                let mut current = cell.denials.load(Ordering::Relaxed);
+                let triggered = loop {
+                    let Ok(outcome) = window.decide(current, now, 1) else {
+                        break false;
+                    };
+                    let Some(next) = outcome.next else {
+                        // The window is already full: still over the threshold.
+                        break true;
+                    };
+                    match cell.denials.compare_exchange_weak(
+                        current,
+                        next,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => break outcome.decision.remaining == 0,
+                        Err(actual) => current = actual,
+                    }
                 };
-                let Some(next) = outcome.next else {
-                    // The window is already full: still over the threshold.
-                    break true;
-                };
-                match cell.denials.compare_exchange_weak(
-                    current,
-                    next,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break outcome.decision.remaining == 0,
-                    Err(actual) => current = actual,
+                if triggered {
+                    // Relaxed: self-contained; `fetch_max` keeps the latest end.
+                    cell.until.fetch_max(cooldown_end, Ordering::Relaxed);
                 }
-            };
-            if triggered {
-                // Relaxed: self-contained; `fetch_max` keeps the latest end.
-                cell.until.fetch_max(cooldown_end, Ordering::Relaxed);
-            }
-        });
+            },
+        );
     }
 }
 

@@ -186,9 +186,13 @@ mod tests {
 
     fn touch(cells: &KeyedCells<Counter, ()>, h: u64, add: u64) -> Upsert<u64> {
         // Relaxed: test counters, nothing published.
-        cells.with(h, Nanos::ZERO, || true, || None, |_, c| {
-            c.0.fetch_add(add, Ordering::Relaxed)
-        })
+        cells.with(
+            h,
+            Nanos::ZERO,
+            || true,
+            || None,
+            |_, c| c.0.fetch_add(add, Ordering::Relaxed),
+        )
     }
 
     #[test]

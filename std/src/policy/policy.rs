@@ -71,9 +71,11 @@ struct Registry {
 /// [`reload`](Self::reload) validates the new config, then swaps it in atomically
 /// ([`ArcSwap`]); checks in flight finish on the set they started with. State is keyed by
 /// (rule name, tier name): every tier whose names survive keeps its per-key state, so a key
-/// keeps its state across the swap. Where a tier's algorithm or numbers changed, every
-/// key's state is converted under that tier's shard locks (no check runs on a shard while
-/// it converts, so nothing is lost or double-counted):
+/// keeps its state across the swap. Where a tier's algorithm or numbers changed, the tier
+/// gets a new store and every key's state is carried over to it once, converted: by the
+/// first check that needs it, or by the reload's sweep before `reload` returns. Checks of
+/// keys already in place never wait, and nothing is lost or double-counted (the protocol
+/// is in the `tier_store` module docs):
 ///
 /// - **same algorithm, new numbers** — the key keeps the permits it has used:
 ///   GCRA / token bucket / leaky bucket keep their debt in permits (`debt · T_new / T_old`,

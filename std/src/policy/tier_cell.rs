@@ -2,10 +2,12 @@
 //! take (decide and record), peek, exact compensation of a take, refund, and conversion to
 //! another algorithm on reload.
 //!
-//! Single-word algorithms keep an atomic `u64` driven by the core's pure
-//! [`Algorithm::decide`] in a compare-and-swap loop. The sliding window log keeps a sorted
-//! deque of timestamps behind a per-key mutex (its state is `O(limit)` words; the policy
-//! needs to remove single entries exactly, which the core's append-only ring cannot).
+//! Single-word algorithms keep a `u64` driven by the core's pure [`Algorithm::decide`] in a
+//! compare-and-swap loop: in the tier store's keyed table on the check path (through
+//! [`compensated_word`] and [`refunded_word`] for undoing), and in a `TierCell::Word` while
+//! a reload carries it to a new store. The sliding window log keeps a sorted deque of
+//! timestamps behind a per-key mutex (its state is `O(limit)` words; the policy needs to
+//! remove single entries exactly, which the core's append-only ring cannot).
 //!
 //! ## Compensation (undoing a take when another tier denied)
 //!
@@ -228,8 +230,9 @@ impl TierCell {
                 let (decision, stamp) = log_decide(params, &mut log, now.as_u64(), cost, true)?;
                 Ok((decision, stamp.map(|stamp| Receipt::Log { stamp })))
             }
-            // A cell always matches its table's algorithm: both change together under the
-            // shard's write lock. Refuse rather than guess.
+            // A cell always matches its store's algorithm (a store's algorithm never
+            // changes; a reload converts cells as it carries them over). Refuse rather than
+            // guess.
             _ => Err(InsufficientCapacity { max_cost: 0 }),
         }
     }
@@ -319,7 +322,7 @@ impl TierCell {
         let now_u = now.as_u64();
         match (&mut *self, old, new) {
             (TierCell::Word(word), AnyAlgorithm::Packed(o), AnyAlgorithm::Packed(n)) => {
-                // Relaxed: `&mut self`, under the shard's write lock.
+                // Relaxed: `&mut self`: no other thread can see this cell.
                 let state = word.load(Ordering::Relaxed);
                 if let Some(next) = convert_word(o, n, state, now_u) {
                     word.store(next, Ordering::Relaxed);
@@ -375,7 +378,7 @@ impl TierCell {
     fn record(&mut self, algorithm: &AnyAlgorithm, now: Nanos, mut permits: u64) {
         match (&mut *self, algorithm) {
             (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                // Relaxed: `&mut self`, under the shard's write lock.
+                // Relaxed: `&mut self`: no other thread can see this cell.
                 let mut state = word.load(Ordering::Relaxed);
                 let step = a.max_cost().clamp(1, u64::from(u32::MAX));
                 while permits > 0 {

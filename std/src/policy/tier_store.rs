@@ -40,7 +40,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use tollgate_core::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
+use tollgate_core::{
+    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm,
+};
 
 use super::keyed_cells::{KeyedCells, KeyedValue};
 use super::tier_cell::{compensated_word, refunded_word, Receipt, TierCell};
@@ -190,7 +192,10 @@ impl TierStore {
         hops: u8,
     ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
         let stamp = |(decision, receipt): (Decision, Option<Receipt>)| {
-            (decision, receipt.map(|receipt| TakeReceipt { receipt, hops }))
+            (
+                decision,
+                receipt.map(|receipt| TakeReceipt { receipt, hops }),
+            )
         };
         let upsert = match &self.cells {
             Cells::Words { table, algorithm } => {
@@ -219,9 +224,8 @@ impl TierStore {
                 )
             }
             Cells::Logs(cells) => {
-                let take = |algorithm: &AnyAlgorithm, cell: &TierCell| {
-                    cell.take(algorithm, now, cost)
-                };
+                let take =
+                    |algorithm: &AnyAlgorithm, cell: &TierCell| cell.take(algorithm, now, cost);
                 if let Some(taken) = cells.with_existing(h, |a, cell| cell.map(|c| take(a, c))) {
                     return taken.map(stamp);
                 }
@@ -475,9 +479,11 @@ mod tests {
     /// the retired store), and keys move once, with their state.
     #[test]
     fn retired_store_forwards_misses_and_keys_move_once() {
-        for (old_algorithm, new_algorithm) in
-            [(gcra(10, 10), gcra(10, 20)), (log(10), gcra(10, 20)), (gcra(10, 10), log(20))]
-        {
+        for (old_algorithm, new_algorithm) in [
+            (gcra(10, 10), gcra(10, 20)),
+            (log(10), gcra(10, 20)),
+            (gcra(10, 10), log(20)),
+        ] {
             let old = Arc::new(TierStore::new(old_algorithm, 100).unwrap());
             assert_eq!(admitted(&old, "a", 4), 4);
             let new = Arc::new(TierStore::new(new_algorithm, 100).unwrap());

@@ -143,12 +143,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
 /// Runs `f` on `slot`'s state (held by identity `h`, stored XOR `mask`) in a
 /// compare-and-swap loop; `None` if the slot turns out to belong to another identity.
 #[inline(always)]
-fn update_slot<R>(
-    slot: &Slot,
-    h: u64,
-    mask: u64,
-    f: &mut impl FnMut(u64) -> Step<R>,
-) -> Option<R> {
+fn update_slot<R>(slot: &Slot, h: u64, mask: u64, f: &mut impl FnMut(u64) -> Step<R>) -> Option<R> {
     // Acquire: pairs with the Release writes an eviction or insert makes to this word
     // (each made after the identity was set to empty), so the identity re-check below sees
     // any eviction whose write we read.

@@ -28,6 +28,7 @@ mod keyed_check;
 pub mod loops;
 pub mod memory_cases;
 mod memory_spec;
+pub mod policy_cases;
 mod report;
 mod row;
 pub mod split_mix;
@@ -59,6 +60,7 @@ pub fn timed_specs() -> Vec<CaseSpec> {
     let mut specs = direct_cases::specs();
     specs.extend(clock_cases::specs());
     specs.extend(keyed_cases::specs());
+    specs.extend(policy_cases::specs());
     specs
 }
 

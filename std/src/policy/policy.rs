@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use super::tier_store::TakeReceipt as Receipt;
+use super::tier_store::{fingerprint, TakeReceipt as Receipt};
 use super::{
     PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet,
     TierOutcome, MAX_TIERS,
@@ -250,72 +250,74 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.rules.load();
-        let matched = set.matching(request.client, request.endpoint);
-        let tiers = matched.into_iter().flatten().flat_map(|rule| {
-            rule.tiers()
-                .iter()
-                .map(move |tier| (rule, tier, rule.key(request.client)))
-        });
-        let mut costs = [0u32; MAX_TIERS];
-        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
+        let client = fingerprint(request.client);
+        let mut plan = [None::<PlannedTier<'_>>; MAX_TIERS];
         let mut n = 0;
-        for (i, (_, tier, _)) in tiers.clone().enumerate() {
-            costs[i] = tier_cost(request, tier.max_cost())?;
-            n = i + 1;
+        for rule in set
+            .matching(request.client, request.endpoint)
+            .into_iter()
+            .flatten()
+        {
+            let key = rule.key_id(client);
+            for tier in rule.tiers() {
+                // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
+                let Some(slot) = plan.get_mut(n) else { break };
+                let cost = tier_cost(request, tier.max_cost())?;
+                *slot = Some(PlannedTier {
+                    rule,
+                    tier,
+                    key,
+                    cost,
+                });
+                n += 1;
+            }
         }
-        let outcome = |rule: &super::Rule, tier: &super::Tier, decision| TierOutcome {
-            rule: rule.id(),
-            rule_name: rule.name(),
-            name: tier.name(),
-            quota: tier.quota(),
-            window: tier.window(),
-            decision,
-        };
+        let plan = &plan[..n];
+        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
         // The first tier needs no precheck: if its take denies, nothing has been taken.
         if self.precheck && n > 1 {
             let mut denied = false;
-            for (i, (rule, tier, key)) in tiers.clone().enumerate().skip(1) {
-                let decision = tier.store.peek(key, now, costs[i])?;
+            for (i, p) in plan.iter().flatten().enumerate().skip(1) {
+                let decision = p.tier.store.peek(p.key, now, p.cost)?;
                 denied |= !decision.allowed;
-                outcomes[i] = outcome(rule, tier, decision);
+                outcomes[i] = p.outcome(decision);
             }
             if denied {
-                if let Some((rule, tier, key)) = tiers.clone().next() {
-                    outcomes[0] = outcome(rule, tier, tier.store.peek(key, now, costs[0])?);
+                if let Some(p) = plan.iter().flatten().next() {
+                    outcomes[0] = p.outcome(p.tier.store.peek(p.key, now, p.cost)?);
                 }
-                Self::current_state(tiers.clone(), &mut outcomes, now);
-                return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
+                Self::current_state(plan, &mut outcomes, now);
+                return Ok(Self::finish(outcomes, n, request.divisor));
             }
         }
         let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
-        for (i, (rule, tier, key)) in tiers.clone().enumerate() {
-            let taken = tier.store.take(key, now, costs[i]);
-            let decision = match taken {
+        for (i, p) in plan.iter().flatten().enumerate() {
+            let decision = match p.tier.store.take(p.key, now, p.cost) {
                 Ok((decision, receipt)) => {
                     receipts[i] = receipt;
                     decision
                 }
                 Err(e) => {
-                    self.undo(tiers.clone().take(i), &receipts, &costs);
+                    Self::undo(&plan[..i], &receipts);
                     return Err(e);
                 }
             };
-            outcomes[i] = outcome(rule, tier, decision);
+            outcomes[i] = p.outcome(decision);
             if !decision.allowed {
                 if receipts[..i].iter().any(Option::is_some) {
                     // Relaxed: a statistic.
                     self.compensations.fetch_add(1, Ordering::Relaxed);
                 }
-                self.undo(tiers.clone().take(i), &receipts, &costs);
+                Self::undo(&plan[..i], &receipts);
                 // Report the other tiers as they are now (after the undo).
-                for (j, (rule, tier, key)) in tiers.clone().enumerate().skip(i + 1) {
-                    outcomes[j] = outcome(rule, tier, tier.store.peek(key, now, costs[j])?);
+                for (j, p) in plan.iter().flatten().enumerate().skip(i + 1) {
+                    outcomes[j] = p.outcome(p.tier.store.peek(p.key, now, p.cost)?);
                 }
-                Self::current_state(tiers.clone(), &mut outcomes, now);
-                return Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor));
+                Self::current_state(plan, &mut outcomes, now);
+                return Ok(Self::finish(outcomes, n, request.divisor));
             }
         }
-        Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor))
+        Ok(Self::finish(outcomes, n, request.divisor))
     }
 
     fn peek_at(
@@ -324,6 +326,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.rules.load();
+        let client = fingerprint(request.client);
         let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
         let mut n = 0;
         for rule in set
@@ -333,7 +336,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         {
             for tier in rule.tiers() {
                 let cost = tier_cost(request, tier.max_cost())?;
-                let decision = tier.store.peek(rule.key(request.client), now, cost)?;
+                let decision = tier.store.peek(rule.key_id(client), now, cost)?;
                 outcomes[n] = TierOutcome {
                     rule: rule.id(),
                     rule_name: rule.name(),
@@ -345,11 +348,12 @@ impl<C: Clock> PolicyCheck for Policy<C> {
                 n += 1;
             }
         }
-        Ok(PolicyDecision::combine(&outcomes[..n]).scaled_down(request.divisor))
+        Ok(Self::finish(outcomes, n, request.divisor))
     }
 
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.rules.load();
+        let client = fingerprint(request.client);
         for rule in set
             .matching(request.client, request.endpoint)
             .into_iter()
@@ -364,7 +368,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
                     ..*request
                 };
                 if let Ok(cost) = tier_cost(&clamped, tier.max_cost()) {
-                    tier.store.refund(rule.key(request.client), now, cost);
+                    tier.store.refund(rule.key_id(client), now, cost);
                 }
             }
         }
@@ -372,34 +376,63 @@ impl<C: Clock> PolicyCheck for Policy<C> {
 }
 
 impl<C> Policy<C> {
+    /// The combined decision over the first `n` outcomes, scaled down for a penalized
+    /// client (built in place: the outcome array is moved, not copied).
+    #[inline]
+    fn finish(outcomes: [TierOutcome; MAX_TIERS], n: usize, divisor: u32) -> PolicyDecision {
+        let mut decision = PolicyDecision::from_tiers(outcomes, n);
+        decision.scale_down(divisor);
+        decision
+    }
+
     /// In a denied decision, replaces each admitting tier's answer (which describes the
     /// state *after* the request) by its current state (a zero-cost peek): the request was
     /// not admitted, so headers must not count it.
-    fn current_state<'a>(
-        tiers: impl Iterator<Item = (&'a super::Rule, &'a super::Tier, &'a str)>,
+    fn current_state(
+        plan: &[Option<PlannedTier<'_>>],
         outcomes: &mut [TierOutcome; MAX_TIERS],
         now: Nanos,
     ) {
-        for (i, (_, tier, key)) in tiers.enumerate() {
+        for (i, p) in plan.iter().flatten().enumerate() {
             if outcomes[i].decision.allowed {
-                if let Ok(current) = tier.store.peek(key, now, 0) {
+                if let Ok(current) = p.tier.store.peek(p.key, now, 0) {
                     outcomes[i].decision = current;
                 }
             }
         }
     }
 
-    /// Compensates the takes recorded in `receipts` for the first tiers of `tiers`.
-    fn undo<'a>(
-        &self,
-        tiers: impl Iterator<Item = (&'a super::Rule, &'a super::Tier, &'a str)>,
-        receipts: &[Option<Receipt>; MAX_TIERS],
-        costs: &[u32; MAX_TIERS],
-    ) {
-        for (i, (_, tier, key)) in tiers.enumerate() {
+    /// Compensates the takes recorded in `receipts` for the tiers of `plan`.
+    fn undo(plan: &[Option<PlannedTier<'_>>], receipts: &[Option<Receipt>; MAX_TIERS]) {
+        for (i, p) in plan.iter().flatten().enumerate() {
             if let Some(receipt) = receipts[i] {
-                tier.store.compensate(key, receipt, costs[i]);
+                p.tier.store.compensate(p.key, receipt, p.cost);
             }
+        }
+    }
+}
+
+/// One tier a request is checked against: its rule, the key's fingerprint under that rule
+/// and the permits it charges.
+#[derive(Copy, Clone)]
+struct PlannedTier<'a> {
+    rule: &'a super::Rule,
+    tier: &'a super::Tier,
+    key: u64,
+    cost: u32,
+}
+
+impl PlannedTier<'_> {
+    /// This tier's part of a policy decision.
+    #[inline]
+    fn outcome(&self, decision: tollgate_core::Decision) -> TierOutcome {
+        TierOutcome {
+            rule: self.rule.id(),
+            rule_name: self.rule.name(),
+            name: self.tier.name(),
+            quota: self.tier.quota(),
+            window: self.tier.window(),
+            decision,
         }
     }
 }

@@ -48,6 +48,14 @@ impl PolicyDecision {
         let mut tiers = [TierOutcome::EMPTY; MAX_TIERS];
         let len = outcomes.len().min(MAX_TIERS);
         tiers[..len].copy_from_slice(&outcomes[..len]);
+        PolicyDecision::from_tiers(tiers, len)
+    }
+
+    /// [`combine`](Self::combine) of the first `len` of `tiers`, taken by value (the
+    /// policy's check builds the array in place: no copy of it).
+    #[inline]
+    pub(crate) fn from_tiers(tiers: [TierOutcome; MAX_TIERS], len: usize) -> PolicyDecision {
+        let len = len.min(MAX_TIERS);
         let outcomes = &tiers[..len];
         if outcomes.is_empty() {
             return PolicyDecision {
@@ -132,9 +140,10 @@ impl PolicyDecision {
         self.tiers().iter().filter(|t| !t.decision.allowed)
     }
 
-    /// The same decision with limit and remaining divided by `divisor` (a penalized
+    /// Divides limit and remaining divided by `divisor` (a penalized
     /// client sees its reduced limit).
-    pub(crate) fn scaled_down(mut self, divisor: u32) -> PolicyDecision {
+    #[inline]
+    pub(crate) fn scale_down(&mut self, divisor: u32) {
         if divisor > 1 {
             let div = u64::from(divisor);
             let scale = |d: &mut Decision| {
@@ -149,7 +158,6 @@ impl PolicyDecision {
                 t.quota /= div;
             }
         }
-        self
     }
 }
 

@@ -163,10 +163,10 @@ impl Rule {
 
     /// The state key of `client` under this rule.
     #[inline]
-    pub(crate) fn key<'a>(&self, client: &'a str) -> &'a str {
+    pub(crate) fn key_id(&self, client: u64) -> u64 {
         match self.per {
             Partition::Client => client,
-            Partition::Global => "",
+            Partition::Global => super::tier_store::fingerprint(""),
         }
     }
 }

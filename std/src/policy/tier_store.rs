@@ -173,15 +173,16 @@ impl TierStore {
         self.migrating.store(false, Ordering::Release);
     }
 
-    /// Decides `cost` for `key` at `now`, recording it if admitted.
+    /// Decides `cost` for the key with fingerprint `key` at `now`, recording it if
+    /// admitted.
     #[inline]
     pub(crate) fn take(
         &self,
-        key: &str,
+        key: u64,
         now: Nanos,
         cost: u32,
     ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
-        self.take_h(fingerprint(key), now, cost, 0)
+        self.take_h(key, now, cost, 0)
     }
 
     fn take_h(
@@ -254,11 +255,11 @@ impl TierStore {
     #[inline]
     pub(crate) fn peek(
         &self,
-        key: &str,
+        key: u64,
         now: Nanos,
         cost: u32,
     ) -> Result<Decision, InsufficientCapacity> {
-        self.peek_h(fingerprint(key), now, cost)
+        self.peek_h(key, now, cost)
     }
 
     fn peek_h(&self, h: u64, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
@@ -284,8 +285,8 @@ impl TierStore {
     }
 
     /// Undoes a take (see the module docs of `tier_cell` for exactness).
-    pub(crate) fn compensate(&self, key: &str, receipt: TakeReceipt, cost: u32) {
-        self.compensate_h(fingerprint(key), receipt, cost);
+    pub(crate) fn compensate(&self, key: u64, receipt: TakeReceipt, cost: u32) {
+        self.compensate_h(key, receipt, cost);
     }
 
     fn compensate_h(&self, h: u64, receipt: TakeReceipt, cost: u32) {
@@ -315,8 +316,8 @@ impl TierStore {
     }
 
     /// Gives `cost` permits back to `key` at `now`.
-    pub(crate) fn refund(&self, key: &str, now: Nanos, cost: u32) {
-        self.refund_h(fingerprint(key), now, cost);
+    pub(crate) fn refund(&self, key: u64, now: Nanos, cost: u32) {
+        self.refund_h(key, now, cost);
     }
 
     fn refund_h(&self, h: u64, now: Nanos, cost: u32) {
@@ -470,7 +471,13 @@ mod tests {
 
     fn admitted(store: &TierStore, key: &str, n: usize) -> usize {
         (0..n)
-            .filter(|_| store.take(key, Nanos::ZERO, 1).unwrap().0.allowed)
+            .filter(|_| {
+                store
+                    .take(fingerprint(key), Nanos::ZERO, 1)
+                    .unwrap()
+                    .0
+                    .allowed
+            })
             .count()
     }
 
@@ -495,7 +502,12 @@ mod tests {
             assert_eq!(admitted(&old, "a", 1), 1);
             assert_eq!(old.len(), 1);
             // The successor's miss carries it over: 5 of 10 used → 15 of 20 left.
-            assert_eq!(new.peek("a", Nanos::ZERO, 1).unwrap().remaining, 14);
+            assert_eq!(
+                new.peek(fingerprint("a"), Nanos::ZERO, 1)
+                    .unwrap()
+                    .remaining,
+                14
+            );
             assert_eq!(admitted(&new, "a", 1), 1);
             assert_eq!((old.len(), new.len()), (0, 2));
             // Now the old store forwards "a" too, and the sweep has nothing left.
@@ -517,17 +529,28 @@ mod tests {
         }
         let new = Arc::new(TierStore::new(gcra(10, 10), 1000).unwrap());
         new.succeed(&old);
-        let (decision, receipt) = old.take("fresh", Nanos::ZERO, 2).unwrap();
+        let (decision, receipt) = old.take(fingerprint("fresh"), Nanos::ZERO, 2).unwrap();
         assert!(decision.allowed);
         let receipt = receipt.unwrap();
         assert_eq!(receipt.hops, 1);
-        old.compensate("fresh", receipt, 2);
-        assert_eq!(new.peek("fresh", Nanos::ZERO, 0).unwrap().remaining, 10);
+        old.compensate(fingerprint("fresh"), receipt, 2);
+        assert_eq!(
+            new.peek(fingerprint("fresh"), Nanos::ZERO, 0)
+                .unwrap()
+                .remaining,
+            10
+        );
         new.absorb_predecessor(Nanos::ZERO);
         // (The compensated key stays resident, idle: evictable at no loss.)
         assert_eq!((old.len(), new.len()), (0, keys.len() + 1));
         for key in &keys {
-            assert_eq!(new.peek(key, Nanos::ZERO, 0).unwrap().remaining, 7, "{key}");
+            assert_eq!(
+                new.peek(fingerprint(key), Nanos::ZERO, 0)
+                    .unwrap()
+                    .remaining,
+                7,
+                "{key}"
+            );
         }
     }
 }

@@ -19,10 +19,11 @@
 //! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
 //! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, `Refuse` | [`BrokenKeyedTable`]: inserts without a lock |
 //!
-//! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, a reload racing a
-//! check) is modelled directly in `tests/policy.rs`, with a sequential replay of the
-//! admitted requests as oracle and a broken twin (two tiers composed without compensation).
-//! The reload's `ArcSwap` is not loom-visible; its per-key cells and shard locks are.
+//! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, the hot-reload swap
+//! racing checks) is modelled directly in `tests/policy.rs` through its public API, with a
+//! sequential replay as oracle and broken twins (tiers without compensation, a reload that
+//! snapshots then swaps). Its rule-set swap (`SwapCell`), per-key cells and shard locks are
+//! all loom-visible.
 #![cfg(tollgate_loom)]
 
 mod broken_cell;

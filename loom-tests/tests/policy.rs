@@ -1,14 +1,21 @@
-//! loom models of `tollgate`'s policy layer (`tollgate::policy::Policy`): the all-or-nothing
-//! tiers of one rule under two racing callers, the hot-reload swap racing a check, and a
-//! deliberately broken twin (two tiers composed without compensation).
+//! loom models of `tollgate`'s policy layer (`tollgate::policy::Policy`), through its public
+//! API only (so they keep testing whatever per-key store implementation is behind it):
 //!
-//! These models are only meaningful when the policy's per-key cells (`tier_cell.rs`) and
-//! shard locks (`keyed_cells.rs`) are `tollgate`'s `sync.rs` types, which `--cfg
-//! tollgate_loom` swaps for loom's; with `std` primitives loom sees no interleaving inside a
-//! check and every model passes vacuously.
+//! - the all-or-nothing tiers of one rule under two racing callers, and a deliberately
+//!   broken twin (two tiers composed without compensation);
+//! - the whole hot-reload swap (the rule-set `SwapCell` plus the per-key state conversion)
+//!   racing one or two checking threads: a raised limit, a lowered limit, a changed
+//!   algorithm ([`ReloadRace`]), and a broken twin (a reload that snapshots state into a
+//!   fresh policy, then swaps).
 //!
-//! Oracle: after every explored execution, the admitted count and every tier's `remaining`
-//! equal a sequential replay of only the admitted requests on a fresh policy.
+//! These models are only meaningful when the policy's rule-set swap (`SwapCell`), per-key
+//! cells and shard locks are `tollgate`'s `sync.rs` types, which `--cfg tollgate_loom` swaps
+//! for loom's; with `std` primitives loom sees no interleaving inside a check and every
+//! model passes vacuously.
+//!
+//! Oracles: for the tiers, after every explored execution the admitted count and every
+//! tier's `remaining` equal a sequential replay of only the admitted requests on a fresh
+//! policy; for the reloads, see [`reload_race`].
 #![cfg(tollgate_loom)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -209,6 +216,255 @@ fn policy_reload_races_a_check() {
             remaining(&shared),
             remaining(&replay),
             "the key kept its state across the swap"
+        );
+    });
+}
+
+/// One rule `client` with one tier `a` of `limit` per hour under `algorithm`. (TOML text:
+/// parsing validates by compiling, which creates loom objects, so only inside a model.)
+fn one_rule(algorithm: &str, limit: u64) -> String {
+    format!(
+        r#"
+        [[rules]]
+        name = "client"
+        [[rules.tiers]]
+        name = "a"
+        limit = {limit}
+        window = "1h"
+        algorithm = "{algorithm}"
+        "#
+    )
+}
+
+fn policy_of(toml: &str) -> TestPolicy {
+    Policy::from_toml(toml, FnClock(now as fn() -> Nanos)).unwrap()
+}
+
+/// How many more single permits `policy` admits to client `c` (it drains the key).
+fn drain(policy: &TestPolicy) -> u32 {
+    let mut admitted = 0;
+    while admitted < 100 && policy.allow("c", "/e", 1).unwrap().allowed() {
+        admitted += 1;
+    }
+    admitted
+}
+
+/// Every sequential order of `checks[t]` checks per checker thread plus one reload (thread
+/// index `checks.len()`), each thread's own order kept: a list of thread indices.
+fn orders(checks: &[usize]) -> Vec<Vec<usize>> {
+    fn extend(left: &mut [usize], order: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if left.iter().all(|&n| n == 0) {
+            out.push(order.clone());
+            return;
+        }
+        for thread in 0..left.len() {
+            if left[thread] > 0 {
+                left[thread] -= 1;
+                order.push(thread);
+                extend(left, order, out);
+                order.pop();
+                left[thread] += 1;
+            }
+        }
+    }
+    let mut left: Vec<usize> = checks.to_vec();
+    left.push(1);
+    let mut out = Vec::new();
+    extend(&mut left, &mut Vec::new(), &mut out);
+    out
+}
+
+/// A hot reload racing checks, as issue #4 specifies it.
+struct ReloadRace {
+    /// The rule set before (TOML).
+    before: String,
+    /// Permits client `c` used (sequentially) before the race.
+    used: u32,
+    /// The rule set the reload swaps in (TOML).
+    after: String,
+    /// Checks of one permit per checker thread (the model's main thread is the last).
+    checks: Vec<usize>,
+    /// What the contract allows, worked out by hand from issue #4 (independent of the
+    /// implementation): the possible numbers of racing checks admitted ...
+    admitted: &'static [u32],
+    /// ... and, given that number, how many more permits the key gets after the race.
+    left_after: fn(u32) -> u32,
+}
+
+/// Runs a [`ReloadRace`] under loom. After every execution:
+///
+/// 1. *linearizable*: the answers every checker got, and every tier's `remaining` after the
+///    race, are those of one sequential order of the same checks and the reload, replayed
+///    on a fresh policy (the reload at some point between the checks, each thread's order
+///    kept) — so the swap loses no take and double-counts none;
+/// 2. *the contract*, independent of the implementation: the admitted count is one the
+///    contract allows, and the key then gets exactly `left_after(admitted)` more permits (a
+///    raised limit takes effect, a lowered one hands out no fresh burst, state is kept).
+///
+/// Across all executions, every admitted count the contract allows must occur (the model
+/// reaches the reload before, between and after the checks).
+fn reload_race(name: &str, race: ReloadRace) {
+    let race = StdArc::new(race);
+    let seen = StdArc::new(std::sync::Mutex::new(Vec::<u32>::new()));
+    let (expected, record) = (StdArc::clone(&race), StdArc::clone(&seen));
+    model(name, move || {
+        let shared = Arc::new(policy_of(&race.before));
+        for _ in 0..race.used {
+            assert!(shared.allow("c", "/e", 1).unwrap().allowed());
+        }
+        let reload = {
+            let (shared, after) = (Arc::clone(&shared), race.after.clone());
+            loom::thread::spawn(move || shared.reload_toml(&after).unwrap())
+        };
+        let (spawned, mine) = race.checks.split_at(race.checks.len() - 1);
+        let checkers: Vec<_> = spawned
+            .iter()
+            .map(|&n| {
+                let shared = Arc::clone(&shared);
+                loom::thread::spawn(move || {
+                    (0..n)
+                        .map(|_| shared.allow("c", "/e", 1).unwrap().allowed())
+                        .collect::<Vec<bool>>()
+                })
+            })
+            .collect();
+        let mine: Vec<bool> = (0..mine[0])
+            .map(|_| shared.allow("c", "/e", 1).unwrap().allowed())
+            .collect();
+        let mut answers: Vec<Vec<bool>> = checkers.into_iter().map(|t| t.join().unwrap()).collect();
+        answers.push(mine);
+        reload.join().unwrap();
+
+        let explained = orders(&race.checks).into_iter().any(|order| {
+            let replay = policy_of(&race.before);
+            for _ in 0..race.used {
+                assert!(replay.allow("c", "/e", 1).unwrap().allowed());
+            }
+            let mut got = vec![Vec::new(); race.checks.len()];
+            for thread in order {
+                if thread == race.checks.len() {
+                    replay.reload_toml(&race.after).unwrap();
+                } else {
+                    got[thread].push(replay.allow("c", "/e", 1).unwrap().allowed());
+                }
+            }
+            got == answers && remaining(&replay) == remaining(&shared)
+        });
+        assert!(
+            explained,
+            "no sequential order of the checks and the reload explains {answers:?} \
+             ending with remaining {:?}",
+            remaining(&shared)
+        );
+        let admitted = answers.iter().flatten().filter(|&&a| a).count() as u32;
+        assert!(
+            race.admitted.contains(&admitted),
+            "{admitted} racing checks admitted; the contract allows {:?}",
+            race.admitted
+        );
+        assert_eq!(
+            drain(&shared),
+            (race.left_after)(admitted),
+            "after {admitted} admitted, the key got a fresh burst or lost its state"
+        );
+        let mut seen = record.lock().unwrap();
+        if !seen.contains(&admitted) {
+            seen.push(admitted);
+        }
+    });
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert_eq!(
+        seen, expected.admitted,
+        "the model did not reach every order of the reload and the checks"
+    );
+}
+
+/// Raising GCRA 2/h to 4/h while two checkers each ask one permit of a key that used both.
+/// Before the reload both are denied, after it both admitted (2 of 4 used, 2 left): 0, 1
+/// or 2 admitted, and the key ends at 4 − 2 − admitted.
+#[test]
+fn policy_reload_raises_a_limit() {
+    reload_race(
+        "policy_reload_raises_a_limit",
+        ReloadRace {
+            before: one_rule("gcra", 2),
+            used: 2,
+            after: one_rule("gcra", 4),
+            checks: vec![1, 1],
+            admitted: &[0, 1, 2],
+            left_after: |admitted| 2 - admitted,
+        },
+    );
+}
+
+/// Lowering a fixed window from 4/h to 2/h while two checkers each ask one permit of a key
+/// that used 2: each check before the reload is admitted, each after it denied (2 used of
+/// 2, or more). Whatever the order, the key is exhausted after the race: no fresh burst.
+#[test]
+fn policy_reload_lowers_a_limit() {
+    reload_race(
+        "policy_reload_lowers_a_limit",
+        ReloadRace {
+            before: one_rule("fixed_window", 4),
+            used: 2,
+            after: one_rule("fixed_window", 2),
+            checks: vec![1, 1],
+            admitted: &[0, 1, 2],
+            left_after: |_| 0,
+        },
+    );
+}
+
+/// Changing a rule's algorithm (GCRA 3/h to a fixed window of 3/h) while one checker asks
+/// two permits of a key that used 2. The new algorithm starts conservatively with the 2 (or
+/// 3) used, so exactly one check is admitted in every order and the key ends exhausted.
+#[test]
+fn policy_reload_changes_the_algorithm() {
+    reload_race(
+        "policy_reload_changes_the_algorithm",
+        ReloadRace {
+            before: one_rule("gcra", 3),
+            used: 2,
+            after: one_rule("fixed_window", 3),
+            checks: vec![2],
+            admitted: &[1],
+            left_after: |_| 0,
+        },
+    );
+}
+
+/// The broken twin of the reload models: a reload that copies the key's state (a snapshot
+/// of what it used) into a fresh policy, then swaps the policy pointer. A check landing on
+/// the old policy between the snapshot and the swap is lost, so after lowering 4/h to 2/h
+/// the key gets a fresh permit: the same contract assertion must catch it.
+#[test]
+#[should_panic(expected = "fresh burst")]
+fn broken_policy_reload_snapshot_then_swap() {
+    model("broken_policy_reload_snapshot_then_swap", || {
+        let (before, after) = (one_rule("fixed_window", 4), one_rule("fixed_window", 2));
+        let first = policy_of(&before);
+        assert!(first.allow("c", "/e", 1).unwrap().allowed());
+        let current = Arc::new(loom::sync::RwLock::new(Arc::new(first)));
+        let load = |cell: &loom::sync::RwLock<Arc<TestPolicy>>| Arc::clone(&cell.read().unwrap());
+        let reload = {
+            let current = Arc::clone(&current);
+            loom::thread::spawn(move || {
+                let old = load(&current);
+                let used = 4 - old.peek("c", "/e", 0).unwrap().remaining();
+                let fresh = policy_of(&after);
+                for _ in 0..used {
+                    fresh.allow("c", "/e", 1).unwrap();
+                }
+                *current.write().unwrap() = Arc::new(fresh);
+            })
+        };
+        let admitted = u32::from(load(&current).allow("c", "/e", 1).unwrap().allowed());
+        reload.join().unwrap();
+        assert_eq!(
+            drain(&load(&current)),
+            0,
+            "after {admitted} admitted, the key got a fresh burst or lost its state"
         );
     });
 }

@@ -109,26 +109,75 @@ fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
 /// be compensated: `a` ends with 1 used, `b` with 1, as after one sequential admit.
 /// (`remaining` is what a peek of one more permit reports, so `a` must not be exhausted.)
 fn all_or_nothing(name: &str, precheck: bool) {
+    tiers_race(name, two_tiers(3, 1), precheck, 2, 1);
+}
+
+/// One rule `client` with two tiers `a` and `b`, each `(algorithm, limit)` per hour.
+fn tiers_of(a: (&str, u64), b: (&str, u64)) -> String {
+    format!(
+        r#"
+        [[rules]]
+        name = "client"
+        [[rules.tiers]]
+        name = "a"
+        limit = {}
+        window = "1h"
+        algorithm = "{}"
+        [[rules.tiers]]
+        name = "b"
+        limit = {}
+        window = "1h"
+        algorithm = "{}"
+        "#,
+        a.1, a.0, b.1, b.0
+    )
+}
+
+/// Every tier's whole decision for one more permit of client `c` (remaining, reset and
+/// retry times): compares time-based states to the nanosecond, not just whole permits.
+fn tier_states(policy: &TestPolicy) -> Vec<tollgate::Decision> {
+    let d = policy.peek("c", "/e", 1).unwrap();
+    d.tiers().iter().map(|t| t.decision).collect()
+}
+
+/// `callers` threads each ask one permit of the rule in `toml` (every caller reads the same
+/// clock instant, the case in which the compensation of GCRA / token / leaky buckets is
+/// documented exact). After every execution: exactly `admitted` are admitted (the tightest
+/// tier's limit), and every tier's state, to the nanosecond, equals a sequential replay of
+/// only the admitted requests on a fresh policy: no tier keeps a permit (or a fraction of
+/// one) of a denied request. Across all executions the compensation path must be reached.
+fn tiers_race(name: &str, toml: String, precheck: bool, callers: usize, admitted: usize) {
     let compensated = StdArc::new(AtomicUsize::new(0));
     let seen = StdArc::clone(&compensated);
+    let toml = StdArc::new(toml);
     model(name, move || {
-        let shared = Arc::new(policy(&two_tiers(3, 1), precheck));
-        let other = {
-            let shared = Arc::clone(&shared);
-            loom::thread::spawn(move || shared.allow("c", "/e", 1).unwrap().allowed())
-        };
+        let shared = Arc::new(policy(&toml, precheck));
+        let others: Vec<_> = (1..callers)
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                loom::thread::spawn(move || shared.allow("c", "/e", 1).unwrap().allowed())
+            })
+            .collect();
         let mine = shared.allow("c", "/e", 1).unwrap().allowed();
-        let theirs = other.join().unwrap();
-        let admitted = usize::from(mine) + usize::from(theirs);
-        assert_eq!(admitted, 1, "tier b admits exactly one request");
-        let replay = policy(&two_tiers(3, 1), precheck);
-        for _ in 0..admitted {
+        let got = usize::from(mine)
+            + others
+                .into_iter()
+                .map(|t| usize::from(t.join().unwrap()))
+                .sum::<usize>();
+        assert_eq!(got, admitted, "the tightest tier admits exactly {admitted}");
+        let replay = policy(&toml, precheck);
+        for _ in 0..got {
             assert!(replay.allow("c", "/e", 1).unwrap().allowed());
         }
         assert_eq!(
             remaining(&shared),
             remaining(&replay),
             "a tier kept a permit of a denied request"
+        );
+        assert_eq!(
+            tier_states(&shared),
+            tier_states(&replay),
+            "a tier kept part of a permit of a denied request"
         );
         // Relaxed: a statistic read after the model finished.
         seen.fetch_add(
@@ -151,6 +200,69 @@ fn policy_tiers_all_or_nothing_with_precheck() {
 #[test]
 fn policy_tiers_all_or_nothing_without_precheck() {
     all_or_nothing("policy_tiers_all_or_nothing_without_precheck", false);
+}
+
+/// GCRA 3/h then a token bucket of 1: the loser's GCRA take is compensated (its TAT moved
+/// back by one emission interval), also when the winner's take landed on top of it.
+#[test]
+fn policy_tiers_gcra_and_token_bucket() {
+    tiers_race(
+        "policy_tiers_gcra_and_token_bucket",
+        tiers_of(("gcra", 3), ("token_bucket", 1)),
+        false,
+        2,
+        1,
+    );
+}
+
+/// A leaky bucket (a shaper: admitted requests wait) then GCRA 1/h, with the precheck.
+#[test]
+fn policy_tiers_leaky_bucket_and_gcra() {
+    tiers_race(
+        "policy_tiers_leaky_bucket_and_gcra",
+        tiers_of(("leaky_bucket", 3), ("gcra", 1)),
+        true,
+        2,
+        1,
+    );
+}
+
+/// Three callers on a token bucket of 3 then a leaky bucket admitting 2: two admitted, the
+/// third compensates a token-bucket take that others' takes may have landed on top of.
+#[test]
+fn policy_tiers_token_bucket_and_leaky_bucket_three_callers() {
+    tiers_race(
+        "policy_tiers_token_bucket_and_leaky_bucket_three_callers",
+        tiers_of(("token_bucket", 3), ("leaky_bucket", 2)),
+        false,
+        3,
+        2,
+    );
+}
+
+/// A sliding window log of 3 then GCRA 1/h: the loser's timestamp is removed from the log.
+#[test]
+fn policy_tiers_sliding_window_log_and_gcra() {
+    tiers_race(
+        "policy_tiers_sliding_window_log_and_gcra",
+        tiers_of(("sliding_window_log", 3), ("gcra", 1)),
+        false,
+        2,
+        1,
+    );
+}
+
+/// GCRA 3/h then a sliding window log of 1: the log denies the loser, whose GCRA take is
+/// compensated; the log's own take by the winner is kept.
+#[test]
+fn policy_tiers_gcra_and_sliding_window_log() {
+    tiers_race(
+        "policy_tiers_gcra_and_sliding_window_log",
+        tiers_of(("gcra", 3), ("sliding_window_log", 1)),
+        false,
+        2,
+        1,
+    );
 }
 
 /// The broken twin: tiers `a` and `b` as two separate policies called one after the other,
@@ -467,4 +579,18 @@ fn broken_policy_reload_snapshot_then_swap() {
             "after {admitted} admitted, the key got a fresh burst or lost its state"
         );
     });
+}
+
+/// Three callers on GCRA 3/h then a sliding window log of 2: two admitted; the third
+/// compensates a GCRA take on top of which others' takes may have landed (compensation by
+/// subtraction, exact at a shared clock reading).
+#[test]
+fn policy_tiers_gcra_and_sliding_window_log_three_callers() {
+    tiers_race(
+        "policy_tiers_gcra_and_sliding_window_log_three_callers",
+        tiers_of(("gcra", 3), ("sliding_window_log", 2)),
+        false,
+        3,
+        2,
+    );
 }

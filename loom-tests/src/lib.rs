@@ -17,7 +17,7 @@
 //! |---|---|---|
 //! | [`CellSubject`] (`StateCell` + algorithm) | [`CellOracle`]: the pure `decide`, cross-checked against the [`reference`](tollgate_core::reference) model | [`BrokenCell`]: load + store instead of CAS |
 //! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
-//! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, `Refuse` | [`BrokenKeyedTable`]: inserts without a lock |
+//! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, then `Refuse` or `Evict` (any victim) | [`BrokenKeyedTable`]: inserts without a lock |
 //!
 //! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, the hot-reload swap
 //! racing checks) is modelled directly in `tests/policy.rs` through its public API, with a

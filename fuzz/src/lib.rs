@@ -16,13 +16,16 @@
 //!
 //! `policy_toml` feeds arbitrary text to the TOML rule loader (`PolicyConfig::from_toml`:
 //! rules or a typed error, never a panic) and runs requests through every policy it
-//! accepts; `headers` renders arbitrary decisions.
+//! accepts; `headers` renders arbitrary decisions; `redis_wire` drives the Redis backend's
+//! pure wire format (script arguments, reply decoding with [`ReplyValue`]s, tier
+//! combination, key building) without a server.
 
 mod cost;
 mod count;
 mod decision_check;
 mod differential;
 mod header_check;
+mod reply_value;
 mod span;
 mod step;
 mod time;
@@ -32,6 +35,7 @@ pub use count::Count;
 pub use decision_check::check_decision;
 pub use differential::{constructed, Differential};
 pub use header_check::check_headers;
+pub use reply_value::ReplyValue;
 pub use span::Span;
 pub use step::Step;
 pub use time::Time;

@@ -17,12 +17,13 @@
 //! |---|---|---|
 //! | [`CellSubject`] (`StateCell` + algorithm) | [`CellOracle`]: the pure `decide`, cross-checked against the [`reference`](tollgate_core::reference) model | [`BrokenCell`]: load + store instead of CAS |
 //! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
-//! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, `Refuse` | [`BrokenKeyedTable`]: inserts without a lock |
+//! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, then `Refuse` or `Evict` (any victim) | [`BrokenKeyedTable`]: inserts without a lock |
 //!
-//! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, a reload racing a
-//! check) is modelled directly in `tests/policy.rs`, with a sequential replay of the
-//! admitted requests as oracle and a broken twin (two tiers composed without compensation).
-//! The reload's `ArcSwap` is not loom-visible; its per-key cells and shard locks are.
+//! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, the hot-reload swap
+//! racing checks) is modelled directly in `tests/policy.rs` through its public API, with a
+//! sequential replay as oracle and broken twins (tiers without compensation, a reload that
+//! snapshots then swaps). Its rule-set swap (`SwapCell`), per-key cells and shard locks are
+//! all loom-visible.
 #![cfg(tollgate_loom)]
 
 mod broken_cell;

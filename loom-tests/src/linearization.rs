@@ -3,8 +3,9 @@
 //! Given each thread's operations and the answers they got, [`find`] looks for an
 //! interleaving of the threads (each thread's own order kept) which, run through an
 //! [`Oracle`] from a fresh state, gives every operation the same answer and ends in the same
-//! [`FinalState`]. A depth-first search over the interleavings, pruned at the first
-//! mismatching answer; histories in the models have at most a handful of operations.
+//! [`FinalState`]. A depth-first search over the interleavings (and over the choices an
+//! oracle leaves open, see [`Oracle::successors`]), pruned at the first mismatching
+//! answer; histories in the models have at most a handful of operations.
 
 use crate::{Answer, FinalState, Op, Oracle};
 
@@ -54,17 +55,18 @@ fn search<O: Oracle>(
         let Some(&op) = threads[thread].get(index) else {
             continue;
         };
-        let mut after = oracle.clone();
-        if after.apply(op) != answers[thread][index] {
-            continue;
+        for (after, answer) in oracle.successors(op) {
+            if answer != answers[thread][index] {
+                continue;
+            }
+            next[thread] += 1;
+            order.push((thread, index));
+            if search(&after, threads, answers, final_state, next, order, total) {
+                return true;
+            }
+            order.pop();
+            next[thread] -= 1;
         }
-        next[thread] += 1;
-        order.push((thread, index));
-        if search(&after, threads, answers, final_state, next, order, total) {
-            return true;
-        }
-        order.pop();
-        next[thread] -= 1;
     }
     false
 }

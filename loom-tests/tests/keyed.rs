@@ -1,12 +1,21 @@
 //! loom models of `tollgate`'s keyed table (`KeyedLimiter`): the same key inserted by two
 //! threads at once, a check racing the idle eviction of its key, two inserts racing for the
-//! last place; and the deliberately broken twin.
+//! last place; under `WhenFull::Evict`, checks and inserts racing pressure evictions; and
+//! the deliberately broken twin (against both oracles).
 //!
 //! Each model asserts after every explored execution that some sequential order, run
 //! through [`KeyedOracle`] (a capacity-bounded list of keyed states with lossless idle
-//! eviction and `WhenFull::Refuse`), gives the same answers (decisions and `Full`), the
-//! same number of entries and the same peeks of every key at the end: one entry per key,
-//! no admission lost or doubled, nothing evicted that was not idle.
+//! eviction, then `WhenFull::Refuse` or `WhenFull::Evict`), gives the same answers
+//! (decisions and `Full`), the same number of entries and the same peeks of every key at
+//! the end: one entry per key, no admission lost or doubled, nothing evicted that was not
+//! idle (`Refuse`) or, under `Evict`, an evicted key restarting fresh and nothing admitted
+//! beyond what some order of checks and evictions admits.
+//!
+//! The evicting oracle lets *any* resident entry be the victim: a strict least-loss oracle
+//! fails `keyed_evict_chooses_while_a_victim_is_checked` (loom finds the execution where
+//! the insert picks key 2 as least loss, key 2's lock-free check is then admitted on its
+//! old state, and the eviction drops that check's take: fail open, as `WhenFull::Evict`
+//! documents).
 #![cfg(tollgate_loom)]
 
 use tollgate::WhenFull;
@@ -100,4 +109,77 @@ fn broken_keyed_table_is_caught() {
         move || BrokenKeyedTable::new(gcra(1), vec![1], probes.clone()),
         oracle,
     );
+}
+
+/// Runs `model` on a one-shard `KeyedLimiter` of `capacity` under `WhenFull::Evict`,
+/// peeking `keys`, against the oracle that may evict any resident entry when full.
+fn run_keyed_evicting(model: ModelRun, burst: u64, capacity: usize, keys: Vec<u64>) {
+    let probes = probes(&model);
+    let oracle = KeyedOracle::new(gcra(burst), capacity, keys.clone(), probes.clone())
+        .when_full(WhenFull::Evict);
+    model.run(
+        move || {
+            KeyedSubject::new(
+                gcra(burst),
+                capacity,
+                WhenFull::Evict,
+                keys.clone(),
+                probes.clone(),
+            )
+        },
+        oracle,
+    );
+}
+
+/// Capacity 1 holds key 1, busy (burst 2, one used, not idle before `now = 10`). Key 2's
+/// insert evicts it under pressure while key 1 is checked twice: each check of key 1 lands
+/// before the eviction (on its state) or after it (fresh, evicting key 2 in turn). Never
+/// more admitted than some order of the checks and evictions allows.
+#[test]
+fn keyed_evict_check_races_pressure_eviction() {
+    let model = ModelRun::new("keyed/evict: check vs pressure eviction")
+        .setup([Op::check(0, 1).key(1)])
+        .thread([Op::check(2, 1).key(1), Op::check(3, 2).key(1)])
+        .thread([Op::check(2, 1).key(2)]);
+    run_keyed_evicting(model, 2, 1, vec![1, 2]);
+}
+
+/// Capacity 1 holds key 1, busy. Two new keys race for its place: each insert evicts
+/// whoever is resident, the table never holds more than one entry, and key 1 restarts
+/// fresh.
+#[test]
+fn keyed_evict_insert_races_insert() {
+    let model = ModelRun::new("keyed/evict: insert vs insert under pressure")
+        .setup([Op::check(0, 2).key(1)])
+        .thread([Op::check(1, 1).key(2)])
+        .thread([Op::check(1, 1).key(3), Op::peek(2, 1).key(1)]);
+    run_keyed_evicting(model, 2, 1, vec![1, 2, 3]);
+}
+
+/// The broken table against the evicting oracle: the freedom to evict any entry must not
+/// explain a key inserted twice (both admitted with a burst of 1).
+#[test]
+#[should_panic(expected = "no sequential order")]
+fn broken_keyed_table_is_caught_with_eviction() {
+    let model = ModelRun::new("broken keyed table, evicting oracle")
+        .thread([Op::check(0, 1).key(1)])
+        .thread([Op::check(0, 1).key(1)]);
+    let probes = probes(&model);
+    let oracle = KeyedOracle::new(gcra(1), 2, vec![1], probes.clone()).when_full(WhenFull::Evict);
+    model.run(
+        move || BrokenKeyedTable::new(gcra(1), vec![1], probes.clone()),
+        oracle,
+    );
+}
+
+/// Capacity 2 holds keys 1 (two of a burst of 3 used) and 2 (one used). Key 3's insert must
+/// evict one of them while key 2 is checked for two more, which makes it the busier one:
+/// whichever entry goes, its key restarts fresh and nothing else changes.
+#[test]
+fn keyed_evict_chooses_while_a_victim_is_checked() {
+    let model = ModelRun::new("keyed/evict: victim chosen while checked")
+        .setup([Op::check(0, 2).key(1), Op::check(0, 1).key(2)])
+        .thread([Op::check(1, 2).key(2)])
+        .thread([Op::check(1, 1).key(3), Op::peek(2, 1).key(1)]);
+    run_keyed_evicting(model, 3, 2, vec![1, 2, 3]);
 }

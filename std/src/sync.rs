@@ -51,8 +51,87 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// Plain `std` atomics for the policy layer and the Redis backend: counters and hot-swapped
-/// state that the loom models do not cover, so they stay on `std`'s types even under
+/// A hot-swappable shared value: readers take the current `Arc<T>`, a writer replaces it;
+/// what the policy's rule-set reload swaps.
+///
+/// Normal builds wrap [`arc_swap::ArcSwap`] (lock-free loads). Under `--cfg tollgate_loom`
+/// it is a loom `RwLock` around the `Arc`, so each load and each store is a point where loom
+/// interleaves the swap with the checks running on the old or the new value. The `Arc`
+/// stays `std`'s in both builds, so the policy's public `rule_set() -> Arc<RuleSet>` has one
+/// type; loom's `Arc` would only add reference-count leak checks, not interleavings.
+pub(crate) struct SwapCell<T> {
+    #[cfg(not(tollgate_loom))]
+    inner: arc_swap::ArcSwap<T>,
+    #[cfg(tollgate_loom)]
+    inner: RwLock<std::sync::Arc<T>>,
+}
+
+/// What [`SwapCell::load`] returns: derefs to the `Arc<T>` current at the load.
+#[cfg(not(tollgate_loom))]
+pub(crate) type SwapGuard<T> = arc_swap::Guard<std::sync::Arc<T>>;
+/// What [`SwapCell::load`] returns: derefs to the `Arc<T>` current at the load.
+#[cfg(tollgate_loom)]
+pub(crate) type SwapGuard<T> = std::sync::Arc<T>;
+
+impl<T> SwapCell<T> {
+    /// A cell holding `value`.
+    pub(crate) fn from_pointee(value: T) -> SwapCell<T> {
+        let value = std::sync::Arc::new(value);
+        SwapCell {
+            #[cfg(not(tollgate_loom))]
+            inner: arc_swap::ArcSwap::new(value),
+            #[cfg(tollgate_loom)]
+            inner: RwLock::new(value),
+        }
+    }
+
+    /// The current value, for a short use (the hot path: no reference-count traffic in
+    /// normal builds).
+    #[inline]
+    pub(crate) fn load(&self) -> SwapGuard<T> {
+        #[cfg(not(tollgate_loom))]
+        {
+            self.inner.load()
+        }
+        #[cfg(tollgate_loom)]
+        {
+            std::sync::Arc::clone(&self.inner.read().unwrap())
+        }
+    }
+
+    /// The current value, as an owned `Arc`.
+    pub(crate) fn load_full(&self) -> std::sync::Arc<T> {
+        #[cfg(not(tollgate_loom))]
+        {
+            self.inner.load_full()
+        }
+        #[cfg(tollgate_loom)]
+        {
+            std::sync::Arc::clone(&self.inner.read().unwrap())
+        }
+    }
+
+    /// Replaces the value; loads already made keep the old one.
+    pub(crate) fn store(&self, value: std::sync::Arc<T>) {
+        #[cfg(not(tollgate_loom))]
+        {
+            self.inner.store(value);
+        }
+        #[cfg(tollgate_loom)]
+        {
+            *self.inner.write().unwrap() = value;
+        }
+    }
+}
+
+impl<T: core::fmt::Debug> core::fmt::Debug for SwapCell<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("SwapCell").field(&*self.load_full()).finish()
+    }
+}
+
+/// Plain `std` atomics for the policy layer and the Redis backend: counters and state that
+/// the loom models do not cover (the rule-set swap is [`SwapCell`], which they do), so they stay on `std`'s types even under
 /// `--cfg tollgate_loom` (where the keyed table above switches to loom's).
 pub(crate) mod plain {
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};

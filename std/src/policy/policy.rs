@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use arc_swap::ArcSwap;
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
 use super::tier_store::{fingerprint, TakeReceipt as Receipt};
@@ -13,6 +12,7 @@ use super::{
     TierOutcome, MAX_TIERS,
 };
 use crate::sync::plain::{AtomicU64, Ordering};
+use crate::sync::SwapCell;
 
 /// Stable rule ids by name, kept across reloads.
 #[derive(Debug, Default)]
@@ -69,7 +69,7 @@ struct Registry {
 /// ## Hot reload
 ///
 /// [`reload`](Self::reload) validates the new config, then swaps it in atomically
-/// ([`ArcSwap`]); checks in flight finish on the set they started with. State is keyed by
+/// (`arc-swap`); checks in flight finish on the set they started with. State is keyed by
 /// (rule name, tier name): every tier whose names survive keeps its per-key state, so a key
 /// keeps its state across the swap. Where a tier's algorithm or numbers changed, the tier
 /// gets a new store and every key's state is carried over to it once, converted: by the
@@ -98,7 +98,7 @@ struct Registry {
 /// `capacity` applies to tiers the reload creates; surviving tiers keep their table.
 #[derive(Debug)]
 pub struct Policy<C> {
-    rules: ArcSwap<RuleSet>,
+    rules: SwapCell<RuleSet>,
     clock: C,
     registry: Mutex<Registry>,
     precheck: bool,
@@ -112,7 +112,7 @@ impl<C: Clock> Policy<C> {
         let mut registry = Registry::default();
         assign_ids(&mut registry, &mut set);
         Ok(Policy {
-            rules: ArcSwap::from_pointee(set),
+            rules: SwapCell::from_pointee(set),
             clock,
             registry: Mutex::new(registry),
             precheck: true,

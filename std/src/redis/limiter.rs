@@ -3,11 +3,12 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use redis::{RedisError, Value};
+use redis::RedisError;
 
 use super::connection::Connection;
 use super::deny_cache::DenyCache;
 use super::fallback::Fallback;
+use super::reply::decode_reply;
 use super::stats::Counters;
 use super::{
     BuildError, CheckError, DecisionSource, FailureCause, FailurePolicy, LuaScript, RedisConfig,
@@ -72,14 +73,6 @@ struct Request<'a> {
     at: Option<Nanos>,
     /// false: a peek (decide, write nothing, bypass the deny cache).
     commit: bool,
-}
-
-fn parse_hex(value: &Value) -> Option<u64> {
-    match value {
-        Value::BulkString(bytes) => u64::from_str_radix(std::str::from_utf8(bytes).ok()?, 16).ok(),
-        Value::SimpleString(s) => u64::from_str_radix(s, 16).ok(),
-        _ => None,
-    }
 }
 
 fn cause_of(error: &RedisError) -> FailureCause {
@@ -354,7 +347,7 @@ impl RedisLimiter {
             .connection
             .eval(&self.script, &keys, &args, &self.counters);
         let outcome = match tokio::time::timeout(self.config.timeout(), call).await {
-            Ok(Ok(value)) => self.parse(&value).ok_or(FailureCause::Server),
+            Ok(Ok(value)) => decode_reply(&self.rules, &value).ok_or(FailureCause::Server),
             Ok(Err(error)) => Err(cause_of(&error)),
             Err(_elapsed) => Err(FailureCause::Timeout),
         };
@@ -382,32 +375,6 @@ impl RedisLimiter {
                 Ok(self.degrade(cause, req, &identity, frame_now))
             }
         }
-    }
-
-    /// The per-tier decisions of a script reply.
-    fn parse(&self, value: &Value) -> Option<Vec<Decision>> {
-        let Value::Array(items) = value else {
-            return None;
-        };
-        if items.len() != 2 + 5 * self.rules.len() {
-            return None;
-        }
-        self.rules
-            .iter()
-            .zip(items[2..].chunks_exact(5))
-            .map(|(rule, f)| {
-                let allowed = matches!(f[0], Value::Int(1));
-                let remaining = parse_hex(&f[1])?;
-                let reset_after = Nanos::new(parse_hex(&f[2])?);
-                let retry_after = Nanos::new(parse_hex(&f[3])?);
-                let delay = Nanos::new(parse_hex(&f[4])?);
-                Some(if allowed {
-                    Decision::allow(rule.limit(), remaining, reset_after).with_delay(delay)
-                } else {
-                    Decision::deny(rule.limit(), remaining, reset_after, retry_after)
-                })
-            })
-            .collect()
     }
 
     /// The failure policy's answer.

@@ -100,12 +100,27 @@ impl RedisRule {
 
     /// Appends this tier's script arguments for a request of `cost`: the algorithm's name,
     /// its precomputed parameters and the cost-derived products (computed here in `u64`,
-    /// checked, so the script only adds, compares and divides).
-    pub(crate) fn encode(
-        &self,
-        cost: u32,
-        args: &mut Vec<String>,
-    ) -> Result<(), InsufficientCapacity> {
+    /// checked, so the script only adds, compares and divides). Numbers the script reads
+    /// as values are 16-digit hex; counts it reads with `tonumber` are decimal.
+    ///
+    /// Only needed to run [`LuaScript`](super::LuaScript) yourself (its reply decodes with
+    /// [`decode_reply`](super::decode_reply)); [`RedisLimiter`](super::RedisLimiter) does
+    /// both.
+    ///
+    /// ```
+    /// use tollgate::redis::RedisRule;
+    /// use tollgate::{AlgorithmConfig, Nanos};
+    /// let rule = RedisRule::new(
+    ///     "api",
+    ///     AlgorithmConfig::FixedWindow { limit: 10, window: Nanos::from_secs(1) },
+    /// )?;
+    /// let mut args = Vec::new();
+    /// rule.encode(3, &mut args)?;
+    /// assert_eq!(args, ["fixed", "000000003b9aca00", "000000000000000a", "0000000000000003"]);
+    /// assert!(rule.encode(11, &mut args).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn encode(&self, cost: u32, args: &mut Vec<String>) -> Result<(), InsufficientCapacity> {
         let max_cost = self.max_cost();
         if u64::from(cost) > max_cost {
             return Err(InsufficientCapacity { max_cost });

@@ -95,6 +95,9 @@ fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
     }
+    // A reload compiles a rule set and sweeps a replaced tier's table (16 slots): more
+    // scheduling points per execution than loom's default cap of 1 000 allows.
+    builder.max_branches = 20_000;
     let executions = StdArc::new(AtomicUsize::new(0));
     let counter = StdArc::clone(&executions);
     let started = Instant::now();
@@ -123,6 +126,7 @@ fn all_or_nothing(name: &str, precheck: bool) {
 fn tiers_of(a: (&str, u64), b: (&str, u64)) -> String {
     format!(
         r#"
+        capacity = 16
         [[rules]]
         name = "client"
         [[rules.tiers]]
@@ -344,6 +348,7 @@ fn policy_reload_races_a_check() {
 fn one_rule(algorithm: &str, limit: u64) -> String {
     format!(
         r#"
+        capacity = 16
         [[rules]]
         name = "client"
         [[rules.tiers]]

@@ -49,6 +49,7 @@ mod delay;
 mod duration;
 mod fn_clock;
 mod headers;
+mod in_flight;
 mod intern;
 mod keyed_cells;
 mod metered;

@@ -12,7 +12,7 @@ use super::{
     TierOutcome, MAX_TIERS,
 };
 use crate::sync::plain::{AtomicU64, Ordering};
-use crate::sync::SwapCell;
+use crate::sync::{SwapCell, SwapGuard};
 
 /// Stable rule ids by name, kept across reloads.
 #[derive(Debug, Default)]
@@ -103,6 +103,9 @@ pub struct Policy<C> {
     registry: Mutex<Registry>,
     precheck: bool,
     compensations: AtomicU64,
+    /// Bumped by every reload after it publishes a set (see `in_flight`); loom's atomic
+    /// under `--cfg tollgate_loom`, unlike the statistics.
+    generation: crate::sync::AtomicU64,
 }
 
 impl<C: Clock> Policy<C> {
@@ -116,6 +119,7 @@ impl<C: Clock> Policy<C> {
             clock,
             registry: Mutex::new(registry),
             precheck: true,
+            generation: crate::sync::AtomicU64::new(0),
             compensations: AtomicU64::new(0),
         })
     }
@@ -147,9 +151,18 @@ impl<C: Clock> Policy<C> {
         let old = self.rules.load_full();
         set.adopt_state(&old);
         let set = Arc::new(set);
-        self.rules.store(Arc::clone(&set));
-        // Published: carry the keys of replaced stores over now (checks meanwhile carry
-        // the keys they need themselves), so the replaced stores can go.
+        {
+            // No key of a changed tier moves until every check that may still use the old
+            // set is done (it may yet undo a take in an old store): the grace period.
+            let _holds = set.hold_migrations();
+            self.rules.store(Arc::clone(&set));
+            // SeqCst: in one total order with the checks' generation loads and their
+            // count increments (see the `in_flight` module docs).
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            old.in_flight.wait_idle();
+        }
+        // Then carry the keys of replaced stores over (checks meanwhile carry the keys they
+        // need themselves), so the replaced stores can go.
         set.absorb_predecessors(self.clock.now());
         Ok(())
     }
@@ -249,7 +262,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.rules.load();
+        let set = self.active_set();
         let client = fingerprint(request.client);
         let mut plan = [None::<PlannedTier<'_>>; MAX_TIERS];
         let mut n = 0;
@@ -325,7 +338,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.rules.load();
+        let set = self.active_set();
         let client = fingerprint(request.client);
         let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
         let mut n = 0;
@@ -352,7 +365,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
     }
 
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.rules.load();
+        let set = self.active_set();
         let client = fingerprint(request.client);
         for rule in set
             .matching(request.client, request.endpoint)
@@ -376,6 +389,22 @@ impl<C: Clock> PolicyCheck for Policy<C> {
 }
 
 impl<C> Policy<C> {
+    /// The rule set in force, counted as in use until the returned value drops (see the
+    /// `in_flight` module docs for why the generation is read twice).
+    #[inline]
+    fn active_set(&self) -> ActiveSet {
+        loop {
+            // SeqCst (both loads): see the `in_flight` module docs.
+            let generation = self.generation.load(Ordering::SeqCst);
+            let set = self.rules.load();
+            let stripe = set.in_flight.enter();
+            if self.generation.load(Ordering::SeqCst) == generation {
+                return ActiveSet { set, stripe };
+            }
+            set.in_flight.leave(stripe);
+        }
+    }
+
     /// The combined decision over the first `n` outcomes, scaled down for a penalized
     /// client (built in place: the outcome array is moved, not copied).
     #[inline]
@@ -434,5 +463,28 @@ impl PlannedTier<'_> {
             window: self.tier.window(),
             decision,
         }
+    }
+}
+
+/// A rule set a check is working on: counted in the set's [`InFlight`] until dropped.
+///
+/// [`InFlight`]: super::in_flight::InFlight
+struct ActiveSet {
+    set: SwapGuard<RuleSet>,
+    stripe: usize,
+}
+
+impl core::ops::Deref for ActiveSet {
+    type Target = RuleSet;
+    #[inline]
+    fn deref(&self) -> &RuleSet {
+        &self.set
+    }
+}
+
+impl Drop for ActiveSet {
+    #[inline]
+    fn drop(&mut self) {
+        self.set.in_flight.leave(self.stripe);
     }
 }

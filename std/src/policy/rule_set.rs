@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tollgate_core::Nanos;
 
+use super::in_flight::InFlight;
 use super::{PolicyConfig, PolicyConfigError, Rule};
 
 /// The largest `capacity` a rule set accepts: a single-word tier allocates its table
@@ -67,6 +68,8 @@ pub struct RuleSet {
     default: Option<usize>,
     by_client: Index,
     by_endpoint: HashMap<Box<str>, EndpointRules, foldhash::fast::RandomState>,
+    /// Checks working on this set (a reload waits for them; see `in_flight`).
+    pub(crate) in_flight: InFlight,
 }
 
 impl RuleSet {
@@ -89,6 +92,7 @@ impl RuleSet {
             default: None,
             by_client: Index::default(),
             by_endpoint: HashMap::default(),
+            in_flight: InFlight::new(),
         };
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {
@@ -175,6 +179,16 @@ impl RuleSet {
                 }
             }
         }
+    }
+
+    /// The migration locks of every tier store that replaces one of the old set's: a reload
+    /// holds them through the grace period (see the `tier_store` module docs).
+    pub(crate) fn hold_migrations(&self) -> Vec<impl Drop + '_> {
+        self.rules
+            .iter()
+            .flat_map(|rule| rule.tiers())
+            .filter_map(|tier| tier.store.hold_migration())
+            .collect()
     }
 
     /// Carries every key still held by a replaced store over to its successor (after the

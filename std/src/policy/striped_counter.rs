@@ -28,14 +28,16 @@ impl Default for StripedCounter {
     }
 }
 
-fn stripe_count() -> usize {
+/// Stripes per counter: one per available core, rounded up to a power of two (at most 64).
+pub(crate) fn stripe_count() -> usize {
     std::thread::available_parallelism()
         .map_or(4, |n| n.get())
         .clamp(1, 64)
         .next_power_of_two()
 }
 
-fn thread_stripe() -> usize {
+/// This thread's stripe index (round robin, fixed per thread; mask it to a stripe count).
+pub(crate) fn thread_stripe() -> usize {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     thread_local! {
         static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };

@@ -22,21 +22,23 @@
 //! A store's algorithm never changes. When a reload changes a tier's algorithm or numbers,
 //! the new rule set gets a *successor* store, linked to the old one:
 //!
-//! 1. the old store is *retired* before the new set is published: it inserts no key from
-//!    then on; a check that misses there (in flight on the old set) continues in the
-//!    successor, under the successor's algorithm;
-//! 2. the successor *carries* a key over the first time it misses it: it extracts the key's
-//!    entry from the old store (which ends every update in flight on it there: their CAS
-//!    fails, they miss, find the store retired and continue in the successor) and converts
-//!    it per [`Policy::reload`](super::Policy::reload)'s rules. The reload itself then
-//!    sweeps every remaining entry across before it returns.
+//! 1. the reload publishes the new set, then waits until no check that may have loaded the
+//!    old set is in flight (see [`InFlight`](super::in_flight::InFlight)); meanwhile it
+//!    holds the successor's migration lock, so no key moves while a check on the old set
+//!    might still take from, or undo a take in, the old store;
+//! 2. then the old store is *retired* (a check still reaching it, which the grace period
+//!    rules out for the policy's own checks, would insert nothing there and continue in the
+//!    successor), and keys move: the successor *carries* a key over the first time it
+//!    misses it, extracting the key's entry from the old store and converting it per
+//!    [`Policy::reload`](super::Policy::reload)'s rules, and the reload sweeps every
+//!    remaining entry across before it returns.
 //!
 //! Carrying (on a miss or by the sweep) holds the successor's migration lock, so each key
 //! moves exactly once; checks of keys a store already holds stay lock-free throughout.
-//! Every admission recorded in the old store before the key moved is carried; none can be
-//! recorded there after. One imprecision remains, on the strict side: a take that is undone
-//! (another tier denied) after its key moved finds nothing to undo, so that permit stays
-//! counted.
+//! Every admission recorded in the old store is carried, and every take undone on the old
+//! set is undone in the old store before its key moves: all-or-nothing holds across a
+//! reload (loom-checked, including a take, a reload that converts through a capped limit,
+//! and the undo).
 
 use std::sync::{Arc, OnceLock};
 
@@ -140,20 +142,26 @@ impl TierStore {
         &self.algorithm
     }
 
-    /// Makes this (not yet published) store the successor of `old`, retiring `old`.
+    /// Makes this (not yet published) store the successor of `old`. Nothing moves until
+    /// [`absorb_predecessor`](Self::absorb_predecessor) retires `old`.
     pub(crate) fn succeed(self: &Arc<Self>, old: &Arc<TierStore>) {
         *lock(&self.predecessor) = Some(Arc::clone(old));
         // Release: pairs with the Acquire load in `migration_lock`.
         self.migrating.store(true, Ordering::Release);
         *lock(&old.successor) = Some(Arc::clone(self));
-        // Release: pairs with the Acquire load in `is_retired`: whoever finds `old`
-        // retired finds its successor set.
-        old.retired.store(true, Ordering::Release);
     }
 
-    /// Carries every entry the predecessor still holds over (the reload's sweep), then
-    /// drops the link. Each shard of the predecessor is moved under the migration lock.
+    /// The migration lock, held by a reload from before it publishes the new set until no
+    /// check on the old set is in flight (the grace period): meanwhile no key moves.
+    pub(crate) fn hold_migration(&self) -> Option<MutexGuard<'_, Option<Arc<TierStore>>>> {
+        self.migration_lock()
+    }
+
+    /// Retires the predecessor and carries every entry it still holds over (the reload's
+    /// sweep, after the grace period), then drops the link. Each shard of the predecessor
+    /// is moved under the migration lock.
     pub(crate) fn absorb_predecessor(&self, now: Nanos) {
+        self.retire_predecessor();
         for s in 0.. {
             let guard = lock(&self.predecessor);
             let Some(old) = guard.as_ref() else {
@@ -171,6 +179,15 @@ impl TierStore {
         // Release: pairs with the Acquire load in `migration_lock`; nothing is left to
         // carry, and the inserts above are published by the shard locks they took.
         self.migrating.store(false, Ordering::Release);
+    }
+
+    /// Retires the predecessor: from now on it inserts no key, and keys may move.
+    fn retire_predecessor(&self) {
+        if let Some(old) = lock(&self.predecessor).as_ref() {
+            // Release: pairs with the Acquire load in `is_retired`: whoever finds `old`
+            // retired finds its successor set.
+            old.retired.store(true, Ordering::Release);
+        }
     }
 
     /// Decides `cost` for the key with fingerprint `key` at `now`, recording it if
@@ -481,7 +498,7 @@ mod tests {
             .count()
     }
 
-    /// Between the swap and the sweep: a check still on the old store updates keys the old
+    /// After the grace period, before the sweep: a check still on the old store updates keys the old
     /// store holds, sends keys it does not hold to the successor (never inserting them in
     /// the retired store), and keys move once, with their state.
     #[test]
@@ -495,6 +512,8 @@ mod tests {
             assert_eq!(admitted(&old, "a", 4), 4);
             let new = Arc::new(TierStore::new(new_algorithm, 100).unwrap());
             new.succeed(&old);
+            // (The grace period is over.)
+            new.retire_predecessor();
             // A key the old store never saw: goes to the successor.
             assert_eq!(admitted(&old, "b", 1), 1);
             assert_eq!((old.len(), new.len()), (1, 1));
@@ -529,6 +548,7 @@ mod tests {
         }
         let new = Arc::new(TierStore::new(gcra(10, 10), 1000).unwrap());
         new.succeed(&old);
+        new.retire_predecessor();
         let (decision, receipt) = old.take(fingerprint("fresh"), Nanos::ZERO, 2).unwrap();
         assert!(decision.allowed);
         let receipt = receipt.unwrap();

@@ -7,9 +7,9 @@
 //!   racing one or two checking threads: a raised limit, a lowered limit, a changed
 //!   algorithm ([`ReloadRace`]), and a broken twin (a reload that snapshots state into a
 //!   fresh policy, then swaps);
-//! - a reload racing a *two-tier* check: two models, `#[ignore]`d, that fail on the current
-//!   policy (a reload converting tier states between a check's take and its compensation
-//!   breaks all-or-nothing); run them with `bash scripts/stages/loom.sh --ignored two_tier`.
+//! - a reload racing a *two-tier* check: a reload must not convert tier states between a
+//!   check's take and its compensation (the policy waits for checks on the old rule set
+//!   before any key moves: the grace period of `tollgate`'s `policy::in_flight`).
 //!
 //! These models are only meaningful when the policy's rule-set swap (`SwapCell`), per-key
 //! cells and shard locks are `tollgate`'s `sync.rs` types, which `--cfg tollgate_loom` swaps
@@ -620,12 +620,10 @@ fn two_tier_rule(algorithm_a: &str, limit_a: u64, limit_b: u64) -> String {
 /// convert both tiers, then be denied by `b` and compensate `a`'s take on the converted
 /// state: the model checks that the denied request still leaves no permit behind.
 ///
-/// **Fails on the current policy** (ignored until the per-key store handles it): loom finds
-/// exactly that execution, and the compensation — a receipt of GCRA words applied to the
-/// converted fixed-window word — cannot find the take, so the denied request keeps `a`'s
-/// permit (strict side). Run with `bash scripts/stages/loom.sh --ignored two_tier`.
+/// Before the grace period loom found exactly that execution: the compensation (a receipt
+/// of GCRA words) could not find the take in the converted state, so the denied request
+/// kept `a`'s permit (strict side).
 #[test]
-#[ignore = "finding: a reload between a check's takes breaks its compensation"]
 fn policy_reload_races_a_two_tier_check() {
     reload_race(
         "policy_reload_races_a_two_tier_check",
@@ -646,9 +644,9 @@ fn policy_reload_races_a_two_tier_check() {
 /// capped count, leaving `a` at 1 of 2 where every sequential order leaves it exhausted:
 /// one fresh permit in `a` after a lowered limit (lenient side).
 ///
-/// **Fails on the current policy** (ignored until the per-key store handles it), as above.
+/// Before the grace period this failed too (the undo subtracted from the capped count: one
+/// fresh permit after a lowered limit).
 #[test]
-#[ignore = "finding: a compensation after a reload's cap gives back a permit never kept"]
 fn policy_reload_races_a_two_tier_check_with_a_capped_tier() {
     reload_race(
         "policy_reload_races_a_two_tier_check_with_a_capped_tier",

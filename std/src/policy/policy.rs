@@ -389,6 +389,27 @@ impl<C: Clock> PolicyCheck for Policy<C> {
 }
 
 impl<C> Policy<C> {
+    /// The generation, read again after a check counted itself in: a `SeqCst` load, which
+    /// the `in_flight` protocol needs in one total order with the reload's bump and its
+    /// read of the count. loom models `SeqCst` only as acquire/release (it would report
+    /// executions no `SeqCst` machine allows), so under loom this is an acquire-release
+    /// read-modify-write, which gives the protocol the same guarantee within loom's model:
+    /// a read-modify-write reads the latest bump, so either it reads the reload's bump (the
+    /// check retries) or the reload's bump reads it and then sees the check's count.
+    #[inline]
+    fn generation_after_enter(&self) -> u64 {
+        #[cfg(not(tollgate_loom))]
+        {
+            // SeqCst: see the `in_flight` module docs.
+            self.generation.load(Ordering::SeqCst)
+        }
+        #[cfg(tollgate_loom)]
+        {
+            // AcqRel: see above.
+            self.generation.fetch_add(0, Ordering::AcqRel)
+        }
+    }
+
     /// The rule set in force, counted as in use until the returned value drops (see the
     /// `in_flight` module docs for why the generation is read twice).
     #[inline]
@@ -398,7 +419,7 @@ impl<C> Policy<C> {
             let generation = self.generation.load(Ordering::SeqCst);
             let set = self.rules.load();
             let stripe = set.in_flight.enter();
-            if self.generation.load(Ordering::SeqCst) == generation {
+            if self.generation_after_enter() == generation {
                 return ActiveSet { set, stripe };
             }
             set.in_flight.leave(stripe);

@@ -1,8 +1,6 @@
 //! The keyed cases: one check per key from a pre-generated order (no allocation or RNG in
 //! the timed loop), on 1 key, 100k and 1M keys, round robin and Zipf-skewed; two threads on
-//! one key and on distinct keys; and first-seen key inserts. The `*_allow` cases time
-//! tollgate's lean `KeyedLimiter::allow` (admitted or not, no `Decision`) on the same work
-//! as their `check` twins; governor's `check_key` and the floor are the same in both.
+//! one key and on distinct keys; and first-seen key inserts.
 //!
 //! Fairness: every contender gets the same key set and order, the same per-key quota (one
 //! permit per ns, bursts of a million: every check admits, so every check writes), the
@@ -14,9 +12,7 @@
 use crate::direct_cases::governor_quota;
 use crate::loops::{keyed, two_threads};
 use crate::Stopwatch;
-use crate::{
-    split_mix, tollgate_keyed, CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase,
-};
+use crate::{split_mix, CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase};
 use governor::clock::QuantaClock;
 use governor::RateLimiter;
 use std::hint::black_box;
@@ -54,21 +50,6 @@ pub fn specs() -> Vec<CaseSpec> {
         CaseSpec::new("keyed_1m", |s| {
             let keys = KeySet::new(s.big_keys);
             single("keyed_1m", &keys, keys.u64s().to_vec())
-        }),
-        CaseSpec::new("keyed_100k_allow", |s| {
-            let keys = KeySet::new(s.mid_keys);
-            let order = keys.u64s().to_vec();
-            single_with(
-                "keyed_100k_allow",
-                &keys,
-                order,
-                tollgate_keyed::single_allow,
-            )
-        }),
-        CaseSpec::new("keyed_1m_allow", |s| {
-            let keys = KeySet::new(s.big_keys);
-            let order = keys.u64s().to_vec();
-            single_with("keyed_1m_allow", &keys, order, tollgate_keyed::single_allow)
         }),
         CaseSpec::new("keyed_1m_zipf", |s| {
             let keys = KeySet::new(s.big_keys);
@@ -126,17 +107,6 @@ fn runner<C: KeyedCheck<u64> + 'static>(
 
 /// One thread replaying `order` over pre-filled tables.
 fn single(name: &str, keys: &KeySet, order: Vec<u64>) -> TimedCase {
-    single_with(name, keys, order, tollgate_keyed::single)
-}
-
-/// One thread replaying `order` over pre-filled tables, tollgate's runner added by
-/// `tollgate` (`check`, or the lean `allow`).
-fn single_with(
-    name: &str,
-    keys: &KeySet,
-    order: Vec<u64>,
-    tollgate: fn(TimedCase, &KeySet, &Arc<[u64]>) -> TimedCase,
-) -> TimedCase {
     let order: Arc<[u64]> = order.into();
     let governor = governor_foldhash();
     fill(&governor, keys);
@@ -145,7 +115,7 @@ fn single_with(
     let case = TimedCase::new(name)
         .governor(runner(governor, &order))
         .floor(runner(floor, &order));
-    tollgate(case, keys, &order)
+    crate::tollgate_keyed::single(case, keys, &order)
 }
 
 /// 100k keys in round robin, each contender with its default hasher.

@@ -56,14 +56,6 @@ pub(crate) fn single(case: TimedCase, keys: &KeySet, order: &Arc<[u64]>) -> Time
     }))
 }
 
-/// Adds tollgate's one-thread runner to `case`, checking with the lean
-/// [`KeyedLimiter::allow`] (admitted or not, no `Decision`) instead of `check`.
-pub(crate) fn single_allow(case: TimedCase, keys: &KeySet, order: &Arc<[u64]>) -> TimedCase {
-    let limiter = table::<u64>(keys.len(), KeyStorage::Exact);
-    fill(&limiter, keys);
-    case.tollgate(keyed(order.clone(), move |key: &u64| limiter.allow(key)))
-}
-
 /// Adds tollgate's two-thread runner to `case`.
 pub(crate) fn threaded(case: TimedCase, keys: &KeySet, orders: &[Arc<[u64]>; 2]) -> TimedCase {
     let limiter = Arc::new(table::<u64>(keys.len(), KeyStorage::Exact));

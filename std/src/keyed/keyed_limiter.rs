@@ -125,7 +125,10 @@ where
     /// Errors only with [`KeyedError::Full`] (new key refused under
     /// [`WhenFull::Refuse`](crate::WhenFull::Refuse)); a deny is `Ok` with
     /// `allowed == false`.
-    #[inline]
+    ///
+    /// Always inlined (with the table's lookup): where the caller reads only some fields of
+    /// the decision (say `allowed`), the others, and their arithmetic, compile away.
+    #[inline(always)]
     pub fn check(&self, key: &K) -> Result<Decision, KeyedError> {
         let h = self.ident(key);
         // Start fetching the key's buckets before the clock read: the (slow) TSC read and
@@ -133,37 +136,6 @@ where
         self.table.prefetch(h);
         self.table
             .check(key, h, &self.algorithm, self.clock.now(), 1)
-    }
-
-    /// Checks one permit for `key` now and answers only whether it is admitted: the lean
-    /// form of [`check`](Self::check) for callers that need no [`Decision`] (no
-    /// `remaining`, no `reset_after`), which then costs neither their arithmetic (a
-    /// division for GCRA) nor the copy of the decision.
-    ///
-    /// Same effect on the key's state as `check`. `false` when denied, and also when a new
-    /// key cannot be tracked ([`WhenFull::Refuse`](crate::WhenFull::Refuse) on a full
-    /// table): fail closed.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedLimiter};
-    /// let limiter: KeyedLimiter<u64, Gcra> =
-    ///     KeyedLimiter::new(Gcra::per_second(1).burst(2).build()?, 100)?;
-    /// assert!(limiter.allow(&7));
-    /// assert!(limiter.allow(&7));
-    /// assert!(!limiter.allow(&7)); // burst used
-    /// assert!(limiter.allow(&8)); // another key
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[inline]
-    pub fn allow(&self, key: &K) -> bool {
-        let h = self.ident(key);
-        // As in `check`: the bucket loads overlap the clock read.
-        self.table.prefetch(h);
-        // Inlined here with only `allowed` used, the decision's other fields are dead code.
-        matches!(
-            self.table.check(key, h, &self.algorithm, self.clock.now(), 1),
-            Ok(decision) if decision.allowed
-        )
     }
 
     /// Checks `cost` permits for `key` now, all or nothing.
@@ -176,7 +148,7 @@ where
     /// assert!(matches!(limiter.check_n(&1, 5), Err(KeyedError::InsufficientCapacity(_))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, key: &K, cost: u32) -> Result<Decision, KeyedError> {
         let h = self.ident(key);
         // As in `check`: the bucket loads overlap the clock read.

@@ -817,8 +817,9 @@ impl<K: Eq + Clone + 'static> Table<K> {
 
     /// Checks `cost` permits for `key` (identity `h`) at `now`, inserting the key if new.
     ///
-    /// Always inlined: with two callers (`check`, `allow`) the optimiser would otherwise
-    /// keep it out of line, adding a call and a copy of the decision to every check.
+    /// Always inlined: with several callers (`check`, `check_n`, `check_n_at`) the
+    /// optimiser would otherwise keep it out of line, adding a call and a copy of the
+    /// decision to every check.
     #[inline(always)]
     pub(crate) fn check<A: Algorithm + ?Sized>(
         &self,

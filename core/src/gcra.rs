@@ -21,6 +21,8 @@
 //! +----------------------------------------------------------------+
 //! ```
 
+use core::num::NonZeroU64;
+
 use crate::algorithm::{admitted, check_cost};
 use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Nanos, Outcome};
 
@@ -38,12 +40,14 @@ use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Nanos, Outco
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Gcra {
-    /// Emission interval T in ns (≥ 1).
-    interval: u64,
+    /// Emission interval T in ns (≥ 1). Non-zero by type, so dividing by it needs no
+    /// zero check and a division whose result is unused compiles to nothing.
+    interval: NonZeroU64,
     /// Tolerance τ = burst·T in ns.
     tolerance: u64,
-    /// Burst b: the most permits admitted at once.
-    burst: u64,
+    /// Burst b: the most permits admitted at once (≥ 1, so a one-permit check needs no
+    /// cost check).
+    burst: NonZeroU64,
 }
 
 /// A GCRA configuration awaiting validation: `limit` per `period`, burst defaulting to
@@ -127,17 +131,17 @@ impl Gcra {
 
     /// From an emission interval T (one permit every `interval`) and a burst.
     pub const fn from_interval(interval: u64, burst: u64) -> Result<Gcra, ConfigError> {
-        if interval == 0 {
+        let Some(nonzero_interval) = NonZeroU64::new(interval) else {
             return Err(ConfigError::ZeroPeriod);
-        }
-        if burst == 0 {
+        };
+        let Some(nonzero_burst) = NonZeroU64::new(burst) else {
             return Err(ConfigError::ZeroBurst);
-        }
+        };
         match interval.checked_mul(burst) {
             Some(tolerance) => Ok(Gcra {
-                interval,
+                interval: nonzero_interval,
                 tolerance,
-                burst,
+                burst: nonzero_burst,
             }),
             None => Err(ConfigError::LimitTooLarge {
                 max: u64::MAX / interval,
@@ -147,12 +151,12 @@ impl Gcra {
 
     /// The emission interval T.
     pub const fn emission_interval(&self) -> Nanos {
-        Nanos::new(self.interval)
+        Nanos::new(self.interval.get())
     }
 
     /// The burst b.
     pub const fn burst_size(&self) -> u64 {
-        self.burst
+        self.burst.get()
     }
 
     /// The tolerance τ = b·T: how far ahead of `now` the TAT may run.
@@ -164,32 +168,32 @@ impl Gcra {
 impl Algorithm for Gcra {
     #[inline]
     fn limit(&self) -> u64 {
-        self.burst
+        self.burst.get()
     }
 
     #[inline]
     fn max_cost(&self) -> u64 {
-        self.burst
+        self.burst.get()
     }
 
     #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
-        check_cost(cost, self.burst)?;
+        check_cost(cost, self.burst.get())?;
         let now = now.as_u64();
         let tat = if state > now { state } else { now };
         // cost ≤ burst, so cost·T ≤ τ fits. A TAT past the end of u64 time cannot be
         // recorded: such a request is denied (it could only pass after the end of time).
-        let new_tat = tat.checked_add(u64::from(cost) * self.interval);
+        let new_tat = tat.checked_add(u64::from(cost) * self.interval.get());
         let ahead = new_tat.map_or(u64::MAX, |t| t - now);
         if let (Some(new_tat), true) = (new_tat, ahead <= self.tolerance) {
             let remaining = (self.tolerance - ahead) / self.interval;
-            let decision = Decision::allow(self.burst, remaining, Nanos::new(ahead));
+            let decision = Decision::allow(self.burst.get(), remaining, Nanos::new(ahead));
             Ok(admitted(cost, new_tat, decision))
         } else {
             let current = tat - now;
             let remaining = self.tolerance.saturating_sub(current) / self.interval;
             let decision = Decision::deny(
-                self.burst,
+                self.burst.get(),
                 remaining,
                 Nanos::new(current),
                 match new_tat {

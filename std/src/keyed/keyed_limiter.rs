@@ -125,7 +125,10 @@ where
     /// Errors only with [`KeyedError::Full`] (new key refused under
     /// [`WhenFull::Refuse`](crate::WhenFull::Refuse)); a deny is `Ok` with
     /// `allowed == false`.
-    #[inline]
+    ///
+    /// Always inlined (with the table's lookup): where the caller reads only some fields of
+    /// the decision (say `allowed`), the others, and their arithmetic, compile away.
+    #[inline(always)]
     pub fn check(&self, key: &K) -> Result<Decision, KeyedError> {
         let h = self.ident(key);
         // Start fetching the key's buckets before the clock read: the (slow) TSC read and
@@ -145,7 +148,7 @@ where
     /// assert!(matches!(limiter.check_n(&1, 5), Err(KeyedError::InsufficientCapacity(_))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, key: &K, cost: u32) -> Result<Decision, KeyedError> {
         let h = self.ident(key);
         // As in `check`: the bucket loads overlap the clock read.

@@ -41,6 +41,7 @@ use core::mem::size_of;
 use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
 use super::geometry::Geometry;
+use super::huge_pages::advise_huge_pages;
 use super::key_cell::KeyCell;
 use super::key_ident::{is_word, splitmix, state_mask};
 use super::shard::{QuotaPool, Shard, ShardLocal};
@@ -184,9 +185,11 @@ impl<K> Table<K> {
             policy,
             mask_seed,
         };
-        table.buckets = (0..geometry.buckets())
-            .map(|g| Bucket::new(table.empty_ident(g)))
-            .collect();
+        // Allocated, advised, then written: the hint must precede the first touch.
+        let mut buckets = Vec::with_capacity(geometry.buckets());
+        advise_huge_pages(buckets.as_ptr(), geometry.buckets() * size_of::<Bucket>());
+        buckets.extend((0..geometry.buckets()).map(|g| Bucket::new(table.empty_ident(g))));
+        table.buckets = buckets.into_boxed_slice();
         if mode == Mode::Exact {
             table.keys = (0..geometry.buckets() * BUCKET_SLOTS)
                 .map(|_| KeyCell::new())
@@ -818,7 +821,11 @@ impl<K: Eq + Clone + 'static> Table<K> {
     }
 
     /// Checks `cost` permits for `key` (identity `h`) at `now`, inserting the key if new.
-    #[inline]
+    ///
+    /// Always inlined: with several callers (`check`, `check_n`, `check_n_at`) the
+    /// optimiser would otherwise keep it out of line, adding a call and a copy of the
+    /// decision to every check.
+    #[inline(always)]
     pub(crate) fn check<A: Algorithm + ?Sized>(
         &self,
         key: &K,
@@ -830,15 +837,16 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let loc = self.locate(h);
         let mask = self.mask(h);
         if self.identities_only() {
-            for _ in 0..LOCK_FREE_ATTEMPTS {
-                let Some(slot) = self.find_ident(h, loc) else {
-                    break;
-                };
-                if let Some(result) = Self::run(slot, h, mask, algorithm, now, cost, false) {
-                    return result.map_err(KeyedError::from);
-                }
+            // One attempt inline: a short hot path (the former four unrolled attempts made
+            // it ~4× the code). A new key and a lookup that raced an eviction continue out
+            // of line.
+            let Some(slot) = self.find_ident(h, loc) else {
+                return self.check_locked(key, h, loc, algorithm, now, cost);
+            };
+            if let Some(result) = Self::run(slot, h, mask, algorithm, now, cost, false) {
+                return result.map_err(KeyedError::from);
             }
-            return self.check_locked(key, h, loc, algorithm, now, cost);
+            return self.check_raced(key, h, loc, algorithm, now, cost);
         }
         for _ in 0..LOCK_FREE_ATTEMPTS {
             match self.probe(key, h, loc, |_, slot| {
@@ -847,6 +855,31 @@ impl<K: Eq + Clone + 'static> Table<K> {
                 Probe::Hit(result) => return result.map_err(KeyedError::from),
                 Probe::Raced => continue,
                 Probe::Missing => break,
+            }
+        }
+        self.check_locked(key, h, loc, algorithm, now, cost)
+    }
+
+    /// An identity-only lookup whose first attempt raced an eviction: the remaining
+    /// lock-free attempts, then the locked path.
+    #[cold]
+    #[inline(never)]
+    fn check_raced<A: Algorithm + ?Sized>(
+        &self,
+        key: &K,
+        h: u64,
+        loc: Loc,
+        algorithm: &A,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, KeyedError> {
+        let mask = self.mask(h);
+        for _ in 1..LOCK_FREE_ATTEMPTS {
+            let Some(slot) = self.find_ident(h, loc) else {
+                break;
+            };
+            if let Some(result) = Self::run(slot, h, mask, algorithm, now, cost, false) {
+                return result.map_err(KeyedError::from);
             }
         }
         self.check_locked(key, h, loc, algorithm, now, cost)

@@ -200,7 +200,9 @@ mod tests {
         let cells: KeyedCells<Counter, ()> = KeyedCells::new((), 64);
         let busy = u64::MAX / 3;
         assert_eq!(touch(&cells, busy, 1), Upsert::Done(0));
-        for i in 0..10_000u64 {
+        // (Fewer under miri, which interprets every hash-map probe: still 6× the capacity.)
+        let inserts = if cfg!(miri) { 400 } else { 10_000u64 };
+        for i in 0..inserts {
             touch(&cells, i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 0);
             assert!(cells.len() <= cells.capacity());
         }

@@ -333,11 +333,11 @@ fn check_keys(rules: &[RedisRule], prefix: &str, keys: &[(String, String); 2]) {
     assert_eq!(limiter.redis_key_scoped(rules.len(), "k", ""), None);
     let mut seen: Vec<(String, usize, &str, &str)> = Vec::new();
     for (key, scope) in keys {
-        // What a check accepts as a key.
-        if key.is_empty() || key.starts_with('}') {
+        // What a check accepts as a key: non-empty, no `}` (the tag is the whole key).
+        if key.is_empty() || key.contains('}') {
             continue;
         }
-        let tag = key.split('}').next().unwrap();
+        let tag = key.as_str();
         for (i, rule) in rules.iter().enumerate() {
             let redis_key = limiter.redis_key_scoped(i, key, scope).unwrap();
             assert!(redis_key.starts_with(&format!("{prefix}:{}:{{", rule.name())));
@@ -350,17 +350,16 @@ fn check_keys(rules: &[RedisRule], prefix: &str, keys: &[(String, String); 2]) {
                 limiter.redis_key(i, key),
                 limiter.redis_key_scoped(i, key, "")
             );
-            if !scope.contains('}') {
-                for (other, j, k, s) in &seen {
-                    if (*j, *k, *s) != (i, key.as_str(), scope.as_str()) {
-                        assert_ne!(
-                            other, &redis_key,
-                            "rule {i} ({key:?}, {scope:?}) shares a key"
-                        );
-                    }
+            // Any scope: with no `}` in keys, (rule, key, scope) names one Redis key.
+            for (other, j, k, s) in &seen {
+                if (*j, *k, *s) != (i, key.as_str(), scope.as_str()) {
+                    assert_ne!(
+                        other, &redis_key,
+                        "rule {i} ({key:?}, {scope:?}) shares a key"
+                    );
                 }
-                seen.push((redis_key, i, key, scope));
             }
+            seen.push((redis_key, i, key, scope));
         }
     }
 }

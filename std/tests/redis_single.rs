@@ -515,6 +515,15 @@ async fn bad_costs_and_keys_are_errors_not_decisions() {
         limiter.check("}x").await.unwrap_err(),
         CheckError::InvalidKey
     );
+    // A `}` inside would let key "a}:s" and key "a" scoped "s}" share one Redis key.
+    assert_eq!(
+        limiter.check("a}:s").await.unwrap_err(),
+        CheckError::InvalidKey
+    );
+    assert_eq!(
+        limiter.redis_key(0, "a}:s"),
+        limiter.redis_key_scoped(0, "a", "s}")
+    );
     assert_eq!(limiter.stats().round_trips, 0);
 }
 

@@ -18,8 +18,9 @@ use crate::InsufficientCapacity;
 pub enum CheckError {
     /// The cost exceeds what some rule could ever admit at once: retrying cannot help.
     InsufficientCapacity(InsufficientCapacity),
-    /// The key is empty or starts with `}`: it would not form a hash tag, and the tiers of
-    /// one check could land on different cluster slots.
+    /// The key is empty or contains `}`: the key must be exactly the Redis hash tag, so
+    /// that the tiers of one check share a cluster slot and no two (key, scope) pairs share
+    /// a Redis key.
     InvalidKey,
     /// A scoped check passed a number of scopes other than one per rule.
     ScopeCount {
@@ -37,7 +38,7 @@ impl fmt::Display for CheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CheckError::InsufficientCapacity(e) => e.fmt(f),
-            CheckError::InvalidKey => f.write_str("key must be non-empty and not start with '}'"),
+            CheckError::InvalidKey => f.write_str("key must be non-empty and contain no '}'"),
             CheckError::ScopeCount { rules, scopes } => {
                 write!(f, "{scopes} scopes for {rules} rules")
             }

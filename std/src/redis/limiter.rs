@@ -278,7 +278,10 @@ impl RedisLimiter {
     }
 
     async fn run(&self, req: Request<'_>) -> Result<RedisDecision, CheckError> {
-        if req.key.is_empty() || req.key.starts_with('}') {
+        // No `}` anywhere: the key is then exactly the hash tag, and `{prefix}:{rule}:{{key}}`
+        // plus an optional `:{scope}` names one (key, scope) pair only (with a `}` inside,
+        // key `a}:s` and key `a` scoped `s}` would share `p:r:{a}:s}`).
+        if req.key.is_empty() || req.key.contains('}') {
             return Err(CheckError::InvalidKey);
         }
         if !req.scopes.is_empty() && req.scopes.len() != self.rules.len() {

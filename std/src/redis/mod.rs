@@ -9,7 +9,9 @@
 //!   ([`TimeSource::Server`]); a client-supplied time is an explicit option
 //!   ([`RedisLimiter::check_n_at`], [`TimeSource::Client`]).
 //! - **Keys** `{prefix}:{rule}:{{key}}`: the client key is the hash tag, so every tier of one
-//!   check lives in one Redis Cluster slot. Every write sets a TTL at the key's reset time
+//!   check lives in one Redis Cluster slot. A key must be non-empty and contain no `}`
+//!   ([`CheckError::InvalidKey`]), so the tag is exactly the key and no two (key, scope)
+//!   pairs share a Redis key. Every write sets a TTL at the key's reset time
 //!   (rounded up, plus 3 ms for Redis' millisecond expiry clock, plus
 //!   [`RedisConfig::with_ttl_slack`]), so idle state disappears and memory is bounded by
 //!   the active keys. A deny writes nothing.

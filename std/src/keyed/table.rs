@@ -275,38 +275,15 @@ impl<K> Table<K> {
         cost: u32,
         peek: bool,
     ) -> Option<Result<Decision, InsufficientCapacity>> {
-        // Acquire: pairs with the Release writes an eviction or insert makes to this word
-        // (each made after the identity was set to empty), so the identity re-check below
-        // sees any eviction whose write we read.
-        let mut stored = slot.state.load(Ordering::Acquire);
-        loop {
-            // Relaxed: ordered after the Acquire state load (or failed CAS) above.
-            if slot.ident.load(Ordering::Relaxed) != h {
-                return None;
-            }
-            let state = stored ^ mask;
+        update_slot(slot, h, mask, &mut |state| {
             if peek {
-                return Some(algorithm.peek(state, now, cost).map(|o| o.decision));
+                return (None, algorithm.peek(state, now, cost).map(|o| o.decision));
             }
-            let outcome = match algorithm.decide(state, now, cost) {
-                Ok(outcome) => outcome,
-                Err(e) => return Some(Err(e)),
-            };
-            let Some(next) = outcome.next else {
-                return Some(Ok(outcome.decision));
-            };
-            // Success Relaxed: one word's modification order linearises the key's checks,
-            // and nothing else is published with it. Failure Acquire: as for the first load.
-            match slot.state.compare_exchange_weak(
-                stored,
-                next ^ mask,
-                Ordering::Relaxed,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(Ok(outcome.decision)),
-                Err(actual) => stored = actual,
+            match algorithm.decide(state, now, cost) {
+                Ok(outcome) => (outcome.next, Ok(outcome.decision)),
+                Err(e) => (None, Err(e)),
             }
-        }
+        })
     }
 
     /// Whether the entry in slot `idx` is idle (`None`) or what evicting it loses.
@@ -977,6 +954,44 @@ impl<K: Eq + Clone + 'static> Table<K> {
                 true
             }
             _ => false,
+        }
+    }
+}
+
+/// Runs `f` on `slot`'s state (held by identity `h`, stored XOR `mask`) in a
+/// compare-and-swap loop: `f` returns the state to store (`None`: leave it, no write) and
+/// its result; `None` if the slot turns out to belong to another identity (evicted or moved
+/// meanwhile). Every lock-free update of a resident entry goes through here.
+#[inline(always)]
+fn update_slot<R>(
+    slot: &Slot,
+    h: u64,
+    mask: u64,
+    f: &mut impl FnMut(u64) -> (Option<u64>, R),
+) -> Option<R> {
+    // Acquire: pairs with the Release writes an eviction or insert makes to this word
+    // (each made after the identity was set to empty), so the identity re-check below sees
+    // any eviction whose write we read.
+    let mut stored = slot.state.load(Ordering::Acquire);
+    loop {
+        // Relaxed: ordered after the Acquire state load (or failed CAS) above.
+        if slot.ident.load(Ordering::Relaxed) != h {
+            return None;
+        }
+        let (next, result) = f(stored ^ mask);
+        let Some(next) = next else {
+            return Some(result);
+        };
+        // Success Relaxed: one word's modification order linearises the key's updates, and
+        // nothing else is published with it. Failure Acquire: as for the first load.
+        match slot.state.compare_exchange_weak(
+            stored,
+            next ^ mask,
+            Ordering::Relaxed,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Some(result),
+            Err(actual) => stored = actual,
         }
     }
 }

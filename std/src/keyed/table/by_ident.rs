@@ -8,9 +8,9 @@
 
 use tollgate_core::{Algorithm, Nanos};
 
-use super::{Loc, Mode, Table, LOCK_FREE_ATTEMPTS};
+use super::{update_slot, Loc, Mode, Table, LOCK_FREE_ATTEMPTS};
 use crate::keyed::shard::Shard;
-use crate::keyed::slot::{Slot, BUCKET_SLOTS};
+use crate::keyed::slot::BUCKET_SLOTS;
 use crate::sync::{lock, Ordering};
 
 /// What a state update does: the state to store (`None`: leave it) and what to return.
@@ -137,36 +137,5 @@ impl<K: Eq + Clone + 'static> Table<K> {
             .flat_map(|g| g * BUCKET_SLOTS..(g + 1) * BUCKET_SLOTS)
             // Relaxed: under the shard lock, which orders every identity change.
             .find(|&idx| self.slot(idx).ident.load(Ordering::Relaxed) == h)
-    }
-}
-
-/// Runs `f` on `slot`'s state (held by identity `h`, stored XOR `mask`) in a
-/// compare-and-swap loop; `None` if the slot turns out to belong to another identity.
-#[inline(always)]
-fn update_slot<R>(slot: &Slot, h: u64, mask: u64, f: &mut impl FnMut(u64) -> Step<R>) -> Option<R> {
-    // Acquire: pairs with the Release writes an eviction or insert makes to this word
-    // (each made after the identity was set to empty), so the identity re-check below sees
-    // any eviction whose write we read.
-    let mut stored = slot.state.load(Ordering::Acquire);
-    loop {
-        // Relaxed: ordered after the Acquire state load (or failed CAS) above.
-        if slot.ident.load(Ordering::Relaxed) != h {
-            return None;
-        }
-        let (next, result) = f(stored ^ mask);
-        let Some(next) = next else {
-            return Some(result);
-        };
-        // Success Relaxed: one word's modification order linearises the key's updates, and
-        // nothing else is published with it. Failure Acquire: as for the first load.
-        match slot.state.compare_exchange_weak(
-            stored,
-            next ^ mask,
-            Ordering::Relaxed,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => return Some(result),
-            Err(actual) => stored = actual,
-        }
     }
 }

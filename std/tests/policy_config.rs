@@ -129,6 +129,13 @@ fn errors_name_rule_and_field() {
         "rules[0].name: '\u{e9}' is not allowed: names appear in headers (printable ASCII only)"
     );
     assert_eq!(err("capacity = 0\n"), "capacity: must be > 0");
+    // Tier tables are allocated when the rules compile: a capacity beyond the bound is a
+    // typed error naming the field, not an attempt to allocate gigabytes.
+    let huge = tollgate::policy::MAX_CAPACITY + 1;
+    assert!(err(&format!("capacity = {huge}\n")).starts_with(&format!(
+        "capacity: at most {}",
+        tollgate::policy::MAX_CAPACITY
+    )));
     let tiers = (0..5)
         .map(|_| "[[rules.tiers]]\nlimit = 1\nwindow = \"1s\"\n")
         .collect::<String>();

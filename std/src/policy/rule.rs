@@ -31,6 +31,9 @@ pub struct Rule {
     client: Option<Box<str>>,
     endpoint: Option<Box<str>>,
     per: Partition,
+    /// The key fingerprint of a [`Partition::Global`] rule (every request shares it),
+    /// computed once here rather than on every check.
+    global_key: u64,
     tiers: Vec<Tier>,
 }
 
@@ -123,6 +126,7 @@ impl Rule {
             client: config.client.as_deref().map(Box::from),
             endpoint: config.endpoint.as_deref().map(Box::from),
             per: config.per,
+            global_key: super::tier_store::fingerprint(""),
             tiers: compiled,
         })
     }
@@ -166,7 +170,7 @@ impl Rule {
     pub(crate) fn key_id(&self, client: u64) -> u64 {
         match self.per {
             Partition::Client => client,
-            Partition::Global => super::tier_store::fingerprint(""),
+            Partition::Global => self.global_key,
         }
     }
 }

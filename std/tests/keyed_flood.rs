@@ -121,10 +121,13 @@ fn ten_million_distinct_integer_keys_stay_within_capacity_and_allocate_nothing()
         "{stats:?}"
     );
     drop(limiter);
-    assert_eq!(
-        live() - before,
-        grown,
-        "dropping the limiter frees everything"
+    // Everything the limiter allocated is freed; of the spawned threads' few bytes of std
+    // bookkeeping, some may be freed meanwhile too (when the exited threads' handles go),
+    // so what is left lies between nothing and those bytes.
+    let left = live() - before;
+    assert!(
+        (0..=grown).contains(&left),
+        "dropping the limiter frees everything: {left} bytes left, {grown} from threads"
     );
 }
 

@@ -44,6 +44,29 @@ pub trait Algorithm {
     /// Whether `state` at `now` is indistinguishable from a fresh key's, now and at every
     /// later time: forgetting it loses nothing (what lossless eviction looks for).
     fn is_idle(&self, state: u64, now: Nanos) -> bool;
+
+    /// Undoes a take: `before` and `after` are the states a check of `cost` read and wrote
+    /// (its [`Outcome::next`]); `state` is the state now. If nothing was recorded since
+    /// (`state == after`) the result is `before`, exactly. Otherwise the take's own
+    /// contribution is taken off `state` (see each algorithm for how exact that is), never
+    /// giving back more than the take took and never producing a state that admits more
+    /// than a fresh key.
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64;
+
+    /// Gives `cost` permits taken at or before `now` back to `state` (a caller's refund: the
+    /// request was not served). Never produces a state that admits more than a fresh key:
+    /// permits that have already come back by themselves are not given twice.
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64;
+
+    /// Permits `state` counts against the key at `now`: the count in the current window
+    /// (sliding counter: the weighted estimate), or the debt in permits of a bucket
+    /// (`⌈(TAT − now) / T⌉`), rounded up. `0` exactly when the key is as good as fresh.
+    fn used(&self, state: u64, now: Nanos) -> u64;
+
+    /// The state of a key that has `used` permits counted against it at `now` (capped at
+    /// [`limit`](Self::limit)), as if they had just been admitted: the stricter side of
+    /// any state with that [`used`](Self::used) count. `with_used(now, 0)` is fresh.
+    fn with_used(&self, now: Nanos, used: u64) -> u64;
 }
 
 /// Rejects a cost above `max_cost`; shared by every algorithm.

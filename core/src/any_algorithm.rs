@@ -17,6 +17,7 @@ use crate::{
 /// assert_eq!(limiter.check_at(Nanos::ZERO).remaining, 0);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AlgorithmConfig {
     /// [`Gcra`]: `limit` per `period`, up to `burst` at once.
     Gcra {
@@ -172,6 +173,107 @@ impl Algorithm for PackedAlgorithm {
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         dispatch!(self, a => a.is_idle(state, now))
     }
+
+    #[inline]
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64 {
+        dispatch!(self, a => a.undo(state, before, after, cost))
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        dispatch!(self, a => a.refund(state, now, cost))
+    }
+
+    #[inline]
+    fn used(&self, state: u64, now: Nanos) -> u64 {
+        dispatch!(self, a => a.used(state, now))
+    }
+
+    #[inline]
+    fn with_used(&self, now: Nanos, used: u64) -> u64 {
+        dispatch!(self, a => a.with_used(now, used))
+    }
+}
+
+/// How a packed state is read, for conversions between algorithms.
+enum Shape<'a> {
+    /// A time running `interval` ns ahead per permit (GCRA, token bucket, leaky bucket);
+    /// `full` is the span of a key that used its whole limit.
+    Tat { interval: u64, full: u64 },
+    /// A fixed window's index and count.
+    Fixed(&'a FixedWindow),
+    /// A sliding counter's index and two counts.
+    Counter(&'a SlidingWindowCounter),
+}
+
+impl PackedAlgorithm {
+    fn shape(&self) -> Shape<'_> {
+        let tat = |interval: Nanos, limit: u64| Shape::Tat {
+            interval: interval.as_u64(),
+            full: interval.as_u64().saturating_mul(limit),
+        };
+        match self {
+            PackedAlgorithm::Gcra(g) => tat(g.emission_interval(), g.burst_size()),
+            PackedAlgorithm::TokenBucket(t) => tat(t.refill_interval(), t.capacity()),
+            PackedAlgorithm::LeakyBucket(l) => tat(l.drain_interval(), l.limit()),
+            PackedAlgorithm::FixedWindow(w) => Shape::Fixed(w),
+            PackedAlgorithm::SlidingWindowCounter(w) => Shape::Counter(w),
+        }
+    }
+
+    /// Moves `state`, written under `from`, to these parameters at `now`: what a reload or
+    /// a rolling deploy does to a live key. Never an error, and the result never admits
+    /// more on top of what the key had already used than these parameters allow.
+    ///
+    /// The rule is "carry the permits used", rounded toward the stricter side:
+    ///
+    /// | from → to | what is kept |
+    /// |---|---|
+    /// | same parameters | the state, unchanged |
+    /// | GCRA / token bucket / leaky bucket → any of the three | the debt in permits, fractions included (`(TAT − now)·T_new / T_old`, rounded up to the ns), capped at the new full span (`limit·T_new`) |
+    /// | fixed window → fixed window, same window | index and count, the count capped at the new limit |
+    /// | sliding counter → sliding counter, same window | both counts as they are |
+    /// | any other pair | [`used`](Algorithm::used) under `from` (rounded up), recorded as just admitted under these parameters by [`with_used`](Algorithm::with_used) (capped at the new limit) |
+    ///
+    /// A key over a lowered limit is left exhausted, never locked out for longer than the
+    /// new rule's own reset time; a raised limit gives the key the difference at once.
+    /// Conversions to and from the sliding window log go through the same `used` /
+    /// `with_used` pair (see [`SlidingWindowLog`]).
+    ///
+    /// ```
+    /// use tollgate_core::{Algorithm, FixedWindow, Gcra, Nanos, PackedAlgorithm};
+    /// let per_sec = PackedAlgorithm::from(Gcra::per_second(10).build().unwrap());
+    /// let per_min = PackedAlgorithm::from(FixedWindow::new(100, Nanos::from_secs(60)).unwrap());
+    /// let now = Nanos::from_secs(5);
+    /// // Four permits taken under GCRA...
+    /// let mut state = 0;
+    /// for _ in 0..4 {
+    ///     state = per_sec.decide(state, now, 1).unwrap().next.unwrap();
+    /// }
+    /// // ...are four permits used in the new fixed window.
+    /// let moved = per_min.rescale(&per_sec, state, now);
+    /// assert_eq!(per_min.used(moved, now), 4);
+    /// assert_eq!(per_min.peek(moved, now, 1).unwrap().decision.remaining, 95);
+    /// // Same parameters: unchanged.
+    /// assert_eq!(per_sec.rescale(&per_sec, state, now), state);
+    /// ```
+    pub fn rescale(&self, from: &PackedAlgorithm, state: u64, now: Nanos) -> u64 {
+        if self == from {
+            return state;
+        }
+        match (from.shape(), self.shape()) {
+            (Shape::Tat { interval: old, .. }, Shape::Tat { interval, full }) => {
+                crate::gcra::tat::rescale(state, now.as_u64(), old, interval, full)
+            }
+            (Shape::Fixed(old), Shape::Fixed(new)) => new.rescale_from(old, state, now),
+            (Shape::Counter(old), Shape::Counter(new)) => new.rescale_from(old, state, now),
+            (Shape::Tat { .. }, Shape::Fixed(_) | Shape::Counter(_))
+            | (Shape::Fixed(_), Shape::Tat { .. } | Shape::Counter(_))
+            | (Shape::Counter(_), Shape::Tat { .. } | Shape::Fixed(_)) => {
+                self.with_used(now, from.used(state, now))
+            }
+        }
+    }
 }
 
 macro_rules! packed_from {
@@ -225,6 +327,22 @@ impl AnyAlgorithm {
             AnyAlgorithm::Log(a) => a.limit(),
         }
     }
+
+    /// The largest cost one check can ever admit; a larger cost is
+    /// [`InsufficientCapacity`].
+    ///
+    /// ```
+    /// use tollgate_core::{AlgorithmConfig, Nanos};
+    /// let shaper = AlgorithmConfig::LeakyBucket { amount: 10, period: Nanos::from_secs(1), queue: 4 };
+    /// // The one in service plus four waiting.
+    /// assert_eq!(shaper.build().unwrap().max_cost(), 5);
+    /// ```
+    pub fn max_cost(&self) -> u64 {
+        match self {
+            AnyAlgorithm::Packed(a) => a.max_cost(),
+            AnyAlgorithm::Log(a) => a.max_cost(),
+        }
+    }
 }
 
 /// The state behind an [`AnyLimiter`]: one word or a ring.
@@ -276,7 +394,10 @@ impl<const N: usize> AnyLimiter<N> {
             (AnyAlgorithm::Packed(a), AnyState::Word(cell)) => cell.check_at(a, now, cost),
             (AnyAlgorithm::Log(log), AnyState::Ring(ring)) => ring.check_at(log, now, cost),
             // `new` pairs each algorithm with its state; the fields are private.
-            _ => Err(InsufficientCapacity { max_cost: 0 }),
+            (AnyAlgorithm::Packed(_), AnyState::Ring(_))
+            | (AnyAlgorithm::Log(_), AnyState::Word(_)) => {
+                Err(InsufficientCapacity { max_cost: 0 })
+            }
         }
     }
 
@@ -285,7 +406,10 @@ impl<const N: usize> AnyLimiter<N> {
         match (&self.algorithm, &self.state) {
             (AnyAlgorithm::Packed(a), AnyState::Word(cell)) => cell.peek_at(a, now, cost),
             (AnyAlgorithm::Log(log), AnyState::Ring(ring)) => ring.peek_at(log, now, cost),
-            _ => Err(InsufficientCapacity { max_cost: 0 }),
+            (AnyAlgorithm::Packed(_), AnyState::Ring(_))
+            | (AnyAlgorithm::Log(_), AnyState::Word(_)) => {
+                Err(InsufficientCapacity { max_cost: 0 })
+            }
         }
     }
 

@@ -22,6 +22,7 @@ use crate::Nanos;
 /// assert_eq!(d.retry_after, Nanos::ZERO);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a decision says whether the request may proceed"]
 pub struct Decision {
     /// Whether the request is admitted.
     pub allowed: bool,
@@ -82,6 +83,68 @@ impl Decision {
     pub const fn with_delay(mut self, delay: Nanos) -> Decision {
         self.delay = delay;
         self
+    }
+
+    /// Combines the decisions of several tiers checked together, all or nothing: the one
+    /// rule every multi-tier executor (policy, Redis, fallback) uses. Returns the combined
+    /// decision and the index of the *tightest* tier, or `None` for no tiers.
+    ///
+    /// - `allowed` iff every tier allowed;
+    /// - the tightest tier: when denied, the denying tier with the longest `retry_after`
+    ///   (no tier can pass sooner, so that wait is exact as far as is known now); when
+    ///   allowed, the tier with the fewest `remaining`, ties going to the longer
+    ///   `reset_after`; remaining ties to the first such tier;
+    /// - `limit` and `reset_after`: the tightest tier's (so they describe the same tier);
+    /// - `remaining`: the minimum over all tiers;
+    /// - `retry_after`: the maximum over the denying tiers (zero when allowed);
+    /// - `delay`: the longest any tier asked for when allowed, zero when denied.
+    ///
+    /// ```
+    /// use tollgate_core::{Decision, Nanos};
+    /// let per_second = Decision::allow(10, 7, Nanos::from_secs(1));
+    /// let per_day = Decision::deny(1000, 3, Nanos::from_secs(3600), Nanos::from_secs(60));
+    /// let (tightest, combined) = Decision::combine([per_second, per_day]).unwrap();
+    /// assert_eq!(tightest, 1);
+    /// assert!(!combined.allowed);
+    /// assert_eq!(combined.retry_after, Nanos::from_secs(60));
+    /// assert_eq!(combined.remaining, 3);
+    /// assert_eq!(combined.limit, 1000);
+    /// ```
+    pub fn combine(tiers: impl IntoIterator<Item = Decision>) -> Option<(usize, Decision)> {
+        // One pass: the tightest admitting and the tightest denying candidate, then pick.
+        let mut admit: Option<(usize, Decision)> = None;
+        let mut deny: Option<(usize, Decision)> = None;
+        let mut remaining = u64::MAX;
+        let mut delay = Nanos::ZERO;
+        for (i, d) in tiers.into_iter().enumerate() {
+            remaining = remaining.min(d.remaining);
+            if d.allowed {
+                delay = delay.max(d.delay);
+                let tighter = admit.map_or(true, |(_, b)| {
+                    d.remaining < b.remaining
+                        || (d.remaining == b.remaining && d.reset_after > b.reset_after)
+                });
+                if tighter {
+                    admit = Some((i, d));
+                }
+            } else if deny.map_or(true, |(_, b)| d.retry_after > b.retry_after) {
+                deny = Some((i, d));
+            }
+        }
+        let (i, mut decision) = match deny {
+            Some(denied) => {
+                let mut d = denied;
+                d.1.delay = Nanos::ZERO;
+                d
+            }
+            None => {
+                let mut d = admit?;
+                d.1.delay = delay;
+                d
+            }
+        };
+        decision.remaining = remaining;
+        Some((i, decision))
     }
 }
 

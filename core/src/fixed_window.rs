@@ -133,4 +133,62 @@ impl Algorithm for FixedWindow {
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         self.current(state, now.as_u64()).1 == 0
     }
+
+    /// `cost` off the count if the window the take counted in is still the stored one,
+    /// else nothing (that window no longer counts): exact.
+    #[inline]
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64 {
+        if state == after {
+            before
+        } else {
+            self.give_back(state, self.unpack(after).0, cost)
+        }
+    }
+
+    /// `cost` off the count of `now`'s window, if that is the stored one.
+    #[inline]
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        self.give_back(state, now.as_u64() / self.window, cost)
+    }
+
+    #[inline]
+    fn used(&self, state: u64, now: Nanos) -> u64 {
+        self.current(state, now.as_u64()).1
+    }
+
+    #[inline]
+    fn with_used(&self, now: Nanos, used: u64) -> u64 {
+        if used == 0 {
+            0
+        } else {
+            self.pack(now.as_u64() / self.window, used.min(self.limit))
+        }
+    }
+}
+
+impl FixedWindow {
+    /// `cost` off the count if the stored window is `index`.
+    #[inline]
+    fn give_back(&self, state: u64, index: u64, cost: u32) -> u64 {
+        let (stored, count) = self.unpack(state);
+        if stored == index {
+            self.pack(stored, count.saturating_sub(u64::from(cost)))
+        } else {
+            state
+        }
+    }
+
+    /// A state under `old` moved to these parameters at `now`. Same window: the count is
+    /// kept, capped at the new limit (a lowered limit leaves the key exhausted until the
+    /// window ends). Another window: the permits [`used`](Algorithm::used) now are
+    /// recorded in `now`'s window.
+    #[inline]
+    pub fn rescale_from(&self, old: &FixedWindow, state: u64, now: Nanos) -> u64 {
+        if old.window == self.window {
+            let (index, count) = old.unpack(state);
+            self.pack(index, count.min(self.limit))
+        } else {
+            self.with_used(now, old.used(state, now))
+        }
+    }
 }

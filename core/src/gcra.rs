@@ -209,4 +209,88 @@ impl Algorithm for Gcra {
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         state <= now.as_u64()
     }
+
+    /// Exact when nothing was recorded since the take, or when the requests recorded in
+    /// between found the bucket busy (their `now` not past `before`), in particular whenever
+    /// concurrent callers share a clock reading. Otherwise (a caller whose `now` was later
+    /// by `δ` slipped in between) up to `δ` of credit, less than one permit for `δ < T`,
+    /// may come back early.
+    #[inline]
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64 {
+        tat::undo(state, before, after, cost, self.interval.get())
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        tat::give_back(state, now.as_u64(), cost, self.interval.get())
+    }
+
+    #[inline]
+    fn used(&self, state: u64, now: Nanos) -> u64 {
+        tat::used(state, now.as_u64(), self.interval.get())
+    }
+
+    #[inline]
+    fn with_used(&self, now: Nanos, used: u64) -> u64 {
+        tat::with_used(now.as_u64(), used, self.burst.get(), self.interval.get())
+    }
+}
+
+/// The arithmetic GCRA, token bucket and leaky bucket share: a state that is a time
+/// running `interval` ns ahead per permit (TAT, or the leaky bucket's drain time F), with
+/// `0` (any time not after `now`) meaning fresh.
+pub(crate) mod tat {
+    /// See [`Algorithm::undo`](crate::Algorithm::undo): the pre-take state if nothing was
+    /// recorded since, else `cost·T` off, never below the pre-take state.
+    #[inline]
+    pub(crate) fn undo(state: u64, before: u64, after: u64, cost: u32, interval: u64) -> u64 {
+        if state == after {
+            before
+        } else {
+            give_back(state, before, cost, interval)
+        }
+    }
+
+    /// `cost·T` off `state`, never below `floor` (nor below a state already at or before
+    /// it: those permits have come back by themselves).
+    #[inline]
+    pub(crate) fn give_back(state: u64, floor: u64, cost: u32, interval: u64) -> u64 {
+        if state <= floor {
+            return state;
+        }
+        state
+            .saturating_sub(u64::from(cost).saturating_mul(interval))
+            .max(floor)
+    }
+
+    /// The debt in permits, `⌈(state − now) / T⌉`.
+    #[inline]
+    pub(crate) fn used(state: u64, now: u64, interval: u64) -> u64 {
+        state.saturating_sub(now).div_ceil(interval)
+    }
+
+    /// `now + min(used, limit)·T`, or fresh for none.
+    #[inline]
+    pub(crate) fn with_used(now: u64, used: u64, limit: u64, interval: u64) -> u64 {
+        if used == 0 {
+            0
+        } else {
+            now.saturating_add(used.min(limit).saturating_mul(interval))
+        }
+    }
+
+    /// A state under interval `from` moved to interval `to`: the same debt in permits
+    /// (fractions included, rounded up to the nanosecond), capped at `full` (the span of a
+    /// key that has used its whole limit under the new parameters), so a lowered limit
+    /// leaves the key exhausted for at most the new rule's own reset time.
+    #[inline]
+    pub(crate) fn rescale(state: u64, now: u64, from: u64, to: u64, full: u64) -> u64 {
+        if state <= now {
+            return state;
+        }
+        let debt = u128::from(state - now) * u128::from(to);
+        let scaled = debt.div_ceil(u128::from(from)).min(u128::from(full));
+        // scaled ≤ full, a u64.
+        now.saturating_add(scaled as u64)
+    }
 }

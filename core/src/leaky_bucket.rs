@@ -22,7 +22,8 @@
 //! +----------------------------------------------------------------+
 //! ```
 
-use crate::algorithm::admitted;
+use crate::algorithm::{admitted, check_cost};
+use crate::gcra::tat;
 use crate::{Algorithm, ConfigError, Decision, InsufficientCapacity, Nanos, Outcome};
 
 /// Leaky bucket parameters: drain interval `1/r` and queue depth `Q`.
@@ -47,6 +48,10 @@ pub struct LeakyBucket {
     queue: u64,
     /// Q/r in ns: the longest admissible wait.
     horizon: u64,
+    /// The largest cost one request may have: what the queue can hold (`Q + 1`: the one
+    /// in service plus `Q` waiting), less only if its drain time would not fit in 64-bit
+    /// nanoseconds.
+    max_cost: u64,
 }
 
 impl LeakyBucket {
@@ -71,6 +76,11 @@ impl LeakyBucket {
                 interval,
                 queue,
                 horizon,
+                max_cost: if queue + 1 <= u64::MAX / interval {
+                    queue + 1
+                } else {
+                    u64::MAX / interval
+                },
             }),
             _ => Err(ConfigError::LimitTooLarge {
                 max: u64::MAX / interval,
@@ -87,6 +97,11 @@ impl LeakyBucket {
     pub const fn queue_depth(&self) -> u64 {
         self.queue
     }
+
+    /// `Q/r`: the longest an admitted request may be told to wait.
+    pub const fn horizon(&self) -> Nanos {
+        Nanos::new(self.horizon)
+    }
 }
 
 impl Algorithm for LeakyBucket {
@@ -95,19 +110,19 @@ impl Algorithm for LeakyBucket {
         self.queue + 1
     }
 
-    /// Any cost whose drain time `cost/r` fits in 64-bit nanoseconds.
+    /// What the queue can hold: `Q + 1` (the request in service plus `Q` waiting). A
+    /// larger request could only be admitted by making everyone behind it wait longer than
+    /// the queue allows, so it is [`InsufficientCapacity`], not a deny.
     #[inline]
     fn max_cost(&self) -> u64 {
-        u64::MAX / self.interval
+        self.max_cost
     }
 
     #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
-        let Some(drain) = u64::from(cost).checked_mul(self.interval) else {
-            return Err(InsufficientCapacity {
-                max_cost: self.max_cost(),
-            });
-        };
+        check_cost(cost, self.max_cost)?;
+        // cost ≤ max_cost ≤ u64::MAX / interval: the product fits.
+        let drain = u64::from(cost) * self.interval;
         let now = now.as_u64();
         let start = if state > now { state } else { now };
         let wait = start - now;
@@ -139,5 +154,27 @@ impl Algorithm for LeakyBucket {
     #[inline]
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         state <= now.as_u64()
+    }
+
+    /// As [`Gcra`](crate::Gcra)'s: the drain time `F` runs `1/r` per unit as a TAT does.
+    #[inline]
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64 {
+        tat::undo(state, before, after, cost, self.interval)
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        tat::give_back(state, now.as_u64(), cost, self.interval)
+    }
+
+    /// Units in the queue or in service, `⌈(F − now) · r⌉`.
+    #[inline]
+    fn used(&self, state: u64, now: Nanos) -> u64 {
+        tat::used(state, now.as_u64(), self.interval)
+    }
+
+    #[inline]
+    fn with_used(&self, now: Nanos, used: u64) -> u64 {
+        tat::with_used(now.as_u64(), used, self.queue + 1, self.interval)
     }
 }

@@ -99,6 +99,6 @@ pub use limiter::Limiter;
 pub use log_ring::{LogRing, SlidingLogLimiter};
 pub use nanos::Nanos;
 pub use sliding_window_counter::SlidingWindowCounter;
-pub use sliding_window_log::SlidingWindowLog;
+pub use sliding_window_log::{LogOutcome, LogView, SlidingWindowLog};
 pub use state_cell::StateCell;
 pub use token_bucket::TokenBucket;

@@ -31,7 +31,7 @@
 //! lock-free multi-word protocol would need. The loom model `log_ring` checks this protocol.
 
 use crate::sync::{fence, new_atomic_u64, spin_loop, AtomicU64, Ordering};
-use crate::{Clock, ConfigError, Decision, InsufficientCapacity, Nanos, SlidingWindowLog};
+use crate::{Clock, ConfigError, Decision, InsufficientCapacity, LogView, Nanos, SlidingWindowLog};
 
 const WRITER: u64 = 1;
 
@@ -59,16 +59,31 @@ impl<const N: usize> Default for LogRing<N> {
     }
 }
 
-/// What one consistent read of the ring saw.
-struct Snapshot {
-    /// The head word read (writer bit clear).
-    head: u64,
-    /// Permits in the window at `now`.
-    in_window: u64,
-    /// Newest recorded timestamp, if any.
-    newest: Option<u64>,
-    /// The entry that must leave the window before `cost` fits, if it is live.
-    blocking: Option<u64>,
+/// The live entries of a ring as a [`LogView`], read with `Relaxed` loads inside the
+/// sequence lock's read section (validated by the caller's head re-read).
+struct RingView<'a, const N: usize> {
+    ring: &'a LogRing<N>,
+    /// Permits recorded since fresh (the head, writer bit shifted out).
+    recorded: u64,
+}
+
+impl<const N: usize> LogView for RingView<'_, N> {
+    #[inline]
+    fn len(&self) -> u64 {
+        self.recorded.min(N as u64)
+    }
+
+    #[inline]
+    fn stamp(&self, i: u64) -> u64 {
+        let seq = self.recorded - self.len() + i;
+        // Relaxed: validated by re-reading the head after the read section's fence.
+        self.ring.slot(seq).load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn capacity(&self) -> u64 {
+        N as u64
+    }
 }
 
 impl<const N: usize> LogRing<N> {
@@ -80,122 +95,56 @@ impl<const N: usize> LogRing<N> {
         }
     }
 
-    /// The limit this ring enforces for `log`: `min(L, N)`.
-    #[inline]
-    fn effective_limit(log: &SlidingWindowLog) -> u64 {
-        log.limit().min(N as u64)
-    }
-
     #[inline]
     fn slot(&self, seq: u64) -> &AtomicU64 {
         // N ≥ 1 whenever a slot is read (the effective limit is then ≥ 1).
         &self.slots[(seq % N as u64) as usize]
     }
 
-    /// One consistent read: retried until no writer interfered.
-    fn snapshot(&self, log: &SlidingWindowLog, now: u64, cost: u64) -> Snapshot {
-        let limit = Self::effective_limit(log);
+    /// Runs `f` on one consistent view of the ring: retried until no writer interfered.
+    /// Returns the head word it read (writer bit clear) with `f`'s answer.
+    fn read<R>(&self, f: impl Fn(&RingView<'_, N>) -> R) -> (u64, R) {
         loop {
             // Acquire: pairs with the writer's Release store of the head, so the slots it
-            // wrote before releasing are visible to the loads below.
+            // wrote before releasing are visible to the view's loads.
             let head = self.head.load(Ordering::Acquire);
             if head & WRITER != 0 {
                 spin_loop();
                 continue;
             }
-            let h = head >> 1;
-            let live = h.min(limit);
-            // Relaxed slot loads: validated by re-reading the head after the fence below.
-            let newest = if h > 0 {
-                Some(self.slot(h - 1).load(Ordering::Relaxed))
-            } else {
-                None
-            };
-            // Binary search for the oldest live entry still in the window (entries sorted).
-            let (mut lo, mut hi) = (h - live, h);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if log.in_window(self.slot(mid).load(Ordering::Relaxed), now) {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            let in_window = h - lo;
-            // The entry that must slide out before `cost` more fit: number h − L + cost − 1.
-            let blocking = (h + cost)
-                .checked_sub(limit + 1)
-                .filter(|&seq| seq >= h - live)
-                .map(|seq| self.slot(seq).load(Ordering::Relaxed));
-            // Acquire fence: orders the slot loads above before the head re-read, pairing
+            let answer = f(&RingView {
+                ring: self,
+                recorded: head >> 1,
+            });
+            // Acquire fence: orders the view's slot loads before the head re-read, pairing
             // with the writer's Release fence after it set the writer bit (seqlock).
             fence(Ordering::Acquire);
             if self.head.load(Ordering::Relaxed) == head {
-                return Snapshot {
-                    head,
-                    in_window,
-                    newest,
-                    blocking,
-                };
+                return (head, answer);
             }
         }
     }
 
-    fn decide(
-        log: &SlidingWindowLog,
-        snap: &Snapshot,
-        now: u64,
-        cost: u64,
-    ) -> (Decision, Option<u64>) {
-        let limit = Self::effective_limit(log);
-        if snap.in_window + cost <= limit {
-            let stamp = snap.newest.map_or(now, |newest| newest.max(now));
-            let reset_after = if cost > 0 {
-                log.until_out(stamp, now)
-            } else {
-                snap.newest.map_or(Nanos::ZERO, |t| log.until_out(t, now))
-            };
-            let decision = Decision::allow(limit, limit - snap.in_window - cost, reset_after);
-            (decision, Some(stamp))
-        } else {
-            let reset_after = snap.newest.map_or(Nanos::ZERO, |t| log.until_out(t, now));
-            // Denied means the blocking entry is live and still in the window.
-            let retry_after = snap.blocking.map_or(reset_after, |t| log.until_out(t, now));
-            let decision = Decision::deny(limit, limit - snap.in_window, reset_after, retry_after);
-            (decision, None)
-        }
-    }
-
-    /// Decides `cost` permits at `now` and records them if admitted.
+    /// Decides `cost` permits at `now` and records them if admitted
+    /// ([`SlidingWindowLog::decide`] on a consistent view of the ring).
     pub fn check_at(
         &self,
         log: &SlidingWindowLog,
         now: Nanos,
         cost: u32,
     ) -> Result<Decision, InsufficientCapacity> {
-        let limit = Self::effective_limit(log);
-        let cost = u64::from(cost);
-        if cost > limit {
-            return Err(InsufficientCapacity { max_cost: limit });
-        }
-        let now = now.as_u64();
         loop {
-            let snap = self.snapshot(log, now, cost);
-            let (decision, stamp) = Self::decide(log, &snap, now, cost);
-            let Some(stamp) = stamp.filter(|_| cost > 0) else {
-                return Ok(decision);
+            let (head, outcome) = self.read(|view| log.decide(view, now, cost));
+            let outcome = outcome?;
+            let Some(stamp) = outcome.record else {
+                return Ok(outcome.decision);
             };
             // Claim the writer bit from exactly the head we decided on: if any admission
             // happened since, the claim fails and we decide again. Acquire: pairs with the
             // previous writer's Release store, so our slot writes are ordered after theirs.
             if self
                 .head
-                .compare_exchange(
-                    snap.head,
-                    snap.head | WRITER,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
+                .compare_exchange(head, head | WRITER, Ordering::Acquire, Ordering::Relaxed)
                 .is_err()
             {
                 continue;
@@ -203,14 +152,15 @@ impl<const N: usize> LogRing<N> {
             // Release fence: a reader that sees any slot written below also sees the writer
             // bit when it re-reads the head (pairs with the reader's Acquire fence).
             fence(Ordering::Release);
-            let h = snap.head >> 1;
-            for seq in h..h + cost {
+            let h = head >> 1;
+            for seq in h..h + u64::from(cost) {
                 // Relaxed: published by the Release store of the head below.
                 self.slot(seq).store(stamp, Ordering::Relaxed);
             }
             // Release: publishes the slot writes to readers that Acquire-load the head.
-            self.head.store((h + cost) << 1, Ordering::Release);
-            return Ok(decision);
+            self.head
+                .store((h + u64::from(cost)) << 1, Ordering::Release);
+            return Ok(outcome.decision);
         }
     }
 
@@ -221,19 +171,13 @@ impl<const N: usize> LogRing<N> {
         now: Nanos,
         cost: u32,
     ) -> Result<Decision, InsufficientCapacity> {
-        let limit = Self::effective_limit(log);
-        let cost = u64::from(cost);
-        if cost > limit {
-            return Err(InsufficientCapacity { max_cost: limit });
-        }
-        let snap = self.snapshot(log, now.as_u64(), cost);
-        Ok(Self::decide(log, &snap, now.as_u64(), cost).0)
+        Ok(self.read(|view| log.decide(view, now, cost)).1?.decision)
     }
 
     /// Whether no recorded permit is still in the window at `now` (forgetting the ring
     /// loses nothing).
     pub fn is_idle(&self, log: &SlidingWindowLog, now: Nanos) -> bool {
-        self.snapshot(log, now.as_u64(), 0).in_window == 0
+        self.read(|view| log.is_idle(view, now)).1
     }
 
     /// Permits recorded since the ring was fresh.

@@ -123,12 +123,15 @@ impl LeakyBucketModel {
         commit: bool,
     ) -> Result<Decision, InsufficientCapacity> {
         let (now, cost) = (u128::from(now), u128::from(cost));
-        let drain = cost * self.interval;
-        if drain > U64_MAX {
+        // What the queue can hold: the one in service plus Q waiting (and a drain time
+        // that fits in u64 ns).
+        let max_cost = (self.queue + 1).min(U64_MAX / self.interval);
+        if cost > max_cost {
             return Err(InsufficientCapacity {
-                max_cost: (U64_MAX / self.interval) as u64,
+                max_cost: max_cost as u64,
             });
         }
+        let drain = cost * self.interval;
         let horizon = self.queue * self.interval;
         let limit = self.queue + 1;
         let start = self.drained_at.max(now);

@@ -224,4 +224,74 @@ impl Algorithm for SlidingWindowCounter {
         let rolled = self.roll(state, now.as_u64());
         rolled.prev == 0 && rolled.curr == 0
     }
+
+    /// `cost` off `curr` if the stored window is the take's, off `prev` if it rolled once
+    /// since (the estimate is linear in both counts), else nothing: exact.
+    #[inline]
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64 {
+        if state == after {
+            before
+        } else {
+            self.give_back(state, self.unpack(after).0, cost)
+        }
+    }
+
+    /// `cost` off the count of `now`'s window (or of the previous one, if the take was
+    /// counted there and it is still weighed).
+    #[inline]
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        self.give_back(state, now.as_u64() / self.window, cost)
+    }
+
+    /// The estimate rounded up: `curr + ⌈prev·(W − elapsed)/W⌉`.
+    #[inline]
+    fn used(&self, state: u64, now: Nanos) -> u64 {
+        let rolled = self.roll(state, now.as_u64());
+        let weighted = self
+            .weighted_prev(&rolled)
+            .div_ceil(u128::from(self.window));
+        // weighted ≤ prev < 2^32.
+        rolled.curr.saturating_add(weighted as u64)
+    }
+
+    /// All of `used` counted in `now`'s window: stricter than any spread over the previous
+    /// one (they keep counting, weighted, through the next window).
+    #[inline]
+    fn with_used(&self, now: Nanos, used: u64) -> u64 {
+        if used == 0 {
+            0
+        } else {
+            self.pack(now.as_u64() / self.window, 0, used.min(self.limit))
+        }
+    }
+}
+
+impl SlidingWindowCounter {
+    /// `cost` off the count of window `index`: `curr` if it is the stored window, `prev`
+    /// if the stored one is `index + 1`.
+    #[inline]
+    fn give_back(&self, state: u64, index: u64, cost: u32) -> u64 {
+        let cost = u64::from(cost);
+        let (stored, prev, curr) = self.unpack(state);
+        if stored == index {
+            self.pack(stored, prev, curr.saturating_sub(cost))
+        } else if Some(stored) == index.checked_add(1) {
+            self.pack(stored, prev.saturating_sub(cost), curr)
+        } else {
+            state
+        }
+    }
+
+    /// A state under `old` moved to these parameters at `now`. Same window (so the same
+    /// layout): the counts are kept as they are, and a lowered limit denies until enough of
+    /// them slide out. Another window: the permits [`used`](Algorithm::used) now are
+    /// recorded in `now`'s window.
+    #[inline]
+    pub fn rescale_from(&self, old: &SlidingWindowCounter, state: u64, now: Nanos) -> u64 {
+        if old.window == self.window {
+            state
+        } else {
+            self.with_used(now, old.used(state, now))
+        }
+    }
 }

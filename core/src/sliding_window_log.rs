@@ -4,12 +4,100 @@
 //! admit iff #{ admitted t : t > now − W } + cost ≤ L
 //! ```
 //!
-//! Exact, no boundary burst, at the price of O(L) memory per key: the timestamps live in a
-//! fixed ring ([`LogRing`](crate::LogRing), const-generic capacity, no allocation). Each
-//! admitted permit is recorded at `max(now, newest recorded)`, so the ring stays sorted and a
-//! late caller (older `now`) can only make the log stricter.
+//! Exact, no boundary burst, at the price of O(L) memory per key. Each admitted permit is
+//! recorded at `max(now, newest recorded)`, so the log stays sorted and a late caller
+//! (older `now`) can only make the log stricter.
+//!
+//! The transition is pure, like every other algorithm's, but its state is many words: it
+//! reads the stored timestamps through a [`LogView`] (a slice, an array, a deque, an atomic
+//! ring's snapshot) whose length is a runtime value, and answers what to write as a
+//! [`LogOutcome`] (append `cost` copies of one stamp). Every executor calls these
+//! functions: the core's [`LogRing`](crate::LogRing) (const-generic capacity, no
+//! allocation), std's policy log tiers, and, through its Lua mirror, Redis.
+//!
+//! Conversions: a log moved to other log parameters keeps its timestamps, and the new
+//! window and limit apply to them from then on (a lowered limit denies until enough slide
+//! out). To and from the single-word algorithms a conversion carries [`used`] permits
+//! (see [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale)), recorded here by
+//! [`with_used`].
+//!
+//! [`used`]: SlidingWindowLog::used
+//! [`with_used`]: SlidingWindowLog::with_used
+//!
+//! ```
+//! use tollgate_core::{Nanos, SlidingWindowLog};
+//! let log = SlidingWindowLog::new(2, Nanos::from_secs(1)).unwrap();
+//! let mut stamps: Vec<u64> = Vec::new();
+//! for ms in [0, 300, 600] {
+//!     let out = log.decide(&stamps[..], Nanos::from_millis(ms), 1).unwrap();
+//!     if let Some(stamp) = out.record {
+//!         stamps.push(stamp);
+//!     }
+//! }
+//! assert_eq!(stamps, [0, 300_000_000]); // the third was denied
+//! ```
 
-use crate::{ConfigError, Nanos};
+use crate::{ConfigError, Decision, InsufficientCapacity, Nanos};
+
+/// Read access to a sliding log's stored timestamps, oldest first (non-decreasing).
+///
+/// Implemented for slices and arrays; an executor with other storage (an atomic ring, a
+/// deque) implements it over what it read. Only the newest `min(len, L)` entries ever
+/// matter to a decision, and the functions below read `O(log L)` of them.
+pub trait LogView {
+    /// How many timestamps are stored.
+    fn len(&self) -> u64;
+
+    /// Timestamp number `i`, `0` the oldest; called only with `i < len()`.
+    fn stamp(&self, i: u64) -> u64;
+
+    /// The most timestamps the storage can hold; a log whose limit is larger enforces
+    /// this instead (stricter, never looser). Unbounded by default.
+    fn capacity(&self) -> u64 {
+        u64::MAX
+    }
+
+    /// Whether nothing is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl LogView for [u64] {
+    #[inline]
+    fn len(&self) -> u64 {
+        <[u64]>::len(self) as u64
+    }
+
+    #[inline]
+    fn stamp(&self, i: u64) -> u64 {
+        // i < len, which came from a usize.
+        self[i as usize]
+    }
+}
+
+impl<const N: usize> LogView for [u64; N] {
+    #[inline]
+    fn len(&self) -> u64 {
+        N as u64
+    }
+
+    #[inline]
+    fn stamp(&self, i: u64) -> u64 {
+        self[i as usize]
+    }
+}
+
+/// What [`SlidingWindowLog::decide`] answers: the decision and what to record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct LogOutcome {
+    /// The decision.
+    pub decision: Decision,
+    /// When admitted with `cost > 0`: append `cost` copies of this timestamp (it is never
+    /// older than the newest stored one). `None`: write nothing.
+    pub record: Option<u64>,
+}
 
 /// Sliding window log parameters: limit `L` per window `W`. Run with a
 /// [`LogRing`](crate::LogRing) of capacity `N ≥ L`, or a [`SlidingLogLimiter`](crate::SlidingLogLimiter).
@@ -68,5 +156,149 @@ impl SlidingWindowLog {
     #[inline]
     pub const fn until_out(&self, t: u64, now: u64) -> Nanos {
         Nanos::span_to(t as u128 + self.window as u128, now)
+    }
+
+    /// The largest cost one check can admit: `L`.
+    #[inline]
+    pub const fn max_cost(&self) -> u64 {
+        self.limit
+    }
+
+    /// The limit enforced over `log`: `min(L, capacity)`.
+    #[inline]
+    fn limit_for<V: LogView + ?Sized>(&self, log: &V) -> u64 {
+        self.limit.min(log.capacity())
+    }
+
+    /// Index of the oldest of the newest `within` entries still in the window at `now`
+    /// (`log.len()` if none is): a binary search, the entries being sorted.
+    #[inline]
+    fn first_in_window<V: LogView + ?Sized>(&self, log: &V, within: u64, now: u64) -> u64 {
+        let len = log.len();
+        let (mut lo, mut hi) = (len - within.min(len), len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.in_window(log.stamp(mid), now) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
+    /// Decides `cost` permits at `now` against the stored timestamps: the pure transition
+    /// every sliding-log executor runs.
+    ///
+    /// ```text
+    /// in_window = #{ t among the newest L stored : t > now − W }
+    /// admit iff in_window + cost ≤ L, then append cost × max(now, newest)
+    /// retry_after (deny) = until entry #(len + cost − L − 1) leaves the window
+    /// ```
+    ///
+    /// Total for any stored values (an executor may call it on a torn read it then
+    /// discards): no panic, no overflow.
+    #[inline]
+    pub fn decide<V: LogView + ?Sized>(
+        &self,
+        log: &V,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<LogOutcome, InsufficientCapacity> {
+        let limit = self.limit_for(log);
+        let cost = u64::from(cost);
+        if cost > limit {
+            return Err(InsufficientCapacity { max_cost: limit });
+        }
+        let now = now.as_u64();
+        let len = log.len();
+        let in_window = len - self.first_in_window(log, limit, now);
+        let newest = if len > 0 {
+            Some(log.stamp(len - 1))
+        } else {
+            None
+        };
+        let until_newest_out = newest.map_or(Nanos::ZERO, |t| self.until_out(t, now));
+        if in_window + cost <= limit {
+            let stamp = newest.map_or(now, |newest| newest.max(now));
+            let reset_after = if cost > 0 {
+                self.until_out(stamp, now)
+            } else {
+                until_newest_out
+            };
+            Ok(LogOutcome {
+                decision: Decision::allow(limit, limit - in_window - cost, reset_after),
+                record: (cost > 0).then_some(stamp),
+            })
+        } else {
+            // The entry that must slide out before `cost` more fit: it is live and in the
+            // window (in_window + cost > limit ≥ cost, so the index is within the newest).
+            let retry_after = (len + cost)
+                .checked_sub(limit + 1)
+                .map_or(until_newest_out, |i| self.until_out(log.stamp(i), now));
+            Ok(LogOutcome {
+                decision: Decision::deny(limit, limit - in_window, until_newest_out, retry_after),
+                record: None,
+            })
+        }
+    }
+
+    /// How many of the oldest stored entries no longer count at `now` (an executor with
+    /// growable storage may drop them).
+    #[inline]
+    pub fn expired<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
+        self.first_in_window(log, log.len(), now.as_u64())
+    }
+
+    /// Permits counted against the key at `now`: the entries in the window, at most `L`.
+    #[inline]
+    pub fn used<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
+        let limit = self.limit_for(log);
+        log.len() - self.first_in_window(log, limit, now.as_u64())
+    }
+
+    /// Whether no stored entry is still in the window at `now` (forgetting the log loses
+    /// nothing).
+    #[inline]
+    pub fn is_idle<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> bool {
+        log.is_empty() || !self.in_window(log.stamp(log.len() - 1), now.as_u64())
+    }
+
+    /// A caller's refund of `cost` permits at `now`: how many of the newest entries to
+    /// remove (those still in the window, at most `cost`; permits that slid out came back
+    /// by themselves).
+    #[inline]
+    pub fn refund<V: LogView + ?Sized>(&self, log: &V, now: Nanos, cost: u32) -> u64 {
+        self.used(log, now).min(u64::from(cost))
+    }
+
+    /// Undoing a take that recorded `cost` copies of `stamp`: the range `start..end` of
+    /// entries to remove (the newest entries equal to `stamp`, at most `cost`; entries with
+    /// equal stamps are interchangeable, so removing any of them is exact).
+    #[inline]
+    pub fn undo<V: LogView + ?Sized>(&self, log: &V, stamp: u64, cost: u32) -> (u64, u64) {
+        // First entry newer than `stamp` (entries are sorted).
+        let (mut lo, mut hi) = (0, log.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if log.stamp(mid) > stamp {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let end = lo;
+        let mut start = end;
+        while start > 0 && end - start < u64::from(cost) && log.stamp(start - 1) == stamp {
+            start -= 1;
+        }
+        (start, end)
+    }
+
+    /// A log whose key has `used` permits counted against it at `now` (a conversion from
+    /// another algorithm): `min(used, L)` copies of `now`, as `(stamp, count)`.
+    #[inline]
+    pub fn with_used(&self, now: Nanos, used: u64) -> (u64, u64) {
+        (now.as_u64(), used.min(self.limit))
     }
 }

@@ -98,4 +98,24 @@ impl Algorithm for TokenBucket {
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         self.gcra.is_idle(state, now)
     }
+
+    #[inline]
+    fn undo(&self, state: u64, before: u64, after: u64, cost: u32) -> u64 {
+        self.gcra.undo(state, before, after, cost)
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        self.gcra.refund(state, now, cost)
+    }
+
+    #[inline]
+    fn used(&self, state: u64, now: Nanos) -> u64 {
+        self.gcra.used(state, now)
+    }
+
+    #[inline]
+    fn with_used(&self, now: Nanos, used: u64) -> u64 {
+        self.gcra.with_used(now, used)
+    }
 }

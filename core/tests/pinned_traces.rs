@@ -297,25 +297,39 @@ fn every_deny_says_when_to_retry_and_that_time_is_exact() {
 #[test]
 fn a_cost_beyond_capacity_is_its_own_error_not_a_deny() {
     for (name, limiter) in all_algorithms(5) {
-        if name == "leaky bucket" {
-            // A shaper admits any cost into an empty queue: it only paces what follows.
-            assert!(limiter.check_n_at(ms(0), 6).unwrap().allowed);
-            continue;
-        }
+        let max = limiter.algorithm().max_cost();
         assert_eq!(
-            limiter.check_n_at(ms(0), 6),
-            Err(InsufficientCapacity { max_cost: 5 }),
+            limiter.check_n_at(ms(0), max as u32 + 1),
+            Err(InsufficientCapacity { max_cost: max }),
             "{name}"
         );
         assert!(
-            limiter.check_n_at(ms(0), 5).unwrap().allowed,
+            limiter.check_n_at(ms(0), max as u32).unwrap().allowed,
             "{name}: a full-size request fits fresh"
         );
     }
-    // A leaky bucket's only limit on cost is that its drain time fits in u64 nanoseconds.
-    let leaky = Limiter::new(LeakyBucket::new(1, Nanos::from_secs(1), 0).unwrap());
-    assert!(leaky.check_n_at(ms(0), u32::MAX).unwrap().allowed);
-    let tiny = Limiter::new(LeakyBucket::from_interval(Nanos::new(u64::MAX / 2), 0).unwrap());
+    // A leaky bucket holds the one in service plus its queue: on a 10/s shaper with no
+    // queue, a request of u32::MAX units (13.6 years of drain) is refused outright instead
+    // of blocking everyone behind it.
+    let leaky = Limiter::new(LeakyBucket::new(10, Nanos::from_secs(1), 0).unwrap());
+    assert_eq!(
+        leaky.check_n_at(ms(0), u32::MAX),
+        Err(InsufficientCapacity { max_cost: 1 })
+    );
+    let queued = Limiter::new(LeakyBucket::new(10, Nanos::from_secs(1), 3).unwrap());
+    assert_eq!(
+        queued.check_n_at(ms(0), 5),
+        Err(InsufficientCapacity { max_cost: 4 })
+    );
+    let d = queued.check_n_at(ms(0), 4).unwrap();
+    assert!(d.allowed);
+    assert_eq!(d.delay, Nanos::ZERO);
+    // ...and the queue is then full until one unit has drained (100 ms), when the next
+    // waits the 300 ms the other three still take.
+    assert!(!queued.check_at(ms(99)).allowed);
+    assert_eq!(queued.check_at(ms(100)).delay, ms(300));
+    // Where even that much drain would not fit in u64 ns, less.
+    let tiny = Limiter::new(LeakyBucket::from_interval(Nanos::new(u64::MAX / 2), 1).unwrap());
     assert_eq!(
         tiny.check_n_at(ms(0), 3),
         Err(InsufficientCapacity { max_cost: 2 })

@@ -63,9 +63,11 @@ pub trait Algorithm {
     /// (`⌈(TAT − now) / T⌉`), rounded up. `0` exactly when the key is as good as fresh.
     fn used(&self, state: u64, now: Nanos) -> u64;
 
-    /// The state of a key that has `used` permits counted against it at `now` (capped at
-    /// [`limit`](Self::limit)), as if they had just been admitted: the stricter side of
-    /// any state with that [`used`](Self::used) count. `with_used(now, 0)` is fresh.
+    /// The state of a key that has `used` permits counted against it at `now`, as if they
+    /// had just been admitted: the stricter side of any state with that
+    /// [`used`](Self::used) count. A window algorithm caps the count at its
+    /// [`limit`](Self::limit) (the window's end clears it anyway); a bucket keeps the whole
+    /// debt. `with_used(now, 0)` is fresh.
     fn with_used(&self, now: Nanos, used: u64) -> u64;
 }
 

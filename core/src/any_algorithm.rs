@@ -69,7 +69,88 @@ pub enum AlgorithmConfig {
     },
 }
 
+/// `⌊value · parts / whole⌋`, at least `min`, at most `value` (`min` when `value` is).
+const fn share_of(value: u64, parts: u64, whole: u64, min: u64) -> u64 {
+    let scaled = if whole == 0 {
+        value as u128
+    } else {
+        value as u128 * parts as u128 / whole as u128
+    };
+    let scaled = if scaled > value as u128 {
+        value
+    } else {
+        scaled as u64
+    };
+    if scaled < min {
+        min
+    } else {
+        scaled
+    }
+}
+
 impl AlgorithmConfig {
+    /// The same rule with `parts / whole` of its allowance: what one of several processes
+    /// may admit on its own (e.g. a fleet's in-process fallback while the shared store is
+    /// down). Every amount that admits (limit, burst, capacity, refill amount, drain amount)
+    /// is scaled down, rounding down but never below 1; a leaky bucket's queue may reach 0;
+    /// periods and windows are kept. A share above 1 keeps the rule as it is.
+    ///
+    /// ```
+    /// use tollgate_core::{AlgorithmConfig, Nanos};
+    /// let rule = AlgorithmConfig::Gcra { limit: 100, period: Nanos::from_secs(1), burst: 10 };
+    /// assert_eq!(
+    ///     rule.share(1, 4),
+    ///     AlgorithmConfig::Gcra { limit: 25, period: Nanos::from_secs(1), burst: 2 }
+    /// );
+    /// ```
+    pub const fn share(&self, parts: u64, whole: u64) -> AlgorithmConfig {
+        match *self {
+            AlgorithmConfig::Gcra {
+                limit,
+                period,
+                burst,
+            } => AlgorithmConfig::Gcra {
+                limit: share_of(limit, parts, whole, 1),
+                period,
+                burst: share_of(burst, parts, whole, 1),
+            },
+            AlgorithmConfig::TokenBucket {
+                capacity,
+                refill_amount,
+                refill_period,
+            } => AlgorithmConfig::TokenBucket {
+                capacity: share_of(capacity, parts, whole, 1),
+                refill_amount: share_of(refill_amount, parts, whole, 1),
+                refill_period,
+            },
+            AlgorithmConfig::LeakyBucket {
+                amount,
+                period,
+                queue,
+            } => AlgorithmConfig::LeakyBucket {
+                amount: share_of(amount, parts, whole, 1),
+                period,
+                queue: share_of(queue, parts, whole, 0),
+            },
+            AlgorithmConfig::FixedWindow { limit, window } => AlgorithmConfig::FixedWindow {
+                limit: share_of(limit, parts, whole, 1),
+                window,
+            },
+            AlgorithmConfig::SlidingWindowCounter { limit, window } => {
+                AlgorithmConfig::SlidingWindowCounter {
+                    limit: share_of(limit, parts, whole, 1),
+                    window,
+                }
+            }
+            AlgorithmConfig::SlidingWindowLog { limit, window } => {
+                AlgorithmConfig::SlidingWindowLog {
+                    limit: share_of(limit, parts, whole, 1),
+                    window,
+                }
+            }
+        }
+    }
+
     /// Validates the numbers into an executable algorithm.
     pub const fn build(&self) -> Result<AnyAlgorithm, ConfigError> {
         let packed = match *self {
@@ -197,9 +278,8 @@ impl Algorithm for PackedAlgorithm {
 
 /// How a packed state is read, for conversions between algorithms.
 enum Shape<'a> {
-    /// A time running `interval` ns ahead per permit (GCRA, token bucket, leaky bucket);
-    /// `full` is the span of a key that used its whole limit.
-    Tat { interval: u64, full: u64 },
+    /// A time running `interval` ns ahead per permit (GCRA, token bucket, leaky bucket).
+    Tat { interval: u64 },
     /// A fixed window's index and count.
     Fixed(&'a FixedWindow),
     /// A sliding counter's index and two counts.
@@ -208,14 +288,13 @@ enum Shape<'a> {
 
 impl PackedAlgorithm {
     fn shape(&self) -> Shape<'_> {
-        let tat = |interval: Nanos, limit: u64| Shape::Tat {
+        let tat = |interval: Nanos| Shape::Tat {
             interval: interval.as_u64(),
-            full: interval.as_u64().saturating_mul(limit),
         };
         match self {
-            PackedAlgorithm::Gcra(g) => tat(g.emission_interval(), g.burst_size()),
-            PackedAlgorithm::TokenBucket(t) => tat(t.refill_interval(), t.capacity()),
-            PackedAlgorithm::LeakyBucket(l) => tat(l.drain_interval(), l.limit()),
+            PackedAlgorithm::Gcra(g) => tat(g.emission_interval()),
+            PackedAlgorithm::TokenBucket(t) => tat(t.refill_interval()),
+            PackedAlgorithm::LeakyBucket(l) => tat(l.drain_interval()),
             PackedAlgorithm::FixedWindow(w) => Shape::Fixed(w),
             PackedAlgorithm::SlidingWindowCounter(w) => Shape::Counter(w),
         }
@@ -230,13 +309,16 @@ impl PackedAlgorithm {
     /// | from → to | what is kept |
     /// |---|---|
     /// | same parameters | the state, unchanged |
-    /// | GCRA / token bucket / leaky bucket → any of the three | the debt in permits, fractions included (`(TAT − now)·T_new / T_old`, rounded up to the ns), capped at the new full span (`limit·T_new`) |
-    /// | fixed window → fixed window, same window | index and count, the count capped at the new limit |
+    /// | GCRA / token bucket / leaky bucket → any of the three | the debt in permits, fractions included (`(TAT − now)·T_new / T_old`, rounded up to the ns), not capped |
+    /// | fixed window → fixed window, same window | index and count, the count capped at the new limit (the window ends its effect) |
     /// | sliding counter → sliding counter, same window | both counts as they are |
-    /// | any other pair | [`used`](Algorithm::used) under `from` (rounded up), recorded as just admitted under these parameters by [`with_used`](Algorithm::with_used) (capped at the new limit) |
+    /// | any other pair | [`used`](Algorithm::used) under `from` (rounded up), recorded as just admitted under these parameters by [`with_used`](Algorithm::with_used) (a window's count capped at its limit; a bucket's debt not capped) |
     ///
-    /// A key over a lowered limit is left exhausted, never locked out for longer than the
-    /// new rule's own reset time; a raised limit gives the key the difference at once.
+    /// A raised limit gives the key the difference at once. A lowered one leaves a window
+    /// key exhausted until its window ends, and a bucket key in debt until the debt is
+    /// repaid at the new rate: flipping a rule down and up again (a reverted reload, a
+    /// rolling deploy where two versions touch one key) never hands out the same permits
+    /// twice.
     /// Conversions to and from the sliding window log go through the same `used` /
     /// `with_used` pair (see [`SlidingWindowLog`]).
     ///
@@ -262,8 +344,8 @@ impl PackedAlgorithm {
             return state;
         }
         match (from.shape(), self.shape()) {
-            (Shape::Tat { interval: old, .. }, Shape::Tat { interval, full }) => {
-                crate::gcra::tat::rescale(state, now.as_u64(), old, interval, full)
+            (Shape::Tat { interval: old }, Shape::Tat { interval }) => {
+                crate::gcra::tat::rescale(state, now.as_u64(), old, interval)
             }
             (Shape::Fixed(old), Shape::Fixed(new)) => new.rescale_from(old, state, now),
             (Shape::Counter(old), Shape::Counter(new)) => new.rescale_from(old, state, now),

@@ -232,7 +232,7 @@ impl Algorithm for Gcra {
 
     #[inline]
     fn with_used(&self, now: Nanos, used: u64) -> u64 {
-        tat::with_used(now.as_u64(), used, self.burst.get(), self.interval.get())
+        tat::with_used(now.as_u64(), used, self.interval.get())
     }
 }
 
@@ -269,28 +269,28 @@ pub(crate) mod tat {
         state.saturating_sub(now).div_ceil(interval)
     }
 
-    /// `now + min(used, limit)·T`, or fresh for none.
+    /// `now + used·T` (the whole debt, not capped at the limit), or fresh for none.
     #[inline]
-    pub(crate) fn with_used(now: u64, used: u64, limit: u64, interval: u64) -> u64 {
+    pub(crate) fn with_used(now: u64, used: u64, interval: u64) -> u64 {
         if used == 0 {
             0
         } else {
-            now.saturating_add(used.min(limit).saturating_mul(interval))
+            now.saturating_add(used.saturating_mul(interval))
         }
     }
 
-    /// A state under interval `from` moved to interval `to`: the same debt in permits
-    /// (fractions included, rounded up to the nanosecond), capped at `full` (the span of a
-    /// key that has used its whole limit under the new parameters), so a lowered limit
-    /// leaves the key exhausted for at most the new rule's own reset time.
+    /// A state under interval `from` moved to interval `to`: the same debt in permits,
+    /// fractions included (`(state − now)·to / from`, rounded up to the nanosecond). Not
+    /// capped: a key that used more than a lowered limit waits until the debt is repaid at
+    /// the new rate, so flipping a limit down and up again (a rolling deploy, a reload
+    /// reverted) never hands out the same permits twice.
     #[inline]
-    pub(crate) fn rescale(state: u64, now: u64, from: u64, to: u64, full: u64) -> u64 {
+    pub(crate) fn rescale(state: u64, now: u64, from: u64, to: u64) -> u64 {
         if state <= now {
             return state;
         }
         let debt = u128::from(state - now) * u128::from(to);
-        let scaled = debt.div_ceil(u128::from(from)).min(u128::from(full));
-        // scaled ≤ full, a u64.
-        now.saturating_add(scaled as u64)
+        let scaled = debt.div_ceil(u128::from(from));
+        now.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX))
     }
 }

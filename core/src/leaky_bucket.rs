@@ -76,7 +76,7 @@ impl LeakyBucket {
                 interval,
                 queue,
                 horizon,
-                max_cost: if queue + 1 <= u64::MAX / interval {
+                max_cost: if queue < u64::MAX / interval {
                     queue + 1
                 } else {
                     u64::MAX / interval
@@ -175,6 +175,6 @@ impl Algorithm for LeakyBucket {
 
     #[inline]
     fn with_used(&self, now: Nanos, used: u64) -> u64 {
-        tat::with_used(now.as_u64(), used, self.queue + 1, self.interval)
+        tat::with_used(now.as_u64(), used, self.interval)
     }
 }

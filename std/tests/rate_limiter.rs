@@ -26,18 +26,18 @@ fn each_check_reads_the_clock_exactly_once() {
         Gcra::per_second(5).build().unwrap(),
         CountingClock::default(),
     );
-    limiter.check();
-    limiter.check_n(2).unwrap();
-    limiter.peek();
+    let _ = limiter.check();
+    let _ = limiter.check_n(2).unwrap();
+    let _ = limiter.peek();
     assert_eq!(
         limiter.check_n(9),
         Err(InsufficientCapacity { max_cost: 5 })
     );
     assert_eq!(limiter.clock().reads.load(Ordering::Relaxed), 4);
     // The `*_at` forms read no clock.
-    limiter.check_at(Nanos::ZERO);
-    limiter.peek_at(Nanos::ZERO);
-    limiter.check_n_at(Nanos::ZERO, 1).unwrap();
+    let _ = limiter.check_at(Nanos::ZERO);
+    let _ = limiter.peek_at(Nanos::ZERO);
+    let _ = limiter.check_n_at(Nanos::ZERO, 1).unwrap();
     assert_eq!(limiter.clock().reads.load(Ordering::Relaxed), 4);
 }
 

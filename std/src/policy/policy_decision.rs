@@ -12,11 +12,14 @@ pub const MAX_TIERS: usize = 8;
 /// tier admitted, plus each tier's own answer (for headers and metrics). Fixed size, no
 /// allocation.
 ///
-/// The combined [`decision`](Self::decision) is the *tightest* tier's: for a deny, the
-/// denying tier that asks to wait longest (so `retry_after` is when the request can pass
-/// every denying tier as far as is known now); for an admit, the tier with the fewest
-/// `remaining` (ties: the later `reset_after`), with `delay` the longest any tier asked
-/// for. With no matching rule the request is admitted with `limit = remaining = u64::MAX`.
+/// The combined [`decision`](Self::decision) follows the core's one combine rule,
+/// [`Decision::combine`]: admitted iff every tier admitted; `remaining` the fewest of any
+/// tier; for a deny, `retry_after` the longest any denying tier asks (when the request can
+/// pass every denying tier as far as is known now); `limit` and `reset_after` those of the
+/// *tightest* tier (the longest-waiting denier, or the admitting tier with the fewest
+/// `remaining`, ties to the later `reset_after`, then the first); `delay` the longest any
+/// tier asked for. With no matching rule the request is admitted with
+/// `limit = remaining = u64::MAX`.
 ///
 /// ```
 /// use tollgate::policy::Policy;
@@ -65,28 +68,11 @@ impl PolicyDecision {
                 tightest: u8::MAX,
             };
         }
-        let denied = outcomes.iter().any(|o| !o.decision.allowed);
-        let mut best = 0usize;
-        for (i, o) in outcomes.iter().enumerate() {
-            let (d, b) = (&o.decision, &outcomes[best].decision);
-            let tighter = if denied {
-                !d.allowed && (b.allowed || d.retry_after > b.retry_after)
-            } else {
-                d.remaining < b.remaining
-                    || (d.remaining == b.remaining && d.reset_after > b.reset_after)
-            };
-            if tighter {
-                best = i;
-            }
-        }
-        let mut decision = outcomes[best].decision;
-        if !denied {
-            decision.delay = outcomes
-                .iter()
-                .map(|o| o.decision.delay)
-                .max()
-                .unwrap_or(Nanos::ZERO);
-        }
+        // One combine rule for every multi-tier executor: the core's.
+        let (best, decision) = Decision::combine(outcomes.iter().map(|o| o.decision)).unwrap_or((
+            usize::from(u8::MAX),
+            Decision::allow(u64::MAX, u64::MAX, Nanos::ZERO),
+        ));
         PolicyDecision {
             decision,
             tiers,

@@ -132,7 +132,7 @@ impl Tier {
             };
             PolicyConfigError::new(field(blamed), message)
         })?;
-        let max_cost = max_cost_of(&algorithm);
+        let max_cost = algorithm.max_cost();
         Ok(Tier {
             name: intern(name),
             kind,
@@ -185,15 +185,6 @@ impl Tier {
     /// How many keys currently hold state under this tier.
     pub fn keys(&self) -> usize {
         self.store.len()
-    }
-}
-
-/// The largest cost `algorithm` admits in one check.
-pub(crate) fn max_cost_of(algorithm: &AnyAlgorithm) -> u64 {
-    use tollgate_core::Algorithm;
-    match algorithm {
-        AnyAlgorithm::Packed(a) => a.max_cost(),
-        AnyAlgorithm::Log(log) => log.limit(),
     }
 }
 

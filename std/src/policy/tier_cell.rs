@@ -1,44 +1,34 @@
-//! [`TierCell`]: one key's state under one tier, and the operations the policy runs on it:
-//! take (decide and record), peek, exact compensation of a take, refund, and conversion to
-//! another algorithm on reload.
+//! [`TierCell`]: one key's state under one tier, as the policy's stores hold it or carry
+//! it between stores on reload, and the operations the policy runs on a sliding-log cell.
 //!
-//! Single-word algorithms keep a `u64` driven by the core's pure [`Algorithm::decide`] in a
-//! compare-and-swap loop: in the tier store's keyed table on the check path (through
-//! [`compensated_word`] and [`refunded_word`] for undoing), and in a `TierCell::Word` while
-//! a reload carries it to a new store. The sliding window log keeps a sorted deque of
-//! timestamps behind a per-key mutex (its state is `O(limit)` words; the policy needs to
-//! remove single entries exactly, which the core's append-only ring cannot).
+//! Every formula lives in the core; this file only moves state in and out of storage:
+//!
+//! - single-word algorithms keep a packed `u64` in the tier store's lock-free keyed table;
+//!   the store runs [`Algorithm::decide`], [`Algorithm::undo`] and [`Algorithm::refund`]
+//!   on it in compare-and-swap loops. A `TierCell::Word` is that word while a reload
+//!   carries it to a new store (converted by [`PackedAlgorithm::rescale`](tollgate_core::PackedAlgorithm::rescale)).
+//! - the sliding window log keeps a sorted deque of timestamps behind a per-key mutex, read
+//!   through [`LogView`] by the core's pure log transition ([`SlidingWindowLog::decide`],
+//!   [`undo`](SlidingWindowLog::undo), [`refund`](SlidingWindowLog::refund),
+//!   [`expired`](SlidingWindowLog::expired)). The deque only holds entries still in the
+//!   window, so it is at most `limit` long.
 //!
 //! ## Compensation (undoing a take when another tier denied)
 //!
-//! A take returns a [`Receipt`]. Compensating it:
-//!
-//! 1. if the word still holds exactly what the take wrote, the pre-take value is
-//!    compare-and-swapped back: exact for every algorithm;
-//! 2. otherwise (another request was recorded since) the take's own contribution is
-//!    subtracted:
-//!    - fixed window: `cost` off the count if the window the take counted in is still
-//!      current, else nothing (that window no longer counts): exact;
-//!    - sliding window counter: `cost` off `curr` if the window is the take's, off `prev`
-//!      if it rolled once (the estimate is linear in both counts), else nothing: exact;
-//!    - sliding window log: the take's timestamps are removed: exact;
-//!    - GCRA, token bucket, leaky bucket: `cost · T` off the theoretical arrival (drain)
-//!      time, never below the pre-take value. Exact when the requests recorded in between
-//!      found the bucket busy (their `now` not past the pre-take time) — in particular
-//!      whenever concurrent callers share a clock reading, which is when tiers race.
-//!      Otherwise (a caller whose `now` is later by `δ` slipped in between) up to `δ`
-//!      nanoseconds of credit, less than one permit for `δ < T`, may be returned early.
+//! A take returns a [`Receipt`]. For a word, [`Algorithm::undo`] restores the pre-take
+//! value if nothing was recorded since, else takes the take's own contribution off (its
+//! docs per algorithm say how exact that is); for a log, the take's timestamps are removed:
+//! exact.
 
 use std::collections::VecDeque;
 use std::sync::PoisonError;
 
 use tollgate_core::{
-    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm,
-    SlidingWindowLog,
+    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, LogView, Nanos, SlidingWindowLog,
 };
 
 use super::keyed_cells::KeyedValue;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::Mutex;
 
 /// What a take recorded, so it can be compensated exactly.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -60,33 +50,45 @@ pub(crate) enum Receipt {
 /// One key's state under one tier.
 #[derive(Debug)]
 pub(crate) enum TierCell {
-    /// A packed single-word state.
-    Word(AtomicU64),
-    /// A sliding window log: admitted timestamps, oldest first (boxed, so single-word
-    /// cells stay two words).
+    /// A packed single-word state (owned: in transit between stores).
+    Word(u64),
+    /// A sliding window log: admitted timestamps still in the window, oldest first (boxed,
+    /// so a cell stays two words).
     Log(Box<Mutex<VecDeque<u64>>>),
+}
+
+/// A deque of timestamps as the core's [`LogView`].
+struct Stamps<'a>(&'a VecDeque<u64>);
+
+impl LogView for Stamps<'_> {
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn stamp(&self, i: u64) -> u64 {
+        // i < len, which came from a usize.
+        self.0[i as usize]
+    }
 }
 
 impl KeyedValue<AnyAlgorithm> for TierCell {
     fn fresh(algorithm: &AnyAlgorithm) -> TierCell {
         match algorithm {
-            AnyAlgorithm::Packed(_) => TierCell::Word(AtomicU64::new(0)),
+            AnyAlgorithm::Packed(_) => TierCell::Word(0),
             AnyAlgorithm::Log(_) => TierCell::Log(Box::new(Mutex::new(VecDeque::new()))),
         }
     }
 
     fn is_idle(&self, algorithm: &AnyAlgorithm, now: Nanos) -> bool {
         match (self, algorithm) {
-            // Relaxed: read under the shard's write lock, no other memory involved.
-            (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                a.is_idle(word.load(Ordering::Relaxed), now)
-            }
+            (TierCell::Word(word), AnyAlgorithm::Packed(a)) => a.is_idle(*word, now),
             (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
                 let log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                log.back()
-                    .map_or(true, |&t| !params.in_window(t, now.as_u64()))
+                params.is_idle(&Stamps(&log), now)
             }
-            _ => true,
+            // A cell always matches its store's algorithm; a mismatched one means nothing.
+            (TierCell::Word(_), AnyAlgorithm::Log(_))
+            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => true,
         }
     }
 
@@ -97,101 +99,13 @@ impl KeyedValue<AnyAlgorithm> for TierCell {
     }
 }
 
-/// The interval a TAT-based algorithm (GCRA, token bucket, leaky bucket) advances per
-/// permit; `None` for the window algorithms.
-fn tat_interval(algorithm: &PackedAlgorithm) -> Option<u64> {
-    match algorithm {
-        PackedAlgorithm::Gcra(g) => Some(g.emission_interval().as_u64()),
-        PackedAlgorithm::TokenBucket(t) => Some(t.refill_interval().as_u64()),
-        PackedAlgorithm::LeakyBucket(l) => Some(l.drain_interval().as_u64()),
-        _ => None,
-    }
-}
-
-/// Where compensation may subtract: for windows the window index the take counted in, for
-/// TAT algorithms the floor the time may not drop below.
-#[derive(Copy, Clone)]
-enum Anchor {
-    /// Undoing a take: the words it saw and wrote.
-    Take { before: u64, after: u64 },
-    /// A caller's refund at `now`.
-    Now(u64),
-}
-
-/// The word after giving back `cost` permits to `state`.
-fn give_back_word(algorithm: &PackedAlgorithm, state: u64, cost: u64, anchor: Anchor) -> u64 {
-    match algorithm {
-        PackedAlgorithm::FixedWindow(w) => {
-            let target = match anchor {
-                Anchor::Take { after, .. } => w.unpack(after).0,
-                Anchor::Now(now) => now / w.window().as_u64(),
-            };
-            let (index, count) = w.unpack(state);
-            if index == target {
-                w.pack(index, count.saturating_sub(cost))
-            } else {
-                state
-            }
-        }
-        PackedAlgorithm::SlidingWindowCounter(w) => {
-            let target = match anchor {
-                Anchor::Take { after, .. } => w.unpack(after).0,
-                Anchor::Now(now) => now / w.window().as_u64(),
-            };
-            let (index, prev, curr) = w.unpack(state);
-            if index == target {
-                w.pack(index, prev, curr.saturating_sub(cost))
-            } else if index == target.saturating_add(1) {
-                w.pack(index, prev.saturating_sub(cost), curr)
-            } else {
-                state
-            }
-        }
-        _ => {
-            let Some(interval) = tat_interval(algorithm) else {
-                return state;
-            };
-            let floor = match anchor {
-                Anchor::Take { before, .. } => before,
-                Anchor::Now(now) => now,
-            };
-            if state <= floor {
-                return state;
-            }
-            state
-                .saturating_sub(cost.saturating_mul(interval))
-                .max(floor)
-        }
-    }
-}
-
-/// The word after undoing a take (described by `receipt`) of `cost` from `state`: the
-/// pre-take word if nothing was recorded since, else the take's own contribution off.
-pub(crate) fn compensated_word(
-    algorithm: &PackedAlgorithm,
-    state: u64,
-    receipt: Receipt,
-    cost: u32,
-) -> u64 {
-    match receipt {
-        Receipt::Word { before, after } if state == after => before,
-        Receipt::Word { before, after } => give_back_word(
-            algorithm,
-            state,
-            u64::from(cost),
-            Anchor::Take { before, after },
-        ),
-        Receipt::Log { .. } => state,
-    }
-}
-
-/// The word after a caller's refund of `cost` permits at `now`.
-pub(crate) fn refunded_word(algorithm: &PackedAlgorithm, state: u64, now: Nanos, cost: u32) -> u64 {
-    give_back_word(algorithm, state, u64::from(cost), Anchor::Now(now.as_u64()))
-}
+/// The cell a store answers for an algorithm it cannot pair with a cell (never expected:
+/// a store's cells are created for its own algorithm). Refuse rather than guess.
+const MISMATCH: InsufficientCapacity = InsufficientCapacity { max_cost: 0 };
 
 impl TierCell {
-    /// Decides `cost` at `now` and records it if admitted.
+    /// Decides `cost` at `now` and records it if admitted (a log cell; a word's take runs
+    /// in its keyed table).
     pub(crate) fn take(
         &self,
         algorithm: &AnyAlgorithm,
@@ -199,41 +113,19 @@ impl TierCell {
         cost: u32,
     ) -> Result<(Decision, Option<Receipt>), InsufficientCapacity> {
         match (self, algorithm) {
-            (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                // Relaxed throughout: the word is self-contained (as in the core's
-                // `StateCell`); the CAS's modification order linearizes one key.
-                let mut current = word.load(Ordering::Relaxed);
-                loop {
-                    let outcome = a.decide(current, now, cost)?;
-                    let Some(next) = outcome.next else {
-                        return Ok((outcome.decision, None));
-                    };
-                    match word.compare_exchange_weak(
-                        current,
-                        next,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => {
-                            let receipt = Receipt::Word {
-                                before: current,
-                                after: next,
-                            };
-                            return Ok((outcome.decision, Some(receipt)));
-                        }
-                        Err(actual) => current = actual,
-                    }
-                }
-            }
             (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
                 let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                let (decision, stamp) = log_decide(params, &mut log, now.as_u64(), cost, true)?;
-                Ok((decision, stamp.map(|stamp| Receipt::Log { stamp })))
+                prune(params, &mut log, now);
+                let outcome = params.decide(&Stamps(&log), now, cost)?;
+                let receipt = outcome.record.map(|stamp| {
+                    log.extend(std::iter::repeat(stamp).take(cost as usize));
+                    Receipt::Log { stamp }
+                });
+                Ok((outcome.decision, receipt))
             }
-            // A cell always matches its store's algorithm (a store's algorithm never
-            // changes; a reload converts cells as it carries them over). Refuse rather than
-            // guess.
-            _ => Err(InsufficientCapacity { max_cost: 0 }),
+            // A word's take runs in its keyed table, never on a carried copy.
+            (TierCell::Word(_), AnyAlgorithm::Packed(_) | AnyAlgorithm::Log(_))
+            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => Err(MISMATCH),
         }
     }
 
@@ -246,109 +138,81 @@ impl TierCell {
     ) -> Result<Decision, InsufficientCapacity> {
         match (self, algorithm) {
             (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                // Relaxed: a single self-contained word.
-                Ok(a.peek(word.load(Ordering::Relaxed), now, cost)?.decision)
+                Ok(a.peek(*word, now, cost)?.decision)
             }
             (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
-                let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                Ok(log_decide(params, &mut log, now.as_u64(), cost, false)?.0)
+                let log = log.lock().unwrap_or_else(PoisonError::into_inner);
+                Ok(params.decide(&Stamps(&log), now, cost)?.decision)
             }
-            _ => Err(InsufficientCapacity { max_cost: 0 }),
+            (TierCell::Word(_), AnyAlgorithm::Log(_))
+            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => Err(MISMATCH),
         }
     }
 
-    /// Undoes a take of `cost` described by `receipt` (see the module docs for exactness).
+    /// Undoes a log take of `cost` described by `receipt`: its timestamps are removed.
     pub(crate) fn compensate(&self, algorithm: &AnyAlgorithm, receipt: Receipt, cost: u32) {
-        match (self, algorithm, receipt) {
-            (TierCell::Word(word), AnyAlgorithm::Packed(a), Receipt::Word { before, after }) => {
-                // Relaxed: see `take`.
-                if word
-                    .compare_exchange(after, before, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return;
-                }
-                let anchor = Anchor::Take { before, after };
-                update_word(word, |s| give_back_word(a, s, u64::from(cost), anchor));
-            }
-            (TierCell::Log(log), AnyAlgorithm::Log(_), Receipt::Log { stamp }) => {
-                let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                let mut left = cost;
-                // The take's entries are the newest equal to `stamp` it could be among;
-                // entries with equal stamps are interchangeable.
-                let mut i = log.len();
-                while left > 0 && i > 0 {
-                    i -= 1;
-                    if log[i] == stamp {
-                        log.remove(i);
-                        left -= 1;
-                    } else if log[i] < stamp {
-                        break;
-                    }
-                }
-            }
-            _ => {}
+        if let (TierCell::Log(log), AnyAlgorithm::Log(params), Receipt::Log { stamp }) =
+            (self, algorithm, receipt)
+        {
+            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            let (start, end) = params.undo(&Stamps(&log), stamp, cost);
+            log.drain(start as usize..end as usize);
         }
     }
 
-    /// Gives `cost` permits back at `now` (a caller's refund: the request was not served).
+    /// Gives `cost` permits of a log back at `now` (a caller's refund: the request was
+    /// not served).
     pub(crate) fn refund(&self, algorithm: &AnyAlgorithm, now: Nanos, cost: u32) {
-        match (self, algorithm) {
-            (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                let anchor = Anchor::Now(now.as_u64());
-                update_word(word, |s| give_back_word(a, s, u64::from(cost), anchor));
-            }
-            (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
-                let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                for _ in 0..cost {
-                    match log.back() {
-                        Some(&t) if params.in_window(t, now.as_u64()) => {
-                            log.pop_back();
-                        }
-                        _ => break,
-                    }
-                }
-            }
-            _ => {}
+        if let (TierCell::Log(log), AnyAlgorithm::Log(params)) = (self, algorithm) {
+            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            let back = params.refund(&Stamps(&log), now, cost) as usize;
+            let keep = log.len() - back;
+            log.truncate(keep);
         }
     }
 
-    /// Rewrites this cell, valid under `old`, into an equivalent or stricter state under
-    /// `new` at `now` (see [`Policy::reload`](super::Policy::reload) for the rules).
+    /// Rewrites this cell, valid under `old`, into its state under `new` at `now`: the
+    /// core's conversion rules (see [`PackedAlgorithm::rescale`](tollgate_core::PackedAlgorithm::rescale) and
+    /// [`SlidingWindowLog`]): the permits used are carried, rounded toward the stricter
+    /// side, never over the new limit.
     pub(crate) fn convert(&mut self, old: &AnyAlgorithm, new: &AnyAlgorithm, now: Nanos) {
-        if old == new {
-            return;
-        }
-        let now_u = now.as_u64();
-        match (&mut *self, old, new) {
+        let used = match (&mut *self, old, new) {
             (TierCell::Word(word), AnyAlgorithm::Packed(o), AnyAlgorithm::Packed(n)) => {
-                // Relaxed: `&mut self`: no other thread can see this cell.
-                let state = word.load(Ordering::Relaxed);
-                if let Some(next) = convert_word(o, n, state, now_u) {
-                    word.store(next, Ordering::Relaxed);
-                    return;
-                }
-            }
-            (TierCell::Log(_), AnyAlgorithm::Log(o), AnyAlgorithm::Log(n))
-                if o.window() == n.window() =>
-            {
-                // Same window: the timestamps keep their meaning; a lowered limit simply
-                // denies until enough of them slide out.
+                *word = n.rescale(o, *word, now);
                 return;
             }
-            _ => {}
+            // Timestamps keep their meaning under any log parameters.
+            (TierCell::Log(_), AnyAlgorithm::Log(_), AnyAlgorithm::Log(_)) => return,
+            (TierCell::Word(word), AnyAlgorithm::Packed(o), AnyAlgorithm::Log(_)) => {
+                o.used(*word, now)
+            }
+            (TierCell::Log(log), AnyAlgorithm::Log(o), AnyAlgorithm::Packed(_)) => {
+                let log = log.get_mut().unwrap_or_else(PoisonError::into_inner);
+                o.used(&Stamps(log), now)
+            }
+            // A cell that does not match `old` holds nothing we can read: start fresh.
+            (TierCell::Word(_), AnyAlgorithm::Log(_), _)
+            | (TierCell::Log(_), AnyAlgorithm::Packed(_), _) => 0,
+        };
+        *self = TierCell::with_used(new, now, used);
+    }
+
+    /// A cell under `algorithm` with `used` permits counted against it at `now`.
+    fn with_used(algorithm: &AnyAlgorithm, now: Nanos, used: u64) -> TierCell {
+        match algorithm {
+            AnyAlgorithm::Packed(a) => TierCell::Word(a.with_used(now, used)),
+            AnyAlgorithm::Log(params) => {
+                let (stamp, count) = params.with_used(now, used);
+                let log = std::iter::repeat(stamp).take(count as usize).collect();
+                TierCell::Log(Box::new(Mutex::new(log)))
+            }
         }
-        // Different shapes: carry the used count over, capped at the new limit.
-        let used = self.used(old, now);
-        *self = TierCell::fresh(new);
-        self.record(new, now, used.min(new.limit()));
     }
 
     /// The packed word of a single-word cell (`0`, a fresh state, for a log).
     pub(crate) fn word(&self) -> u64 {
         match self {
-            // Relaxed: a cell owned by the caller (taken out of its table).
-            TierCell::Word(word) => word.load(Ordering::Relaxed),
+            TierCell::Word(word) => *word,
             TierCell::Log(_) => 0,
         }
     }
@@ -356,148 +220,20 @@ impl TierCell {
     /// A copy of this cell's state.
     pub(crate) fn snapshot(&self) -> TierCell {
         match self {
-            // Relaxed: a self-contained word.
-            TierCell::Word(word) => TierCell::Word(AtomicU64::new(word.load(Ordering::Relaxed))),
+            TierCell::Word(word) => TierCell::Word(*word),
             TierCell::Log(log) => {
                 let log = log.lock().unwrap_or_else(PoisonError::into_inner);
                 TierCell::Log(Box::new(Mutex::new(log.clone())))
             }
         }
     }
-
-    /// Permits counted against the key at `now` (limit − remaining), rounded against it.
-    fn used(&self, algorithm: &AnyAlgorithm, now: Nanos) -> u64 {
-        let limit = algorithm.limit();
-        match self.peek(algorithm, now, 0) {
-            Ok(d) => limit.saturating_sub(d.remaining),
-            Err(_) => limit,
-        }
-    }
-
-    /// Records `permits` at `now` into a fresh cell, as if admitted.
-    fn record(&mut self, algorithm: &AnyAlgorithm, now: Nanos, mut permits: u64) {
-        match (&mut *self, algorithm) {
-            (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
-                // Relaxed: `&mut self`: no other thread can see this cell.
-                let mut state = word.load(Ordering::Relaxed);
-                let step = a.max_cost().clamp(1, u64::from(u32::MAX));
-                while permits > 0 {
-                    let cost = permits.min(step);
-                    match a.decide(state, now, cost as u32) {
-                        Ok(outcome) => match outcome.next {
-                            Some(next) => state = next,
-                            None => break,
-                        },
-                        Err(_) => break,
-                    }
-                    permits -= cost;
-                }
-                word.store(state, Ordering::Relaxed);
-            }
-            (TierCell::Log(log), AnyAlgorithm::Log(_)) => {
-                let log = log.get_mut().unwrap_or_else(PoisonError::into_inner);
-                for _ in 0..permits {
-                    log.push_back(now.as_u64());
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
-/// Applies `f` to `word` atomically.
-fn update_word(word: &AtomicU64, f: impl Fn(u64) -> u64) {
-    // Relaxed: a self-contained word; see `TierCell::take`.
-    let mut current = word.load(Ordering::Relaxed);
-    loop {
-        let next = f(current);
-        if next == current {
-            return;
-        }
-        match word.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return,
-            Err(actual) => current = actual,
-        }
-    }
-}
-
-/// Same-shape conversions that keep the state's meaning; `None` when the shapes differ.
-fn convert_word(old: &PackedAlgorithm, new: &PackedAlgorithm, state: u64, now: u64) -> Option<u64> {
-    use PackedAlgorithm as P;
-    match (old, new) {
-        (P::Gcra(_) | P::TokenBucket(_), P::Gcra(_) | P::TokenBucket(_))
-        | (P::LeakyBucket(_), P::LeakyBucket(_)) => {
-            let t_old = tat_interval(old)?;
-            let t_new = tat_interval(new)?;
-            if state <= now {
-                return Some(state);
-            }
-            // The same number of permits in debt, at the new interval (rounded against the
-            // client). Not capped: a key that used more than a lowered limit waits until
-            // enough has refilled at the new rate, so flipping a limit down and up again
-            // never hands out permits twice.
-            let debt = u128::from(state - now);
-            let scaled = (debt * u128::from(t_new)).div_ceil(u128::from(t_old));
-            Some(now.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX)))
-        }
-        (P::FixedWindow(o), P::FixedWindow(n)) if o.window() == n.window() => {
-            // The packed count may not exceed the limit: a lowered limit caps it (the key
-            // is exhausted for the rest of the window).
-            let (index, count) = o.unpack(state);
-            Some(n.pack(index, count.min(n.limit())))
-        }
-        (P::SlidingWindowCounter(o), P::SlidingWindowCounter(n)) if o.window() == n.window() => {
-            // Same window, same layout: the counts keep their meaning as they are (the
-            // counter's arithmetic saturates when they exceed a lowered limit).
-            Some(state)
-        }
-        _ => None,
-    }
-}
-
-/// The sliding window log's decision on a deque, recording when `commit`.
-fn log_decide(
-    params: &SlidingWindowLog,
-    log: &mut VecDeque<u64>,
-    now: u64,
-    cost: u32,
-    commit: bool,
-) -> Result<(Decision, Option<u64>), InsufficientCapacity> {
-    let limit = params.limit();
-    let cost = u64::from(cost);
-    if cost > limit {
-        return Err(InsufficientCapacity { max_cost: limit });
-    }
-    while log.front().is_some_and(|&t| !params.in_window(t, now)) {
-        log.pop_front();
-    }
-    let count = log.len() as u64;
-    let newest = log.back().copied();
-    if count + cost <= limit {
-        let stamp = newest.map_or(now, |t| t.max(now));
-        let reset_after = if cost > 0 {
-            params.until_out(stamp, now)
-        } else {
-            newest.map_or(Nanos::ZERO, |t| params.until_out(t, now))
-        };
-        let decision = Decision::allow(limit, limit - count - cost, reset_after);
-        if commit && cost > 0 {
-            log.extend(std::iter::repeat(stamp).take(cost as usize));
-            return Ok((decision, Some(stamp)));
-        }
-        Ok((decision, None))
-    } else {
-        let reset_after = newest.map_or(Nanos::ZERO, |t| params.until_out(t, now));
-        // The entry that must slide out before `cost` more fit.
-        let blocking = (count + cost - limit - 1) as usize;
-        let retry_after = log
-            .get(blocking)
-            .map_or(reset_after, |&t| params.until_out(t, now));
-        Ok((
-            Decision::deny(limit, limit - count.min(limit), reset_after, retry_after),
-            None,
-        ))
-    }
+/// Drops the timestamps that no longer count at `now`, keeping the deque at most `limit`
+/// long.
+fn prune(params: &SlidingWindowLog, log: &mut VecDeque<u64>, now: Nanos) {
+    let expired = params.expired(&Stamps(log), now) as usize;
+    log.drain(..expired);
 }
 
 #[cfg(test)]
@@ -505,7 +241,7 @@ mod tests {
     use super::TierCell;
 
     #[test]
-    fn single_word_cells_stay_two_words() {
+    fn cells_stay_two_words() {
         assert_eq!(core::mem::size_of::<TierCell>(), 16);
     }
 }

@@ -47,9 +47,9 @@ use tollgate_core::{
 };
 
 use super::keyed_cells::{KeyedCells, KeyedValue};
-use super::tier_cell::{compensated_word, refunded_word, Receipt, TierCell};
+use super::tier_cell::{Receipt, TierCell};
 use crate::keyed::{Geometry, KeyedBuildError, Mode, Table, Upsert};
-use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering};
 use crate::WhenFull;
 
 /// The per-process hasher of policy keys: random, except under loom, whose models must
@@ -319,10 +319,12 @@ impl TierStore {
         }
         match &self.cells {
             Cells::Words { table, algorithm } => {
-                table.update_resident(h, |state| {
-                    let next = compensated_word(algorithm, state, receipt.receipt, cost);
-                    ((next != state).then_some(next), ())
-                });
+                if let Receipt::Word { before, after } = receipt.receipt {
+                    table.update_resident(h, |state| {
+                        let next = algorithm.undo(state, before, after, cost);
+                        ((next != state).then_some(next), ())
+                    });
+                }
             }
             Cells::Logs(cells) => cells.with_existing(h, |a, cell| {
                 if let Some(cell) = cell {
@@ -341,7 +343,7 @@ impl TierStore {
         let refunded = match &self.cells {
             Cells::Words { table, algorithm } => table
                 .update_resident(h, |state| {
-                    let next = refunded_word(algorithm, state, now, cost);
+                    let next = algorithm.refund(state, now, cost);
                     ((next != state).then_some(next), ())
                 })
                 .is_some(),
@@ -396,7 +398,7 @@ impl TierStore {
     fn carry(&self, old: Option<&Arc<TierStore>>, h: u64, now: Nanos) -> Option<TierCell> {
         let old = old?;
         let mut cell = match &old.cells {
-            Cells::Words { table, .. } => TierCell::Word(AtomicU64::new(table.extract(h)?)),
+            Cells::Words { table, .. } => TierCell::Word(table.extract(h)?),
             Cells::Logs(cells) => cells.extract(h)?,
         };
         cell.convert(&old.algorithm, &self.algorithm, now);
@@ -408,7 +410,7 @@ impl TierStore {
         match &self.cells {
             Cells::Words { table, .. } => table
                 .update_resident(h, |state| (None, state))
-                .map(|word| TierCell::Word(AtomicU64::new(word))),
+                .map(TierCell::Word),
             Cells::Logs(cells) => cells.with_existing(h, |_, cell| cell.map(TierCell::snapshot)),
         }
     }
@@ -419,7 +421,7 @@ impl TierStore {
             Cells::Words { table, .. } => table.drain_shard(s).map(|entries| {
                 entries
                     .into_iter()
-                    .map(|(h, word)| (h, TierCell::Word(AtomicU64::new(word))))
+                    .map(|(h, word)| (h, TierCell::Word(word)))
                     .collect()
             }),
             Cells::Logs(cells) => cells.drain_shard(s),

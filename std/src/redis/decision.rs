@@ -6,11 +6,12 @@ use crate::{Decision, Nanos};
 
 /// The answer to one check of a Redis limiter.
 ///
-/// `decision` combines the tiers, all or nothing: when every tier admits, it is the tier
-/// with the fewest `remaining` (its `delay` raised to the longest delay of any tier); when
-/// any tier denies, nothing was consumed anywhere and it is the denying tier with the
-/// longest `retry_after` (no tier's outcome can improve sooner, so that retry time is
-/// exact). `tiers` holds each rule's own decision, in rule order, when Redis decided.
+/// `decision` combines the tiers, all or nothing, by the core's one combine rule
+/// ([`Decision::combine`], the same as the in-process policy's): admitted iff every tier
+/// admits; `remaining` the fewest; when any tier denies, nothing was consumed anywhere and
+/// `retry_after` is the longest any denying tier asks (no tier's outcome can improve
+/// sooner, so that retry time is exact). `tier` is the tightest tier's index. `tiers`
+/// holds each rule's own decision, in rule order, when Redis decided.
 ///
 /// ```
 /// use tollgate::redis::{DecisionSource, RedisDecision};
@@ -42,33 +43,10 @@ impl RedisDecision {
     /// Combines per-tier decisions as described above. An empty list yields a fail-open
     /// style admit with limit 0.
     pub fn combine(tiers: Vec<Decision>, source: DecisionSource) -> RedisDecision {
-        let pick = if tiers.iter().all(|d| d.allowed) {
-            tiers
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, d)| d.remaining)
-                .map(|(i, _)| i)
-        } else {
-            // max_by_key returns the last maximum; prefer the first rule on ties.
-            tiers
-                .iter()
-                .enumerate()
-                .filter(|(_, d)| !d.allowed)
-                .fold(None::<(usize, Nanos)>, |best, (i, d)| match best {
-                    Some((_, r)) if r >= d.retry_after => best,
-                    _ => Some((i, d.retry_after)),
-                })
-                .map(|(i, _)| i)
-        };
-        let decision = match pick {
-            Some(i) => {
-                let mut decision = tiers[i];
-                if decision.allowed {
-                    decision.delay = tiers.iter().map(|d| d.delay).max().unwrap_or(Nanos::ZERO);
-                }
-                decision
-            }
-            None => Decision::allow(0, 0, Nanos::ZERO),
+        // One combine rule for every multi-tier executor: the core's.
+        let (pick, decision) = match Decision::combine(tiers.iter().copied()) {
+            Some((i, decision)) => (Some(i), decision),
+            None => (None, Decision::allow(0, 0, Nanos::ZERO)),
         };
         RedisDecision {
             decision,

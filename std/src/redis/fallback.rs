@@ -38,55 +38,13 @@ pub(crate) struct Fallback {
     capacity: usize,
 }
 
-fn scale(value: u64, share: f64) -> u64 {
-    ((value as f64 * share) as u64).clamp(1, value.max(1))
-}
-
-/// `config` with every amount scaled by `share` (at least 1; a queue may reach 0).
+/// `config` with `share` of its allowance (the core decides which fields scale), a log's
+/// limit capped at the fallback's ring.
 fn scaled(config: &AlgorithmConfig, share: f64) -> AlgorithmConfig {
-    match *config {
-        AlgorithmConfig::Gcra {
-            limit,
-            period,
-            burst,
-        } => AlgorithmConfig::Gcra {
-            limit: scale(limit, share),
-            period,
-            burst: scale(burst, share),
-        },
-        AlgorithmConfig::TokenBucket {
-            capacity,
-            refill_amount,
-            refill_period,
-        } => AlgorithmConfig::TokenBucket {
-            capacity: scale(capacity, share),
-            refill_amount: scale(refill_amount, share),
-            refill_period,
-        },
-        AlgorithmConfig::LeakyBucket {
-            amount,
-            period,
-            queue,
-        } => AlgorithmConfig::LeakyBucket {
-            amount: scale(amount, share),
-            period,
-            queue: (queue as f64 * share) as u64,
-        },
-        AlgorithmConfig::FixedWindow { limit, window } => AlgorithmConfig::FixedWindow {
-            limit: scale(limit, share),
-            window,
-        },
-        AlgorithmConfig::SlidingWindowCounter { limit, window } => {
-            AlgorithmConfig::SlidingWindowCounter {
-                limit: scale(limit, share),
-                window,
-            }
-        }
-        AlgorithmConfig::SlidingWindowLog { limit, window } => AlgorithmConfig::SlidingWindowLog {
-            limit: scale(limit, share).min(FALLBACK_LOG_RING as u64),
-            window,
-        },
-    }
+    // Parts per million: the share as an exact fraction for the core's integer scaling.
+    const WHOLE: u64 = 1_000_000;
+    let parts = (share.clamp(0.0, 1.0) * WHOLE as f64) as u64;
+    config.share(parts, WHOLE)
 }
 
 impl Fallback {
@@ -101,6 +59,7 @@ impl Fallback {
                     .unwrap_or(*rule.algorithm());
                 match algorithm {
                     AnyAlgorithm::Packed(a) => LocalRule::Packed(a),
+                    // The ring enforces at most its capacity (stricter, never looser).
                     AnyAlgorithm::Log(log) => LocalRule::Log(log),
                 }
             })
@@ -142,7 +101,9 @@ impl Fallback {
                     .all(|(state, rule)| match (state, rule) {
                         (LocalState::Word(s), LocalRule::Packed(a)) => a.is_idle(*s, now),
                         (LocalState::Ring(ring), LocalRule::Log(log)) => ring.is_idle(log, now),
-                        _ => true,
+                        // `fresh` pairs each rule with its state.
+                        (LocalState::Word(_), LocalRule::Log(_))
+                        | (LocalState::Ring(_), LocalRule::Packed(_)) => true,
                     })
             });
             if keys.len() >= self.capacity {
@@ -164,7 +125,10 @@ impl Fallback {
                         Err(_) => (deny_all(Self::limit(rule)), None),
                     }
                 }
-                _ => (deny_all(Self::limit(rule)), None),
+                (LocalState::Word(_), LocalRule::Log(_))
+                | (LocalState::Ring(_), LocalRule::Packed(_)) => {
+                    (deny_all(Self::limit(rule)), None)
+                }
             };
             decisions.push(decision);
             nexts.push(next);
@@ -172,7 +136,7 @@ impl Fallback {
         if decisions.iter().all(|d| d.allowed) {
             for ((state, rule), next) in states.iter_mut().zip(&self.rules).zip(nexts) {
                 match (state, rule) {
-                    (LocalState::Word(s), _) => {
+                    (LocalState::Word(s), LocalRule::Packed(_) | LocalRule::Log(_)) => {
                         if let Some(next) = next {
                             *s = next;
                         }
@@ -181,7 +145,7 @@ impl Fallback {
                         // Under the map lock nothing changed since the peek: same answer.
                         let _ = ring.check_at(log, now, cost);
                     }
-                    _ => {}
+                    (LocalState::Ring(_), LocalRule::Packed(_)) => {}
                 }
             }
         }

@@ -79,10 +79,7 @@ impl RedisRule {
 
     /// The largest cost one check can admit.
     pub fn max_cost(&self) -> u64 {
-        match &self.algorithm {
-            AnyAlgorithm::Packed(a) => a.max_cost(),
-            AnyAlgorithm::Log(log) => log.limit(),
-        }
+        self.algorithm.max_cost()
     }
 
     /// The name of the Lua transition that runs this rule.
@@ -134,12 +131,10 @@ impl RedisRule {
             }
             AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => {
                 let interval = l.drain_interval().as_u64();
-                // Both products were checked by the core: the horizon at construction,
-                // the drain through max_cost above.
-                let horizon = interval.saturating_mul(l.queue_depth());
+                // cost ≤ max_cost, which the core keeps within u64 ns of drain.
                 let drain = interval.saturating_mul(cost64);
                 args.push(hex(interval));
-                args.push(hex(horizon));
+                args.push(hex(l.horizon().as_u64()));
                 args.push(hex(drain));
                 args.push(cost.to_string());
             }

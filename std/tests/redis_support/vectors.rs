@@ -3,7 +3,10 @@
 #![allow(dead_code)]
 
 use tollgate::redis::{CheckError, RedisLimiter};
-use tollgate::{AlgorithmConfig, AnyLimiter, Decision, InsufficientCapacity, Nanos};
+use tollgate::{
+    AlgorithmConfig, AnyAlgorithm, AnyLimiter, Decision, InsufficientCapacity, Nanos,
+    PackedAlgorithm,
+};
 
 /// The ring capacity used for sliding window log references (every log case has L ≤ it).
 pub const RING: usize = 64;
@@ -87,29 +90,21 @@ fn random_trace(
     trace
 }
 
+/// The largest cost the algorithm admits (traces also try one more).
 fn max_cost_of(config: &AlgorithmConfig) -> u64 {
-    match *config {
-        AlgorithmConfig::Gcra { burst, .. } => burst,
-        AlgorithmConfig::TokenBucket { capacity, .. } => capacity,
-        AlgorithmConfig::LeakyBucket { queue, .. } => queue + 3,
-        AlgorithmConfig::FixedWindow { limit, .. }
-        | AlgorithmConfig::SlidingWindowCounter { limit, .. }
-        | AlgorithmConfig::SlidingWindowLog { limit, .. } => limit,
-    }
+    config.build().map_or(1, |a| a.max_cost())
 }
 
+/// The algorithm's time step: the emission / refill / drain interval, or the window.
 fn scale_of(config: &AlgorithmConfig) -> u64 {
-    match *config {
-        AlgorithmConfig::Gcra { limit, period, .. } => period.as_u64() / limit,
-        AlgorithmConfig::TokenBucket {
-            refill_amount,
-            refill_period,
-            ..
-        } => refill_period.as_u64() / refill_amount,
-        AlgorithmConfig::LeakyBucket { amount, period, .. } => period.as_u64() / amount,
-        AlgorithmConfig::FixedWindow { window, .. }
-        | AlgorithmConfig::SlidingWindowCounter { window, .. }
-        | AlgorithmConfig::SlidingWindowLog { window, .. } => window.as_u64(),
+    match config.build() {
+        Ok(AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g))) => g.emission_interval().as_u64(),
+        Ok(AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t))) => t.refill_interval().as_u64(),
+        Ok(AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l))) => l.drain_interval().as_u64(),
+        Ok(AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w))) => w.window().as_u64(),
+        Ok(AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w))) => w.window().as_u64(),
+        Ok(AnyAlgorithm::Log(l)) => l.window().as_u64(),
+        Err(_) => 1,
     }
 }
 
@@ -393,7 +388,7 @@ pub fn core_multi(
         .collect::<Result<_, _>>()?;
     if peeks.iter().all(|d| d.allowed) {
         for l in limiters {
-            l.check_n_at(Nanos::new(now), cost)?;
+            let _ = l.check_n_at(Nanos::new(now), cost)?;
         }
     }
     Ok(peeks)

@@ -208,6 +208,24 @@ impl AlgorithmConfig {
 /// let any = PackedAlgorithm::from(Gcra::per_second(5).build().unwrap());
 /// assert_eq!(any.limit(), 5);
 /// ```
+///
+/// Deliberately *not* `#[non_exhaustive]` (unlike [`AlgorithmConfig`], which callers only
+/// build): the few places that must know each algorithm by name, such as the Redis
+/// backend's Lua encoding, match on it exhaustively, with no `_ =>` arm, so that adding
+/// an algorithm fails to compile until every one of them handles it. A match that forgets
+/// one is an error:
+///
+/// ```compile_fail,E0004
+/// use tollgate_core::PackedAlgorithm;
+/// fn script_name(a: &PackedAlgorithm) -> &'static str {
+///     match a {
+///         PackedAlgorithm::Gcra(_) | PackedAlgorithm::TokenBucket(_) => "gcra",
+///         PackedAlgorithm::LeakyBucket(_) => "leaky",
+///         PackedAlgorithm::FixedWindow(_) => "fixed",
+///         // no arm for SlidingWindowCounter
+///     }
+/// }
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PackedAlgorithm {
     /// GCRA.

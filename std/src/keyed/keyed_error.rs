@@ -20,6 +20,7 @@ use tollgate_core::InsufficientCapacity;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KeyedError {
     /// The key is new and there is no room for it: with [`WhenFull::Refuse`](crate::WhenFull),
     /// every entry it could replace is still limited. Fail closed: treat as a deny, and

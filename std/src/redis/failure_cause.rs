@@ -9,6 +9,7 @@ use std::fmt;
 /// assert_eq!(FailureCause::Timeout.to_string(), "timed out");
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FailureCause {
     /// No answer within the configured timeout (server paused, overloaded, partitioned).
     Timeout,

@@ -1,0 +1,302 @@
+//! The inverse and conversion operations of every algorithm, against their promises:
+//! a refund or an undo never admits more than before the take, a rescale to the same
+//! parameters changes nothing and to other parameters never admits beyond the new limit
+//! on top of what was used, `max_cost` is exactly the largest cost a fresh key admits, and
+//! the sliding log's pure transition over a plain vector agrees with the reference model.
+
+use proptest::prelude::*;
+use tollgate_core::reference::SlidingWindowLogModel;
+use tollgate_core::{
+    Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, InsufficientCapacity, Nanos,
+    PackedAlgorithm, SlidingWindowLog,
+};
+
+fn cases() -> u32 {
+    if cfg!(miri) {
+        4
+    } else {
+        512
+    }
+}
+
+const WINDOWS: [u64; 5] = [
+    1_000,
+    1_000_000,
+    1_000_000_000,
+    60_000_000_000,
+    86_400_000_000_000,
+];
+
+/// Any single-word algorithm with small limits (so exhausting one is cheap).
+fn packed() -> impl Strategy<Value = PackedAlgorithm> {
+    (0usize..5, 1u64..40, 0usize..WINDOWS.len(), 1u64..40).prop_filter_map(
+        "valid config",
+        |(kind, limit, w, extra)| {
+            let window = Nanos::new(WINDOWS[w]);
+            let config = match kind {
+                0 => AlgorithmConfig::Gcra {
+                    limit,
+                    period: window,
+                    burst: extra,
+                },
+                1 => AlgorithmConfig::TokenBucket {
+                    capacity: extra,
+                    refill_amount: limit,
+                    refill_period: window,
+                },
+                2 => AlgorithmConfig::LeakyBucket {
+                    amount: limit,
+                    period: window,
+                    queue: extra - 1,
+                },
+                3 => AlgorithmConfig::FixedWindow { limit, window },
+                _ => AlgorithmConfig::SlidingWindowCounter { limit, window },
+            };
+            match config.build() {
+                Ok(AnyAlgorithm::Packed(p)) => Some(p),
+                _ => None,
+            }
+        },
+    )
+}
+
+/// A state reached by a random trace ending at `now` (times never go past `now`).
+fn state_at(a: &PackedAlgorithm, trace: &[(u64, u32)], now: u64) -> u64 {
+    let mut state = 0;
+    let mut t = now.saturating_sub(trace.iter().map(|s| s.0).sum());
+    for &(step, cost) in trace {
+        t = (t + step).min(now);
+        let cost = cost.min(a.max_cost().min(u64::from(u32::MAX)) as u32);
+        if let Ok(outcome) = a.decide(state, Nanos::new(t), cost) {
+            state = outcome.next.unwrap_or(state);
+        }
+    }
+    state
+}
+
+/// How many cost-1 requests in a row `state` admits at `at`.
+fn admits(a: &PackedAlgorithm, mut state: u64, at: u64) -> u64 {
+    let mut n = 0;
+    while n <= a.limit() + 1 {
+        match a.decide(state, Nanos::new(at), 1) {
+            Ok(outcome) if outcome.decision.allowed => {
+                state = outcome.next.unwrap_or(state);
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    n
+}
+
+fn trace() -> impl Strategy<Value = Vec<(u64, u32)>> {
+    prop::collection::vec(
+        (
+            prop_oneof![Just(0u64), 0..1_000_000u64, 0..100_000_000_000u64],
+            0u32..8,
+        ),
+        0..30,
+    )
+}
+
+fn now() -> impl Strategy<Value = u64> {
+    prop_oneof![0..1_000u64, 1_000_000_000_000..1_000_000_000_000_000u64]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// `refund(take(s, c), c)` admits no more than `s` did, now or later, and never more
+    /// than a fresh key.
+    #[test]
+    fn a_refund_never_admits_more_than_before_the_take(
+        a in packed(), trace in trace(), now in now(), cost in 1u32..8, later in 0u64..200_000_000_000,
+    ) {
+        let s = state_at(&a, &trace, now);
+        let cost = cost.min(a.max_cost() as u32);
+        let taken = a.decide(s, Nanos::new(now), cost).unwrap();
+        let Some(after) = taken.next else { return Ok(()) };
+        for at in [now, now + later] {
+            let refunded = a.refund(after, Nanos::new(at), cost);
+            prop_assert!(admits(&a, refunded, at) <= admits(&a, s, at), "{a:?} at {at}");
+            prop_assert!(admits(&a, refunded, at) <= admits(&a, 0, at));
+        }
+        // Refunded at the take's own time, the take is undone entirely.
+        prop_assert_eq!(admits(&a, a.refund(after, Nanos::new(now), cost), now), admits(&a, s, now));
+    }
+
+    /// Undoing a take restores the pre-take state when nothing was recorded since, and
+    /// gives back exactly the take's share when other requests (sharing the clock
+    /// reading, as racing tiers do) were recorded in between.
+    #[test]
+    fn an_undo_gives_back_exactly_the_take(
+        a in packed(), trace in trace(), now in now(), cost in 1u32..8, others in 0u32..5,
+    ) {
+        let s = state_at(&a, &trace, now);
+        let at = Nanos::new(now);
+        let cost = cost.min(a.max_cost() as u32);
+        let Some(after) = a.decide(s, at, cost).unwrap().next else { return Ok(()) };
+        prop_assert_eq!(a.undo(after, s, after, cost), s);
+        // Others recorded after the take, and the same others alone.
+        let (mut with_take, mut alone) = (after, s);
+        for _ in 0..others {
+            if let Some(next) = a.decide(with_take, at, 1).unwrap().next {
+                with_take = next;
+                alone = a.decide(alone, at, 1).unwrap().next.unwrap_or(alone);
+            }
+        }
+        let undone = a.undo(with_take, s, after, cost);
+        prop_assert_eq!(admits(&a, undone, now), admits(&a, alone, now), "{:?}", a);
+        prop_assert_eq!(a.used(undone, at), a.used(alone, at));
+    }
+
+    /// Rescaling to the same parameters changes nothing.
+    #[test]
+    fn rescale_to_the_same_parameters_is_the_identity(a in packed(), trace in trace(), now in now()) {
+        let s = state_at(&a, &trace, now);
+        prop_assert_eq!(a.rescale(&a, s, Nanos::new(now)), s);
+    }
+
+    /// Rescaling to any other algorithm or numbers never admits beyond the new limit on
+    /// top of what was used, and keeps at least the permits used (up to the new limit).
+    #[test]
+    fn rescale_never_exceeds_the_new_bound(
+        from in packed(), to in packed(), trace in trace(), now in now(),
+    ) {
+        let s = state_at(&from, &trace, now);
+        let at = Nanos::new(now);
+        let used = from.used(s, at);
+        let moved = to.rescale(&from, s, at);
+        prop_assert!(
+            admits(&to, moved, now) <= to.limit().saturating_sub(used),
+            "{from:?} -> {to:?}: used {used}, moved admits {}", admits(&to, moved, now)
+        );
+        prop_assert!(to.used(moved, at) >= used.min(to.limit()), "{from:?} -> {to:?}");
+    }
+
+    /// `max_cost` is exactly the largest cost a fresh key admits.
+    #[test]
+    fn max_cost_is_the_largest_admitted_cost(a in packed(), now in now()) {
+        let max = a.max_cost();
+        let at = Nanos::new(now);
+        let max32 = u32::try_from(max).unwrap();
+        prop_assert!(a.decide(0, at, max32).unwrap().decision.allowed);
+        prop_assert_eq!(a.decide(0, at, max32 + 1), Err(InsufficientCapacity { max_cost: max }));
+    }
+
+    /// `used` reads back what `with_used` wrote (a window caps it at its limit).
+    #[test]
+    fn used_reads_back_with_used(a in packed(), now in now(), used in 0u64..100) {
+        let at = Nanos::new(now);
+        let state = a.with_used(at, used);
+        prop_assert!(a.used(state, at) >= used.min(a.limit()));
+        prop_assert!(a.used(state, at) <= used);
+        prop_assert_eq!(a.is_idle(state, at), used == 0);
+    }
+
+    /// The pure log transition over a plain vector (the executor std and firmware use)
+    /// agrees with the reference model; a refund at the take's time and an undo remove
+    /// exactly the take.
+    #[test]
+    fn the_pure_log_agrees_with_the_model(
+        limit in 1u64..20, w in 0usize..4, steps in prop::collection::vec((0u64..2_000_000, 0u32..4, any::<bool>()), 1..60),
+    ) {
+        let log = SlidingWindowLog::new(limit, Nanos::new(WINDOWS[w])).unwrap();
+        let mut model = SlidingWindowLogModel::new(&log);
+        let mut stamps: Vec<u64> = Vec::new();
+        let mut now = 0u64;
+        for (step, cost, undo) in steps {
+            now += step;
+            let at = Nanos::new(now);
+            let ours: Result<Decision, InsufficientCapacity> = log.decide(&stamps[..], at, cost).map(|out| {
+                if let Some(stamp) = out.record {
+                    let before = stamps.clone();
+                    stamps.extend(std::iter::repeat(stamp).take(cost as usize));
+                    if undo {
+                        let (start, end) = log.undo(&stamps[..], stamp, cost);
+                        stamps.drain(start as usize..end as usize);
+                        assert_eq!(stamps, before);
+                        let back = log.refund(&stamps[..], at, 0);
+                        assert_eq!(back, 0);
+                        stamps.extend(std::iter::repeat(stamp).take(cost as usize));
+                        let back = log.refund(&stamps[..], at, cost) as usize;
+                        assert_eq!(back, cost as usize);
+                        stamps.truncate(stamps.len() - back);
+                        assert_eq!(&stamps, &before);
+                        stamps.extend(std::iter::repeat(stamp).take(cost as usize));
+                    }
+                }
+                out.decision
+            });
+            prop_assert_eq!(ours, model.check(now, cost, true), "at {}", now);
+            prop_assert_eq!(log.used(&stamps[..], at), limit.min(stamps.iter().filter(|&&t| log.in_window(t, now)).count() as u64));
+            let expired = log.expired(&stamps[..], at) as usize;
+            prop_assert!(stamps[..expired].iter().all(|&t| !log.in_window(t, now)));
+        }
+    }
+}
+
+/// A cost the leaky bucket's queue cannot hold is refused outright, in every executor
+/// that runs the core (here: the pure transition and `AnyAlgorithm`).
+#[test]
+fn a_leaky_bucket_refuses_what_its_queue_cannot_hold() {
+    let shaper = AlgorithmConfig::LeakyBucket {
+        amount: 10,
+        period: Nanos::from_secs(1),
+        queue: 0,
+    }
+    .build()
+    .unwrap();
+    assert_eq!(shaper.max_cost(), 1);
+    let AnyAlgorithm::Packed(p) = shaper else {
+        unreachable!()
+    };
+    assert_eq!(
+        p.decide(0, Nanos::ZERO, u32::MAX),
+        Err(InsufficientCapacity { max_cost: 1 })
+    );
+}
+
+/// Pinned conversions between algorithm families (the table in `PackedAlgorithm::rescale`).
+#[test]
+fn pinned_conversions() {
+    let at = Nanos::from_secs(100);
+    let build = |c: AlgorithmConfig| match c.build().unwrap() {
+        AnyAlgorithm::Packed(p) => p,
+        AnyAlgorithm::Log(_) => unreachable!(),
+    };
+    let gcra = build(AlgorithmConfig::Gcra {
+        limit: 10,
+        period: Nanos::from_secs(1),
+        burst: 10,
+    });
+    let slower = build(AlgorithmConfig::Gcra {
+        limit: 5,
+        period: Nanos::from_secs(1),
+        burst: 5,
+    });
+    let fixed = build(AlgorithmConfig::FixedWindow {
+        limit: 10,
+        window: Nanos::from_secs(60),
+    });
+    // Six permits at 100 ms each: TAT = now + 600 ms.
+    let mut s = 0;
+    for _ in 0..6 {
+        s = gcra.decide(s, at, 1).unwrap().next.unwrap();
+    }
+    assert_eq!(s, at.as_u64() + 600_000_000);
+    // Same debt in permits at 200 ms each: 1.2 s, over the new burst: denied until repaid.
+    let moved = slower.rescale(&gcra, s, at);
+    assert_eq!(moved, at.as_u64() + 1_200_000_000);
+    assert_eq!(admits(&slower, moved, at.as_u64()), 0);
+    assert_eq!(admits(&slower, moved, at.as_u64() + 400_000_000), 1);
+    // To a fixed window: six used in the current minute.
+    let windowed = fixed.rescale(&gcra, s, at);
+    assert_eq!(fixed.used(windowed, at), 6);
+    assert_eq!(admits(&fixed, windowed, at.as_u64()), 4);
+    // And back: six permits of debt at 100 ms.
+    assert_eq!(
+        gcra.rescale(&fixed, windowed, at),
+        at.as_u64() + 600_000_000
+    );
+}

@@ -27,7 +27,28 @@ pub struct Limiter<A> {
 }
 
 impl<A: Algorithm> Limiter<A> {
-    /// A limiter in the fresh state (full quota).
+    /// A limiter in the fresh state (full quota). `const`, so a firmware can keep one in
+    /// a `static` with no allocation and no initialisation code:
+    ///
+    /// ```
+    /// use tollgate_core::{Gcra, Limiter, Nanos};
+    /// static COMMANDS: Limiter<Gcra> = Limiter::new(match Gcra::per_second(100).burst(10).build() {
+    ///     Ok(gcra) => gcra,
+    ///     Err(_) => panic!("invalid rate"),
+    /// });
+    /// assert!(COMMANDS.check_at(Nanos::from_millis(1)).allowed);
+    /// ```
+    #[cfg(not(tollgate_loom))]
+    #[inline]
+    pub const fn new(algorithm: A) -> Limiter<A> {
+        Limiter {
+            algorithm,
+            cell: StateCell::new(),
+        }
+    }
+
+    /// A limiter in the fresh state (full quota); not `const` under loom.
+    #[cfg(tollgate_loom)]
     #[inline]
     pub fn new(algorithm: A) -> Limiter<A> {
         Limiter {

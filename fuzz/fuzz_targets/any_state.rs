@@ -1,7 +1,10 @@
-//! Totality of every single-word transition: `decide`, `peek` and `is_idle` on any packed
-//! state (including words no trace can produce, e.g. one restored with
-//! `StateCell::from_state` from corrupted storage), any `now` and any cost must not panic
-//! or overflow, and must answer a well-formed decision.
+//! Totality of every single-word operation: `decide`, `peek`, `is_idle`, `undo`, `refund`,
+//! `used`, `with_used` and `rescale` on any packed state (including words no trace can
+//! produce, e.g. one restored with `StateCell::from_state` from corrupted storage), any
+//! `now` and any cost must not panic or overflow, and must keep their promises: a
+//! decision well formed; an undo with nothing recorded since restores the state; a refund
+//! of a take admits no more than before it; a rescale to the same parameters is the
+//! identity, and to others never admits a key that had used the new limit.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -66,9 +69,19 @@ impl Params {
 #[derive(Arbitrary, Debug)]
 struct Input {
     params: Params,
+    /// Parameters to rescale to.
+    to: Params,
     state: u64,
     now: u64,
     cost: Cost,
+    used: u64,
+}
+
+/// Whether one cost-1 request would be admitted.
+fn admits_one(algorithm: &PackedAlgorithm, state: u64, now: Nanos) -> bool {
+    algorithm
+        .decide(state, now, 1)
+        .is_ok_and(|o| o.decision.allowed)
 }
 
 fuzz_target!(|input: Input| {
@@ -89,11 +102,31 @@ fuzz_target!(|input: Input| {
             if !outcome.decision.allowed || cost == 0 {
                 assert_eq!(outcome.next, None, "a deny or a probe never writes");
             }
+            if let Some(after) = outcome.next {
+                assert_eq!(algorithm.undo(after, input.state, after, cost), input.state);
+                let refunded = algorithm.refund(after, now, cost);
+                if admits_one(&algorithm, refunded, now) {
+                    assert!(admits_one(&algorithm, input.state, now), "refund gave more");
+                }
+            }
         }
         Err(e) => {
             assert!(u64::from(cost) > algorithm.max_cost());
             assert_eq!(e.max_cost, algorithm.max_cost());
             assert_eq!(peeked.map(|o| o.decision), Err(e));
+        }
+    }
+    // The conversion operations.
+    let _ = algorithm.used(input.state, now);
+    let filled = algorithm.with_used(now, input.used);
+    if input.used >= algorithm.limit() {
+        assert!(!admits_one(&algorithm, filled, now), "with_used(limit) admits");
+    }
+    assert_eq!(algorithm.rescale(&algorithm, input.state, now), input.state);
+    if let Some(to) = input.to.build() {
+        let moved = to.rescale(&algorithm, input.state, now);
+        if algorithm.used(input.state, now) >= to.limit() {
+            assert!(!admits_one(&to, moved, now), "rescale admitted past the new limit");
         }
     }
 });

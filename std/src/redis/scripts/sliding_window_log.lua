@@ -2,7 +2,8 @@
 -- All scores are 0; a member is 16 hex digits of its stamp followed by 16 of its sequence
 -- number, so the set's lexicographic order is (stamp, sequence): stamps are recorded at
 -- max(now, newest) and never decrease, so that is also recording order and rank r holds
--- permit number h - n + r, exactly like tollgate_core::LogRing's live slots.
+-- permit number h - n + r, exactly like tollgate_core::LogRing's live slots. Mirrors
+-- tollgate_core::SlidingWindowLog::decide (the pure log transition every executor runs).
 -- Mirrors LogRing::check_at. Arguments (3): W, L (16-hex), cost (decimal).
 ALGOS['log'] = function(key, a, pos, now, slack)
   local window = hex(a[pos])

@@ -4,7 +4,7 @@
 -- max(now, newest) and never decrease, so that is also recording order and rank r holds
 -- permit number h - n + r, exactly like tollgate_core::LogRing's live slots. Mirrors
 -- tollgate_core::SlidingWindowLog::decide (the pure log transition every executor runs).
--- Mirrors LogRing::check_at. Arguments (3): W, L (16-hex), cost (decimal).
+-- Arguments (3): W, L (16-hex), cost (decimal).
 ALGOS['log'] = function(key, a, pos, now, slack)
   local window = hex(a[pos])
   local limit_n = tonumber(a[pos + 1])

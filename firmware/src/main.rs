@@ -37,7 +37,9 @@ const NS_PER_TICK: u64 = 1_000;
 
 /// Whether the command received at timer `tick` may run now.
 fn accept_command(tick: u64) -> bool {
-    COMMANDS.check_at(Nanos::new(tick.saturating_mul(NS_PER_TICK))).allowed
+    COMMANDS
+        .check_at(Nanos::new(tick.saturating_mul(NS_PER_TICK)))
+        .allowed
 }
 
 #[cfg(target_os = "none")]
@@ -81,7 +83,9 @@ mod bare_metal {
 #[cfg(not(target_os = "none"))]
 fn main() {
     let mut accepted = 0;
-    let arrivals = (0..1_000u64).map(|ms| ms * 1_000).chain((0..10).map(|i| 2_000_000 + i));
+    let arrivals = (0..1_000u64)
+        .map(|ms| ms * 1_000)
+        .chain((0..10).map(|i| 2_000_000 + i));
     for tick in arrivals {
         if accept_command(tick) {
             accepted += 1;

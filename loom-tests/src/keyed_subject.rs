@@ -52,6 +52,7 @@ impl<A: Algorithm + Send + Sync + 'static> Subject for KeyedSubject<A> {
                 .map_err(|e| match e {
                     KeyedError::Full => Refusal::Full,
                     KeyedError::InsufficientCapacity(e) => Refusal::Capacity(e),
+                    other => unreachable!("a keyed error this model does not know: {other}"),
                 })
         } else {
             Ok(self.limiter.peek_n_at(&op.key, op.now(), op.cost())?)

@@ -1,5 +1,6 @@
-//! Every clock is monotonic under repeated reads; the manual clock moves only when told,
-//! saturates instead of wrapping, and is shared by its clones.
+//! Every clock is monotonic under repeated reads and the default ones count Unix time; the
+//! manual clock moves only when told, saturates instead of wrapping, and is shared by its
+//! clones.
 
 use std::time::Duration;
 
@@ -49,9 +50,33 @@ fn tsc_clock_on_a_mock_counter_reports_exact_nanoseconds() {
     let (quanta, mock) = quanta::Clock::mock();
     mock.increment(1_000);
     let clock = TscClock::from_quanta(quanta);
-    assert_eq!(clock.now(), Nanos::ZERO);
+    let start = clock.now();
+    assert_eq!(clock.now(), start, "the mock counter did not move");
     mock.increment(Duration::from_micros(3));
-    assert_eq!(clock.now(), Nanos::from_micros(3));
+    assert_eq!(clock.now() - start, Nanos::from_micros(3));
+}
+
+/// The default clocks count Unix time (one time base with Redis' `TIME`): each reads within
+/// a second of the wall clock.
+#[test]
+fn default_clocks_read_unix_time() {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let wall = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let close = |ours: Nanos| {
+        let (before, after) = (wall(), ours.as_u64());
+        assert!(
+            before.abs_diff(after) < 1_000_000_000,
+            "{after} vs wall {before}"
+        );
+    };
+    close(MonotonicClock::new().now());
+    close(TscClock::new().now());
+    close(CoarseClock::new().now());
 }
 
 #[test]

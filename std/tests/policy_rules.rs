@@ -314,3 +314,37 @@ fn key_flood_stays_within_capacity_and_keeps_the_limited_key() {
     // Still exhausted: its state was never evicted.
     assert!(!policy.allow("hot", "/", 1).unwrap().allowed());
 }
+
+/// One time base: with the clock at Unix time (what the default clocks count), a daily
+/// fixed-window quota resets at UTC midnight, not 24 h after the process started.
+#[test]
+fn a_daily_window_resets_at_utc_midnight() {
+    // 2026-11-30T23:59:00Z, in seconds since the Unix epoch.
+    const LATE_EVENING: u64 = 1_796_083_140;
+    let clock = ManualClock::starting_at(secs(LATE_EVENING));
+    let policy = Policy::from_toml(
+        r#"
+        [[rules]]
+        name = "daily"
+        limit = 3
+        window = "1d"
+        algorithm = "fixed_window"
+        "#,
+        clock.clone(),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    let denied = policy.allow("c", "/", 1).unwrap();
+    assert!(!denied.allowed());
+    // Told to come back at midnight: 60 s from 23:59:00.
+    assert_eq!(denied.retry_after(), secs(60));
+    clock.advance(secs(59));
+    assert!(!policy.allow("c", "/", 1).unwrap().allowed());
+    clock.advance(secs(1));
+    assert!(
+        policy.allow("c", "/", 1).unwrap().allowed(),
+        "a new UTC day"
+    );
+}

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use tollgate_core::{Clock, Nanos};
 
+use super::unix::unix_now;
+
 /// A clock that reads a cached time instead of the hardware: quanta's global "recent" time,
 /// which an upkeep thread refreshes every `interval`.
 ///
@@ -28,6 +30,8 @@ use tollgate_core::{Clock, Nanos};
 #[derive(Copy, Clone, Debug)]
 pub struct CoarseClock {
     start: quanta::Instant,
+    /// Unix time in ns at `start`.
+    unix_at_start: u64,
 }
 
 /// Keeps quanta's upkeep thread running; dropping it stops the thread.
@@ -37,11 +41,13 @@ pub struct UpkeepHandle {
 }
 
 impl CoarseClock {
-    /// A coarse clock with time zero at the current recent time. Does not start the upkeep
-    /// thread (use [`CoarseClock::with_upkeep`], or start `quanta::Upkeep` yourself).
+    /// A coarse clock reading Unix time (the wall clock read now, advanced by the cached
+    /// time). Does not start the upkeep thread (use [`CoarseClock::with_upkeep`], or start
+    /// `quanta::Upkeep` yourself).
     pub fn new() -> CoarseClock {
         CoarseClock {
             start: quanta::Instant::recent(),
+            unix_at_start: unix_now(),
         }
     }
 
@@ -63,10 +69,11 @@ impl Default for CoarseClock {
 }
 
 impl Clock for CoarseClock {
-    /// One load of the cached time. Never below zero: a reading older than the start
-    /// saturates to zero.
+    /// One load of the cached time, plus the start's Unix time. A reading older than the
+    /// start counts as the start.
     #[inline]
     fn now(&self) -> Nanos {
-        Nanos::from_duration(quanta::Instant::recent().saturating_duration_since(self.start))
+        let elapsed = quanta::Instant::recent().saturating_duration_since(self.start);
+        Nanos::new(self.unix_at_start).saturating_add(Nanos::from_duration(elapsed))
     }
 }

@@ -13,11 +13,30 @@
 //! All four are monotonic under repeated reads from one thread. Across threads, TSC readings
 //! can differ by the (small) skew between cores; the algorithms treat an older `now` with
 //! `max`, never a wrapping subtraction, so skew can only refuse, never over-admit.
+//!
+//! ## One time base: Unix time
+//!
+//! [`MonotonicClock`], [`TscClock`] and [`CoarseClock`] count nanoseconds since the Unix
+//! epoch, as Redis' `TIME` does: each reads the wall clock once, when it is made, and from
+//! then on advances by its monotonic source, so a wall-clock step (NTP, a user changing the
+//! time) never moves it backwards. Window algorithms align their windows to the clock's
+//! epoch, so a `"1m"` window is a UTC minute and a `"1d"` quota resets at UTC midnight, in
+//! every process, across restarts, and in the Redis store alike. A [`ManualClock`] counts
+//! whatever its owner sets (start it at a Unix time to simulate a real day).
+//!
+//! ```
+//! use std::time::{SystemTime, UNIX_EPOCH};
+//! use tollgate::{Clock, MonotonicClock};
+//! let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+//! let ours = MonotonicClock::new().now().as_u64() / 1_000_000_000;
+//! assert!(ours.abs_diff(wall) <= 1);
+//! ```
 
 mod coarse_clock;
 mod manual_clock;
 mod monotonic_clock;
 mod tsc_clock;
+mod unix;
 
 pub use coarse_clock::{CoarseClock, UpkeepHandle};
 pub use manual_clock::ManualClock;

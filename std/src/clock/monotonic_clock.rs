@@ -1,12 +1,16 @@
-//! [`MonotonicClock`]: `std::time::Instant`, as nanoseconds since the clock was made.
+//! [`MonotonicClock`]: `std::time::Instant`, as Unix-time nanoseconds (the wall clock read
+//! once when the clock is made, advanced by the monotonic clock).
 
 use std::time::Instant;
 
 use tollgate_core::{Clock, Nanos};
 
+use super::unix::unix_now;
+
 /// The default clock: `std::time::Instant` (the OS monotonic clock), reported as
-/// nanoseconds since this clock was constructed. Copying the clock keeps its epoch, so
-/// copies agree.
+/// nanoseconds since the Unix epoch: the wall clock is read once, when the clock is made,
+/// and the monotonic clock advances it from there (never backwards, whatever the wall
+/// clock does later). Copying the clock keeps its epoch, so copies agree.
 ///
 /// ```
 /// use tollgate::{Clock, MonotonicClock};
@@ -18,17 +22,20 @@ use tollgate_core::{Clock, Nanos};
 #[derive(Copy, Clone, Debug)]
 pub struct MonotonicClock {
     epoch: Instant,
+    /// Unix time in ns at `epoch`.
+    unix_at_epoch: u64,
 }
 
 impl MonotonicClock {
-    /// A clock whose epoch (time zero) is now.
+    /// A clock reading Unix time, taken from the wall clock now.
     pub fn new() -> MonotonicClock {
         MonotonicClock {
             epoch: Instant::now(),
+            unix_at_epoch: unix_now(),
         }
     }
 
-    /// The `Instant` this clock calls zero.
+    /// The `Instant` at which this clock read the wall clock.
     pub fn epoch(&self) -> Instant {
         self.epoch
     }
@@ -41,9 +48,9 @@ impl Default for MonotonicClock {
 }
 
 impl Clock for MonotonicClock {
-    /// One `Instant::now()`; saturates after 584 years.
+    /// One `Instant::now()`; saturates in the year 2554.
     #[inline]
     fn now(&self) -> Nanos {
-        Nanos::from_duration(self.epoch.elapsed())
+        Nanos::new(self.unix_at_epoch).saturating_add(Nanos::from_duration(self.epoch.elapsed()))
     }
 }

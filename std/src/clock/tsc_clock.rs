@@ -2,8 +2,11 @@
 
 use tollgate_core::{Clock, Nanos};
 
+use super::unix::unix_now;
+
 /// A clock on the CPU time-stamp counter (via [`quanta`](https://docs.rs/quanta), the source
-/// governor uses), scaled to nanoseconds since the clock was made.
+/// governor uses), scaled to nanoseconds and counted from the Unix time at which the clock
+/// was made (the wall clock is read once; the counter advances it, never backwards).
 ///
 /// `quanta` calibrates the counter against the OS clock when the clock is built (once per
 /// process; copies share the calibration) and falls back to the OS monotonic clock where no
@@ -22,19 +25,25 @@ use tollgate_core::{Clock, Nanos};
 pub struct TscClock {
     clock: quanta::Clock,
     start: u64,
+    /// Unix time in ns at `start`.
+    unix_at_start: u64,
 }
 
 impl TscClock {
-    /// A calibrated clock whose epoch (time zero) is now.
+    /// A calibrated clock reading Unix time.
     pub fn new() -> TscClock {
         TscClock::from_quanta(quanta::Clock::new())
     }
 
     /// Wraps an existing `quanta` clock (for instance a mock from `quanta::Clock::mock()`),
-    /// with its current reading as time zero.
+    /// its current reading taken as the wall clock's Unix time now.
     pub fn from_quanta(clock: quanta::Clock) -> TscClock {
         let start = clock.raw();
-        TscClock { clock, start }
+        TscClock {
+            clock,
+            start,
+            unix_at_start: unix_now(),
+        }
     }
 
     /// The underlying `quanta` clock.
@@ -50,10 +59,14 @@ impl Default for TscClock {
 }
 
 impl Clock for TscClock {
-    /// One raw counter read, scaled by quanta's calibration (a multiply and a shift). A
-    /// reading below the start (cross-core skew) is zero, never a wrapped huge value.
+    /// One raw counter read, scaled by quanta's calibration (a multiply and a shift), plus
+    /// the start's Unix time. A reading below the start (cross-core skew) counts as the
+    /// start, never a wrapped huge value.
     #[inline]
     fn now(&self) -> Nanos {
-        Nanos::new(self.clock.delta_as_nanos(self.start, self.clock.raw()))
+        Nanos::new(
+            self.unix_at_start
+                .saturating_add(self.clock.delta_as_nanos(self.start, self.clock.raw())),
+        )
     }
 }

@@ -1,7 +1,7 @@
 //! [`Nanos`]: the one unit of time in tollgate, a `u64` count of nanoseconds.
 //!
-//! Every instant is nanoseconds since some clock's epoch (process start for a monotonic
-//! clock, the Unix epoch for Redis' `TIME`); every duration in a [`Decision`](crate::Decision)
+//! Every instant is nanoseconds since some clock's epoch (the Unix epoch for std's default
+//! clocks and Redis' `TIME`, whatever a firmware's timer counts from); every duration in a [`Decision`](crate::Decision)
 //! is a `Nanos` too. `u64` nanoseconds span 584 years, so arithmetic saturates instead of
 //! wrapping: a saturated value means "further away than can be represented".
 

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use tollgate::policy::{
-    AdaptivePenalty, Metered, PenaltyConfig, Policy, PolicyCheck, RateLimitHeaders,
+    AdaptivePenalty, Metered, PenaltyConfig, PenaltyConfigError, Policy, PolicyCheck,
+    RateLimitHeaders,
 };
 use tollgate::{ManualClock, Nanos};
 
@@ -156,8 +157,81 @@ fn decorators_stack() {
             }
         )
         .unwrap_err(),
+        PenaltyConfigError::DivisorTooSmall
+    );
+    assert_eq!(
+        PenaltyConfigError::DivisorTooSmall.to_string(),
         "divisor: must be >= 2"
     );
+}
+
+/// A tier every client shares (`per = "global"`) denies nobody in particular: its denials
+/// penalize no one, while the client's own tiers still do.
+#[test]
+fn a_global_tier_deny_penalizes_nobody() {
+    let clock = ManualClock::new();
+    let rules = r#"
+        [[rules]]
+        name = "everyone"
+        per = "global"
+        limit = 5
+        window = "1m"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "own"
+        endpoint = "/own"
+        limit = 2
+        window = "1m"
+        algorithm = "fixed_window"
+    "#;
+    let guarded =
+        AdaptivePenalty::new(Policy::from_toml(rules, clock.clone()).unwrap(), penalty()).unwrap();
+    // One heavy client exhausts the global limit, then everyone gets denied by it.
+    for _ in 0..5 {
+        assert!(guarded.allow("heavy", "/", 1).unwrap().allowed());
+    }
+    for client in ["a", "b", "c", "heavy"] {
+        for _ in 0..4 {
+            let d = guarded.allow(client, "/", 1).unwrap();
+            assert!(!d.allowed());
+            assert!(d.denied_by().all(|t| t.shared));
+        }
+        assert!(!guarded.is_penalized(client, Nanos::ZERO), "{client}");
+    }
+    // Denials by a client's own tier still count.
+    clock.set(Nanos::from_secs(60));
+    for _ in 0..5 {
+        let _ = guarded.allow("x", "/own", 1).unwrap();
+    }
+    assert!(guarded.is_penalized("x", Nanos::from_secs(60)));
+}
+
+/// A refund gives back the request's plain cost, never the penalty's multiple of it: a
+/// request admitted before a penalty started cannot be refunded at the penalty's price.
+#[test]
+fn a_refund_never_gives_back_more_than_the_check_took() {
+    let clock = ManualClock::new();
+    let guarded =
+        AdaptivePenalty::new(Policy::from_toml(RULES, clock.clone()).unwrap(), penalty()).unwrap();
+    // 9 of 10 used unpenalized by "victim"; then it is penalized by its own denials (the
+    // 10th admitted, 3 denied).
+    for _ in 0..10 {
+        assert!(guarded.allow("victim", "/home", 1).unwrap().allowed());
+    }
+    for _ in 0..3 {
+        assert!(!guarded.allow("victim", "/home", 1).unwrap().allowed());
+    }
+    assert!(guarded.is_penalized("victim", Nanos::ZERO));
+    // Refunding one request taken before the penalty gives back one permit, not two.
+    guarded.refund("victim", "/home", 1);
+    let inner = guarded.inner().peek("victim", "/home", 1).unwrap();
+    assert_eq!(
+        inner.remaining(),
+        0,
+        "one permit back, used by this peek's request"
+    );
+    assert!(inner.allowed());
 }
 
 trait NowForTest {

@@ -121,6 +121,7 @@ fn names_are_escaped_as_structured_field_strings() {
         name: "a \"quoted\" \\ name",
         quota: 5,
         window: Nanos::from_secs(1),
+        shared: false,
         decision: Decision::allow(5, 4, Nanos::from_millis(200)),
     };
     assert_eq!(

@@ -1,11 +1,11 @@
 //! [`AdaptivePenalty`]: the progressive-penalty decorator: a client that keeps getting
 //! denied has its limits cut for a cooldown, then gets them back.
 
-use tollgate_core::{Algorithm, FixedWindow, InsufficientCapacity, Nanos};
+use tollgate_core::{Algorithm, ConfigError, FixedWindow, InsufficientCapacity, Nanos};
 
 use super::keyed_cells::{KeyedCells, KeyedValue};
 use super::tier_store::fingerprint;
-use super::{PenaltyConfig, PolicyCheck, PolicyDecision, Request};
+use super::{PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request};
 use crate::sync::plain::{AtomicU64, Ordering};
 
 /// A client's penalty state: its recent denials (a fixed window) and when its penalty ends.
@@ -43,6 +43,9 @@ impl KeyedValue<FixedWindow> for PenaltyCell {
 /// its latest triggering denial; then full limits return by themselves. A client that
 /// keeps hammering while penalized keeps extending its cooldown.
 ///
+/// Only a client's own tiers count: a deny by a tier every client shares (a
+/// `per = "global"` rule) is nobody's own doing and penalizes nobody.
+///
 /// Penalty state is per client, bounded like the tiers' state (100 000 clients by default,
 /// idle ones evicted first).
 ///
@@ -72,7 +75,7 @@ pub struct AdaptivePenalty<P> {
 
 impl<P: PolicyCheck> AdaptivePenalty<P> {
     /// Wraps `inner`; the error names the invalid field.
-    pub fn new(inner: P, config: PenaltyConfig) -> Result<AdaptivePenalty<P>, String> {
+    pub fn new(inner: P, config: PenaltyConfig) -> Result<AdaptivePenalty<P>, PenaltyConfigError> {
         AdaptivePenalty::with_capacity(inner, config, 100_000)
     }
 
@@ -81,10 +84,14 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
         inner: P,
         config: PenaltyConfig,
         capacity: usize,
-    ) -> Result<AdaptivePenalty<P>, String> {
+    ) -> Result<AdaptivePenalty<P>, PenaltyConfigError> {
         config.validate()?;
-        let window = FixedWindow::new(u64::from(config.denials), config.period)
-            .map_err(|e| format!("denials: {e}"))?;
+        let window =
+            FixedWindow::new(u64::from(config.denials), config.period).map_err(|e| match e {
+                ConfigError::LimitTooLarge { max } => PenaltyConfigError::DenialsTooMany { max },
+                // validate() ruled out a zero count or period.
+                _ => PenaltyConfigError::ZeroPeriod,
+            })?;
         Ok(AdaptivePenalty {
             inner,
             config,
@@ -168,7 +175,8 @@ impl<P: PolicyCheck> PolicyCheck for AdaptivePenalty<P> {
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let decision = self.inner.check_at(&self.effective(request, now), now)?;
-        if !decision.allowed() {
+        // Only the client's own tiers: a shared (global) tier's deny is not its doing.
+        if decision.denied_by().any(|tier| !tier.shared) {
             self.record_denial(request.client, now);
         }
         Ok(decision)
@@ -182,7 +190,12 @@ impl<P: PolicyCheck> PolicyCheck for AdaptivePenalty<P> {
         self.inner.peek_at(&self.effective(request, now), now)
     }
 
+    /// Gives back the request's cost at its own divisor, not the penalty's: whether the
+    /// refunded request was charged under a penalty is not known here (the penalty may
+    /// have started or ended since), and giving back `divisor` times what an unpenalized
+    /// check took would hand out permits. A request charged under the penalty gets back
+    /// only its plain cost: the penalty errs against the penalized client, never for it.
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
-        self.inner.refund_at(&self.effective(request, now), now)
+        self.inner.refund_at(request, now)
     }
 }

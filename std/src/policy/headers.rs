@@ -74,7 +74,7 @@ impl RateLimitHeaders {
     /// use tollgate::{Decision, Nanos};
     /// let tier = |name, quota, secs| TierOutcome {
     ///     rule: RuleId(0), rule_name: "api", name, quota,
-    ///     window: Nanos::from_secs(secs),
+    ///     window: Nanos::from_secs(secs), shared: false,
     ///     decision: Decision::allow(quota, quota - 1, Nanos::ZERO),
     /// };
     /// assert_eq!(

@@ -82,7 +82,7 @@ pub use fn_clock::FnClock;
 pub use headers::RateLimitHeaders;
 pub use metered::{Metered, RuleMetrics};
 pub use partition::Partition;
-pub use penalty_config::PenaltyConfig;
+pub use penalty_config::{PenaltyConfig, PenaltyConfigError};
 pub use policy::Policy;
 pub use policy_check::PolicyCheck;
 pub use policy_config::PolicyConfig;

@@ -1,4 +1,7 @@
-//! [`PenaltyConfig`]: when and how hard the adaptive penalty strikes.
+//! [`PenaltyConfig`]: when and how hard the adaptive penalty strikes, and
+//! [`PenaltyConfigError`]: which of its numbers is wrong.
+
+use core::fmt;
 
 use tollgate_core::Nanos;
 
@@ -15,7 +18,10 @@ use tollgate_core::Nanos;
 ///     cooldown: Nanos::from_secs(300),
 /// };
 /// assert!(config.validate().is_ok());
-/// assert!(PenaltyConfig { divisor: 1, ..config }.validate().is_err());
+/// assert_eq!(
+///     PenaltyConfig { divisor: 1, ..config }.validate(),
+///     Err(tollgate::policy::PenaltyConfigError::DivisorTooSmall)
+/// );
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct PenaltyConfig {
@@ -31,19 +37,54 @@ pub struct PenaltyConfig {
 
 impl PenaltyConfig {
     /// Checks the numbers; the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PenaltyConfigError> {
         if self.denials == 0 {
-            return Err("denials: must be > 0".into());
+            return Err(PenaltyConfigError::ZeroDenials);
         }
         if self.period == Nanos::ZERO {
-            return Err("period: must be > 0".into());
+            return Err(PenaltyConfigError::ZeroPeriod);
         }
         if self.divisor < 2 {
-            return Err("divisor: must be >= 2".into());
+            return Err(PenaltyConfigError::DivisorTooSmall);
         }
         if self.cooldown == Nanos::ZERO {
-            return Err("cooldown: must be > 0".into());
+            return Err(PenaltyConfigError::ZeroCooldown);
         }
         Ok(())
     }
 }
+
+/// Why a [`PenaltyConfig`] was rejected; its `Display` names the field.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PenaltyConfigError {
+    /// `denials` is zero: every client would be penalized at once.
+    ZeroDenials,
+    /// `period` is zero.
+    ZeroPeriod,
+    /// `divisor` is below 2: a penalty that reduces nothing.
+    DivisorTooSmall,
+    /// `cooldown` is zero.
+    ZeroCooldown,
+    /// `denials` per `period` does not fit the denial counter's window layout.
+    DenialsTooMany {
+        /// The most denials this period can count.
+        max: u64,
+    },
+}
+
+impl fmt::Display for PenaltyConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PenaltyConfigError::ZeroDenials => f.write_str("denials: must be > 0"),
+            PenaltyConfigError::ZeroPeriod => f.write_str("period: must be > 0"),
+            PenaltyConfigError::DivisorTooSmall => f.write_str("divisor: must be >= 2"),
+            PenaltyConfigError::ZeroCooldown => f.write_str("cooldown: must be > 0"),
+            PenaltyConfigError::DenialsTooMany { max } => {
+                write!(f, "denials: at most {max} for this period")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PenaltyConfigError {}

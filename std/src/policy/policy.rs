@@ -8,8 +8,8 @@ use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
 use super::tier_store::{fingerprint, TakeReceipt as Receipt};
 use super::{
-    PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet,
-    TierOutcome, MAX_TIERS,
+    Partition, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId,
+    RuleSet, TierOutcome, MAX_TIERS,
 };
 use crate::sync::plain::{AtomicU64, Ordering};
 use crate::sync::{SwapCell, SwapGuard};
@@ -356,6 +356,7 @@ impl<C: Clock> PolicyCheck for Policy<C> {
                     name: tier.name(),
                     quota: tier.quota(),
                     window: tier.window(),
+                    shared: rule.partition() == Partition::Global,
                     decision,
                 };
                 n += 1;
@@ -482,6 +483,7 @@ impl PlannedTier<'_> {
             name: self.tier.name(),
             quota: self.tier.quota(),
             window: self.tier.window(),
+            shared: self.rule.partition() == Partition::Global,
             decision,
         }
     }

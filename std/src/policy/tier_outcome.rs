@@ -15,6 +15,7 @@ use super::RuleId;
 ///     name: "burst",
 ///     quota: 10,
 ///     window: Nanos::from_secs(1),
+///     shared: false,
 ///     decision: Decision::allow(10, 9, Nanos::from_millis(100)),
 /// };
 /// assert!(outcome.decision.allowed);
@@ -31,6 +32,10 @@ pub struct TierOutcome {
     pub quota: u64,
     /// The configured window.
     pub window: Nanos,
+    /// Whether every client shares this tier's state (a `per = "global"` rule): its
+    /// denials are nobody's own doing, so [`AdaptivePenalty`](super::AdaptivePenalty)
+    /// does not count them against the client.
+    pub shared: bool,
     /// The tier's decision. In a denied policy decision, tiers that admitted had their
     /// permits given back; their decision shows the state as of the check.
     pub decision: Decision,
@@ -43,6 +48,7 @@ impl TierOutcome {
         name: "",
         quota: 0,
         window: Nanos::ZERO,
+        shared: false,
         decision: Decision::allow(0, 0, Nanos::ZERO),
     };
 }

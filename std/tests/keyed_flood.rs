@@ -80,7 +80,7 @@ fn ten_million_distinct_integer_keys_stay_within_capacity_and_allocate_nothing()
     );
     // What `build` allocated is what `memory_bytes` reports (minus the limiter value itself,
     // which lives on this stack frame).
-    let heap = (built - before) as usize;
+    let heap = built - before;
     assert!(heap <= ceiling, "heap {heap} > reported {ceiling}");
 
     // Two threads flood disjoint halves of the key space at once (inserts, evictions and

@@ -58,6 +58,13 @@ pub trait Algorithm {
     /// permits that have already come back by themselves are not given twice.
     fn refund(&self, state: u64, now: Nanos, cost: u32) -> u64;
 
+    /// Records `cost` permits at `now` whatever the limit says: work that was already done
+    /// (a reservation settled above its estimate, a cost known only afterwards). The key
+    /// may go over its limit, into debt it then waits out; nothing else changes. Saturates
+    /// where the state cannot hold more (a window's counter at its layout's maximum, a
+    /// bucket at the end of time).
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64;
+
     /// Permits `state` counts against the key at `now`: the count in the current window
     /// (sliding counter: the weighted estimate), or the debt in permits of a bucket
     /// (`⌈(TAT − now) / T⌉`), rounded up. `0` exactly when the key is as good as fresh.

@@ -284,6 +284,11 @@ impl Algorithm for PackedAlgorithm {
     }
 
     #[inline]
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        dispatch!(self, a => a.charge(state, now, cost))
+    }
+
+    #[inline]
     fn used(&self, state: u64, now: Nanos) -> u64 {
         dispatch!(self, a => a.used(state, now))
     }

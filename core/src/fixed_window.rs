@@ -151,6 +151,18 @@ impl Algorithm for FixedWindow {
         self.give_back(state, now.as_u64() / self.window, cost)
     }
 
+    /// The count of the current window raised by `cost`, saturating at what the layout's
+    /// counter holds (at least the limit, so the key is denied for the rest of the window).
+    #[inline]
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        if cost == 0 {
+            return state;
+        }
+        let (index, count) = self.current(state, now.as_u64());
+        let max = (1u64 << self.count_bits) - 1;
+        self.pack(index, count.saturating_add(u64::from(cost)).min(max))
+    }
+
     #[inline]
     fn used(&self, state: u64, now: Nanos) -> u64 {
         self.current(state, now.as_u64()).1

@@ -226,6 +226,11 @@ impl Algorithm for Gcra {
     }
 
     #[inline]
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        tat::charge(state, now.as_u64(), cost, self.interval.get())
+    }
+
+    #[inline]
     fn used(&self, state: u64, now: Nanos) -> u64 {
         tat::used(state, now.as_u64(), self.interval.get())
     }
@@ -261,6 +266,18 @@ pub(crate) mod tat {
         state
             .saturating_sub(u64::from(cost).saturating_mul(interval))
             .max(floor)
+    }
+
+    /// `max(state, now) + cost·T`, saturating: a take that never denies. Unchanged for
+    /// `cost == 0`.
+    #[inline]
+    pub(crate) fn charge(state: u64, now: u64, cost: u32, interval: u64) -> u64 {
+        if cost == 0 {
+            return state;
+        }
+        state
+            .max(now)
+            .saturating_add(u64::from(cost).saturating_mul(interval))
     }
 
     /// The debt in permits, `⌈(state − now) / T⌉`.

@@ -167,6 +167,11 @@ impl Algorithm for LeakyBucket {
         tat::give_back(state, now.as_u64(), cost, self.interval)
     }
 
+    #[inline]
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        tat::charge(state, now.as_u64(), cost, self.interval)
+    }
+
     /// Units in the queue or in service, `⌈(F − now) · r⌉`.
     #[inline]
     fn used(&self, state: u64, now: Nanos) -> u64 {

@@ -243,6 +243,19 @@ impl Algorithm for SlidingWindowCounter {
         self.give_back(state, now.as_u64() / self.window, cost)
     }
 
+    /// The current window's count raised by `cost`, saturating at what the layout's
+    /// counter holds (at least the limit).
+    #[inline]
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        if cost == 0 {
+            return state;
+        }
+        let rolled = self.roll(state, now.as_u64());
+        let max = (1u64 << self.count_bits) - 1;
+        let curr = rolled.curr.saturating_add(u64::from(cost)).min(max);
+        self.pack(rolled.index, rolled.prev, curr)
+    }
+
     /// The estimate rounded up: `curr + ⌈prev·(W − elapsed)/W⌉`.
     #[inline]
     fn used(&self, state: u64, now: Nanos) -> u64 {

@@ -295,6 +295,21 @@ impl SlidingWindowLog {
         (start, end)
     }
 
+    /// Recording `cost` permits at `now` whatever the limit says (work already done):
+    /// `(stamp, count)`, append `count` copies of `stamp = max(now, newest)` (so the log
+    /// stays sorted). `count = min(cost, L)`: a decision reads only the newest `L` entries,
+    /// so more would change nothing but the memory. The key is denied until they slide out.
+    #[inline]
+    pub fn charge<V: LogView + ?Sized>(&self, log: &V, now: Nanos, cost: u32) -> (u64, u64) {
+        let now = now.as_u64();
+        let stamp = if log.is_empty() {
+            now
+        } else {
+            log.stamp(log.len() - 1).max(now)
+        };
+        (stamp, u64::from(cost).min(self.limit))
+    }
+
     /// A log whose key has `used` permits counted against it at `now` (a conversion from
     /// another algorithm): `min(used, L)` copies of `now`, as `(stamp, count)`.
     #[inline]

@@ -110,6 +110,11 @@ impl Algorithm for TokenBucket {
     }
 
     #[inline]
+    fn charge(&self, state: u64, now: Nanos, cost: u32) -> u64 {
+        self.gcra.charge(state, now, cost)
+    }
+
+    #[inline]
     fn used(&self, state: u64, now: Nanos) -> u64 {
         self.gcra.used(state, now)
     }

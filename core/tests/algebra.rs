@@ -184,6 +184,25 @@ proptest! {
         prop_assert_eq!(a.decide(0, at, max32 + 1), Err(InsufficientCapacity { max_cost: max }));
     }
 
+    /// A charge is a take that never denies: where `decide` admits, both write the same
+    /// state; otherwise the key goes into debt by the cost (up to what its layout holds).
+    #[test]
+    fn a_charge_is_a_take_that_never_denies(
+        a in packed(), trace in trace(), now in now(), cost in 0u32..100,
+    ) {
+        let s = state_at(&a, &trace, now);
+        let at = Nanos::new(now);
+        let charged = a.charge(s, at, cost);
+        if let Ok(outcome) = a.decide(s, at, cost) {
+            if outcome.decision.allowed && cost > 0 {
+                prop_assert_eq!(outcome.next, Some(charged));
+            }
+        }
+        let expected = a.used(s, at).saturating_add(u64::from(cost));
+        prop_assert!(a.used(charged, at) >= expected.min(a.limit()), "{a:?}");
+        prop_assert!(admits(&a, charged, now) <= admits(&a, s, now));
+    }
+
     /// `used` reads back what `with_used` wrote (a window caps it at its limit).
     #[test]
     fn used_reads_back_with_used(a in packed(), now in now(), used in 0u64..100) {

@@ -198,4 +198,9 @@ impl<P: PolicyCheck> PolicyCheck for AdaptivePenalty<P> {
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         self.inner.refund_at(request, now)
     }
+
+    /// Charged as a check would be now: a penalized client pays the penalty's multiple.
+    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
+        self.inner.charge_at(&self.effective(request, now), now)
+    }
 }

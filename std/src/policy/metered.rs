@@ -166,4 +166,8 @@ impl<P: PolicyCheck> PolicyCheck for Metered<P> {
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         self.inner.refund_at(request, now)
     }
+
+    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
+        self.inner.charge_at(request, now)
+    }
 }

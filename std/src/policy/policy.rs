@@ -365,6 +365,23 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         Ok(Self::finish(outcomes, n, request.divisor))
     }
 
+    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
+        let set = self.active_set();
+        let client = fingerprint(request.client);
+        // Work already done is recorded in full: not capped at a tier's max cost (the key
+        // goes into debt and waits it out).
+        let cost = request.cost.saturating_mul(request.divisor.max(1));
+        for rule in set
+            .matching(request.client, request.endpoint)
+            .into_iter()
+            .flatten()
+        {
+            for tier in rule.tiers() {
+                tier.store.charge(rule.key_id(client), now, cost);
+            }
+        }
+    }
+
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set();
         let client = fingerprint(request.client);

@@ -6,7 +6,7 @@ use std::pin::Pin;
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{Delay, DelaySleep, PolicyDecision, Request, UntilReady};
+use super::{Delay, DelaySleep, PolicyDecision, Request, Reservation, UntilReady};
 
 /// A policy that can check, peek and refund requests: [`Policy`](super::Policy),
 /// [`Metered`](super::Metered), [`AdaptivePenalty`](super::AdaptivePenalty), stacked in any
@@ -43,6 +43,48 @@ pub trait PolicyCheck {
     /// Gives `request.cost` permits back to every matching tier at `now` (for a request
     /// that was admitted but not served).
     fn refund_at(&self, request: &Request<'_>, now: Nanos);
+
+    /// Records `request`'s cost on every tier it matches at `now`, whatever the limits say:
+    /// work already done whose cost was known only afterwards (see
+    /// [`reserve`](Self::reserve)). A key over its limit goes into debt and is denied
+    /// until it is repaid.
+    fn charge_at(&self, request: &Request<'_>, now: Nanos);
+
+    /// Reserves `estimate` permits for work whose real cost is known only afterwards (LLM
+    /// tokens, bytes, CPU time): a check of `estimate` now, and, if admitted, a guard that
+    /// [`settle`](Reservation::settle)s the actual cost later (refunding the difference, or
+    /// charging the excess) and refunds the whole estimate if dropped unsettled.
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy, PolicyCheck};
+    /// use tollgate::Nanos;
+    /// let policy = Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "tokens"
+    ///     limit = 1000
+    ///     window = "1m"
+    ///     algorithm = "fixed_window"
+    /// "#, FnClock(|| Nanos::ZERO))?;
+    /// let reservation = policy.reserve("acct", "/chat", 400)?;
+    /// assert!(reservation.allowed());
+    /// // ... the model answered with 150 tokens:
+    /// let after = reservation.settle(150)?;
+    /// assert_eq!(after.remaining(), 850);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn reserve<'a>(
+        &'a self,
+        client: &'a str,
+        endpoint: &'a str,
+        estimate: u32,
+    ) -> Result<Reservation<'a, Self>, InsufficientCapacity>
+    where
+        Self: Sized,
+    {
+        let request = Request::new(client, endpoint, estimate);
+        let decision = self.check_at(&request, self.now())?;
+        Ok(Reservation::new(self, request, decision))
+    }
 
     /// Checks `cost` permits for `client` on `endpoint` now.
     fn allow(
@@ -157,6 +199,9 @@ impl<P: PolicyCheck + ?Sized> PolicyCheck for &P {
     fn refund_at(&self, r: &Request<'_>, now: Nanos) {
         (**self).refund_at(r, now)
     }
+    fn charge_at(&self, r: &Request<'_>, now: Nanos) {
+        (**self).charge_at(r, now)
+    }
 }
 
 impl<P: PolicyCheck + ?Sized> PolicyCheck for std::sync::Arc<P> {
@@ -175,5 +220,8 @@ impl<P: PolicyCheck + ?Sized> PolicyCheck for std::sync::Arc<P> {
     }
     fn refund_at(&self, r: &Request<'_>, now: Nanos) {
         (**self).refund_at(r, now)
+    }
+    fn charge_at(&self, r: &Request<'_>, now: Nanos) {
+        (**self).charge_at(r, now)
     }
 }

@@ -160,6 +160,16 @@ impl TierCell {
         }
     }
 
+    /// Records `cost` permits in a log at `now` whatever its limit says (work already done).
+    pub(crate) fn charge(&self, algorithm: &AnyAlgorithm, now: Nanos, cost: u32) {
+        if let (TierCell::Log(log), AnyAlgorithm::Log(params)) = (self, algorithm) {
+            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            prune(params, &mut log, now);
+            let (stamp, count) = params.charge(&Stamps(&log), now, cost);
+            log.extend(std::iter::repeat(stamp).take(count as usize));
+        }
+    }
+
     /// Gives `cost` permits of a log back at `now` (a caller's refund: the request was
     /// not served).
     pub(crate) fn refund(&self, algorithm: &AnyAlgorithm, now: Nanos, cost: u32) {

@@ -268,6 +268,55 @@ impl TierStore {
         }
     }
 
+    /// Records `cost` permits for `key` at `now` whatever the limit says (work already
+    /// done: a reservation settled above its estimate). Inserts the key if needed.
+    pub(crate) fn charge(&self, key: u64, now: Nanos, cost: u32) {
+        let upsert = match &self.cells {
+            Cells::Words { table, algorithm } => {
+                let charge = |state: u64| {
+                    let next = algorithm.charge(state, now, cost);
+                    ((next != state).then_some(next), ())
+                };
+                if table.update_resident(key, charge).is_some() {
+                    return;
+                }
+                let guard = self.migration_lock();
+                let old = guard.as_deref().and_then(Option::as_ref);
+                table.upsert(
+                    key,
+                    algorithm,
+                    now,
+                    || !self.is_retired(),
+                    || self.carry(old, key, now).map_or(0, |cell| cell.word()),
+                    charge,
+                )
+            }
+            Cells::Logs(cells) => {
+                let charge = |a: &AnyAlgorithm, cell: &TierCell| cell.charge(a, now, cost);
+                if cells
+                    .with_existing(key, |a, cell| cell.map(|c| charge(a, c)))
+                    .is_some()
+                {
+                    return;
+                }
+                let guard = self.migration_lock();
+                let old = guard.as_deref().and_then(Option::as_ref);
+                cells.with(
+                    key,
+                    now,
+                    || !self.is_retired(),
+                    || self.carry(old, key, now),
+                    charge,
+                )
+            }
+        };
+        if let Upsert::Closed = upsert {
+            if let Some(next) = self.successor() {
+                next.charge(key, now, cost);
+            }
+        }
+    }
+
     /// The decision `cost` would get; records nothing and inserts no key.
     #[inline]
     pub(crate) fn peek(

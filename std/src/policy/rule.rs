@@ -2,7 +2,7 @@
 
 use super::intern::intern;
 use super::tier::check_name;
-use super::{Partition, PolicyConfigError, RuleConfig, RuleId, Tier, TierConfig};
+use super::{Partition, PolicyConfigError, RuleConfig, RuleId, Tier, TierConfig, MAX_CAPACITY};
 
 /// The most tiers one rule may hold.
 pub const MAX_TIERS_PER_RULE: usize = 4;
@@ -99,6 +99,23 @@ impl Rule {
                 .enumerate()
                 .map(|(i, t)| (t.clone(), format!("{path}.tiers[{i}]")))
                 .collect()
+        };
+        // A rule whose key never varies holds one key: every request under `per = "global"`
+        // shares one, and a `client` rule only ever sees its client.
+        let capacity = if config.per == Partition::Global || config.client.is_some() {
+            1
+        } else {
+            match config.capacity {
+                None => capacity,
+                Some(0) => return Err(PolicyConfigError::new(field("capacity"), "must be > 0")),
+                Some(c) if c > MAX_CAPACITY => {
+                    return Err(PolicyConfigError::new(
+                        field("capacity"),
+                        format!("at most {MAX_CAPACITY} (each single-word tier allocates ~19.2 bytes per key on first use)"),
+                    ))
+                }
+                Some(c) => c,
+            }
         };
         let several = tiers.len() > 1;
         let mut compiled: Vec<Tier> = Vec::with_capacity(tiers.len());

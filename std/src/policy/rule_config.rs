@@ -53,6 +53,11 @@ pub struct RuleConfig {
     /// Shorthand for a single tier: its queue.
     #[serde(default)]
     pub queue: Option<u64>,
+    /// The most keys (clients) this rule's tiers keep state for; defaults to the config's
+    /// `capacity`. A rule that can only ever hold one key (`per = "global"`, or a `client`
+    /// rule) always holds exactly one, whatever this says.
+    #[serde(default)]
+    pub capacity: Option<usize>,
 }
 
 impl RuleConfig {

@@ -8,8 +8,14 @@ use tollgate_core::Nanos;
 use super::in_flight::InFlight;
 use super::{PolicyConfig, PolicyConfigError, Rule};
 
-/// The largest `capacity` a rule set accepts: a single-word tier allocates its table
-/// (about 19.2 bytes per key of capacity) when the set is compiled.
+/// The largest `capacity` a rule set (or a rule) accepts: a single-word tier allocates its
+/// table (about 19.2 bytes per key of capacity) the first time it is used.
+///
+/// Memory follows the rules: a rule that can only ever hold one key (`per = "global"`, or a
+/// `client` rule) gets a one-key table (about 600 bytes per tier) whatever the capacity
+/// says; any other rule gets its own `capacity` if it sets one, else the config's. Nothing
+/// is allocated by [`PolicyConfig::validate`], and a reload allocates only the tiers it
+/// changes (unchanged ones keep their state and their table).
 pub const MAX_CAPACITY: usize = 1 << 26;
 
 /// Default number of keys one tier keeps state for.
@@ -81,7 +87,7 @@ impl RuleSet {
             Some(c) if c > MAX_CAPACITY => {
                 return Err(PolicyConfigError::new(
                     "capacity",
-                    format!("at most {MAX_CAPACITY} (each single-word tier allocates ~19.2 bytes per key up front)"),
+                    format!("at most {MAX_CAPACITY} (each single-word tier allocates ~19.2 bytes per key on first use)"),
                 ))
             }
             Some(c) => c,
@@ -171,7 +177,9 @@ impl RuleSet {
             };
             for tier in rule.tiers_mut() {
                 if let Some(old_tier) = old_rule.tiers().iter().find(|t| t.name() == tier.name()) {
-                    if old_tier.store.algorithm() == tier.store.algorithm() {
+                    if old_tier.store.algorithm() == tier.store.algorithm()
+                        && old_tier.store.configured_capacity() == tier.store.configured_capacity()
+                    {
                         tier.store = Arc::clone(&old_tier.store);
                     } else {
                         tier.store.succeed(&old_tier.store);

@@ -182,6 +182,13 @@ impl Tier {
         self.store.capacity()
     }
 
+    /// Bytes of this tier's key table: allocated on first use (0 before), fixed from then
+    /// on (about 19.2 per key of capacity; a one-key rule's table is about 600). Log tiers
+    /// grow with their keys and report 0.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.memory_bytes()
+    }
+
     /// How many keys currently hold state under this tier.
     pub fn keys(&self) -> usize {
         self.store.len()

@@ -6,7 +6,9 @@
 //!
 //! - **Single-word algorithms** (GCRA, token bucket, leaky bucket, fixed window, sliding
 //!   window counter): in the std layer's keyed table, the one behind
-//!   [`KeyedLimiter`](crate::KeyedLimiter): fixed memory (19.2 bytes per key of capacity),
+//!   [`KeyedLimiter`](crate::KeyedLimiter), allocated whole on the store's first use (so a
+//!   config that is only validated, or a tier a reload keeps, allocates nothing): fixed
+//!   memory from then on (19.2 bytes per key of capacity; a one-key rule's is ~600 bytes),
 //!   lock-free lookups whose only write is one compare-and-swap on the key's word, idle
 //!   entries evicted first. A take, a compensation and a refund are each one such CAS loop.
 //! - **Sliding window log**: in [`KeyedCells`] (a shard read lock, then the key's own mutex
@@ -91,7 +93,12 @@ enum Cells {
 #[derive(Debug)]
 pub(crate) struct TierStore {
     algorithm: AnyAlgorithm,
-    cells: Cells,
+    /// The table's shape for its capacity (validated by `new`).
+    geometry: Geometry,
+    /// Built on first use, so validating a config, or a reload that keeps this tier (and
+    /// so adopts the old store), allocates nothing for it. Under loom, built by `new`
+    /// (a lazy initialisation would be invisible to the model checker).
+    cells: OnceLock<Cells>,
     /// Set when a reload replaced this store: it inserts no key any more.
     retired: AtomicBool,
     /// The store that replaced this one (set before `retired`).
@@ -110,30 +117,41 @@ fn no_room(limit: u64) -> Decision {
 }
 
 impl TierStore {
-    /// Fresh state for up to `capacity` keys, allocated now (single-word tiers) or as keys
-    /// arrive (log tiers).
+    /// Fresh state for up to `capacity` keys: validated now, allocated on first use
+    /// (single-word tiers: the whole table at once) or as keys arrive (log tiers).
     pub(crate) fn new(
         algorithm: AnyAlgorithm,
         capacity: usize,
     ) -> Result<TierStore, KeyedBuildError> {
-        let cells = match algorithm {
-            AnyAlgorithm::Packed(packed) => {
-                let geometry = Geometry::new(capacity, None)?;
-                let mask_seed = fingerprint("tollgate policy state mask");
-                Cells::Words {
-                    table: Table::new(geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed),
-                    algorithm: packed,
-                }
-            }
-            AnyAlgorithm::Log(_) => Cells::Logs(KeyedCells::new(algorithm, capacity.max(1))),
-        };
-        Ok(TierStore {
+        let geometry = Geometry::new(capacity, None)?;
+        let store = TierStore {
             algorithm,
-            cells,
+            geometry,
+            cells: OnceLock::new(),
             retired: AtomicBool::new(false),
             successor: Mutex::new(None),
             migrating: AtomicBool::new(false),
             predecessor: Mutex::new(None),
+        };
+        #[cfg(tollgate_loom)]
+        store.cells();
+        Ok(store)
+    }
+
+    /// The key states, allocated on first use.
+    #[inline]
+    fn cells(&self) -> &Cells {
+        self.cells.get_or_init(|| match self.algorithm {
+            AnyAlgorithm::Packed(packed) => {
+                let mask_seed = fingerprint("tollgate policy state mask");
+                Cells::Words {
+                    table: Table::new(self.geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed),
+                    algorithm: packed,
+                }
+            }
+            AnyAlgorithm::Log(_) => {
+                Cells::Logs(KeyedCells::new(self.algorithm, self.geometry.capacity))
+            }
         })
     }
 
@@ -215,7 +233,7 @@ impl TierStore {
                 receipt.map(|receipt| TakeReceipt { receipt, hops }),
             )
         };
-        let upsert = match &self.cells {
+        let upsert = match self.cells() {
             Cells::Words { table, algorithm } => {
                 let decide = |state: u64| match algorithm.decide(state, now, cost) {
                     Ok(outcome) => {
@@ -271,7 +289,7 @@ impl TierStore {
     /// Records `cost` permits for `key` at `now` whatever the limit says (work already
     /// done: a reservation settled above its estimate). Inserts the key if needed.
     pub(crate) fn charge(&self, key: u64, now: Nanos, cost: u32) {
-        let upsert = match &self.cells {
+        let upsert = match self.cells() {
             Cells::Words { table, algorithm } => {
                 let charge = |state: u64| {
                     let next = algorithm.charge(state, now, cost);
@@ -366,7 +384,7 @@ impl TierStore {
             }
             return;
         }
-        match &self.cells {
+        match self.cells() {
             Cells::Words { table, algorithm } => {
                 if let Receipt::Word { before, after } = receipt.receipt {
                     table.update_resident(h, |state| {
@@ -389,7 +407,7 @@ impl TierStore {
     }
 
     fn refund_h(&self, h: u64, now: Nanos, cost: u32) {
-        let refunded = match &self.cells {
+        let refunded = match self.cells() {
             Cells::Words { table, algorithm } => table
                 .update_resident(h, |state| {
                     let next = algorithm.refund(state, now, cost);
@@ -431,7 +449,7 @@ impl TierStore {
 
     /// Inserts a carried-over entry (under the migration lock).
     fn insert_carried(&self, h: u64, cell: TierCell, now: Nanos) {
-        match &self.cells {
+        match self.cells() {
             Cells::Words { table, algorithm } => {
                 let word = cell.word();
                 table.upsert(h, algorithm, now, || true, || word, |_| (None, ()));
@@ -446,7 +464,8 @@ impl TierStore {
     /// algorithm; `None` if `old` does not hold it.
     fn carry(&self, old: Option<&Arc<TierStore>>, h: u64, now: Nanos) -> Option<TierCell> {
         let old = old?;
-        let mut cell = match &old.cells {
+        // A store never used holds nothing to carry.
+        let mut cell = match old.cells.get()? {
             Cells::Words { table, .. } => TierCell::Word(table.extract(h)?),
             Cells::Logs(cells) => cells.extract(h)?,
         };
@@ -456,7 +475,7 @@ impl TierStore {
 
     /// A copy of `h`'s state, if held here.
     fn snapshot(&self, h: u64) -> Option<TierCell> {
-        match &self.cells {
+        match self.cells.get()? {
             Cells::Words { table, .. } => table
                 .update_resident(h, |state| (None, state))
                 .map(TierCell::Word),
@@ -466,7 +485,7 @@ impl TierStore {
 
     /// Removes every entry of shard `s` (the sweep); `None` past the last shard.
     fn drain_shard(&self, s: usize) -> Option<Vec<(u64, TierCell)>> {
-        match &self.cells {
+        match self.cells.get()? {
             Cells::Words { table, .. } => table.drain_shard(s).map(|entries| {
                 entries
                     .into_iter()
@@ -498,18 +517,40 @@ impl TierStore {
 
     /// The most keys it holds.
     pub(crate) fn capacity(&self) -> usize {
-        match &self.cells {
-            Cells::Words { table, .. } => table.capacity(),
-            Cells::Logs(cells) => cells.capacity(),
+        match self.cells.get() {
+            Some(Cells::Words { table, .. }) => table.capacity(),
+            Some(Cells::Logs(cells)) => cells.capacity(),
+            None => self.geometry.capacity,
         }
     }
 
     /// Keys holding state.
     pub(crate) fn len(&self) -> usize {
-        match &self.cells {
-            Cells::Words { table, .. } => table.len(),
-            Cells::Logs(cells) => cells.len(),
+        match self.cells.get() {
+            Some(Cells::Words { table, .. }) => table.len(),
+            Some(Cells::Logs(cells)) => cells.len(),
+            None => 0,
         }
+    }
+
+    /// Bytes of the single-word table (0 until first use; log tiers grow with their keys
+    /// and report 0 here).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        match self.cells.get() {
+            Some(Cells::Words { table, .. }) => table.memory_bytes(),
+            Some(Cells::Logs(_)) | None => 0,
+        }
+    }
+
+    /// Whether its state has been allocated (it is on first use).
+    #[cfg(test)]
+    pub(crate) fn is_allocated(&self) -> bool {
+        self.cells.get().is_some()
+    }
+
+    /// The capacity it was configured with.
+    pub(crate) fn configured_capacity(&self) -> usize {
+        self.geometry.capacity
     }
 }
 
@@ -547,6 +588,24 @@ mod tests {
                     .allowed
             })
             .count()
+    }
+
+    /// A store allocates nothing until it is used; a peek, or moving an unused store's
+    /// (absent) keys, does not allocate it either.
+    #[test]
+    fn a_store_is_allocated_on_first_use() {
+        let store = Arc::new(TierStore::new(gcra(10, 10), 100_000).unwrap());
+        assert!(!store.is_allocated());
+        assert_eq!(store.memory_bytes(), 0);
+        assert_eq!(store.capacity(), 100_000);
+        assert!(store.peek(fingerprint("k"), Nanos::ZERO, 1).unwrap().allowed);
+        let next = Arc::new(TierStore::new(gcra(20, 20), 100_000).unwrap());
+        next.succeed(&store);
+        next.absorb_predecessor(Nanos::ZERO);
+        assert!(!store.is_allocated() && !next.is_allocated());
+        assert_eq!(admitted(&next, "k", 30), 20);
+        assert!(next.is_allocated());
+        assert!(next.memory_bytes() > 100_000 * 19);
     }
 
     /// After the grace period, before the sweep: a check still on the old store updates keys the old

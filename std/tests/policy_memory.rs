@@ -1,0 +1,174 @@
+//! Memory follows the rules, measured with a counting allocator: a rule for one client or
+//! with `per = "global"` holds one key, not a table sized for every client; a rule may set
+//! its own capacity; validating a config allocates no table; a reload allocates only the
+//! tiers it changes.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tollgate::policy::{Policy, PolicyConfig};
+use tollgate::{ManualClock, Nanos};
+
+/// Counts live heap bytes (allocated, net of frees) of the whole process.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Bytes ever allocated (not net of frees).
+static TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: defers every operation to `System`, only counting around it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        TOTAL.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Heap bytes allocated while `f` runs, whether or not they are freed by its end.
+fn total_by<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = TOTAL.load(Ordering::Relaxed);
+    let r = f();
+    (r, TOTAL.load(Ordering::Relaxed) - before)
+}
+
+/// Heap bytes that `f` leaves live (what it returns, or keeps in what it touched).
+fn allocated_by<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = LIVE.load(Ordering::Relaxed);
+    let r = f();
+    (r, LIVE.load(Ordering::Relaxed).saturating_sub(before))
+}
+
+fn client_rules(n: usize) -> String {
+    let mut toml = String::from(
+        "[[rules]]\nname = \"default\"\nlimit = 10\nwindow = \"1s\"\ncapacity = 1000\n",
+    );
+    for i in 0..n {
+        toml.push_str(&format!(
+            "[[rules]]\nname = \"c{i}\"\nclient = \"client-{i}\"\nlimit = 100\nwindow = \"1m\"\n"
+        ));
+    }
+    toml
+}
+
+/// The scenarios measure the global allocator, so they run one after the other in a single
+/// test (the only one in this binary).
+#[test]
+fn memory_follows_the_rules() {
+    one_thousand_client_rules_cost_less_than_a_megabyte();
+    validating_allocates_no_table();
+    a_reload_allocates_only_what_changed();
+    global_and_per_rule_capacities();
+}
+
+fn one_thousand_client_rules_cost_less_than_a_megabyte() {
+    let toml = client_rules(1_000);
+    let ((policy, clock), bytes) = allocated_by(|| {
+        let clock = ManualClock::new();
+        let policy = Policy::from_toml(&toml, clock.clone()).unwrap();
+        // Use every rule once, so every tier's table exists.
+        for i in 0..1_000 {
+            assert!(policy
+                .allow(&format!("client-{i}"), "/", 1)
+                .unwrap()
+                .allowed());
+        }
+        assert!(policy.allow("anyone", "/", 1).unwrap().allowed());
+        (policy, clock)
+    });
+    // Before: each client rule allocated a 100 000-key table (~1.9 MB) when compiled,
+    // ~1.9 GB for these rules. Now the tables take under 1 MB, and everything (rules,
+    // indexes, names, tables) under 1.5 MB.
+    let set = policy.rule_set();
+    let tables: usize = set
+        .rules()
+        .iter()
+        .flat_map(|rule| rule.tiers())
+        .map(|tier| tier.memory_bytes())
+        .sum();
+    assert!(
+        tables < 1 << 20,
+        "{tables} bytes of tables for 1 000 client rules"
+    );
+    assert!(
+        bytes < 3 << 19,
+        "{bytes} bytes in all for 1 000 client rules"
+    );
+    let rule = set.rule("c7").unwrap();
+    assert_eq!(rule.tiers()[0].capacity(), 1);
+    assert_eq!(set.rule("default").unwrap().tiers()[0].capacity(), 1_000);
+    clock.advance(Nanos::from_secs(1));
+}
+
+fn validating_allocates_no_table() {
+    // One default rule with a 1 000 000-key capacity: ~19 MB if a table were built.
+    let toml = "capacity = 1000000\n[[rules]]\nname = \"d\"\nlimit = 5\nwindow = \"1s\"\n";
+    let (config, bytes) = total_by(|| PolicyConfig::from_toml(toml).unwrap());
+    assert!(bytes < 64 << 10, "validating allocated {bytes} bytes");
+    // Building the policy allocates nothing big either, until a check uses the tier.
+    let (policy, bytes) = total_by(|| Policy::new(config, ManualClock::new()).unwrap());
+    assert!(bytes < 64 << 10, "building allocated {bytes} bytes");
+    let (_, bytes) = allocated_by(|| policy.allow("a", "/", 1).unwrap().allowed());
+    assert!(
+        bytes > 10 << 20,
+        "the first check builds the table: {bytes} bytes"
+    );
+}
+
+fn a_reload_allocates_only_what_changed() {
+    let v1 = "capacity = 500000\n[[rules]]\nname = \"a\"\nlimit = 5\nwindow = \"1s\"\n\
+              [[rules]]\nname = \"b\"\nendpoint = \"/b\"\nlimit = 5\nwindow = \"1s\"\n";
+    let policy = Policy::from_toml(v1, ManualClock::new()).unwrap();
+    assert!(policy.allow("x", "/b", 1).unwrap().allowed());
+    // Rule b changes its limit (a new table, on first use); rule a is kept as it is.
+    let v2 = v1.replace(
+        "name = \"b\"\nendpoint = \"/b\"\nlimit = 5",
+        "name = \"b\"\nendpoint = \"/b\"\nlimit = 6",
+    );
+    let (_, bytes) = total_by(|| policy.reload_toml(&v2).unwrap());
+    // The changed tier's successor is allocated to carry the moved keys over (~9.6 MB);
+    // the unchanged one reuses its table (another ~9.6 MB if it did not).
+    assert!(bytes < 14 << 20, "the reload allocated {bytes} bytes");
+    assert!(
+        bytes > 5 << 20,
+        "the changed tier got its table: {bytes} bytes"
+    );
+    assert_eq!(
+        policy.peek("x", "/b", 1).unwrap().remaining(),
+        3,
+        "state kept"
+    );
+}
+
+fn global_and_per_rule_capacities() {
+    let toml = r#"
+        [[rules]]
+        name = "everyone"
+        per = "global"
+        limit = 100
+        window = "1s"
+
+        [[rules]]
+        name = "search"
+        endpoint = "/search"
+        limit = 5
+        window = "1s"
+        capacity = 2000
+    "#;
+    let policy = Policy::from_toml(toml, ManualClock::new()).unwrap();
+    let set = policy.rule_set();
+    assert_eq!(set.rule("everyone").unwrap().tiers()[0].capacity(), 1);
+    assert_eq!(set.rule("search").unwrap().tiers()[0].capacity(), 2_000);
+    let bad = toml.replace("capacity = 2000", "capacity = 0");
+    let err = PolicyConfig::from_toml(&bad).unwrap_err();
+    assert!(err.to_string().contains("rules[1].capacity"), "{err}");
+}

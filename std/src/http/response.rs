@@ -1,0 +1,335 @@
+//! What the layer writes: the rate-limit header fields in the selected [`HeaderStyle`],
+//! and the RFC 9457 `application/problem+json` answers (429 deny, 400 bad key, 413 cost
+//! beyond capacity).
+//!
+//! Seconds are always rounded up (a client that waits what it is told is never early), and
+//! `Retry-After` on a deny is never 0.
+
+use std::fmt::Write;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::Full;
+use tollgate_core::{Decision, Nanos};
+
+use crate::policy::{PolicyDecision, RateLimitHeaders, TierOutcome};
+
+/// Which rate-limit header fields admitted and denied responses carry. `Retry-After`
+/// accompanies every deny whatever the style.
+///
+/// ```
+/// use tollgate::http::HeaderStyle;
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(
+///     "[[rules]]\nname = \"api\"\nlimit = 10\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
+///     FnClock(|| Nanos::from_secs(15)),
+/// )?;
+/// let decision = policy.allow("acct_1", "/", 1)?;
+/// let h = HeaderStyle::Draft11.render(&decision, &[], "acct_1");
+/// assert_eq!(h["ratelimit-policy"], "\"api\";q=10;w=60;pk=:Ntn1KpaK6nI=:");
+/// assert_eq!(h["ratelimit"], "\"api\";r=9;t=45;pk=:Ntn1KpaK6nI=:");
+/// let h = HeaderStyle::Draft10.render(&decision, &[], "acct_1");
+/// assert_eq!(h["ratelimit"], "\"api\";r=9;t=45");
+/// let h = HeaderStyle::Legacy.render(&decision, &[], "acct_1");
+/// assert_eq!((&h["x-ratelimit-limit"], &h["x-ratelimit-remaining"], &h["x-ratelimit-reset"]), ("10", "9", "45"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeaderStyle {
+    /// `RateLimit-Policy` and `RateLimit` as structured-field lists, one item per tier
+    /// that applied (`"name";q=Q;w=W;pk=:..:` and `"name";r=R;t=T;pk=:..:`): the draft-10
+    /// items plus the `pk` partition key, a byte sequence naming the client's partition
+    /// (the first 8 bytes of an FNV-1a hash of the client key, never the key itself).
+    #[default]
+    Draft11,
+    /// The same fields without `pk` (what [`RateLimitHeaders`] renders).
+    Draft10,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (delta seconds)
+    /// of the tightest tier.
+    Legacy,
+    /// No rate-limit fields (`Retry-After` on denies only).
+    None,
+}
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+impl HeaderStyle {
+    /// The header fields for `decision` (plus the tiers of `shadow`, rules that are
+    /// reported but never block) on behalf of client `partition`.
+    pub fn render(
+        &self,
+        decision: &PolicyDecision,
+        shadow: &[TierOutcome],
+        partition: &str,
+    ) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        self.write(decision, shadow, partition, &mut headers);
+        headers
+    }
+
+    /// [`render`](Self::render) into `headers` (replacing fields of the same names).
+    pub fn write(
+        &self,
+        decision: &PolicyDecision,
+        shadow: &[TierOutcome],
+        partition: &str,
+        headers: &mut HeaderMap,
+    ) {
+        let tiers = decision.tiers();
+        let any = !tiers.is_empty() || !shadow.is_empty();
+        match self {
+            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any => {
+                let pk = matches!(self, HeaderStyle::Draft11).then(|| partition_key(partition));
+                let pk = pk.as_deref();
+                let (mut policy, mut limit) = (String::new(), String::new());
+                for t in tiers.iter().chain(shadow) {
+                    policy_item(&mut policy, t, pk);
+                    limit_item(&mut limit, t, pk);
+                }
+                insert(headers, RATELIMIT_POLICY, policy);
+                insert(headers, RATELIMIT, limit);
+            }
+            HeaderStyle::Legacy if !tiers.is_empty() => {
+                let d = &decision.decision;
+                insert(headers, X_LIMIT, d.limit.to_string());
+                insert(headers, X_REMAINING, d.remaining.to_string());
+                let reset = if d.allowed {
+                    d.reset_after.as_secs_ceil()
+                } else {
+                    d.reset_after.max(d.retry_after).as_secs_ceil().max(1)
+                };
+                insert(headers, X_RESET, reset.to_string());
+            }
+            _ => {}
+        }
+        if let Some(retry) = RateLimitHeaders::retry_after(&decision.decision) {
+            insert(headers, RETRY_AFTER, retry);
+        }
+    }
+}
+
+/// Inserts `value` if it is a valid field value (a tier name with non-ASCII characters
+/// cannot be sent: the field is left out rather than the request failed).
+fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
+    if let Ok(v) = HeaderValue::try_from(value) {
+        headers.insert(name, v);
+    }
+}
+
+fn sf_string(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
+    if !out.is_empty() {
+        out.push_str(", ");
+    }
+    sf_string(out, t.name);
+    // Writing to a String cannot fail.
+    let _ = write!(out, ";q={};w={}", t.quota, t.window.as_secs_ceil().max(1));
+    if let Some(pk) = pk {
+        let _ = write!(out, ";pk={pk}");
+    }
+}
+
+fn limit_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
+    if !out.is_empty() {
+        out.push_str(", ");
+    }
+    sf_string(out, t.name);
+    let d = &t.decision;
+    let reset = if d.allowed {
+        d.reset_after.as_secs_ceil()
+    } else {
+        d.retry_after.as_secs_ceil().max(1)
+    };
+    let _ = write!(out, ";r={};t={}", d.remaining, reset);
+    if let Some(pk) = pk {
+        let _ = write!(out, ";pk={pk}");
+    }
+}
+
+/// The `pk` of `client`: `:base64:` of the big-endian FNV-1a 64 hash (stable across
+/// processes, so every node of a fleet names a client's partition alike).
+pub(crate) fn partition_key(client: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in client.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let mut out = String::with_capacity(14);
+    out.push(':');
+    base64(&hash.to_be_bytes(), &mut out);
+    out.push(':');
+    out
+}
+
+fn base64(bytes: &[u8], out: &mut String) {
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+}
+
+/// Appends `s` as a JSON string.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A problem-details response: `status`, `application/problem+json`, the body `json`.
+fn problem(status: StatusCode, json: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(json)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+fn problem_head(out: &mut String, status: StatusCode, detail: &str) {
+    out.push_str("{\"type\":\"about:blank\",\"title\":");
+    json_string(out, status.canonical_reason().unwrap_or(""));
+    let _ = write!(out, ",\"status\":{},\"detail\":", status.as_u16());
+    json_string(out, detail);
+}
+
+/// The 429 for a denied `decision`: `Retry-After` and an RFC 9457 body naming every tier
+/// that denied (rule, tier, quota, window and retry time in seconds).
+///
+/// ```
+/// use tollgate::http::too_many_requests;
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml("[[rules]]\nname = \"api\"\nlimit = 1\nwindow = \"1m\"\n", FnClock(|| Nanos::ZERO))?;
+/// policy.allow("a", "/", 1)?;
+/// let denied = policy.allow("a", "/", 1)?;
+/// let response = too_many_requests(&denied);
+/// assert_eq!(response.status(), 429);
+/// assert_eq!(response.headers()["content-type"], "application/problem+json");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
+    let status = StatusCode::TOO_MANY_REQUESTS;
+    let retry = retry_secs(&decision.decision);
+    let mut detail = String::from("rate limit exceeded by ");
+    let mut items = String::new();
+    for (i, t) in decision.denied_by().enumerate() {
+        if i > 0 {
+            detail.push_str(", ");
+            items.push(',');
+        }
+        let _ = write!(detail, "rule '{}' tier '{}'", t.rule_name, t.name);
+        items.push_str("{\"rule\":");
+        json_string(&mut items, t.rule_name);
+        items.push_str(",\"tier\":");
+        json_string(&mut items, t.name);
+        let _ = write!(
+            items,
+            ",\"quota\":{},\"window\":{},\"retry_after\":{}}}",
+            t.quota,
+            t.window.as_secs_ceil().max(1),
+            retry_secs(&t.decision)
+        );
+    }
+    let _ = write!(detail, "; retry in {retry} s");
+    let mut json = String::new();
+    problem_head(&mut json, status, &detail);
+    let _ = write!(json, ",\"retry_after\":{retry},\"violated\":[{items}]}}");
+    let mut response = problem(status, json);
+    if let Ok(v) = HeaderValue::try_from(retry.to_string()) {
+        response.headers_mut().insert(RETRY_AFTER, v);
+    }
+    response
+}
+
+/// Whole seconds to wait, rounded up, never 0.
+fn retry_secs(d: &Decision) -> u64 {
+    d.retry_after.max(Nanos::new(1)).as_secs_ceil().max(1)
+}
+
+/// The 400 for a request whose client key is missing or malformed.
+pub fn bad_request(detail: &str) -> Response<Full<Bytes>> {
+    let mut json = String::new();
+    problem_head(&mut json, StatusCode::BAD_REQUEST, detail);
+    json.push('}');
+    problem(StatusCode::BAD_REQUEST, json)
+}
+
+/// The 413 for a request whose cost is more than the limits can ever admit (retrying can
+/// never succeed, so it is not a 429).
+pub fn cost_too_large(cost: u32, max_cost: u64) -> Response<Full<Bytes>> {
+    let status = StatusCode::PAYLOAD_TOO_LARGE;
+    let detail = format!("request cost {cost} exceeds the most the limits can admit ({max_cost})");
+    let mut json = String::new();
+    problem_head(&mut json, status, &detail);
+    let _ = write!(json, ",\"cost\":{cost},\"max_cost\":{max_cost}}}");
+    problem(status, json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        for (input, want) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            let mut out = String::new();
+            base64(input.as_bytes(), &mut out);
+            assert_eq!(out, want, "{input}");
+        }
+    }
+
+    #[test]
+    fn json_escapes() {
+        let mut out = String::new();
+        json_string(&mut out, "a\"b\\c\nd");
+        assert_eq!(out, r#""a\"b\\c\u000ad""#);
+    }
+}

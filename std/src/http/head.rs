@@ -47,8 +47,7 @@ impl<'a> Head<'a> {
         if let Some(ConnectInfo(addr)) = self.extensions.get::<ConnectInfo<SocketAddr>>() {
             return Some(*addr);
         }
-        if let Some(MockConnectInfo(addr)) = self.extensions.get::<MockConnectInfo<SocketAddr>>()
-        {
+        if let Some(MockConnectInfo(addr)) = self.extensions.get::<MockConnectInfo<SocketAddr>>() {
             return Some(*addr);
         }
         self.extensions.get::<SocketAddr>().copied()

@@ -130,7 +130,9 @@ impl Cidr {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match len {
             None => max,
-            Some(l) => l.parse::<u8>().map_err(|_| err("prefix length not a number"))?,
+            Some(l) => l
+                .parse::<u8>()
+                .map_err(|_| err("prefix length not a number"))?,
         };
         if len > max {
             return Err(err("prefix length too long for the address family"));
@@ -245,7 +247,10 @@ fn parse_hop(entry: &str) -> Option<IpAddr> {
         return Some(sock.ip().to_canonical());
     }
     let unbracketed = entry.strip_prefix('[')?.strip_suffix(']')?;
-    unbracketed.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+    unbracketed
+        .parse::<IpAddr>()
+        .ok()
+        .map(|ip| ip.to_canonical())
 }
 
 #[cfg(test)]
@@ -258,22 +263,34 @@ mod tests {
 
     #[test]
     fn masks_and_clamps() {
-        assert_eq!(IpPrefix::new(24, 48).mask(ip("192.0.2.77")), ip("192.0.2.0"));
+        assert_eq!(
+            IpPrefix::new(24, 48).mask(ip("192.0.2.77")),
+            ip("192.0.2.0")
+        );
         assert_eq!(
             IpPrefix::new(24, 48).mask(ip("2001:db8:aa:bb::1")),
             ip("2001:db8:aa::")
         );
         assert_eq!(IpPrefix::new(0, 0).mask(ip("2001:db8::1")), ip("::"));
         assert_eq!(IpPrefix::new(99, 200), IpPrefix::new(32, 128));
-        assert_eq!(IpPrefix::new(32, 128).mask(ip("2001:db8::1")), ip("2001:db8::1"));
+        assert_eq!(
+            IpPrefix::new(32, 128).mask(ip("2001:db8::1")),
+            ip("2001:db8::1")
+        );
     }
 
     #[test]
     fn rightmost_untrusted_hop() {
         let t = TrustedProxies::new(["10.0.0.0/8", "2001:db8::/32"]).unwrap_or_default();
         let proxy = ip("10.9.9.9");
-        assert_eq!(t.client(proxy, ["6.6.6.6, 7.7.7.7, 10.1.1.1"]), Ok(ip("7.7.7.7")));
-        assert_eq!(t.client(proxy, ["6.6.6.6", "7.7.7.7:443"]), Ok(ip("7.7.7.7")));
+        assert_eq!(
+            t.client(proxy, ["6.6.6.6, 7.7.7.7, 10.1.1.1"]),
+            Ok(ip("7.7.7.7"))
+        );
+        assert_eq!(
+            t.client(proxy, ["6.6.6.6", "7.7.7.7:443"]),
+            Ok(ip("7.7.7.7"))
+        );
         assert_eq!(t.client(proxy, ["[2001:db9::1]:80"]), Ok(ip("2001:db9::1")));
         assert_eq!(t.client(proxy, ["10.2.2.2, 10.3.3.3"]), Ok(ip("10.2.2.2")));
         assert_eq!(t.client(proxy, Vec::<&str>::new()), Ok(proxy));

@@ -324,7 +324,9 @@ struct Charge {
 
 impl Charge {
     fn refund(&self, cost: u32) {
-        self.shared.policy.refund(&self.client, &self.endpoint, cost);
+        self.shared
+            .policy
+            .refund(&self.client, &self.endpoint, cost);
         if self.shadow_taken {
             if let Some(shadow) = &self.shared.shadow {
                 shadow.refund(&self.client, &self.endpoint, cost);

@@ -125,6 +125,35 @@ impl Counters {
     }
 }
 
+/// What the policy said about a forwarded request: inserted into the extensions of every
+/// request the layer passes on, so a handler can see it (e.g. to log the delay it waited
+/// or show the remaining quota).
+///
+/// ```
+/// use tollgate::http::Admission;
+/// async fn handler(request: http::Request<axum::body::Body>) -> String {
+///     match request.extensions().get::<Admission>() {
+///         Some(a) => format!("{} left, waited {:?}", a.remaining, a.delay.as_duration()),
+///         None => "not rate limited".to_owned(),
+///     }
+/// }
+/// # let _ = handler;
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Admission {
+    /// How long the request was held before being forwarded (leaky-bucket tiers).
+    pub delay: Nanos,
+    /// The tightest tier's remaining permits.
+    pub remaining: u64,
+    /// The tightest tier's limit.
+    pub limit: u64,
+    /// The permits charged (the estimate, when settled).
+    pub cost: u32,
+    /// Whether a shadow rule would have denied the request.
+    pub shadow_denied: bool,
+}
+
 type CostFn = dyn Fn(&Head<'_>) -> u32 + Send + Sync;
 
 #[derive(Clone)]
@@ -536,7 +565,9 @@ where
             .as_ref()
             .map(|s| s.check(&client, &endpoint, cost));
         let shadow_taken = matches!(shadow, Some(Ok(d)) if d.allowed());
-        if matches!(shadow, Some(Ok(d)) if !d.allowed()) || matches!(shadow, Some(Err(_))) {
+        let shadow_denied =
+            matches!(shadow, Some(Ok(d)) if !d.allowed()) || matches!(shadow, Some(Err(_)));
+        if shadow_denied {
             Counters::add(&counters.shadow_denied, 1);
         }
         let shadow_tiers = match &shadow {
@@ -548,6 +579,14 @@ where
             .style
             .write(&decision, shadow_tiers, &client, &mut headers);
         let delay = decision.delay();
+        let mut request = request;
+        request.extensions_mut().insert(Admission {
+            delay,
+            remaining: decision.remaining(),
+            limit: decision.limit(),
+            cost,
+            shadow_denied,
+        });
         let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
         let charge = needs_charge.then(|| Charge {
             shared: Arc::clone(shared),

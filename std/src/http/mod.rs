@@ -60,7 +60,9 @@ pub use endpoint::Endpoint;
 pub use head::Head;
 pub use ip::{Cidr, CidrError, ForwardedForError, IpPrefix, TrustedProxies};
 pub use key::{ClientKey, KeyError, MAX_KEY_LEN};
-pub use layer::{LayerStats, OnBadKey, RateLimit, RateLimitBody, RateLimitLayer, ResponseFuture};
+pub use layer::{
+    Admission, LayerStats, OnBadKey, RateLimit, RateLimitBody, RateLimitLayer, ResponseFuture,
+};
 pub use response::{bad_request, cost_too_large, too_many_requests, HeaderStyle};
 pub use settle::{Settle, TokensUsed};
 pub use shadow::ShadowSplit;

@@ -193,7 +193,8 @@ async fn main() -> Result<(), BoxError> {
     let shadow = Policy::new(split.shadow, clock)?;
     let layer = RateLimitLayer::new(Arc::clone(&policy))
         .shadow(shadow)
-        .key(ClientKey::header("x-api-key")?);
+        .key(ClientKey::header("x-api-key")?)
+        .expose_admission();
     let app = Router::new()
         .route("/items/{id}", get(handler))
         .route("/search", get(handler))

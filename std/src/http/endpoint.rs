@@ -2,6 +2,7 @@
 //! mapping, the raw path or a constant.
 
 use core::fmt;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::Head;
@@ -117,20 +118,20 @@ impl Endpoint {
         self
     }
 
-    /// The endpoint of the request `head`.
-    pub fn extract(&self, head: &Head<'_>) -> String {
+    /// The endpoint of the request `head` (borrowed where it can be).
+    pub fn extract<'a>(&'a self, head: &Head<'a>) -> Cow<'a, str> {
         let found = match &self.source {
             Source::MatchedPath => head
                 .extensions
                 .get::<axum::extract::MatchedPath>()
-                .map(|m| m.as_str().to_owned()),
-            Source::RawPath => Some(head.uri.path().to_owned()),
-            Source::Constant(c) => Some(c.to_string()),
-            Source::Custom(f) => f(head),
+                .map(|m| Cow::Borrowed(m.as_str())),
+            Source::RawPath => Some(Cow::Borrowed(head.uri.path())),
+            Source::Constant(c) => Some(Cow::Borrowed(&**c)),
+            Source::Custom(f) => f(head).map(Cow::Owned),
         };
         found.unwrap_or_else(|| match &self.fallback {
-            Fallback::RawPath => head.uri.path().to_owned(),
-            Fallback::Constant(c) => c.to_string(),
+            Fallback::RawPath => Cow::Borrowed(head.uri.path()),
+            Fallback::Constant(c) => Cow::Borrowed(&**c),
         })
     }
 }

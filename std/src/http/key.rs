@@ -3,6 +3,8 @@
 //! [`KeyError`] for a request that names none.
 
 use core::fmt;
+use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::HeaderName;
@@ -54,8 +56,8 @@ enum Source {
 /// let mut request = http::Request::get("/").header("x-api-key", "acct_7").body(())?;
 /// request.extensions_mut().insert("[2001:db8:1:2::9]:443".parse::<SocketAddr>()?);
 /// let head = Head::of(&request);
-/// assert_eq!(ClientKey::peer_ip().extract(&head), Ok("2001:db8:1:2::".to_owned()));
-/// assert_eq!(ClientKey::header("x-api-key")?.extract(&head), Ok("acct_7".to_owned()));
+/// assert_eq!(ClientKey::peer_ip().extract(&head)?, "2001:db8:1:2::");
+/// assert_eq!(ClientKey::header("x-api-key")?.extract(&head)?, "acct_7");
 /// assert!(matches!(ClientKey::header("x-other")?.extract(&head), Err(KeyError::Missing(_))));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -118,7 +120,7 @@ impl ClientKey {
     ///         .map(str::to_owned).ok_or(KeyError::Missing("tenant path segment"))
     /// });
     /// let request = http::Request::get("/acme/orders").body(())?;
-    /// assert_eq!(by_tenant.extract(&Head::of(&request)), Ok("acme".to_owned()));
+    /// assert_eq!(by_tenant.extract(&Head::of(&request))?, "acme");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn custom<F>(f: F) -> ClientKey
@@ -146,12 +148,12 @@ impl ClientKey {
         self
     }
 
-    /// The client key of the request `head`.
-    pub fn extract(&self, head: &Head<'_>) -> Result<String, KeyError> {
+    /// The client key of the request `head` (borrowed from it where it can be).
+    pub fn extract<'a>(&self, head: &Head<'a>) -> Result<Cow<'a, str>, KeyError> {
         match &self.source {
             Source::Peer(prefix) => {
                 let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
-                Ok(prefix.mask(peer.ip()).to_string())
+                Ok(Cow::Owned(ip_key(prefix.mask(peer.ip()))))
             }
             Source::Header(name) => {
                 let mut values = head.headers.get_all(name).iter();
@@ -169,7 +171,7 @@ impl ClientKey {
                 if text.len() > MAX_KEY_LEN {
                     return Err(KeyError::Malformed("key header too long"));
                 }
-                Ok(text.to_owned())
+                Ok(Cow::Borrowed(text))
             }
             Source::ForwardedFor(trusted, prefix) => {
                 let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
@@ -184,9 +186,53 @@ impl ClientKey {
                 let client = trusted
                     .client(peer.ip(), fields)
                     .map_err(|_| KeyError::Malformed("X-Forwarded-For entry"))?;
-                Ok(prefix.mask(client).to_string())
+                Ok(Cow::Owned(ip_key(prefix.mask(client))))
             }
-            Source::Custom(f) => f(head),
+            Source::Custom(f) => f(head).map(Cow::Owned),
+        }
+    }
+}
+
+/// `ip` as text, as `Display` writes it; IPv4 without the `fmt` machinery (per request).
+fn ip_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut out = String::with_capacity(15);
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                if octet >= 100 {
+                    out.push(char::from(b'0' + octet / 100));
+                }
+                if octet >= 10 {
+                    out.push(char::from(b'0' + octet / 10 % 10));
+                }
+                out.push(char::from(b'0' + octet % 10));
+            }
+            out
+        }
+        IpAddr::V6(v6) => v6.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_keys_match_display() {
+        for ip in [
+            "0.0.0.0",
+            "1.2.3.4",
+            "10.100.255.9",
+            "255.255.255.255",
+            "192.0.2.10",
+        ] {
+            let parsed: IpAddr = ip
+                .parse()
+                .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::BROADCAST));
+            assert_eq!(ip_key(parsed), parsed.to_string());
         }
     }
 }

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response};
+use http::{Request, Response};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
 use tollgate_core::{InsufficientCapacity, Nanos};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::response::{bad_request, cost_too_large, too_many_requests};
+use super::response::{bad_request, cost_too_large, too_many_requests, Fields};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, Settle};
 use crate::policy::{Delay, PolicyCheck, PolicyDecision};
 use crate::sync::plain::{AtomicU64, Ordering};
@@ -125,9 +125,10 @@ impl Counters {
     }
 }
 
-/// What the policy said about a forwarded request: inserted into the extensions of every
-/// request the layer passes on, so a handler can see it (e.g. to log the delay it waited
-/// or show the remaining quota).
+/// What the policy said about a forwarded request: with
+/// [`RateLimitLayer::expose_admission`], inserted into the extensions of every request the
+/// layer passes on, so a handler can see it (e.g. to log the delay it waited or show the
+/// remaining quota).
 ///
 /// ```
 /// use tollgate::http::Admission;
@@ -166,6 +167,7 @@ struct Shared {
     style: HeaderStyle,
     cost: Option<Arc<CostFn>>,
     settle: Option<Settle>,
+    admission: bool,
     counters: Arc<Counters>,
 }
 
@@ -246,6 +248,7 @@ impl RateLimitLayer {
                 style: HeaderStyle::default(),
                 cost: None,
                 settle: None,
+                admission: false,
                 counters: Arc::default(),
             }),
         }
@@ -299,6 +302,12 @@ impl RateLimitLayer {
     /// Settles each admitted request's cost from its response (see [`Settle`]).
     pub fn settle(self, settle: Settle) -> RateLimitLayer {
         self.with(|s| s.settle = Some(settle))
+    }
+
+    /// Inserts an [`Admission`] into the extensions of every forwarded request (off by
+    /// default: it costs an allocation per request).
+    pub fn expose_admission(self) -> RateLimitLayer {
+        self.with(|s| s.admission = true)
     }
 
     /// What the layer (and every service it made) has done so far.
@@ -409,6 +418,15 @@ impl Drop for Held {
 
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// A delayed request: the sleep, the readied service and the request it will get, and
+/// the permits to give back if it never does.
+struct Waiting<S, B> {
+    sleep: Sleep,
+    inner: Option<S>,
+    request: Option<Request<B>>,
+    held: Held,
+}
+
 /// Sleeps `d` on tokio's timer inside a tokio runtime, on tollgate's [`Delay`] thread
 /// outside one.
 fn sleep(d: Nanos) -> Sleep {
@@ -427,7 +445,7 @@ pin_project! {
     {
         #[pin]
         state: State<S, B, S::Future>,
-        headers: HeaderMap,
+        fields: Fields,
         charge: Option<Charge>,
     }
 }
@@ -436,7 +454,8 @@ pin_project! {
     #[project = StateProj]
     enum State<S, B, F> {
         Answer { response: Option<Response<Full<Bytes>>> },
-        Waiting { sleep: Sleep, inner: Option<S>, request: Option<Request<B>>, held: Held },
+        // Boxed: only delayed requests pay for the room it takes.
+        Waiting { wait: Box<Waiting<S, B>> },
         Calling { #[pin] future: F },
     }
 }
@@ -450,7 +469,7 @@ where
             state: State::Answer {
                 response: Some(response),
             },
-            headers: HeaderMap::new(),
+            fields: Fields::default(),
             charge: None,
         }
     }
@@ -473,20 +492,16 @@ where
                         None => Poll::Pending,
                     };
                 }
-                StateProj::Waiting {
-                    sleep,
-                    inner,
-                    request,
-                    held,
-                } => {
-                    if sleep.as_mut().poll(cx).is_pending() {
+                StateProj::Waiting { wait } => {
+                    if wait.sleep.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    let (Some(mut service), Some(req)) = (inner.take(), request.take()) else {
+                    let (Some(mut service), Some(req)) = (wait.inner.take(), wait.request.take())
+                    else {
                         return Poll::Pending;
                     };
                     // Forwarded: the permits are spent from here on (kept for settling).
-                    let charge = held.release();
+                    let charge = wait.held.release();
                     let future = service.call(req);
                     let mut this = self.as_mut().project();
                     if this.charge.is_none() {
@@ -500,8 +515,7 @@ where
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                         Poll::Ready(Ok(r)) => r,
                     };
-                    let headers = std::mem::take(this.headers);
-                    response.headers_mut().extend(headers);
+                    std::mem::take(this.fields).insert_into(response.headers_mut());
                     if let Some(charge) = this.charge.take() {
                         if let Some(settle) = &charge.shared.settle {
                             if let Some(actual) = settle.actual(&mut response) {
@@ -528,73 +542,79 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> ResponseFuture<S, B> {
+    fn call(&mut self, mut request: Request<B>) -> ResponseFuture<S, B> {
         let shared = &self.shared;
         let counters = &shared.counters;
-        let head = Head::of(&request);
-        let client = match shared.key.extract(&head) {
-            Ok(key) => key,
-            Err(e) => {
-                Counters::add(&counters.bad_key, 1);
-                match &shared.on_bad_key {
-                    OnBadKey::Reject => return ResponseFuture::answer(bad_request(&e.to_string())),
-                    OnBadKey::Fallback(key) => key.clone(),
+        // Everything read from the request borrows it; only what must outlive the call
+        // (a charge to refund or settle) is copied out.
+        let (fields, charge, delay, admission) = {
+            let head = Head::of(&request);
+            let client = match shared.key.extract(&head) {
+                Ok(key) => key,
+                Err(e) => {
+                    Counters::add(&counters.bad_key, 1);
+                    match &shared.on_bad_key {
+                        OnBadKey::Reject => {
+                            return ResponseFuture::answer(bad_request(&e.to_string()))
+                        }
+                        OnBadKey::Fallback(key) => key.as_str().into(),
+                    }
                 }
+            };
+            let endpoint = shared.endpoint.extract(&head);
+            let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
+            let decision = match shared.policy.check(&client, &endpoint, cost) {
+                Ok(d) => d,
+                Err(e) => {
+                    Counters::add(&counters.too_costly, 1);
+                    return ResponseFuture::answer(cost_too_large(cost, e.max_cost));
+                }
+            };
+            if !decision.allowed() {
+                Counters::add(&counters.denied, 1);
+                let mut response = too_many_requests(&decision);
+                shared
+                    .style
+                    .write(&decision, &[], &client, response.headers_mut());
+                return ResponseFuture::answer(response);
             }
-        };
-        let endpoint = shared.endpoint.extract(&head);
-        let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
-        let decision = match shared.policy.check(&client, &endpoint, cost) {
-            Ok(d) => d,
-            Err(e) => {
-                Counters::add(&counters.too_costly, 1);
-                return ResponseFuture::answer(cost_too_large(cost, e.max_cost));
+            Counters::add(&counters.admitted, 1);
+            let shadow = shared
+                .shadow
+                .as_ref()
+                .map(|s| s.check(&client, &endpoint, cost));
+            let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
+            let shadow_denied =
+                matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
+            if shadow_denied {
+                Counters::add(&counters.shadow_denied, 1);
             }
+            let shadow_tiers = match &shadow {
+                Some(Ok(d)) => d.tiers(),
+                _ => &[],
+            };
+            let fields = shared.style.fields(&decision, shadow_tiers, &client);
+            let delay = decision.delay();
+            let admission = shared.admission.then(|| Admission {
+                delay,
+                remaining: decision.remaining(),
+                limit: decision.limit(),
+                cost,
+                shadow_denied,
+            });
+            let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
+            let charge = needs_charge.then(|| Charge {
+                shared: Arc::clone(shared),
+                client: client.into_owned(),
+                endpoint: endpoint.into_owned(),
+                cost,
+                shadow_taken,
+            });
+            (fields, charge, delay, admission)
         };
-        if !decision.allowed() {
-            Counters::add(&counters.denied, 1);
-            let mut response = too_many_requests(&decision);
-            shared
-                .style
-                .write(&decision, &[], &client, response.headers_mut());
-            return ResponseFuture::answer(response);
+        if let Some(admission) = admission {
+            request.extensions_mut().insert(admission);
         }
-        Counters::add(&counters.admitted, 1);
-        let shadow = shared
-            .shadow
-            .as_ref()
-            .map(|s| s.check(&client, &endpoint, cost));
-        let shadow_taken = matches!(shadow, Some(Ok(d)) if d.allowed());
-        let shadow_denied =
-            matches!(shadow, Some(Ok(d)) if !d.allowed()) || matches!(shadow, Some(Err(_)));
-        if shadow_denied {
-            Counters::add(&counters.shadow_denied, 1);
-        }
-        let shadow_tiers = match &shadow {
-            Some(Ok(d)) => d.tiers(),
-            _ => &[],
-        };
-        let mut headers = HeaderMap::new();
-        shared
-            .style
-            .write(&decision, shadow_tiers, &client, &mut headers);
-        let delay = decision.delay();
-        let mut request = request;
-        request.extensions_mut().insert(Admission {
-            delay,
-            remaining: decision.remaining(),
-            limit: decision.limit(),
-            cost,
-            shadow_denied,
-        });
-        let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
-        let charge = needs_charge.then(|| Charge {
-            shared: Arc::clone(shared),
-            client,
-            endpoint,
-            cost,
-            shadow_taken,
-        });
         if delay > Nanos::ZERO {
             Counters::add(&counters.delayed, 1);
             // The readied service waits with the request; this one takes its place.
@@ -602,12 +622,14 @@ where
             let ready = std::mem::replace(&mut self.inner, clone);
             return ResponseFuture {
                 state: State::Waiting {
-                    sleep: sleep(delay),
-                    inner: Some(ready),
-                    request: Some(request),
-                    held: Held(charge),
+                    wait: Box::new(Waiting {
+                        sleep: sleep(delay),
+                        inner: Some(ready),
+                        request: Some(request),
+                        held: Held(charge),
+                    }),
                 },
-                headers,
+                fields,
                 charge: None,
             };
         }
@@ -615,7 +637,7 @@ where
             state: State::Calling {
                 future: self.inner.call(request),
             },
-            headers,
+            fields,
             charge,
         }
     }

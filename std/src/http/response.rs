@@ -84,41 +84,85 @@ impl HeaderStyle {
         partition: &str,
         headers: &mut HeaderMap,
     ) {
+        self.fields(decision, shadow, partition)
+            .insert_into(headers);
+        if let Some(retry) = RateLimitHeaders::retry_after(&decision.decision) {
+            insert(headers, RETRY_AFTER, retry);
+        }
+    }
+
+    /// The rate-limit fields (not `Retry-After`), rendered without the `fmt` machinery
+    /// and kept inline until the response is there to take them.
+    pub(crate) fn fields(
+        &self,
+        decision: &PolicyDecision,
+        shadow: &[TierOutcome],
+        partition: &str,
+    ) -> Fields {
+        let mut fields = Fields::default();
         let tiers = decision.tiers();
         let any = !tiers.is_empty() || !shadow.is_empty();
         match self {
             HeaderStyle::Draft11 | HeaderStyle::Draft10 if any => {
-                let pk = matches!(self, HeaderStyle::Draft11).then(|| partition_key(partition));
-                let pk = pk.as_deref();
-                let (mut policy, mut limit) = (String::new(), String::new());
+                let mut pk_buf = [0u8; 14];
+                let pk = matches!(self, HeaderStyle::Draft11)
+                    .then(|| partition_key_into(partition, &mut pk_buf));
+                let n = tiers.len() + shadow.len();
+                let (mut policy, mut limit) =
+                    (String::with_capacity(48 * n), String::with_capacity(40 * n));
                 for t in tiers.iter().chain(shadow) {
                     policy_item(&mut policy, t, pk);
                     limit_item(&mut limit, t, pk);
                 }
-                insert(headers, RATELIMIT_POLICY, policy);
-                insert(headers, RATELIMIT, limit);
+                fields.push(RATELIMIT_POLICY, policy);
+                fields.push(RATELIMIT, limit);
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
-                insert(headers, X_LIMIT, d.limit.to_string());
-                insert(headers, X_REMAINING, d.remaining.to_string());
                 let reset = if d.allowed {
                     d.reset_after.as_secs_ceil()
                 } else {
                     d.reset_after.max(d.retry_after).as_secs_ceil().max(1)
                 };
-                insert(headers, X_RESET, reset.to_string());
+                fields.push_value(X_LIMIT, HeaderValue::from(d.limit));
+                fields.push_value(X_REMAINING, HeaderValue::from(d.remaining));
+                fields.push_value(X_RESET, HeaderValue::from(reset));
             }
             _ => {}
         }
-        if let Some(retry) = RateLimitHeaders::retry_after(&decision.decision) {
-            insert(headers, RETRY_AFTER, retry);
+        fields
+    }
+}
+
+/// At most three rendered rate-limit fields, held inline.
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
+    items: [Option<(HeaderName, HeaderValue)>; 3],
+}
+
+impl Fields {
+    /// Adds `value` if it is a valid field value (a tier name with non-ASCII characters
+    /// cannot be sent: the field is left out rather than the request failed).
+    fn push(&mut self, name: HeaderName, value: String) {
+        if let Ok(v) = HeaderValue::try_from(value) {
+            self.push_value(name, v);
+        }
+    }
+
+    fn push_value(&mut self, name: HeaderName, value: HeaderValue) {
+        if let Some(slot) = self.items.iter_mut().find(|i| i.is_none()) {
+            *slot = Some((name, value));
+        }
+    }
+
+    /// Moves the fields into `headers`, replacing any of the same names.
+    pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
+        for (name, value) in self.items.into_iter().flatten() {
+            headers.insert(name, value);
         }
     }
 }
 
-/// Inserts `value` if it is a valid field value (a tier name with non-ASCII characters
-/// cannot be sent: the field is left out rather than the request failed).
 fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
     if let Ok(v) = HeaderValue::try_from(value) {
         headers.insert(name, v);
@@ -127,13 +171,34 @@ fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
 
 fn sf_string(out: &mut String, name: &str) {
     out.push('"');
-    for c in name.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
+    if name.bytes().any(|b| b == b'"' || b == b'\\') {
+        for c in name.chars() {
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
         }
-        out.push(c);
+    } else {
+        out.push_str(name);
     }
     out.push('"');
+}
+
+/// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &b in &buf[i..] {
+        out.push(char::from(b));
+    }
 }
 
 fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
@@ -141,10 +206,13 @@ fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
         out.push_str(", ");
     }
     sf_string(out, t.name);
-    // Writing to a String cannot fail.
-    let _ = write!(out, ";q={};w={}", t.quota, t.window.as_secs_ceil().max(1));
+    out.push_str(";q=");
+    push_u64(out, t.quota);
+    out.push_str(";w=");
+    push_u64(out, t.window.as_secs_ceil().max(1));
     if let Some(pk) = pk {
-        let _ = write!(out, ";pk={pk}");
+        out.push_str(";pk=");
+        out.push_str(pk);
     }
 }
 
@@ -159,29 +227,36 @@ fn limit_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
     } else {
         d.retry_after.as_secs_ceil().max(1)
     };
-    let _ = write!(out, ";r={};t={}", d.remaining, reset);
+    out.push_str(";r=");
+    push_u64(out, d.remaining);
+    out.push_str(";t=");
+    push_u64(out, reset);
     if let Some(pk) = pk {
-        let _ = write!(out, ";pk={pk}");
+        out.push_str(";pk=");
+        out.push_str(pk);
     }
 }
 
-/// The `pk` of `client`: `:base64:` of the big-endian FNV-1a 64 hash (stable across
-/// processes, so every node of a fleet names a client's partition alike).
-pub(crate) fn partition_key(client: &str) -> String {
+/// The `pk` of `client` written into `buf`: `:base64:` of the big-endian FNV-1a 64 hash
+/// (stable across processes, so every node of a fleet names a client's partition alike).
+fn partition_key_into<'b>(client: &str, buf: &'b mut [u8; 14]) -> &'b str {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in client.bytes() {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    let mut out = String::with_capacity(14);
-    out.push(':');
-    base64(&hash.to_be_bytes(), &mut out);
-    out.push(':');
-    out
+    buf[0] = b':';
+    base64_into(&hash.to_be_bytes(), &mut buf[1..13]);
+    buf[13] = b':';
+    // Base64 and ':' are ASCII.
+    std::str::from_utf8(&buf[..]).unwrap_or(":AAAAAAAAAAA=:")
 }
 
-fn base64(bytes: &[u8], out: &mut String) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Base64 (with padding) of `bytes` into `out`, which holds exactly its length.
+fn base64_into(bytes: &[u8], out: &mut [u8]) {
+    let mut o = 0;
     for chunk in bytes.chunks(3) {
         let b = [
             chunk[0],
@@ -190,11 +265,13 @@ fn base64(bytes: &[u8], out: &mut String) {
         ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            let Some(slot) = out.get_mut(o) else { return };
+            *slot = if i <= chunk.len() {
+                ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]
             } else {
-                out.push('=');
-            }
+                b'='
+            };
+            o += 1;
         }
     }
 }
@@ -321,10 +398,24 @@ mod tests {
             ("fooba", "Zm9vYmE="),
             ("foobar", "Zm9vYmFy"),
         ] {
-            let mut out = String::new();
-            base64(input.as_bytes(), &mut out);
-            assert_eq!(out, want, "{input}");
+            let mut out = vec![0u8; want.len()];
+            base64_into(input.as_bytes(), &mut out);
+            assert_eq!(out, want.as_bytes(), "{input}");
         }
+    }
+
+    #[test]
+    fn digits_and_partition_keys() {
+        for n in [0, 7, 10, 99, 12345, u64::MAX] {
+            let mut out = String::new();
+            push_u64(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+        let mut buf = [0u8; 14];
+        assert_eq!(partition_key_into("acct_1", &mut buf), ":6qCUvbV94do=:");
+        let mut out = String::new();
+        sf_string(&mut out, "a\"b\\c");
+        assert_eq!(out, r#""a\"b\\c""#);
     }
 
     #[test]

@@ -399,10 +399,10 @@ impl Charge {
 
 /// A [`Charge`] that gives its permits back when dropped, unless taken out first: held
 /// while a delayed request waits, so a cancelled wait leaves nothing consumed.
-struct Held(Option<Charge>);
+struct Held(Option<Box<Charge>>);
 
 impl Held {
-    fn release(&mut self) -> Option<Charge> {
+    fn release(&mut self) -> Option<Box<Charge>> {
         self.0.take()
     }
 }
@@ -446,7 +446,7 @@ pin_project! {
         #[pin]
         state: State<S, B, S::Future>,
         fields: Fields,
-        charge: Option<Charge>,
+        charge: Option<Box<Charge>>,
     }
 }
 
@@ -603,12 +603,14 @@ where
                 shadow_denied,
             });
             let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
-            let charge = needs_charge.then(|| Charge {
-                shared: Arc::clone(shared),
-                client: client.into_owned(),
-                endpoint: endpoint.into_owned(),
-                cost,
-                shadow_taken,
+            let charge = needs_charge.then(|| {
+                Box::new(Charge {
+                    shared: Arc::clone(shared),
+                    client: client.into_owned(),
+                    endpoint: endpoint.into_owned(),
+                    cost,
+                    shadow_taken,
+                })
             });
             (fields, charge, delay, admission)
         };

@@ -114,8 +114,9 @@ impl HeaderStyle {
                     policy_item(&mut policy, t, pk);
                     limit_item(&mut limit, t, pk);
                 }
-                fields.push(RATELIMIT_POLICY, policy);
-                fields.push(RATELIMIT, limit);
+                fields.names = FieldNames::Draft;
+                fields.set(0, policy);
+                fields.set(1, limit);
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
@@ -124,9 +125,10 @@ impl HeaderStyle {
                 } else {
                     d.reset_after.max(d.retry_after).as_secs_ceil().max(1)
                 };
-                fields.push_value(X_LIMIT, HeaderValue::from(d.limit));
-                fields.push_value(X_REMAINING, HeaderValue::from(d.remaining));
-                fields.push_value(X_RESET, HeaderValue::from(reset));
+                fields.names = FieldNames::Legacy;
+                fields.set_value(0, HeaderValue::from(d.limit));
+                fields.set_value(1, HeaderValue::from(d.remaining));
+                fields.set_value(2, HeaderValue::from(reset));
             }
             _ => {}
         }
@@ -134,31 +136,51 @@ impl HeaderStyle {
     }
 }
 
-/// At most three rendered rate-limit fields, held inline.
+/// The rendered rate-limit fields, held inline until the response is there to take them:
+/// the values only (the names follow from which fields were rendered), so a response
+/// future stays small.
 #[derive(Debug, Default)]
 pub(crate) struct Fields {
-    items: [Option<(HeaderName, HeaderValue)>; 3],
+    names: FieldNames,
+    values: [Option<HeaderValue>; 3],
+}
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+enum FieldNames {
+    #[default]
+    None,
+    /// `RateLimit-Policy`, `RateLimit`.
+    Draft,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
+    Legacy,
 }
 
 impl Fields {
     /// Adds `value` if it is a valid field value (a tier name with non-ASCII characters
     /// cannot be sent: the field is left out rather than the request failed).
-    fn push(&mut self, name: HeaderName, value: String) {
+    fn set(&mut self, i: usize, value: String) {
         if let Ok(v) = HeaderValue::try_from(value) {
-            self.push_value(name, v);
+            self.set_value(i, v);
         }
     }
 
-    fn push_value(&mut self, name: HeaderName, value: HeaderValue) {
-        if let Some(slot) = self.items.iter_mut().find(|i| i.is_none()) {
-            *slot = Some((name, value));
+    fn set_value(&mut self, i: usize, value: HeaderValue) {
+        if let Some(slot) = self.values.get_mut(i) {
+            *slot = Some(value);
         }
     }
 
     /// Moves the fields into `headers`, replacing any of the same names.
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        for (name, value) in self.items.into_iter().flatten() {
-            headers.insert(name, value);
+        let names: &[HeaderName] = match self.names {
+            FieldNames::None => return,
+            FieldNames::Draft => &[RATELIMIT_POLICY, RATELIMIT],
+            FieldNames::Legacy => &[X_LIMIT, X_REMAINING, X_RESET],
+        };
+        for (name, value) in names.iter().zip(self.values) {
+            if let Some(value) = value {
+                headers.insert(name.clone(), value);
+            }
         }
     }
 }

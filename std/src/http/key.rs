@@ -221,6 +221,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn forwarded_for_groups_ipv6_clients() {
+        let trusted = TrustedProxies::new(["127.0.0.1"]).unwrap_or_default();
+        let key = ClientKey::forwarded_for(trusted);
+        let mut request = http::Request::new(());
+        request.headers_mut().insert(
+            "x-forwarded-for",
+            http::HeaderValue::from_static("2001:db8:7:8:1::1"),
+        );
+        request
+            .extensions_mut()
+            .insert(std::net::SocketAddr::from(([127, 0, 0, 1], 1)));
+        assert_eq!(
+            key.extract(&Head::of(&request)).as_deref(),
+            Ok("2001:db8:7:8::")
+        );
+        request.extensions_mut().clear();
+        assert_eq!(
+            key.extract(&Head::of(&request)),
+            Err(KeyError::Missing("peer address"))
+        );
+    }
+
+    #[test]
     fn ipv4_keys_match_display() {
         for ip in [
             "0.0.0.0",

@@ -45,6 +45,8 @@ pub enum HeaderStyle {
     /// that applied (`"name";q=Q;w=W;pk=:..:` and `"name";r=R;t=T;pk=:..:`): the draft-10
     /// items plus the `pk` partition key, a byte sequence naming the client's partition
     /// (the first 8 bytes of an FNV-1a hash of the client key, never the key itself).
+    /// Tier names are sf-strings, so a name outside printable ASCII leaves both fields
+    /// out.
     #[default]
     Draft11,
     /// The same fields without `pk` (what [`RateLimitHeaders`] renders).
@@ -102,8 +104,16 @@ impl HeaderStyle {
         let mut fields = Fields::default();
         let tiers = decision.tiers();
         let any = !tiers.is_empty() || !shadow.is_empty();
+        // An sf-string holds printable ASCII only: a tier name outside it cannot be sent,
+        // so the fields are left out rather than sent malformed.
+        let sendable = || {
+            tiers
+                .iter()
+                .chain(shadow)
+                .all(|t| t.name.bytes().all(|b| (0x20..=0x7e).contains(&b)))
+        };
         match self {
-            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any => {
+            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any && sendable() => {
                 let mut pk_buf = [0u8; 14];
                 let pk = matches!(self, HeaderStyle::Draft11)
                     .then(|| partition_key_into(partition, &mut pk_buf));
@@ -156,8 +166,8 @@ enum FieldNames {
 }
 
 impl Fields {
-    /// Adds `value` if it is a valid field value (a tier name with non-ASCII characters
-    /// cannot be sent: the field is left out rather than the request failed).
+    /// Sets field `i` to `value` if it is a valid field value (else leaves it out rather
+    /// than fail the request).
     fn set(&mut self, i: usize, value: String) {
         if let Ok(v) = HeaderValue::try_from(value) {
             self.set_value(i, v);
@@ -438,6 +448,28 @@ mod tests {
         let mut out = String::new();
         sf_string(&mut out, "a\"b\\c");
         assert_eq!(out, r#""a\"b\\c""#);
+    }
+
+    #[test]
+    fn unsendable_tier_names_leave_the_field_out() {
+        use crate::policy::RuleId;
+        let tier = |name| TierOutcome {
+            rule: RuleId(0),
+            rule_name: "r",
+            name,
+            quota: 10,
+            window: Nanos::from_secs(60),
+            decision: Decision::allow(10, 9, Nanos::from_secs(6)),
+        };
+        let ok = PolicyDecision::combine(&[tier("api")]);
+        let h = HeaderStyle::Draft10.render(&ok, &[tier("shadow")], "k");
+        assert_eq!(h["ratelimit"], "\"api\";r=9;t=6, \"shadow\";r=9;t=6");
+        let bad = PolicyDecision::combine(&[tier("caf\u{e9}")]);
+        let h = HeaderStyle::Draft11.render(&bad, &[], "k");
+        assert!(h.is_empty(), "{h:?}");
+        let none = PolicyDecision::combine(&[]);
+        assert!(HeaderStyle::Legacy.render(&none, &[], "k").is_empty());
+        assert!(HeaderStyle::Draft11.render(&none, &[], "k").is_empty());
     }
 
     #[test]

@@ -30,7 +30,8 @@ pub struct TokensUsed(pub u32);
 ///   client has exhausted them anyway) it is counted in
 ///   [`LayerStats::unpaid`](super::LayerStats::unpaid) and not charged: the policy never
 ///   takes permits past a limit;
-/// - no actual cost, or an unreadable one: the estimate stands.
+/// - no actual cost, or an unreadable one, or a service error instead of a response: the
+///   estimate stands.
 ///
 /// The header is removed from the response unless [`keep_header`](Self::keep_header).
 ///

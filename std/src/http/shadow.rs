@@ -97,3 +97,34 @@ impl ShadowSplit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_must_be_a_bool_and_both_halves_validate() {
+        let err = ShadowSplit::from_toml(
+            "[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\nshadow = \"yes\"\n",
+        );
+        assert_eq!(
+            err.map_err(|e| e.to_string().contains("rules[0].shadow")),
+            Err(true)
+        );
+        let err = ShadowSplit::from_toml(
+            "[[rules]]\nname = \"a\"\nlimit = 0\nwindow = \"1s\"\nshadow = true\n",
+        );
+        assert!(err.is_err());
+        let split = ShadowSplit::from_toml(
+            "capacity = 10\n[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\nshadow = false\n",
+        );
+        assert_eq!(
+            split.map(|s| (
+                s.enforced.rules.len(),
+                s.shadow.rules.len(),
+                s.shadow.capacity
+            )),
+            Ok((1, 0, Some(10)))
+        );
+    }
+}

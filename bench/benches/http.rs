@@ -85,16 +85,25 @@ fn bench_service<S, B>(c: &mut Criterion, group: &str, name: &str, mut service: 
 where
     S: Service<Request<Body>, Response = Response<B>>,
 {
+    bench_status(c, group, name, 200, &mut service);
+}
+
+/// Benches `service`, which must answer `status` to every request.
+fn bench_status<S, B>(c: &mut Criterion, group: &str, name: &str, status: u16, service: &mut S)
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+{
     let mut g = c.benchmark_group(group);
     g.sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     let mut i = 0u32;
-    assert_eq!(call_once(&mut service, 0), 200, "{name} must admit");
+    let service = &mut *service;
+    assert_eq!(call_once(service, 0), status, "{name} must answer {status}");
     g.bench_function(name, |b| {
         b.iter(|| {
             i = i.wrapping_add(1);
-            call_once(&mut service, i)
+            call_once(service, i)
         })
     });
     g.finish();
@@ -108,6 +117,14 @@ fn http_overhead(c: &mut Criterion) {
         Arc::new(Policy::from_toml(RULES, TscClock::new()).unwrap_or_else(|e| panic!("{e}")))
     };
     bench_service(c, group, "tollgate_draft11", RateLimitLayer::new(policy()).layer(Handler));
+    bench_service(
+        c,
+        group,
+        "tollgate_legacy",
+        RateLimitLayer::new(policy())
+            .headers(HeaderStyle::Legacy)
+            .layer(Handler),
+    );
     bench_service(
         c,
         group,
@@ -159,5 +176,28 @@ fn http_overhead(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, http_overhead);
+/// The deny path (an abuser's flood): every key already exhausted, so each request is
+/// answered by the limiter itself (tollgate: 429 + `Retry-After` + draft-11 fields + RFC
+/// 9457 body; tower_governor: 429 + its `x-ratelimit-after` / `retry-after` + text body).
+fn http_deny(c: &mut Criterion) {
+    let group = "http_layer_deny";
+    const DENY_RULES: &str = "[[rules]]\nname = \"default\"\nlimit = 1\nwindow = \"1h\"\n";
+    let policy =
+        Arc::new(Policy::from_toml(DENY_RULES, TscClock::new()).unwrap_or_else(|e| panic!("{e}")));
+    let mut tollgate = RateLimitLayer::new(policy).layer(Handler);
+    let governor = GovernorConfigBuilder::default()
+        .per_second(3600)
+        .burst_size(1)
+        .finish()
+        .unwrap_or_else(|| panic!("governor config"));
+    let mut governor = GovernorLayer::new(governor).layer(Handler);
+    for i in 0..KEYS {
+        call_once(&mut tollgate, i);
+        call_once(&mut governor, i);
+    }
+    bench_status(c, group, "tollgate", 429, &mut tollgate);
+    bench_status(c, group, "governor", 429, &mut governor);
+}
+
+criterion_group!(benches, http_overhead, http_deny);
 criterion_main!(benches);

@@ -575,7 +575,8 @@ where
                 let mut response = too_many_requests(&decision);
                 shared
                     .style
-                    .write(&decision, &[], &client, response.headers_mut());
+                    .fields(&decision, &[], &client)
+                    .insert_into(response.headers_mut());
                 return ResponseFuture::answer(response);
             }
             Counters::add(&counters.admitted, 1);

@@ -311,6 +311,16 @@ fn base64_into(bytes: &[u8], out: &mut [u8]) {
 /// Appends `s` as a JSON string.
 fn json_string(out: &mut String, s: &str) {
     out.push('"');
+    json_escaped(out, s);
+    out.push('"');
+}
+
+/// Appends `s` escaped for the inside of a JSON string.
+fn json_escaped(out: &mut String, s: &str) {
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -321,7 +331,6 @@ fn json_string(out: &mut String, s: &str) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 /// A problem-details response: `status`, `application/problem+json`, the body `json`.
@@ -358,36 +367,49 @@ fn problem_head(out: &mut String, status: StatusCode, detail: &str) {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
-    let status = StatusCode::TOO_MANY_REQUESTS;
+    // One buffer, no `fmt` machinery: under an abuser's flood this is the hot path.
     let retry = retry_secs(&decision.decision);
-    let mut detail = String::from("rate limit exceeded by ");
-    let mut items = String::new();
+    let mut json = String::with_capacity(256);
+    json.push_str(
+        "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
+         \"detail\":\"rate limit exceeded by ",
+    );
     for (i, t) in decision.denied_by().enumerate() {
         if i > 0 {
-            detail.push_str(", ");
-            items.push(',');
+            json.push_str(", ");
         }
-        let _ = write!(detail, "rule '{}' tier '{}'", t.rule_name, t.name);
-        items.push_str("{\"rule\":");
-        json_string(&mut items, t.rule_name);
-        items.push_str(",\"tier\":");
-        json_string(&mut items, t.name);
-        let _ = write!(
-            items,
-            ",\"quota\":{},\"window\":{},\"retry_after\":{}}}",
-            t.quota,
-            t.window.as_secs_ceil().max(1),
-            retry_secs(&t.decision)
-        );
+        json.push_str("rule '");
+        json_escaped(&mut json, t.rule_name);
+        json.push_str("' tier '");
+        json_escaped(&mut json, t.name);
+        json.push('\'');
     }
-    let _ = write!(detail, "; retry in {retry} s");
-    let mut json = String::new();
-    problem_head(&mut json, status, &detail);
-    let _ = write!(json, ",\"retry_after\":{retry},\"violated\":[{items}]}}");
-    let mut response = problem(status, json);
-    if let Ok(v) = HeaderValue::try_from(retry.to_string()) {
-        response.headers_mut().insert(RETRY_AFTER, v);
+    json.push_str("; retry in ");
+    push_u64(&mut json, retry);
+    json.push_str(" s\",\"retry_after\":");
+    push_u64(&mut json, retry);
+    json.push_str(",\"violated\":[");
+    for (i, t) in decision.denied_by().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str("{\"rule\":");
+        json_string(&mut json, t.rule_name);
+        json.push_str(",\"tier\":");
+        json_string(&mut json, t.name);
+        json.push_str(",\"quota\":");
+        push_u64(&mut json, t.quota);
+        json.push_str(",\"window\":");
+        push_u64(&mut json, t.window.as_secs_ceil().max(1));
+        json.push_str(",\"retry_after\":");
+        push_u64(&mut json, retry_secs(&t.decision));
+        json.push('}');
     }
+    json.push_str("]}");
+    let mut response = problem(StatusCode::TOO_MANY_REQUESTS, json);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(retry));
     response
 }
 

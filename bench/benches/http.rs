@@ -113,10 +113,14 @@ fn http_overhead(c: &mut Criterion) {
     let group = "http_layer_call";
     bench_service(c, group, "none", Handler);
 
-    let policy = || {
-        Arc::new(Policy::from_toml(RULES, TscClock::new()).unwrap_or_else(|e| panic!("{e}")))
-    };
-    bench_service(c, group, "tollgate_draft11", RateLimitLayer::new(policy()).layer(Handler));
+    let policy =
+        || Arc::new(Policy::from_toml(RULES, TscClock::new()).unwrap_or_else(|e| panic!("{e}")));
+    bench_service(
+        c,
+        group,
+        "tollgate_draft11",
+        RateLimitLayer::new(policy()).layer(Handler),
+    );
     bench_service(
         c,
         group,
@@ -161,7 +165,12 @@ fn http_overhead(c: &mut Criterion) {
         .burst_size(1_000_000)
         .finish()
         .unwrap_or_else(|| panic!("governor config"));
-    bench_service(c, group, "governor", GovernorLayer::new(governor).layer(Handler));
+    bench_service(
+        c,
+        group,
+        "governor",
+        GovernorLayer::new(governor).layer(Handler),
+    );
     let governor_headers = GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(1_000_000)

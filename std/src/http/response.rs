@@ -228,9 +228,8 @@ fn push_u64(out: &mut String, mut n: u64) {
             break;
         }
     }
-    for &b in &buf[i..] {
-        out.push(char::from(b));
-    }
+    // Digits are ASCII; one append instead of one per digit.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
 }
 
 fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {

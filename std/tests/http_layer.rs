@@ -782,3 +782,27 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_get_exactly_the_limit() -> TestResult {
+    let (policy, _clock) =
+        manual_policy("[[rules]]\nname = \"api\"\nlimit = 50\nwindow = \"1m\"\n")?;
+    let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    // 200 requests of one key from 200 connections at once: GCRA admits exactly its burst.
+    let tasks: Vec<_> = (0..200)
+        .map(|_| tokio::spawn(async move { send(addr, "/", &[("x-api-key", b"k")]).await }))
+        .collect();
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await??.status.as_u16());
+    }
+    let ok = codes.iter().filter(|&&c| c == 200).count();
+    let denied = codes.iter().filter(|&&c| c == 429).count();
+    assert_eq!((ok, denied), (50, 150));
+    assert_eq!((layer.stats().admitted, layer.stats().denied), (50, 150));
+    Ok(())
+}

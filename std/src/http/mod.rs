@@ -1,6 +1,7 @@
 //! `tollgate::http` (feature `http`): a tower [`Layer`](tower_layer::Layer) that puts a
 //! [`Policy`](crate::policy::Policy) in front of any `tower::Service<http::Request<B>>` —
-//! axum routers, plain hyper services, tonic servers.
+//! axum routers and plain hyper services (both tested end to end), or any other tower HTTP
+//! stack. (A gRPC client sees the 429 as `UNAVAILABLE`, per gRPC's HTTP status mapping.)
 //!
 //! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
 //!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body.

@@ -42,6 +42,9 @@ pub mod policy;
 #[cfg(feature = "redis")]
 pub mod redis;
 
+#[cfg(feature = "http")]
+pub mod http;
+
 /// The repository's README, compiled as a doctest so its examples cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

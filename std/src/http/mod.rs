@@ -1,0 +1,69 @@
+//! `tollgate::http` (feature `http`): a tower [`Layer`](tower_layer::Layer) that puts a
+//! [`Policy`](crate::policy::Policy) in front of any `tower::Service<http::Request<B>>` —
+//! axum routers and plain hyper services (both tested end to end), or any other tower HTTP
+//! stack. (A gRPC client sees the 429 as `UNAVAILABLE`, per gRPC's HTTP status mapping.)
+//!
+//! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
+//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body.
+//! - Who: [`ClientKey`] — the peer IP grouped by [`IpPrefix`] (IPv6 /64 by default), a
+//!   header such as an API key, `X-Forwarded-For` behind [`TrustedProxies`] only, or a
+//!   closure; a missing or malformed key gets [`OnBadKey`] (400 or a fallback key).
+//! - Where: [`Endpoint`] — axum's route template (`MatchedPath`), so `/users/42` and
+//!   `/users/43` share a rule; or a custom mapping, the raw path, a constant.
+//! - Headers: [`HeaderStyle`] — `RateLimit-Policy` / `RateLimit` (draft-11 items with
+//!   `pk`, by default; draft-10) or legacy `X-RateLimit-*`.
+//! - Shadow rules ([`ShadowSplit`], [`RateLimitLayer::shadow`]): checked, counted and
+//!   reported, never blocking.
+//! - Reservations ([`Settle`], [`TokensUsed`]): charge an estimate, settle from the
+//!   response.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::sync::Arc;
+//! use axum::{routing::get, Router};
+//! use tollgate::http::{ClientKey, RateLimitLayer};
+//! use tollgate::policy::Policy;
+//! use tollgate::MonotonicClock;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = Arc::new(Policy::from_toml(r#"
+//!     [[rules]]                    # every client: 100 per minute
+//!     name = "default"
+//!     limit = 100
+//!     window = "1m"
+//!
+//!     [[rules]]                    # and 10 per minute per client on any user
+//!     name = "users"
+//!     endpoint = "/users/{id}"
+//!     limit = 10
+//!     window = "1m"
+//! "#, MonotonicClock::new())?);
+//! let app = Router::new()
+//!     .route("/users/{id}", get(|| async { "user" }))
+//!     .layer(RateLimitLayer::new(Arc::clone(&policy)).key(ClientKey::peer_ip()));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! # let server =
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>());
+//! // .await? — and `policy.reload_toml(..)` whenever the rules file changes.
+//! # drop(server); Ok(()) }
+//! ```
+
+mod endpoint;
+mod head;
+mod ip;
+mod key;
+mod layer;
+mod response;
+mod settle;
+mod shadow;
+
+pub use endpoint::Endpoint;
+pub use head::Head;
+pub use ip::{Cidr, CidrError, ForwardedForError, IpPrefix, TrustedProxies};
+pub use key::{ClientKey, KeyError, MAX_KEY_LEN};
+pub use layer::{
+    Admission, LayerStats, OnBadKey, RateLimit, RateLimitBody, RateLimitLayer, ResponseFuture,
+};
+pub use response::{bad_request, cost_too_large, too_many_requests, HeaderStyle};
+pub use settle::{Settle, TokensUsed};
+pub use shadow::ShadowSplit;

@@ -1,0 +1,87 @@
+//! [`Settle`]: reservations over HTTP — a request is charged an estimate up front and
+//! settled from its response ([`TokensUsed`] extension or a header carrying the actual
+//! cost): the difference is refunded, or the extra charged.
+
+use http::{HeaderName, Response};
+
+/// A response extension a handler (or an inner layer) sets to the request's actual cost,
+/// for [`Settle`] to settle against the estimate. Takes precedence over the header.
+///
+/// ```
+/// use tollgate::http::TokensUsed;
+/// let mut response = http::Response::new(());
+/// response.extensions_mut().insert(TokensUsed(1234));
+/// # let _ = response;
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TokensUsed(pub u32);
+
+/// How the actual cost is read from a response, for
+/// [`RateLimitLayer::settle`](super::RateLimitLayer::settle).
+///
+/// The layer charges the request's estimated cost (see
+/// [`RateLimitLayer::cost`](super::RateLimitLayer::cost)) before calling the service. Once
+/// the response head is there it reads the actual cost — the [`TokensUsed`] extension,
+/// else the header (a decimal `u32`) — and:
+///
+/// - actual < estimate: refunds `estimate − actual` to every tier that was charged
+///   ([`PolicyCheck::refund`](crate::policy::PolicyCheck::refund));
+/// - actual > estimate: charges the extra as a further check; if the limits deny it (the
+///   client has exhausted them anyway) it is counted in
+///   [`LayerStats::unpaid`](super::LayerStats::unpaid) and not charged: the policy never
+///   takes permits past a limit;
+/// - no actual cost, or an unreadable one, or a service error instead of a response: the
+///   estimate stands.
+///
+/// The header is removed from the response unless [`keep_header`](Self::keep_header).
+///
+/// ```
+/// use tollgate::http::Settle;
+/// let settle = Settle::from_header("x-tokens-used")?;
+/// # let _ = settle;
+/// # Ok::<(), http::header::InvalidHeaderName>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settle {
+    header: Option<HeaderName>,
+    strip: bool,
+}
+
+impl Settle {
+    /// Settles from the [`TokensUsed`] extension only.
+    pub fn from_extension() -> Settle {
+        Settle {
+            header: None,
+            strip: false,
+        }
+    }
+
+    /// Settles from the [`TokensUsed`] extension, else the header `name`.
+    pub fn from_header(name: &str) -> Result<Settle, http::header::InvalidHeaderName> {
+        Ok(Settle {
+            header: Some(HeaderName::from_bytes(name.as_bytes())?),
+            strip: true,
+        })
+    }
+
+    /// Leaves the header in the response sent to the client.
+    pub fn keep_header(mut self) -> Settle {
+        self.strip = false;
+        self
+    }
+
+    /// The actual cost of `response`, if it states one (removing the header unless kept).
+    pub fn actual<B>(&self, response: &mut Response<B>) -> Option<u32> {
+        let from_ext = response.extensions().get::<TokensUsed>().map(|t| t.0);
+        let from_header = self.header.as_ref().and_then(|name| {
+            let value = response.headers().get(name)?;
+            value.to_str().ok()?.trim().parse::<u32>().ok()
+        });
+        if self.strip {
+            if let Some(name) = &self.header {
+                response.headers_mut().remove(name);
+            }
+        }
+        from_ext.or(from_header)
+    }
+}

@@ -1,0 +1,130 @@
+//! [`ShadowSplit`]: rules marked `shadow = true` (or named) split off into a policy of
+//! their own, which the layer checks and reports but never lets block.
+
+use crate::policy::{PolicyConfig, PolicyConfigError};
+
+/// A rules file split in two: the rules that are enforced and the *shadow* rules, which
+/// the layer ([`RateLimitLayer::shadow`](super::RateLimitLayer::shadow)) checks on every
+/// admitted request, counts and reports in the headers, but never lets deny. Use it to
+/// try a new limit on live traffic before enforcing it.
+///
+/// In TOML, a rule is a shadow rule with `shadow = true` (a key only this function
+/// understands: the plain [`PolicyConfig`] parser rejects it).
+///
+/// Each half is matched on its own: a shadow rule for one client does not take the place
+/// of the enforced default rule for that client, it is checked alongside it.
+///
+/// ```
+/// use tollgate::http::ShadowSplit;
+/// let split = ShadowSplit::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 100
+///     window = "1m"
+///
+///     [[rules]]
+///     name = "search-trial"
+///     endpoint = "/search"
+///     limit = 5
+///     window = "1m"
+///     shadow = true
+/// "#)?;
+/// assert_eq!(split.enforced.rules.len(), 1);
+/// assert_eq!(split.shadow.rules[0].name, "search-trial");
+/// # Ok::<(), tollgate::policy::PolicyConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShadowSplit {
+    /// The rules that admit and deny.
+    pub enforced: PolicyConfig,
+    /// The rules that are only reported.
+    pub shadow: PolicyConfig,
+}
+
+impl ShadowSplit {
+    /// Parses a rules file in which rules may carry `shadow = true`, and validates both
+    /// halves.
+    pub fn from_toml(text: &str) -> Result<ShadowSplit, PolicyConfigError> {
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| PolicyConfigError::new("toml", e.to_string()))?;
+        let mut shadow_names = Vec::new();
+        if let Some(toml::Value::Array(rules)) = table.get_mut("rules") {
+            for (i, rule) in rules.iter_mut().enumerate() {
+                let toml::Value::Table(rule) = rule else {
+                    continue;
+                };
+                match rule.remove("shadow") {
+                    None | Some(toml::Value::Boolean(false)) => {}
+                    Some(toml::Value::Boolean(true)) => {
+                        let name = rule.get("name").and_then(toml::Value::as_str);
+                        shadow_names.push(name.unwrap_or_default().to_owned());
+                    }
+                    Some(_) => {
+                        return Err(PolicyConfigError::new(
+                            format!("rules[{i}].shadow"),
+                            "must be true or false",
+                        ))
+                    }
+                }
+            }
+        }
+        let config: PolicyConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| PolicyConfigError::new("toml", e.to_string()))?;
+        let names: Vec<&str> = shadow_names.iter().map(String::as_str).collect();
+        let split = ShadowSplit::by_name(config, &names);
+        split.enforced.validate()?;
+        split.shadow.validate()?;
+        Ok(split)
+    }
+
+    /// Splits `config`: the rules named in `names` are the shadow rules. Both halves keep
+    /// the config's `capacity`.
+    pub fn by_name(config: PolicyConfig, names: &[&str]) -> ShadowSplit {
+        let (shadow, enforced) = config
+            .rules
+            .into_iter()
+            .partition(|r| names.contains(&r.name.as_str()));
+        ShadowSplit {
+            enforced: PolicyConfig {
+                capacity: config.capacity,
+                rules: enforced,
+            },
+            shadow: PolicyConfig {
+                capacity: config.capacity,
+                rules: shadow,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_must_be_a_bool_and_both_halves_validate() {
+        let err = ShadowSplit::from_toml(
+            "[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\nshadow = \"yes\"\n",
+        );
+        assert_eq!(
+            err.map_err(|e| e.to_string().contains("rules[0].shadow")),
+            Err(true)
+        );
+        let err = ShadowSplit::from_toml(
+            "[[rules]]\nname = \"a\"\nlimit = 0\nwindow = \"1s\"\nshadow = true\n",
+        );
+        assert!(err.is_err());
+        let split = ShadowSplit::from_toml(
+            "capacity = 10\n[[rules]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\nshadow = false\n",
+        );
+        assert_eq!(
+            split.map(|s| (
+                s.enforced.rules.len(),
+                s.shadow.rules.len(),
+                s.shadow.capacity
+            )),
+            Ok((1, 0, Some(10)))
+        );
+    }
+}

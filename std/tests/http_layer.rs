@@ -1,0 +1,808 @@
+//! `tollgate::http` end to end: a real axum (or plain hyper) server on 127.0.0.1:0 behind
+//! `RateLimitLayer`, driven by a real hyper HTTP/1.1 client. Exact 200/429 sequences and
+//! header values per rule, IPv6 prefix grouping, route-template grouping, trusted
+//! proxies, malformed keys, shadow rules, reloads under traffic, leaky-bucket delays and
+//! their cancellation, settlement from the response.
+//!
+//! Limits use a `ManualClock` (time moves only when a test says so), so every sequence is
+//! exact; the leaky-bucket delay test uses the monotonic clock and real sleeps.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ConnectInfo;
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::http::{
+    ClientKey, Endpoint, HeaderStyle, OnBadKey, RateLimitLayer, Settle, ShadowSplit, TokensUsed,
+    TrustedProxies,
+};
+use tollgate::policy::{Policy, PolicyCheck};
+use tollgate::{ManualClock, MonotonicClock, Nanos};
+use tower::ServiceExt;
+
+type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// One response as the client saw it.
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// One request on a fresh connection to `addr`.
+async fn send(addr: SocketAddr, path: &str, headers: &[(&str, &[u8])]) -> Result<Reply, BoxError> {
+    let stream = TcpStream::connect(addr).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let mut request = Request::get(path).header("host", "localhost");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = sender
+        .send_request(request.body(Empty::<Bytes>::new())?)
+        .await?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok(Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Serves `app` on 127.0.0.1:0 with `ConnectInfo<SocketAddr>`.
+async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+    Ok(addr)
+}
+
+fn manual_policy(rules: &str) -> Result<(Arc<Policy<ManualClock>>, ManualClock), BoxError> {
+    let clock = ManualClock::starting_at(Nanos::from_secs(15));
+    Ok((Arc::new(Policy::from_toml(rules, clock.clone())?), clock))
+}
+
+async fn statuses(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    n: usize,
+) -> Result<Vec<u16>, BoxError> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(send(addr, path, headers).await?.status.as_u16());
+    }
+    Ok(out)
+}
+
+const API_KEY_RULES: &str = r#"
+    [[rules]]
+    name = "api"
+    limit = 3
+    window = "1m"
+    algorithm = "fixed_window"
+"#;
+
+#[tokio::test]
+async fn exact_sequence_and_draft11_headers() -> TestResult {
+    let (policy, _clock) = manual_policy(API_KEY_RULES)?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy)).key(ClientKey::header("x-api-key")?);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+
+    let mut replies = Vec::new();
+    for _ in 0..4 {
+        replies.push(send(addr, "/", key).await?);
+    }
+    let got: Vec<u16> = replies.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(got, [200, 200, 200, 429]);
+    // 15 s into a 1-minute window: 45 s to the reset. pk is FNV-1a("acct_1").
+    let pk = "pk=:6qCUvbV94do=:";
+    for (i, r) in replies[..3].iter().enumerate() {
+        assert_eq!(
+            r.header("ratelimit-policy"),
+            format!("\"api\";q=3;w=60;{pk}")
+        );
+        assert_eq!(
+            r.header("ratelimit"),
+            format!("\"api\";r={};t=45;{pk}", 2 - i)
+        );
+        assert_eq!(r.header("retry-after"), "");
+        assert_eq!(r.body, "ok");
+    }
+    let denied = &replies[3];
+    assert_eq!(denied.header("retry-after"), "45");
+    assert_eq!(denied.header("ratelimit"), format!("\"api\";r=0;t=45;{pk}"));
+    assert_eq!(denied.header("content-type"), "application/problem+json");
+    assert_eq!(
+        denied.body,
+        "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
+         \"detail\":\"rate limit exceeded by rule 'api' tier 'api'; retry in 45 s\",\
+         \"retry_after\":45,\"violated\":[{\"rule\":\"api\",\"tier\":\"api\",\"quota\":3,\
+         \"window\":60,\"retry_after\":45}]}"
+    );
+    // Another key has its own allowance.
+    assert_eq!(
+        statuses(addr, "/", &[("x-api-key", b"acct_2")], 4).await?,
+        [200, 200, 200, 429]
+    );
+    let stats = layer.stats();
+    assert_eq!((stats.admitted, stats.denied), (6, 2));
+    Ok(())
+}
+
+#[tokio::test]
+async fn tiers_and_header_styles() -> TestResult {
+    let rules = r#"
+        [[rules]]
+        name = "api"
+        tiers = [
+            { name = "burst", limit = 2, window = "1s", algorithm = "fixed_window" },
+            { name = "daily", limit = 100, window = "1d", algorithm = "fixed_window" },
+        ]
+    "#;
+    for (style, check) in [
+        (HeaderStyle::Draft10, 0),
+        (HeaderStyle::Legacy, 1),
+        (HeaderStyle::None, 2),
+    ] {
+        let (policy, _clock) = manual_policy(rules)?;
+        let layer = RateLimitLayer::new(policy)
+            .key(ClientKey::header("x-api-key")?)
+            .headers(style);
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer);
+        let addr = serve(app).await?;
+        let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
+        let first = send(addr, "/", key).await?;
+        let _ = send(addr, "/", key).await?;
+        let third = send(addr, "/", key).await?;
+        assert_eq!(
+            (first.status, third.status),
+            (StatusCode::OK, StatusCode::TOO_MANY_REQUESTS)
+        );
+        assert_eq!(third.header("retry-after"), "1");
+        match check {
+            0 => {
+                // 15 s on a 1 s window: reset at the next second; the day resets at 86400.
+                assert_eq!(
+                    first.header("ratelimit-policy"),
+                    "\"burst\";q=2;w=1, \"daily\";q=100;w=86400"
+                );
+                assert_eq!(
+                    first.header("ratelimit"),
+                    "\"burst\";r=1;t=1, \"daily\";r=99;t=86385"
+                );
+                assert_eq!(
+                    third.header("ratelimit"),
+                    "\"burst\";r=0;t=1, \"daily\";r=98;t=86385"
+                );
+                assert_eq!(first.header("x-ratelimit-limit"), "");
+            }
+            1 => {
+                assert_eq!(first.header("ratelimit"), "");
+                assert_eq!(first.header("x-ratelimit-limit"), "2");
+                assert_eq!(first.header("x-ratelimit-remaining"), "1");
+                assert_eq!(first.header("x-ratelimit-reset"), "1");
+                assert_eq!(third.header("x-ratelimit-remaining"), "0");
+            }
+            _ => {
+                assert_eq!(first.header("ratelimit"), "");
+                assert_eq!(first.header("x-ratelimit-limit"), "");
+            }
+        }
+        assert!(third.body.contains("\"tier\":\"burst\""), "{}", third.body);
+        assert!(!third.body.contains("daily"), "{}", third.body);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn matched_path_groups_route_ids() -> TestResult {
+    let (policy, _clock) = manual_policy(
+        r#"
+        [[rules]]
+        name = "users"
+        endpoint = "/users/{id}"
+        limit = 2
+        window = "1m"
+        algorithm = "fixed_window"
+    "#,
+    )?;
+    let app = Router::new()
+        .route("/users/{id}", get(|| async { "user" }))
+        .route("/health", get(|| async { "up" }))
+        .layer(RateLimitLayer::new(policy));
+    let addr = serve(app).await?;
+    assert_eq!(send(addr, "/users/42", &[]).await?.status, 200);
+    assert_eq!(send(addr, "/users/43", &[]).await?.status, 200);
+    let third = send(addr, "/users/44", &[]).await?;
+    assert_eq!(third.status, 429);
+    assert!(third.body.contains("\"rule\":\"users\""));
+    // No rule for /health: admitted, no rate-limit fields.
+    let health = send(addr, "/health", &[]).await?;
+    assert_eq!(
+        (health.status.as_u16(), health.header("ratelimit")),
+        (200, "")
+    );
+    Ok(())
+}
+
+/// A layer outside the rate limiter that plays the part of the network: it sets
+/// `ConnectInfo` from an `x-test-peer` header (what a real IPv6 peer would give).
+fn fake_peer<B>(mut request: Request<B>) -> Request<B> {
+    let peer = request
+        .headers()
+        .get("x-test-peer")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse::<SocketAddr>().ok());
+    if let Some(peer) = peer {
+        request.extensions_mut().insert(ConnectInfo(peer));
+    }
+    request
+}
+
+#[tokio::test]
+async fn ipv6_peers_grouped_by_prefix() -> TestResult {
+    let (policy, _clock) = manual_policy(API_KEY_RULES)?;
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(policy))
+        .layer(tower::util::MapRequestLayer::new(
+            fake_peer::<axum::body::Body>,
+        ));
+    let addr = serve(app).await?;
+    let peer = |p: &'static str| [("x-test-peer", p.as_bytes())];
+    // Three addresses of one /64 share one allowance of 3.
+    assert_eq!(
+        send(addr, "/", &peer("[2001:db8:1:2::1]:1000"))
+            .await?
+            .status,
+        200
+    );
+    assert_eq!(
+        send(addr, "/", &peer("[2001:db8:1:2:ffff::9]:1001"))
+            .await?
+            .status,
+        200
+    );
+    assert_eq!(
+        send(addr, "/", &peer("[2001:db8:1:2:abcd::]:1002"))
+            .await?
+            .status,
+        200
+    );
+    assert_eq!(
+        send(addr, "/", &peer("[2001:db8:1:2::7]:1003"))
+            .await?
+            .status,
+        429
+    );
+    // The neighbouring /64 is another client; so is every IPv4 address.
+    assert_eq!(
+        send(addr, "/", &peer("[2001:db8:1:3::1]:1000"))
+            .await?
+            .status,
+        200
+    );
+    assert_eq!(send(addr, "/", &peer("192.0.2.1:80")).await?.status, 200);
+    assert_eq!(
+        statuses(addr, "/", &peer("192.0.2.2:80"), 4).await?,
+        [200, 200, 200, 429]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn ipv6_loopback_over_the_wire() -> TestResult {
+    // Real IPv6 when the machine has it: ::1 is one /64 with itself.
+    let Ok(listener) = TcpListener::bind("[::1]:0").await else {
+        eprintln!(
+            "no IPv6 loopback here; the prefix grouping is covered by ipv6_peers_grouped_by_prefix"
+        );
+        return Ok(());
+    };
+    let (policy, _clock) = manual_policy(API_KEY_RULES)?;
+    let layer = RateLimitLayer::new(policy);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+    let first = send(addr, "/", &[]).await?;
+    assert_eq!(first.status, 200);
+    assert_eq!(statuses(addr, "/", &[], 3).await?, [200, 200, 429]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn forwarded_for_only_from_trusted_proxies() -> TestResult {
+    let rules = r#"
+        [[rules]]
+        name = "per-ip"
+        limit = 1
+        window = "1m"
+        algorithm = "fixed_window"
+    "#;
+    // The loopback peer is the trusted proxy: the rightmost untrusted hop is the client.
+    let (policy, _clock) = manual_policy(rules)?;
+    let trusted = TrustedProxies::new(["127.0.0.0/8"])?;
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(policy).key(ClientKey::forwarded_for(trusted)));
+    let addr = serve(app).await?;
+    let xff = |v: &'static str| [("x-forwarded-for", v.as_bytes())];
+    assert_eq!(
+        send(addr, "/", &xff("9.9.9.9, 203.0.113.9")).await?.status,
+        200
+    );
+    // The client rewrote its part of the header: same client, denied.
+    assert_eq!(
+        send(addr, "/", &xff("8.8.8.8, 203.0.113.9")).await?.status,
+        429
+    );
+    assert_eq!(send(addr, "/", &xff("203.0.113.10")).await?.status, 200);
+    assert_eq!(send(addr, "/", &xff("not-an-ip")).await?.status, 400);
+
+    // The peer is not trusted: whatever X-Forwarded-For it sends, it is the peer.
+    let (policy, _clock) = manual_policy(rules)?;
+    let trusted = TrustedProxies::new(["10.0.0.0/8"])?;
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(policy).key(ClientKey::forwarded_for(trusted)));
+    let addr = serve(app).await?;
+    assert_eq!(send(addr, "/", &xff("1.1.1.1")).await?.status, 200);
+    assert_eq!(send(addr, "/", &xff("2.2.2.2")).await?.status, 429);
+    assert_eq!(send(addr, "/", &xff("not-an-ip")).await?.status, 429);
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_or_malformed_key() -> TestResult {
+    let (policy, _clock) = manual_policy(API_KEY_RULES)?;
+    let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let long = vec![b'k'; 257];
+    for (headers, why) in [
+        (vec![], "missing client key: key header"),
+        (
+            vec![("x-api-key", &b""[..])],
+            "malformed client key: key header empty",
+        ),
+        (
+            vec![("x-api-key", &b"caf\xe9"[..])],
+            "malformed client key: key header not visible ASCII",
+        ),
+        (
+            vec![("x-api-key", &long[..])],
+            "malformed client key: key header too long",
+        ),
+        (
+            vec![("x-api-key", &b"a"[..]), ("x-api-key", &b"b"[..])],
+            "malformed client key: key header repeated",
+        ),
+    ] {
+        let r = send(addr, "/", &headers).await?;
+        assert_eq!(r.status, 400, "{why}");
+        assert_eq!(r.header("content-type"), "application/problem+json");
+        assert_eq!(
+            r.body,
+            format!("{{\"type\":\"about:blank\",\"title\":\"Bad Request\",\"status\":400,\"detail\":\"{why}\"}}")
+        );
+    }
+    assert_eq!(layer.stats().bad_key, 5);
+    assert_eq!(layer.stats().admitted, 0);
+
+    // With a fallback key, every keyless request shares one allowance.
+    let (policy, _clock) = manual_policy(API_KEY_RULES)?;
+    let layer = RateLimitLayer::new(policy)
+        .key(ClientKey::header("x-api-key")?)
+        .on_bad_key(OnBadKey::Fallback("anonymous".into()));
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let addr = serve(app).await?;
+    assert_eq!(statuses(addr, "/", &[], 2).await?, [200, 200]);
+    assert_eq!(
+        statuses(addr, "/", &[("x-api-key", b"")], 2).await?,
+        [200, 429]
+    );
+    assert_eq!(
+        send(addr, "/", &[("x-api-key", b"real")]).await?.status,
+        200
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn shadow_rules_report_but_never_block() -> TestResult {
+    let split = ShadowSplit::from_toml(
+        r#"
+        [[rules]]
+        name = "default"
+        limit = 10
+        window = "1m"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "trial"
+        limit = 2
+        window = "1m"
+        algorithm = "fixed_window"
+        shadow = true
+    "#,
+    )?;
+    let clock = ManualClock::starting_at(Nanos::from_secs(15));
+    let enforced = Policy::new(split.enforced, clock.clone())?;
+    let shadow = Policy::new(split.shadow, clock)?;
+    let layer = RateLimitLayer::new(enforced)
+        .shadow(shadow)
+        .key(ClientKey::header("x-api-key")?)
+        .headers(HeaderStyle::Draft10);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
+    let mut replies = Vec::new();
+    for _ in 0..5 {
+        replies.push(send(addr, "/", key).await?);
+    }
+    assert!(replies.iter().all(|r| r.status == 200));
+    assert_eq!(
+        replies[0].header("ratelimit"),
+        "\"default\";r=9;t=45, \"trial\";r=1;t=45"
+    );
+    assert_eq!(
+        replies[1].header("ratelimit"),
+        "\"default\";r=8;t=45, \"trial\";r=0;t=45"
+    );
+    // The shadow rule would deny from the third request on: reported, not enforced.
+    assert_eq!(
+        replies[4].header("ratelimit"),
+        "\"default\";r=5;t=45, \"trial\";r=0;t=45"
+    );
+    assert_eq!(replies[4].header("retry-after"), "");
+    assert_eq!(layer.stats().shadow_denied, 3);
+    assert_eq!(layer.stats().admitted, 5);
+    // The enforced rule still blocks.
+    assert_eq!(
+        statuses(addr, "/", key, 6).await?,
+        [200, 200, 200, 200, 200, 429]
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_while_requests_flow() -> TestResult {
+    let rules = |limit: u32| {
+        format!("[[rules]]\nname = \"api\"\nlimit = {limit}\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n")
+    };
+    let (policy, _clock) = manual_policy(&rules(5))?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy)).key(ClientKey::header("x-api-key")?);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    // Ten concurrent requests race a reload that raises the limit to 8 (the key keeps the
+    // permits it used), then twenty more follow: exactly 8 are admitted in all.
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        if i == 5 {
+            let policy = Arc::clone(&policy);
+            let text = rules(8);
+            tasks.push(tokio::spawn(async move {
+                policy
+                    .reload_toml(&text)
+                    .map(|()| 0u16)
+                    .map_err(|e| BoxError::from(e.to_string()))
+            }));
+        }
+        tasks.push(tokio::spawn(async move {
+            send(addr, "/", &[("x-api-key", b"k")])
+                .await
+                .map(|r| r.status.as_u16())
+        }));
+    }
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await??);
+    }
+    codes.extend(statuses(addr, "/", &[("x-api-key", b"k")], 20).await?);
+    let ok = codes.iter().filter(|&&c| c == 200).count();
+    let denied = codes.iter().filter(|&&c| c == 429).count();
+    assert_eq!((ok, denied), (8, 22), "{codes:?}");
+    assert_eq!(
+        send(addr, "/", &[("x-api-key", b"other")])
+            .await?
+            .header("ratelimit-policy"),
+        "\"api\";q=8;w=60;pk=:CiStYcJWKlU=:"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn plain_hyper_service_behind_the_layer() -> TestResult {
+    let (policy, _clock) = manual_policy(API_KEY_RULES)?;
+    let layer = RateLimitLayer::new(policy).endpoint(Endpoint::matched_path().or_constant("hyper"));
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            let handler = tower::service_fn(|_req: Request<hyper::body::Incoming>| async {
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"plain"))))
+            });
+            let service = tower::ServiceBuilder::new()
+                // A plain hyper server hands the peer address over as an extension.
+                .map_request(move |mut req: Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(peer);
+                    req
+                })
+                .layer(layer.clone())
+                .service(handler);
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(
+                        TokioIo::new(stream),
+                        hyper_util::service::TowerToHyperService::new(service),
+                    )
+                    .await;
+            });
+        }
+    });
+    let replies = [
+        send(addr, "/a", &[]).await?,
+        send(addr, "/b", &[]).await?,
+        send(addr, "/c", &[]).await?,
+        send(addr, "/d", &[]).await?,
+    ];
+    let got: Vec<u16> = replies.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(got, [200, 200, 200, 429]);
+    assert_eq!(replies[0].body, "plain");
+    assert!(replies[2]
+        .header("ratelimit")
+        .starts_with("\"api\";r=0;t=45;pk="));
+    assert_eq!(replies[3].header("retry-after"), "45");
+    Ok(())
+}
+
+#[tokio::test]
+async fn leaky_bucket_delays_and_cancellation_refunds() -> TestResult {
+    // In-process with a manual clock: the second request is admitted with a 1 s delay.
+    let rules = "[[rules]]\nname = \"shaped\"\nlimit = 1\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n";
+    let (policy, _clock) = manual_policy(rules)?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
+    let service = tower::ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(tower::service_fn(|_req: Request<Empty<Bytes>>| async {
+            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
+        }));
+    let request = || {
+        let mut r = Request::new(Empty::<Bytes>::new());
+        r.extensions_mut()
+            .insert(SocketAddr::from(([192, 0, 2, 1], 9)));
+        r
+    };
+    let first = service.clone().oneshot(request()).await?;
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        policy.peek("192.0.2.1", "/", 1)?.delay(),
+        Nanos::from_secs(1)
+    );
+    // The delayed request is dropped mid-wait: its permit comes back.
+    let delayed = service.clone().oneshot(request());
+    let timed_out = tokio::time::timeout(Duration::from_millis(50), delayed).await;
+    assert!(timed_out.is_err(), "a 1 s delay must not resolve in 50 ms");
+    assert_eq!(
+        policy.peek("192.0.2.1", "/", 1)?.delay(),
+        Nanos::from_secs(1)
+    );
+    let stats = layer.stats();
+    assert_eq!((stats.delayed, stats.cancelled), (1, 1));
+
+    // Over the wire with real time: 10 per second, the third of a burst waits ~200 ms.
+    let policy = Policy::from_toml(
+        "[[rules]]\nname = \"shaped\"\nlimit = 10\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n",
+        MonotonicClock::new(),
+    )?;
+    let layer = RateLimitLayer::new(policy);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let start = Instant::now();
+    let burst: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(async move { send(addr, "/", &[]).await }))
+        .collect();
+    for t in burst {
+        assert_eq!(t.await??.status, 200);
+    }
+    assert!(
+        start.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(layer.stats().delayed, 2);
+    Ok(())
+}
+
+#[tokio::test]
+async fn settlement_refunds_or_charges_the_difference() -> TestResult {
+    let rules = "[[rules]]\nname = \"tokens\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";
+    let (policy, _clock) = manual_policy(rules)?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .key(ClientKey::header("x-api-key")?)
+        .cost(|head| {
+            head.headers
+                .get("x-estimate")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        })
+        .settle(Settle::from_header("x-tokens-used")?);
+    let app = Router::new()
+        .route(
+            "/header",
+            get(|headers: HeaderMap| async move {
+                let used = headers.get("x-used").cloned();
+                let mut response = Response::new(axum::body::Body::from("done"));
+                if let Some(used) = used {
+                    response.headers_mut().insert("x-tokens-used", used);
+                }
+                response
+            }),
+        )
+        .route(
+            "/extension",
+            get(|| async {
+                let mut response = Response::new(axum::body::Body::from("done"));
+                response.extensions_mut().insert(TokensUsed(30));
+                response
+            }),
+        )
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let remaining = || policy.peek("k", "/", 0).map(|d| d.remaining());
+    // Estimate 40, actual 10: 30 refunded.
+    let r = send(
+        addr,
+        "/header",
+        &[
+            ("x-api-key", b"k"),
+            ("x-estimate", b"40"),
+            ("x-used", b"10"),
+        ],
+    )
+    .await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("x-tokens-used"),
+        "",
+        "the settlement header is internal"
+    );
+    assert_eq!(
+        r.header("ratelimit").split(';').nth(1),
+        Some("r=60"),
+        "headers show the estimate"
+    );
+    assert_eq!(remaining()?, 90);
+    // Estimate 5, actual 30 (extension): 25 more charged.
+    assert_eq!(
+        send(
+            addr,
+            "/extension",
+            &[("x-api-key", b"k"), ("x-estimate", b"5")]
+        )
+        .await?
+        .status,
+        200
+    );
+    assert_eq!(remaining()?, 60);
+    // No actual stated: the estimate stands.
+    assert_eq!(
+        send(
+            addr,
+            "/header",
+            &[("x-api-key", b"k"), ("x-estimate", b"7")]
+        )
+        .await?
+        .status,
+        200
+    );
+    assert_eq!(remaining()?, 53);
+    // An estimate beyond the limit can never pass: 413, not 429.
+    let r = send(
+        addr,
+        "/header",
+        &[("x-api-key", b"k"), ("x-estimate", b"101")],
+    )
+    .await?;
+    assert_eq!(r.status, 413);
+    assert!(r.body.contains("\"max_cost\":100"), "{}", r.body);
+    // Extra beyond what is left is not charged, and counted.
+    assert_eq!(
+        send(
+            addr,
+            "/header",
+            &[
+                ("x-api-key", b"k"),
+                ("x-estimate", b"50"),
+                ("x-used", b"60")
+            ]
+        )
+        .await?
+        .status,
+        200
+    );
+    assert_eq!(remaining()?, 3);
+    let stats = layer.stats();
+    assert_eq!(
+        (stats.refunded, stats.unpaid, stats.too_costly),
+        (30, 10, 1)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_get_exactly_the_limit() -> TestResult {
+    let (policy, _clock) =
+        manual_policy("[[rules]]\nname = \"api\"\nlimit = 50\nwindow = \"1m\"\n")?;
+    let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    // 200 requests of one key from 200 connections at once: GCRA admits exactly its burst.
+    let tasks: Vec<_> = (0..200)
+        .map(|_| tokio::spawn(async move { send(addr, "/", &[("x-api-key", b"k")]).await }))
+        .collect();
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await??.status.as_u16());
+    }
+    let ok = codes.iter().filter(|&&c| c == 200).count();
+    let denied = codes.iter().filter(|&&c| c == 429).count();
+    assert_eq!((ok, denied), (50, 150));
+    assert_eq!((layer.stats().admitted, layer.stats().denied), (50, 150));
+    Ok(())
+}

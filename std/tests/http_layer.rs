@@ -722,8 +722,8 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
     );
     assert_eq!(
         r.header("ratelimit").split(';').nth(1),
-        Some("r=60"),
-        "headers show the estimate"
+        Some("r=90"),
+        "headers report the settled cost, not the estimate"
     );
     assert_eq!(remaining()?, 90);
     // Estimate 5, actual 30 (extension): 25 more charged.
@@ -759,7 +759,8 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
     .await?;
     assert_eq!(r.status, 413);
     assert!(r.body.contains("\"max_cost\":100"), "{}", r.body);
-    // Extra beyond what is left is not charged, and counted.
+    // Extra beyond what is left is charged all the same (the work was done): the key is
+    // in debt, and denied until it is repaid.
     assert_eq!(
         send(
             addr,
@@ -774,11 +775,18 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
         .status,
         200
     );
-    assert_eq!(remaining()?, 3);
+    assert_eq!(remaining()?, 0);
+    let denied = send(
+        addr,
+        "/header",
+        &[("x-api-key", b"k"), ("x-estimate", b"1")],
+    )
+    .await?;
+    assert_eq!(denied.status, 429, "in debt");
     let stats = layer.stats();
     assert_eq!(
-        (stats.refunded, stats.unpaid, stats.too_costly),
-        (30, 10, 1)
+        (stats.refunded, stats.charged, stats.too_costly),
+        (30, 35, 1)
     );
     Ok(())
 }

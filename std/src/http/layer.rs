@@ -34,6 +34,13 @@ trait Check: Send + Sync {
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity>;
     fn refund(&self, client: &str, endpoint: &str, cost: u32);
+    fn charge(&self, client: &str, endpoint: &str, cost: u32);
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity>;
 }
 
 impl<P: PolicyCheck + Send + Sync> Check for P {
@@ -47,6 +54,18 @@ impl<P: PolicyCheck + Send + Sync> Check for P {
     }
     fn refund(&self, client: &str, endpoint: &str, cost: u32) {
         PolicyCheck::refund(self, client, endpoint, cost)
+    }
+    fn charge(&self, client: &str, endpoint: &str, cost: u32) {
+        let request = crate::policy::Request::new(client, endpoint, cost);
+        PolicyCheck::charge_at(self, &request, PolicyCheck::now(self))
+    }
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        PolicyCheck::peek(self, client, endpoint, cost)
     }
 }
 
@@ -84,9 +103,9 @@ pub struct LayerStats {
     pub too_costly: u64,
     /// Permits given back by settlement (actual cost below the estimate).
     pub refunded: u64,
-    /// Permits settlement could not charge (actual cost above the estimate, beyond the
-    /// limits).
-    pub unpaid: u64,
+    /// Permits settlement charged beyond the estimates (actual cost above the estimate),
+    /// recorded even past the limits: the work was done, so the client waits the debt out.
+    pub charged: u64,
 }
 
 #[derive(Debug, Default)]
@@ -99,7 +118,7 @@ struct Counters {
     bad_key: AtomicU64,
     too_costly: AtomicU64,
     refunded: AtomicU64,
-    unpaid: AtomicU64,
+    charged: AtomicU64,
 }
 
 impl Counters {
@@ -120,7 +139,7 @@ impl Counters {
             bad_key: get(&self.bad_key),
             too_costly: get(&self.too_costly),
             refunded: get(&self.refunded),
-            unpaid: get(&self.unpaid),
+            charged: get(&self.charged),
         }
     }
 }
@@ -373,28 +392,32 @@ impl Charge {
         }
     }
 
-    /// Settles the estimate against `actual`.
-    fn settle(&self, actual: u32) {
+    /// Settles the estimate against `actual`; returns the key's state afterwards (a peek
+    /// of nothing), for the response's rate-limit fields.
+    fn settle(&self, actual: u32) -> Option<PolicyDecision> {
         let counters = &self.shared.counters;
         if actual < self.cost {
             let back = self.cost - actual;
             self.refund(back);
             Counters::add(&counters.refunded, u64::from(back));
         } else if actual > self.cost {
+            // The work is done: the excess is recorded whatever the limits say (the key
+            // goes into debt and is denied until it is repaid).
             let extra = actual - self.cost;
-            let paid = matches!(
-                self.shared.policy.check(&self.client, &self.endpoint, extra),
-                Ok(d) if d.allowed()
-            );
-            if !paid {
-                Counters::add(&counters.unpaid, u64::from(extra));
-            }
+            self.shared
+                .policy
+                .charge(&self.client, &self.endpoint, extra);
+            Counters::add(&counters.charged, u64::from(extra));
             if self.shadow_taken {
                 if let Some(shadow) = &self.shared.shadow {
-                    let _ = shadow.check(&self.client, &self.endpoint, extra);
+                    shadow.charge(&self.client, &self.endpoint, extra);
                 }
             }
         }
+        self.shared
+            .policy
+            .peek(&self.client, &self.endpoint, 0)
+            .ok()
     }
 }
 
@@ -516,14 +539,19 @@ where
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                         Poll::Ready(Ok(r)) => r,
                     };
-                    std::mem::take(this.fields).insert_into(response.headers_mut());
+                    let mut fields = std::mem::take(this.fields);
                     if let Some(charge) = this.charge.take() {
                         if let Some(settle) = &charge.shared.settle {
                             if let Some(actual) = settle.actual(&mut response) {
-                                charge.settle(actual);
+                                // The fields report the settled cost, not the estimate.
+                                if let Some(after) = charge.settle(actual) {
+                                    fields =
+                                        charge.shared.style.fields(&after, &[], &charge.client);
+                                }
                             }
                         }
                     }
+                    fields.insert_into(response.headers_mut());
                     return Poll::Ready(Ok(response.map(Either::Left)));
                 }
             }

@@ -480,6 +480,7 @@ mod tests {
             name,
             quota: 10,
             window: Nanos::from_secs(60),
+            shared: false,
             decision: Decision::allow(10, 9, Nanos::from_secs(6)),
         };
         let ok = PolicyDecision::combine(&[tier("api")]);

@@ -26,14 +26,16 @@ pub struct TokensUsed(pub u32);
 ///
 /// - actual < estimate: refunds `estimate − actual` to every tier that was charged
 ///   ([`PolicyCheck::refund`](crate::policy::PolicyCheck::refund));
-/// - actual > estimate: charges the extra as a further check; if the limits deny it (the
-///   client has exhausted them anyway) it is counted in
-///   [`LayerStats::unpaid`](super::LayerStats::unpaid) and not charged: the policy never
-///   takes permits past a limit;
+/// - actual > estimate: charges the extra
+///   ([`PolicyCheck::charge_at`](crate::policy::PolicyCheck::charge_at)), counted in
+///   [`LayerStats::charged`](super::LayerStats::charged): the work was done, so it is
+///   recorded even past a limit, and the client is denied until the debt is repaid;
 /// - no actual cost, or an unreadable one, or a service error instead of a response: the
 ///   estimate stands.
 ///
-/// The header is removed from the response unless [`keep_header`](Self::keep_header).
+/// The response's rate-limit fields then report the key's state after settlement (the
+/// settled cost, not the estimate). The header is removed from the response unless
+/// [`keep_header`](Self::keep_header).
 ///
 /// ```
 /// use tollgate::http::Settle;

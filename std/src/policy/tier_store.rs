@@ -598,7 +598,12 @@ mod tests {
         assert!(!store.is_allocated());
         assert_eq!(store.memory_bytes(), 0);
         assert_eq!(store.capacity(), 100_000);
-        assert!(store.peek(fingerprint("k"), Nanos::ZERO, 1).unwrap().allowed);
+        assert!(
+            store
+                .peek(fingerprint("k"), Nanos::ZERO, 1)
+                .unwrap()
+                .allowed
+        );
         let next = Arc::new(TierStore::new(gcra(20, 20), 100_000).unwrap());
         next.succeed(&store);
         next.absorb_predecessor(Nanos::ZERO);

@@ -93,6 +93,52 @@ type Loss = Option<(u64, u64)>;
 /// A resident entry considered for eviction: its slot and what evicting it loses.
 type Candidate = Option<(usize, (u64, u64))>;
 
+/// Keys taken out of their cells by evictions and removals (exact mode), to be dropped by
+/// the caller once every count is settled, the new key (if any) published and the shard
+/// lock released.
+///
+/// A key's `Drop` is user code: it may panic, or even call back into the limiter. Run
+/// inside an eviction it could unwind between the eviction and the accounting or insert
+/// that completes it, stranding a unit of the shard's key quota (`len()` counting a key
+/// that is gone, for ever); run under the shard lock it could deadlock. Here it runs after
+/// the table is whole again, so a panic only propagates to the caller.
+///
+/// Room for [`SWEEP`] keys: the most one [`Table::make_room`] evicts (one sweep window, or
+/// one candidate). Callers evicting more flush it between batches (see
+/// [`Table::evict_idle_all`]).
+pub(crate) struct Victims<K> {
+    keys: [Option<K>; SWEEP],
+    len: usize,
+}
+
+impl<K> Victims<K> {
+    /// None yet.
+    pub(crate) fn new() -> Victims<K> {
+        Victims {
+            keys: core::array::from_fn(|_| None),
+            len: 0,
+        }
+    }
+
+    /// Keeps `key` to be dropped later. Beyond the capacity (which no caller reaches) it is
+    /// dropped at once: its eviction's accounting is already done, so even then a panic
+    /// leaves every count right.
+    fn push(&mut self, key: K) {
+        match self.keys.get_mut(self.len) {
+            Some(place) => {
+                *place = Some(key);
+                self.len += 1;
+            }
+            None => drop(key),
+        }
+    }
+
+    /// Whether another eviction might not fit.
+    fn is_full(&self) -> bool {
+        self.len == SWEEP
+    }
+}
+
 /// The keyed table. See the module docs for the protocol.
 #[derive(Debug)]
 pub(crate) struct Table<K> {
@@ -346,7 +392,7 @@ impl<K> Table<K> {
     }
 
     /// Evicts slot `idx` if its entry is idle right now; `false` if a check got there
-    /// first (the entry then stays, untouched).
+    /// first (the entry then stays, untouched). The evicted key goes to `victims`.
     fn evict_idle<A: Algorithm + ?Sized>(
         &self,
         shard: &Shard,
@@ -354,6 +400,7 @@ impl<K> Table<K> {
         algorithm: &A,
         now: Nanos,
         keep_quota: bool,
+        victims: &mut Victims<K>,
     ) -> bool {
         let slot = self.slot(idx);
         // Relaxed: under the shard lock.
@@ -380,8 +427,9 @@ impl<K> Table<K> {
             return false;
         }
         if self.mode == Mode::Exact {
-            // SAFETY: under the shard lock, identity empty, no pin: the key is ours.
-            unsafe { self.keys[idx].drop_key() };
+            // SAFETY: under the shard lock, identity empty, no pin: the key is ours. Moved
+            // out, not dropped: its `Drop` runs later (see `Victims`).
+            victims.push(unsafe { self.keys[idx].take() });
         }
         if !keep_quota {
             self.release(shard);
@@ -392,8 +440,15 @@ impl<K> Table<K> {
 
     /// Evicts slot `idx` whatever its state (pressure eviction or removal) and returns its
     /// last stored (masked) state. With `keep_quota` the entry's place in the quota passes
-    /// to the key about to be inserted.
-    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool, keep_quota: bool) -> u64 {
+    /// to the key about to be inserted. The evicted key goes to `victims`.
+    fn evict_now(
+        &self,
+        shard: &Shard,
+        idx: usize,
+        removal: bool,
+        keep_quota: bool,
+        victims: &mut Victims<K>,
+    ) -> u64 {
         self.claim(idx);
         self.drain_pins(idx);
         // AcqRel: flipping a bit always changes the word, so a check that loaded it before
@@ -402,7 +457,8 @@ impl<K> Table<K> {
         let stored = self.slot(idx).state.fetch_xor(1, Ordering::AcqRel);
         if self.mode == Mode::Exact {
             // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
-            unsafe { self.keys[idx].drop_key() };
+            // Moved out, not dropped: its `Drop` runs later (see `Victims`).
+            victims.push(unsafe { self.keys[idx].take() });
         }
         if !keep_quota {
             self.release(shard);
@@ -543,6 +599,7 @@ impl<K> Table<K> {
         algorithm: &A,
         now: Nanos,
         keep_first: bool,
+        victims: &mut Victims<K>,
     ) -> (usize, Candidate) {
         let shard = &self.shards[shard_index];
         let span = self.buckets_per_shard * BUCKET_SLOTS;
@@ -557,7 +614,8 @@ impl<K> Table<K> {
             match self.loss(idx, algorithm, now) {
                 None => {
                     let keep = keep_first && evicted == 0;
-                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now, keep));
+                    evicted +=
+                        usize::from(self.evict_idle(shard, idx, algorithm, now, keep, victims));
                 }
                 Some(loss) => {
                     if best.map_or(true, |(_, b)| loss < b) {
@@ -571,13 +629,15 @@ impl<K> Table<K> {
     }
 
     /// Finds (making it if needed, per the policy) a free slot in one of `loc`'s buckets and
-    /// counts it as resident. `None`: refused ([`WhenFull::Refuse`]).
+    /// counts it as resident. `None`: refused ([`WhenFull::Refuse`]). Evicted keys go to
+    /// `victims` (at most [`SWEEP`]), for the caller to drop after publishing the new key.
     fn make_room<A: Algorithm + ?Sized>(
         &self,
         local: &mut ShardLocal,
         loc: Loc,
         algorithm: &A,
         now: Nanos,
+        victims: &mut Victims<K>,
     ) -> Option<usize> {
         let shard = &self.shards[loc.shard];
         let candidates = (loc.g1 * BUCKET_SLOTS..(loc.g1 + 1) * BUCKET_SLOTS)
@@ -606,7 +666,7 @@ impl<K> Table<K> {
                 }
                 match self.loss(idx, algorithm, now) {
                     None => {
-                        if self.evict_idle(shard, idx, algorithm, now, true) {
+                        if self.evict_idle(shard, idx, algorithm, now, true, victims) {
                             return Some(idx);
                         }
                     }
@@ -620,7 +680,8 @@ impl<K> Table<K> {
             if let Some(free) = free {
                 // The key's buckets have room but the quota is spent: the victim may be
                 // anywhere in the shard. Sweep for idle entries first.
-                let (swept, window_best) = self.sweep(loc.shard, local, algorithm, now, true);
+                let (swept, window_best) =
+                    self.sweep(loc.shard, local, algorithm, now, true, victims);
                 if swept > 0 {
                     self.drain_pins(free);
                     return Some(free);
@@ -635,7 +696,7 @@ impl<K> Table<K> {
                 return None;
             }
             if let Some((idx, _)) = best {
-                self.evict_now(shard, idx, false, true);
+                self.evict_now(shard, idx, false, true, victims);
                 let slot = free.unwrap_or(idx);
                 self.drain_pins(slot);
                 return Some(slot);
@@ -696,16 +757,31 @@ impl<K> Table<K> {
         }
     }
 
-    /// Evicts every idle entry (takes each shard's lock in turn); returns how many.
+    /// Evicts every idle entry (takes each shard's lock in turn, once per [`SWEEP`] keys
+    /// evicted in exact mode, whose keys are dropped outside it); returns how many.
     pub(crate) fn evict_idle_all<A: Algorithm + ?Sized>(&self, algorithm: &A, now: Nanos) -> usize {
         let span = self.buckets_per_shard * BUCKET_SLOTS;
         let mut evicted = 0;
         for (s, shard) in self.shards.iter().enumerate() {
-            let _local = lock(&shard.lock);
-            for idx in s * span..(s + 1) * span {
-                if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
-                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now, false));
+            let (mut idx, end) = (s * span, (s + 1) * span);
+            while idx < end {
+                let mut victims = Victims::new();
+                let local = lock(&shard.lock);
+                while idx < end && !victims.is_full() {
+                    if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
+                        evicted += usize::from(self.evict_idle(
+                            shard,
+                            idx,
+                            algorithm,
+                            now,
+                            false,
+                            &mut victims,
+                        ));
+                    }
+                    idx += 1;
                 }
+                drop(local);
+                drop(victims);
             }
         }
         evicted
@@ -877,6 +953,9 @@ impl<K: Eq + Clone + 'static> Table<K> {
     ) -> Result<Decision, KeyedError> {
         let mask = self.mask(h);
         let shard = &self.shards[loc.shard];
+        // Declared before the lock guard, so dropped after it on every path: evicted keys'
+        // `Drop` runs once the new key is published and the lock released.
+        let mut victims = Victims::new();
         let mut local = lock(&shard.lock);
         // Under the lock no slot changes owner, so a hit cannot race.
         if let Probe::Hit(result) = self.probe(key, h, loc, |_, slot| {
@@ -891,7 +970,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
         };
         // Clone before touching any slot: a panicking `Clone` leaves the table as it was.
         let stored_key = (self.mode == Mode::Exact).then(|| key.clone());
-        let Some(idx) = self.make_room(&mut local, loc, algorithm, now) else {
+        let Some(idx) = self.make_room(&mut local, loc, algorithm, now, &mut victims) else {
             Shard::bump(&shard.refusals);
             return Err(KeyedError::Full);
         };
@@ -947,10 +1026,12 @@ impl<K: Eq + Clone + 'static> Table<K> {
     pub(crate) fn remove(&self, key: &K, h: u64) -> bool {
         let loc = self.locate(h);
         let shard = &self.shards[loc.shard];
+        // Dropped after the lock guard (see `Victims`).
+        let mut victims = Victims::new();
         let _local = lock(&shard.lock);
         match self.probe(key, h, loc, |idx, _| Some(idx)) {
             Probe::Hit(idx) => {
-                self.evict_now(shard, idx, true, false);
+                self.evict_now(shard, idx, true, false, &mut victims);
                 true
             }
             _ => false,

@@ -8,7 +8,7 @@
 
 use tollgate_core::{Algorithm, Nanos};
 
-use super::{update_slot, Loc, Mode, Table, LOCK_FREE_ATTEMPTS};
+use super::{update_slot, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
 use crate::keyed::shard::Shard;
 use crate::keyed::slot::BUCKET_SLOTS;
 use crate::sync::{lock, Ordering};
@@ -71,6 +71,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let loc = self.locate(h);
         let mask = self.mask(h);
         let shard = &self.shards[loc.shard];
+        // Identity-only: no key is stored, so none is ever evicted into it.
+        let mut victims = Victims::new();
         let mut local = lock(&shard.lock);
         if let Some(slot) = self.find_ident(h, loc) {
             // Under the lock the slot cannot change owner: the update completes.
@@ -87,7 +89,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
             // A fresh state left fresh: nothing to remember.
             return Upsert::Done(result);
         };
-        let Some(idx) = self.make_room(&mut local, loc, algorithm, now) else {
+        let Some(idx) = self.make_room(&mut local, loc, algorithm, now, &mut victims) else {
             Shard::bump(&shard.refusals);
             return Upsert::Full;
         };
@@ -106,9 +108,10 @@ impl<K: Eq + Clone + 'static> Table<K> {
         debug_assert!(self.mode != Mode::Exact, "identity-only tables");
         let loc = self.locate(h);
         let shard = &self.shards[loc.shard];
+        let mut victims = Victims::new();
         let _local = lock(&shard.lock);
         let idx = self.find_index(h, loc)?;
-        Some(self.evict_now(shard, idx, true, false) ^ self.mask(h))
+        Some(self.evict_now(shard, idx, true, false, &mut victims) ^ self.mask(h))
     }
 
     /// Removes every entry of shard `s` and returns them as `(identity, state)` pairs (as
@@ -116,6 +119,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
     pub(crate) fn drain_shard(&self, s: usize) -> Option<Vec<(u64, u64)>> {
         let shard = self.shards.get(s)?;
         let span = self.buckets_per_shard * BUCKET_SLOTS;
+        // Identity-only: no key is stored, so none is ever evicted into it.
+        let mut victims = Victims::new();
         let _local = lock(&shard.lock);
         let mut drained = Vec::with_capacity(shard.len());
         for idx in s * span..(s + 1) * span {
@@ -124,7 +129,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
             }
             // Relaxed: under the shard lock, which orders every identity change.
             let h = self.slot(idx).ident.load(Ordering::Relaxed);
-            let stored = self.evict_now(shard, idx, true, false);
+            let stored = self.evict_now(shard, idx, true, false, &mut victims);
             drained.push((h, stored ^ self.mask(h)));
         }
         Some(drained)

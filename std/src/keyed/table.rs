@@ -3,13 +3,27 @@
 //! Layout: `shards × buckets_per_shard` buckets of four 16-byte slots (one cache line per
 //! bucket), allocated once. A key's 64-bit identity `h` picks its shard (top bits) and two
 //! candidate buckets in it (from the low and high halves); the key lives in one of them.
-//! Nothing ever moves, so a reader can probe without a lock:
+//! A reader probes without a lock:
 //!
 //! - **lookup** (no lock, no write): load the eight identities of the two buckets; on a
 //!   match, run the check on the slot's state word (load, decide, compare-and-swap);
 //! - **insert, evict, remove** (under the shard's lock): claim a slot by setting its
 //!   identity to the bucket's *empty* value, seal or overwrite its state, write the key
-//!   (exact mode), then publish the new identity with `Release`.
+//!   (exact mode), then publish the new identity with `Release`;
+//! - **move** (under the shard's lock, only to make room for a new key whose two buckets
+//!   are full: cuckoo displacement): claim the entry's slot, take its state, publish it in
+//!   a free slot of its other bucket.
+//!
+//! A lookup that overlaps a move can find the key in neither slot (between the claim and
+//! the publication, or scanning the destination before and the source after the move).
+//! A check then takes the shard lock and looks again, as for any new key; the lookups that
+//! answer "absent" without the lock (peek, `contains`, the policy's compensations and
+//! refunds through `update_resident`) read the shard's *move sequence* before probing and
+//! again after a miss, and probe again if a move was under way or happened meanwhile
+//! (`Table::moved_since`; after a few such races, under the lock). The argument: a probe
+//! that misses a key which was resident when it started read the move's claim of the
+//! key's slot (a `SeqCst`, so release, store) with an `Acquire` load; the move bumped the
+//! sequence before that claim, so the sequence read after the probe shows the bump.
 //!
 //! Why readers stay correct while a slot changes owner:
 //!
@@ -47,7 +61,7 @@ use super::key_ident::{is_word, splitmix, state_mask};
 use super::shard::{QuotaPool, Shard, ShardLocal};
 use super::slot::{Bucket, Slot, BUCKET_SLOTS};
 use super::{KeyedError, KeyedStats, WhenFull};
-use crate::sync::{lock, wait_a_little, AtomicUsize, Ordering};
+use crate::sync::{lock, loom_sc_fence, wait_a_little, AtomicUsize, Ordering};
 
 mod by_ident;
 pub(crate) use by_ident::Upsert;
@@ -159,6 +173,9 @@ pub(crate) struct Table<K> {
     mode: Mode,
     policy: WhenFull,
     mask_seed: u64,
+    /// A protocol step switched off, for loom's broken-twin models only.
+    #[cfg(tollgate_loom)]
+    fault: Option<super::LoomFault>,
 }
 
 // SAFETY: the only non-`Sync` part is the exact-mode key cells. Keys are read through `&K`
@@ -230,6 +247,8 @@ impl<K> Table<K> {
             mode,
             policy,
             mask_seed,
+            #[cfg(tollgate_loom)]
+            fault: None,
         };
         // Allocated, advised, then written: the hint must precede the first touch.
         let mut buckets = Vec::with_capacity(geometry.buckets());
@@ -374,12 +393,15 @@ impl<K> Table<K> {
         self.slot(idx)
             .ident
             .store(self.empty_ident(idx / BUCKET_SLOTS), Ordering::SeqCst);
+        // A no-op outside loom (see `loom_sc_fence`): the claim and the pin count loads
+        // that follow it are both SeqCst already.
+        loom_sc_fence();
     }
 
     /// Waits until no reader is comparing slot `idx`'s key (exact mode), after a claim.
     #[inline]
     fn drain_pins(&self, idx: usize) {
-        if self.mode != Mode::Exact {
+        if self.mode != Mode::Exact || !self.pin_wait_enabled() {
             return;
         }
         let mut round = 0;
@@ -412,7 +434,10 @@ impl<K> Table<K> {
         }
         self.claim(idx);
         // SeqCst: writer half of the pin handshake.
-        if self.mode == Mode::Exact && self.keys[idx].pins.load(Ordering::SeqCst) != 0 {
+        if self.mode == Mode::Exact
+            && self.pin_wait_enabled()
+            && self.keys[idx].pins.load(Ordering::SeqCst) != 0
+        {
             self.publish(slot, h);
             return false;
         }
@@ -570,6 +595,14 @@ impl<K> Table<K> {
     /// working on `src` fail its CAS and look again.
     fn move_entry(&self, src: usize, dst: usize) {
         let (from, to) = (self.slot(src), self.slot(dst));
+        let shard = &self.shards[src / (self.buckets_per_shard * BUCKET_SLOTS)];
+        // Relaxed: only written under the shard lock, which we hold.
+        let seq = shard.moves.load(Ordering::Relaxed);
+        // Relaxed: odd from here until the entry is published again. Ordered for lookups by
+        // the claim below: a lookup that reads the claim (a SeqCst, so release, store) with
+        // an Acquire load then reads this bump, or a later value, in `moved_since`
+        // (coherence); nothing is published by this store itself.
+        shard.moves.store(seq.wrapping_add(1), Ordering::Relaxed);
         // Relaxed: under the shard lock.
         let h = from.ident.load(Ordering::Relaxed);
         self.claim(src);
@@ -587,6 +620,69 @@ impl<K> Table<K> {
         // Release: pairs with readers' Acquire loads of the state.
         to.state.store(stored, Ordering::Release);
         self.publish(to, h);
+        // Release: pairs with the Acquire load in `move_seq`: a lookup that starts from
+        // this value sees the entry published in its new slot.
+        shard.moves.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// The move sequence of shard `s`, read before a lookup that may answer "absent".
+    #[inline]
+    fn move_seq(&self, s: usize) -> u64 {
+        // Acquire: pairs with the Release store ending a move, so a probe that starts
+        // after it sees the moved entry in its new slot.
+        self.shards[s].moves.load(Ordering::Acquire)
+    }
+
+    /// Whether a lookup that began at move sequence `seq` and found nothing may have missed
+    /// a resident key: a move was under way when it began (`seq` odd) or one started since.
+    #[inline]
+    fn moved_since(&self, s: usize, seq: u64) -> bool {
+        if !self.move_retry_enabled() {
+            return false;
+        }
+        // Relaxed: ordered after the probe's Acquire identity loads; if the probe read a
+        // move's claim, that move's first bump happens-before this load (see `move_entry`).
+        seq & 1 == 1 || self.shards[s].moves.load(Ordering::Relaxed) != seq
+    }
+
+    /// Whether lookups retry after racing a move (always, except in a loom broken twin).
+    #[inline(always)]
+    fn move_retry_enabled(&self) -> bool {
+        #[cfg(tollgate_loom)]
+        {
+            self.fault != Some(super::LoomFault::NoMoveRetry)
+        }
+        #[cfg(not(tollgate_loom))]
+        {
+            true
+        }
+    }
+
+    /// Whether writers wait for pinned readers (always, except in a loom broken twin).
+    #[inline(always)]
+    fn pin_wait_enabled(&self) -> bool {
+        #[cfg(tollgate_loom)]
+        {
+            self.fault != Some(super::LoomFault::NoPinWait)
+        }
+        #[cfg(not(tollgate_loom))]
+        {
+            true
+        }
+    }
+
+    /// Switches a protocol step off (loom broken twins only).
+    #[cfg(tollgate_loom)]
+    pub(crate) fn inject(&mut self, fault: super::LoomFault) {
+        self.fault = Some(fault);
+    }
+
+    /// Identity `h`'s shard and candidate buckets within it (loom models only).
+    #[cfg(tollgate_loom)]
+    pub(crate) fn buckets_of(&self, h: u64) -> (usize, [usize; 2]) {
+        let loc = self.locate(h);
+        let base = loc.shard * self.buckets_per_shard;
+        (loc.shard, [loc.g1 - base, loc.g2 - base])
     }
 
     /// Moves the shard's hand over the next [`SWEEP`] slots, evicting every idle entry
@@ -1001,9 +1097,12 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let mask = self.mask(h);
         let run = |_: usize, slot: &Slot| Self::run(slot, h, mask, algorithm, now, cost, true);
         for _ in 0..LOCK_FREE_ATTEMPTS {
+            let seq = self.move_seq(loc.shard);
             match self.probe(key, h, loc, run) {
                 Probe::Hit(result) => return result,
                 Probe::Raced => continue,
+                // Absent, unless the probe raced a move (then look again).
+                Probe::Missing if self.moved_since(loc.shard, seq) => continue,
                 Probe::Missing => return algorithm.peek(0, now, cost).map(|o| o.decision),
             }
         }
@@ -1016,10 +1115,18 @@ impl<K: Eq + Clone + 'static> Table<K> {
 
     /// Whether `key` is resident.
     pub(crate) fn contains(&self, key: &K, h: u64) -> bool {
-        matches!(
-            self.probe(key, h, self.locate(h), |_, _| Some(())),
-            Probe::Hit(())
-        )
+        let loc = self.locate(h);
+        for _ in 0..LOCK_FREE_ATTEMPTS {
+            let seq = self.move_seq(loc.shard);
+            match self.probe(key, h, loc, |_, _| Some(())) {
+                Probe::Hit(()) => return true,
+                Probe::Raced => continue,
+                Probe::Missing if self.moved_since(loc.shard, seq) => continue,
+                Probe::Missing => return false,
+            }
+        }
+        let _local = lock(&self.shards[loc.shard].lock);
+        matches!(self.probe(key, h, loc, |_, _| Some(())), Probe::Hit(()))
     }
 
     /// Forgets `key` (its next check starts fresh); whether it was resident.

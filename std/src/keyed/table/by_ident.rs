@@ -31,6 +31,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
     /// Runs `f` on the state of resident identity `h` in a compare-and-swap loop (`f` may
     /// run several times; only its last result is returned); `None` if `h` is not resident.
     /// Lock-free unless the entry keeps moving under it, then settled under the shard lock.
+    /// A probe that misses while a cuckoo move is under way in the shard looks again (see
+    /// the parent module), so a resident entry is never reported absent.
     #[inline]
     pub(crate) fn update_resident<R>(
         &self,
@@ -41,7 +43,15 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let loc = self.locate(h);
         let mask = self.mask(h);
         for _ in 0..LOCK_FREE_ATTEMPTS {
-            let slot = self.find_ident(h, loc)?;
+            let seq = self.move_seq(loc.shard);
+            let Some(slot) = self.find_ident(h, loc) else {
+                // Absent, unless the probe raced a move (then look again): a compensation
+                // or refund must not be dropped because its entry was between two slots.
+                if self.moved_since(loc.shard, seq) {
+                    continue;
+                }
+                return None;
+            };
             if let Some(result) = update_slot(slot, h, mask, &mut f) {
                 return Some(result);
             }

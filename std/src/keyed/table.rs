@@ -18,12 +18,13 @@
 //! the publication, or scanning the destination before and the source after the move).
 //! A check then takes the shard lock and looks again, as for any new key; the lookups that
 //! answer "absent" without the lock (peek, `contains`, the policy's compensations and
-//! refunds through `update_resident`) read the shard's *move sequence* before probing and
-//! again after a miss, and probe again if a move was under way or happened meanwhile
-//! (`Table::moved_since`; after a few such races, under the lock). The argument: a probe
-//! that misses a key which was resident when it started read the move's claim of the
-//! key's slot (a `SeqCst`, so release, store) with an `Acquire` load; the move bumped the
-//! sequence before that claim, so the sequence read after the probe shows the bump.
+//! refunds through `update_resident`) confirm a miss: they read the shard's *move
+//! sequence*, probe again, and trust the second miss only if the sequence shows no move
+//! under way at the read and none since (`Table::miss_confirmed`; after a few such races,
+//! under the lock). A hit never reads the sequence. The argument: a probe that misses a
+//! key which was resident when it started read the move's claim of the key's slot (a
+//! `SeqCst`, so release, store) with an `Acquire` load; the move bumped the sequence
+//! before that claim, so the sequence read after the probe shows the bump.
 //!
 //! Why readers stay correct while a slot changes owner:
 //!
@@ -625,7 +626,26 @@ impl<K> Table<K> {
         shard.moves.store(seq.wrapping_add(2), Ordering::Release);
     }
 
-    /// The move sequence of shard `s`, read before a lookup that may answer "absent".
+    /// After a lock-free probe of shard `s` missed: whether "absent" can be trusted.
+    ///
+    /// The first miss only reads the shard's move sequence into `seq` and asks for another
+    /// probe (so hits, the common case, never touch the shard's cache line, which inserts
+    /// write). A later miss is trusted if no move was under way at that read and none
+    /// started since; otherwise the sequence is read again for the next probe. Sound
+    /// because a probe that misses a key resident all along read the claim of a move that
+    /// started after the sequence read before it (see `moved_since`).
+    #[inline]
+    fn miss_confirmed(&self, s: usize, seq: &mut Option<u64>) -> bool {
+        if let Some(before) = *seq {
+            if !self.moved_since(s, before) {
+                return true;
+            }
+        }
+        *seq = Some(self.move_seq(s));
+        false
+    }
+
+    /// The move sequence of shard `s`, read before a probe whose miss must be confirmed.
     #[inline]
     fn move_seq(&self, s: usize) -> u64 {
         // Acquire: pairs with the Release store ending a move, so a probe that starts
@@ -1096,13 +1116,13 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let loc = self.locate(h);
         let mask = self.mask(h);
         let run = |_: usize, slot: &Slot| Self::run(slot, h, mask, algorithm, now, cost, true);
+        let mut seq = None;
         for _ in 0..LOCK_FREE_ATTEMPTS {
-            let seq = self.move_seq(loc.shard);
             match self.probe(key, h, loc, run) {
                 Probe::Hit(result) => return result,
                 Probe::Raced => continue,
-                // Absent, unless the probe raced a move (then look again).
-                Probe::Missing if self.moved_since(loc.shard, seq) => continue,
+                // Absent, unless the probe may have raced a move (then look again).
+                Probe::Missing if !self.miss_confirmed(loc.shard, &mut seq) => continue,
                 Probe::Missing => return algorithm.peek(0, now, cost).map(|o| o.decision),
             }
         }
@@ -1116,12 +1136,12 @@ impl<K: Eq + Clone + 'static> Table<K> {
     /// Whether `key` is resident.
     pub(crate) fn contains(&self, key: &K, h: u64) -> bool {
         let loc = self.locate(h);
+        let mut seq = None;
         for _ in 0..LOCK_FREE_ATTEMPTS {
-            let seq = self.move_seq(loc.shard);
             match self.probe(key, h, loc, |_, _| Some(())) {
                 Probe::Hit(()) => return true,
                 Probe::Raced => continue,
-                Probe::Missing if self.moved_since(loc.shard, seq) => continue,
+                Probe::Missing if !self.miss_confirmed(loc.shard, &mut seq) => continue,
                 Probe::Missing => return false,
             }
         }

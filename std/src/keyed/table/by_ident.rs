@@ -42,15 +42,16 @@ impl<K: Eq + Clone + 'static> Table<K> {
         debug_assert!(self.mode != Mode::Exact, "identity-only tables");
         let loc = self.locate(h);
         let mask = self.mask(h);
+        let mut seq = None;
         for _ in 0..LOCK_FREE_ATTEMPTS {
-            let seq = self.move_seq(loc.shard);
             let Some(slot) = self.find_ident(h, loc) else {
-                // Absent, unless the probe raced a move (then look again): a compensation
-                // or refund must not be dropped because its entry was between two slots.
-                if self.moved_since(loc.shard, seq) {
-                    continue;
+                // Absent, unless the probe may have raced a move (then look again): a
+                // compensation or refund must not be dropped because its entry was between
+                // two slots.
+                if self.miss_confirmed(loc.shard, &mut seq) {
+                    return None;
                 }
-                return None;
+                continue;
             };
             if let Some(result) = update_slot(slot, h, mask, &mut f) {
                 return Some(result);

@@ -227,7 +227,8 @@ impl TierStore {
                     }
                     Err(e) => (None, Err(e)),
                 };
-                if let Some(taken) = table.update_resident(h, decide) {
+                // A miss goes on to `upsert`, which looks again under the lock.
+                if let Some(taken) = table.update_if_found(h, decide) {
                     return taken.map(stamp);
                 }
                 let guard = self.migration_lock();

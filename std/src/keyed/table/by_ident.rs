@@ -32,11 +32,27 @@ impl<K: Eq + Clone + 'static> Table<K> {
     /// run several times; only its last result is returned); `None` if `h` is not resident.
     /// Lock-free unless the entry keeps moving under it, then settled under the shard lock.
     /// A probe that misses while a cuckoo move is under way in the shard looks again (see
-    /// the parent module), so a resident entry is never reported absent.
+    /// the parent module), so a resident entry is never reported absent: what
+    /// compensations, refunds and peeks need.
     #[inline]
-    pub(crate) fn update_resident<R>(
+    pub(crate) fn update_resident<R>(&self, h: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
+        self.update_found(h, true, f)
+    }
+
+    /// As [`update_resident`](Self::update_resident), but a miss is not confirmed: `None`
+    /// may also mean the entry was between two slots of a cuckoo move. Only for callers
+    /// that go on to [`upsert`](Self::upsert) on `None` (which looks again under the shard
+    /// lock, where nothing moves): a take of a new key then pays one probe, as before.
+    #[inline]
+    pub(crate) fn update_if_found<R>(&self, h: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
+        self.update_found(h, false, f)
+    }
+
+    #[inline(always)]
+    fn update_found<R>(
         &self,
         h: u64,
+        confirm_miss: bool,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Option<R> {
         debug_assert!(self.mode != Mode::Exact, "identity-only tables");
@@ -48,7 +64,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
                 // Absent, unless the probe may have raced a move (then look again): a
                 // compensation or refund must not be dropped because its entry was between
                 // two slots.
-                if self.miss_confirmed(loc.shard, &mut seq) {
+                if !confirm_miss || self.miss_confirmed(loc.shard, &mut seq) {
                     return None;
                 }
                 continue;

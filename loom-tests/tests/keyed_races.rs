@@ -272,6 +272,47 @@ fn pin_races_eviction(fault: Option<LoomFault>) {
     assert_eq!(limiter.len(), 1);
 }
 
+/// Capacity 1, exact keys, `WhenFull::Evict`: key 1 is resident but idle by `now = 100`.
+/// Thread 1 looks key 1 up (pinning its slot while it compares); thread 2 inserts key 2,
+/// which must evict the idle key 1 — never answer `Full` because a reader was comparing
+/// it — and the comparison must not race the key's drop.
+fn pin_races_idle_eviction() {
+    let limiter: KeyedLimiter<TrackedKey, Gcra, MonotonicClock, FixedHasher> =
+        KeyedLimiter::builder(gcra())
+            .capacity(1)
+            .shards(1)
+            .key_storage(KeyStorage::Exact)
+            .when_full(WhenFull::Evict)
+            .hasher(FixedHasher::default())
+            .build()
+            .expect("a valid model table");
+    let one = TrackedKey::new(1);
+    assert!(limiter.check_at(&one, Nanos::ZERO).unwrap().allowed);
+    let limiter = Arc::new(limiter);
+    let inserter = {
+        let limiter = Arc::clone(&limiter);
+        loom::thread::spawn(move || {
+            let two = TrackedKey::new(2);
+            let d = limiter.check_at(&two, Nanos::new(100));
+            assert!(
+                matches!(d, Ok(ref d) if d.allowed),
+                "an insert under WhenFull::Evict was refused: {d:?}"
+            );
+        })
+    };
+    let _ = limiter.contains(&one);
+    inserter.join().unwrap();
+    assert_eq!(limiter.len(), 1);
+}
+
+#[test]
+fn keyed_exact_key_pin_races_idle_eviction() {
+    model(
+        "keyed/exact-key pin vs idle eviction",
+        pin_races_idle_eviction,
+    );
+}
+
 #[test]
 fn keyed_exact_key_pin_races_eviction() {
     model("keyed/exact-key pin vs eviction", || {

@@ -434,14 +434,11 @@ impl<K> Table<K> {
             return false;
         }
         self.claim(idx);
-        // SeqCst: writer half of the pin handshake.
-        if self.mode == Mode::Exact
-            && self.pin_wait_enabled()
-            && self.keys[idx].pins.load(Ordering::SeqCst) != 0
-        {
-            self.publish(slot, h);
-            return false;
-        }
+        // Wait out readers comparing the key (a pin lasts one `Eq`), as every other
+        // eviction does. Backing off instead left an idle entry that a reader happened to
+        // be comparing un-evictable; when it was the only one in view, an insert under
+        // `WhenFull::Evict` failed with `Full` (loom: `keyed_exact_key_pin_races_idle_eviction`).
+        self.drain_pins(idx);
         // AcqRel: succeeds only if no check changed the state since we judged it idle (so
         // the eviction loses nothing); Release pairs with readers' Acquire state loads.
         if slot

@@ -14,7 +14,10 @@
 //!    the slot and waits for the pins to drain before moving the key out (it is dropped
 //!    later, after the lock). The key type here keeps a loom `UnsafeCell` that `Eq` reads
 //!    and `Drop` writes, so loom reports any comparison not ordered before the drop.
-//!    Broken twin (`NoPinWait`): loom finds the comparison racing the drop.
+//!    Broken twin (`NoPinWait`): loom finds the comparison racing the drop. A third model
+//!    races the lookup with an *idle* eviction: the insert must not fail with `Full`
+//!    because the only evictable key was being compared (it did, before idle evictions
+//!    waited for pins).
 //!
 //! Every model prints its execution count and wall time; bounded by
 //! `LOOM_MAX_PREEMPTIONS` (default 3), as the whole stage.

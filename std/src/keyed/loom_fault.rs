@@ -10,7 +10,7 @@ pub enum LoomFault {
     /// Lookups that miss trust "absent" even when a cuckoo move raced them (the move
     /// sequence is ignored).
     NoMoveRetry,
-    /// Writers neither wait for pinned readers nor back off an idle eviction they see
-    /// pinned (the exact-key pin handshake loses its writer half).
+    /// Writers do not wait for pinned readers before moving or dropping a key (the
+    /// exact-key pin handshake loses its writer half).
     NoPinWait,
 }

@@ -449,15 +449,17 @@ impl<K> Table<K> {
             self.publish(slot, h);
             return false;
         }
-        if self.mode == Mode::Exact {
-            // SAFETY: under the shard lock, identity empty, no pin: the key is ours. Moved
-            // out, not dropped: its `Drop` runs later (see `Victims`).
-            victims.push(unsafe { self.keys[idx].take() });
-        }
+        // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
+        // Moved out, not dropped: its `Drop` runs later (see `Victims`).
+        let key = (self.mode == Mode::Exact).then(|| unsafe { self.keys[idx].take() });
         if !keep_quota {
             self.release(shard);
         }
         Shard::bump(&shard.idle_evictions);
+        // After the accounting (see `Victims::push`).
+        if let Some(key) = key {
+            victims.push(key);
+        }
         true
     }
 
@@ -478,11 +480,9 @@ impl<K> Table<K> {
         // fails its CAS; Acquire takes every update made before; Release pairs with readers'
         // Acquire state loads (they then see the empty identity).
         let stored = self.slot(idx).state.fetch_xor(1, Ordering::AcqRel);
-        if self.mode == Mode::Exact {
-            // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
-            // Moved out, not dropped: its `Drop` runs later (see `Victims`).
-            victims.push(unsafe { self.keys[idx].take() });
-        }
+        // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
+        // Moved out, not dropped: its `Drop` runs later (see `Victims`).
+        let key = (self.mode == Mode::Exact).then(|| unsafe { self.keys[idx].take() });
         if !keep_quota {
             self.release(shard);
         }
@@ -491,6 +491,10 @@ impl<K> Table<K> {
         } else {
             &shard.pressure_evictions
         });
+        // After the accounting (see `Victims::push`).
+        if let Some(key) = key {
+            victims.push(key);
+        }
         stored
     }
 

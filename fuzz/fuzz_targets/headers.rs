@@ -1,5 +1,6 @@
 //! Header rendering (`RateLimitHeaders::from_decision`) on arbitrary decisions, names,
-//! quotas and windows: never panics, `Retry-After` never 0 on a deny and never earlier
+//! quotas and windows: never panics, names outside printable ASCII refused (never in a
+//! header value), `Retry-After` never 0 on a deny and never earlier
 //! than the decision's `retry_after`, legacy numbers equal to the decision's.
 #![no_main]
 
@@ -35,12 +36,26 @@ fuzz_target!(|input: Input| {
             Nanos::new(input.retry_after),
         )
     };
-    let headers = RateLimitHeaders::from_decision(
+    let headers = match RateLimitHeaders::from_decision(
         &input.name,
         input.quota,
         Nanos::new(input.window),
         &decision,
-    );
+    ) {
+        Ok(headers) => headers,
+        Err(e) => {
+            // Only a name an sf-string cannot hold is refused.
+            assert!(
+                input.name.is_empty() || input.name.chars().any(|c| !(' '..='~').contains(&c)),
+                "{e}"
+            );
+            return;
+        }
+    };
+    // Whatever the name, every value is printable ASCII: no CR/LF reaches a header.
+    for (name, value) in headers.iter() {
+        assert!(value.bytes().all(|b| (b' '..=b'~').contains(&b)), "{name}: {value:?}");
+    }
     check_headers(&headers, &decision);
     assert!(headers.get("RateLimit-Policy").is_some());
     assert!(headers.get("RateLimit").is_some());

@@ -19,6 +19,12 @@
 //! | [`LogSubject`] (`LogRing` seqlock) | [`LogOracle`]: `SlidingWindowLogModel` | [`BrokenLogRing`]: no writer claim |
 //! | [`KeyedSubject`] (`tollgate::KeyedLimiter`) | [`KeyedOracle`]: a capacity-bounded list of keyed states, idle eviction, then `Refuse` or `Evict` (any victim) | [`BrokenKeyedTable`]: inserts without a lock |
 //!
+//! Two races inside the keyed table are modelled directly on `KeyedLimiter` in
+//! `tests/keyed_races.rs`: a lock-free lookup (peek, and the policy layer's
+//! `update_resident`) racing a cuckoo move of its key, and the exact-key pin handshake
+//! (with a key type whose contents loom tracks). Their broken twins run the same table
+//! with one protocol step switched off (`tollgate::keyed::LoomFault`, loom builds only).
+//!
 //! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, the hot-reload swap
 //! racing checks) is modelled directly in `tests/policy.rs` through its public API, with a
 //! sequential replay as oracle and broken twins (tiers without compensation, a reload that

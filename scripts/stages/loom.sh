@@ -6,6 +6,10 @@
 #   bash scripts/stages/loom.sh                 # all models
 #   bash scripts/stages/loom.sh log_ring_wraps  # one model (cargo test filter)
 #
+# Includes loom-tests/tests/keyed_races.rs (issue 16): a lookup racing a cuckoo move
+# (peek, update_resident) and the exact-key pin handshake, each with a broken twin
+# (should_panic) that switches the protecting step off through tollgate::keyed::LoomFault.
+#
 # Built with --cfg tollgate_loom (which swaps loom's atomics into tollgate-core) in its own
 # target dir, so it never invalidates the main build.
 set -euo pipefail

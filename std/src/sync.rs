@@ -34,6 +34,22 @@ pub(crate) fn wait_a_little(round: u32) {
     }
 }
 
+/// Under `--cfg tollgate_loom` only, a `SeqCst` fence; in normal builds nothing.
+///
+/// The exact-key pin handshake (`keyed::key_cell`) is a store-buffering (Dekker) pattern
+/// made of `SeqCst` accesses: C++20/Rust order all of them in one total order, so a reader
+/// and a writer cannot both miss each other. loom does not model that total order across
+/// different atomics for `SeqCst` *accesses* (only for `SeqCst` *fences*), and so reports
+/// the handshake as racy. Each side therefore puts this fence between its store and its
+/// load: under loom it gives the model the total order the real build gets from its
+/// `SeqCst` accesses (on x86 the locked RMW and `SeqCst` store already are full
+/// barriers), so the model checks the handshake's logic, not a gap in the checker.
+#[inline(always)]
+pub(crate) fn loom_sc_fence() {
+    #[cfg(tollgate_loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// Locks `mutex`, ignoring poisoning: every critical section leaves the table consistent
 /// at each step (slots are claimed, written and published in order), so a panic inside
 /// one (only possible from a user's `Clone`/`Eq`/`Drop`) cannot leave a broken invariant.

@@ -75,12 +75,10 @@ fn denied_request_has_retry_after_never_zero() {
 fn single_decision_rendering() {
     let allowed = Decision::allow(100, 50, Nanos::from_secs(30));
     assert_eq!(
-        render(&RateLimitHeaders::from_decision(
-            "default",
-            100,
-            Nanos::from_secs(60),
-            &allowed
-        )),
+        render(
+            &RateLimitHeaders::from_decision("default", 100, Nanos::from_secs(60), &allowed)
+                .unwrap()
+        ),
         [
             "RateLimit-Policy: \"default\";q=100;w=60",
             "RateLimit: \"default\";r=50;t=30",
@@ -91,7 +89,7 @@ fn single_decision_rendering() {
     );
     // A deny that could pass in 1 ns still says "1 second", never 0.
     let denied = Decision::deny(10, 0, Nanos::new(1), Nanos::new(1));
-    let h = RateLimitHeaders::from_decision("tiny", 10, Nanos::from_millis(1), &denied);
+    let h = RateLimitHeaders::from_decision("tiny", 10, Nanos::from_millis(1), &denied).unwrap();
     assert_eq!(
         render(&h),
         [
@@ -108,7 +106,7 @@ fn single_decision_rendering() {
     assert_eq!(RateLimitHeaders::retry_after(&denied).as_deref(), Some("3"));
     assert_eq!(RateLimitHeaders::retry_after(&allowed), None);
     // Retry-After is never earlier than the `t` it accompanies.
-    let h = RateLimitHeaders::from_decision("x", 10, Nanos::from_secs(60), &denied);
+    let h = RateLimitHeaders::from_decision("x", 10, Nanos::from_secs(60), &denied).unwrap();
     assert_eq!(h.get("RateLimit"), Some("\"x\";r=0;t=3"));
     assert_eq!(h.get("retry-after"), Some("3"));
 }
@@ -132,4 +130,54 @@ fn names_are_escaped_as_structured_field_strings() {
         RateLimitHeaders::limit_value(&[tier]),
         "\"a \\\"quoted\\\" \\\\ name\";r=4;t=1"
     );
+}
+
+/// Issue 16, item 5: a caller-supplied policy name never smuggles a line break, a raw
+/// quote or any other byte outside printable ASCII into a header value.
+#[test]
+fn from_decision_rejects_names_that_would_break_the_header() {
+    let d = Decision::allow(10, 9, Nanos::from_secs(1));
+    for bad in [
+        "a\r\nSet-Cookie: x=1",
+        "line\nbreak",
+        "cr\r",
+        "nul\0",
+        "tab\t",
+        "caf\u{e9}",
+        "",
+    ] {
+        let err = RateLimitHeaders::from_decision(bad, 10, Nanos::from_secs(1), &d)
+            .expect_err("a name outside printable ASCII is an error");
+        assert_eq!(err.name(), bad);
+        assert!(!err.to_string().contains('\n'), "{err}");
+    }
+    // Quotes and backslashes are legal in an sf-string: escaped, never raw.
+    let h = RateLimitHeaders::from_decision("a\"b\\c", 10, Nanos::from_secs(1), &d).unwrap();
+    assert_eq!(h.get("RateLimit-Policy"), Some("\"a\\\"b\\\\c\";q=10;w=1"));
+    assert_eq!(h.get("RateLimit"), Some("\"a\\\"b\\\\c\";r=9;t=1"));
+}
+
+/// Tier outcomes are plain public structs: a name built by hand with control characters is
+/// rendered with each such character replaced by `?`, never copied into the value.
+#[test]
+fn tier_names_outside_printable_ascii_are_replaced() {
+    let tier = TierOutcome {
+        rule: RuleId(0),
+        rule_name: "r",
+        name: "x\r\nInjected: 1\u{e9}",
+        quota: 5,
+        window: Nanos::from_secs(1),
+        shared: false,
+        decision: Decision::allow(5, 4, Nanos::from_millis(200)),
+    };
+    for value in [
+        RateLimitHeaders::policy_value(&[tier]),
+        RateLimitHeaders::limit_value(&[tier]),
+    ] {
+        assert!(
+            value.bytes().all(|b| (b' '..=b'~').contains(&b)),
+            "{value:?}"
+        );
+        assert!(value.starts_with("\"x??Injected: 1?\";"), "{value:?}");
+    }
 }

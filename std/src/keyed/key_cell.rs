@@ -4,7 +4,7 @@
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{loom_sc_fence, AtomicU32, Ordering};
 
 /// A slot's stored key (initialised exactly while the slot's `ident` is not the empty
 /// value) and the number of readers currently comparing it.
@@ -18,6 +18,9 @@ use crate::sync::{AtomicU32, Ordering};
 ///
 /// Either the writer sees the reader's pin (and waits), or the reader sees the empty
 /// `ident` (and never touches the key): the key is never read while it is written.
+///
+/// Checked by the loom model `keyed_exact_key_pin_races_eviction` (`loom-tests`), with a
+/// key type whose contents loom tracks, and its broken twin without the writer's wait.
 #[derive(Debug)]
 pub(crate) struct KeyCell<K> {
     pub(crate) pins: AtomicU32,
@@ -39,6 +42,9 @@ impl<K> KeyCell<K> {
     pub(crate) fn pin(&self) -> Pin<'_> {
         // SeqCst: the reader half of the Dekker handshake (see the type docs).
         self.pins.fetch_add(1, Ordering::SeqCst);
+        // A no-op outside loom (see `loom_sc_fence`): the pin and the identity re-check
+        // that follows are both SeqCst already.
+        loom_sc_fence();
         Pin { pins: &self.pins }
     }
 

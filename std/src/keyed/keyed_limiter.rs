@@ -300,4 +300,28 @@ where
     pub fn hasher(&self) -> &S {
         &self.hasher
     }
+    /// Switches a protocol step off (loom broken twins only; `--cfg tollgate_loom`).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_inject(&mut self, fault: super::LoomFault) {
+        self.table.inject(fault);
+    }
+
+    /// `key`'s state if resident, read the way the policy layer reads, compensates and
+    /// refunds (`Table::update_resident`: a lock-free probe, no insert), for the loom models
+    /// (`--cfg tollgate_loom` only; integer keys or fingerprints).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_resident_state(&self, key: &K) -> Option<u64> {
+        self.table
+            .update_resident(self.ident(key), |state| (None, state))
+    }
+
+    /// The shard and the two candidate buckets (indices within the shard) of `key`, so a
+    /// loom model can pick keys that collide (`--cfg tollgate_loom` only).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_buckets(&self, key: &K) -> (usize, [usize; 2]) {
+        self.table.buckets_of(self.ident(key))
+    }
 }

@@ -100,6 +100,8 @@ mod keyed_error;
 mod keyed_limiter;
 mod keyed_limiter_builder;
 mod keyed_stats;
+#[cfg(tollgate_loom)]
+mod loom_fault;
 mod shard;
 mod slot;
 mod table;
@@ -114,6 +116,8 @@ pub use keyed_error::KeyedError;
 pub use keyed_limiter::KeyedLimiter;
 pub use keyed_limiter_builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
 pub use keyed_stats::KeyedStats;
+#[cfg(tollgate_loom)]
+pub use loom_fault::LoomFault;
 pub use when_full::WhenFull;
 
 /// The default hasher of non-integer keys: `foldhash`'s fast hasher, randomly seeded per

@@ -21,6 +21,11 @@ pub(crate) struct Shard {
     pub(crate) len: AtomicUsize,
     /// The keys this shard may hold before drawing on the table's shared pool.
     pub(crate) base: usize,
+    /// Move sequence: bumped (to odd) before a cuckoo move takes an entry out of its slot
+    /// and again (to even) once it is published in its new one, under the lock. A lock-free
+    /// lookup that finds nothing trusts "absent" only if this was even before its probe and
+    /// unchanged after (see `Table::moved_since`).
+    pub(crate) moves: AtomicU64,
     pub(crate) inserts: AtomicU64,
     pub(crate) idle_evictions: AtomicU64,
     pub(crate) pressure_evictions: AtomicU64,
@@ -35,6 +40,7 @@ impl Shard {
             lock: Mutex::new(ShardLocal::default()),
             len: AtomicUsize::new(0),
             base,
+            moves: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
             idle_evictions: AtomicU64::new(0),
             pressure_evictions: AtomicU64::new(0),

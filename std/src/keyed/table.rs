@@ -3,13 +3,28 @@
 //! Layout: `shards × buckets_per_shard` buckets of four 16-byte slots (one cache line per
 //! bucket), allocated once. A key's 64-bit identity `h` picks its shard (top bits) and two
 //! candidate buckets in it (from the low and high halves); the key lives in one of them.
-//! Nothing ever moves, so a reader can probe without a lock:
+//! A reader probes without a lock:
 //!
 //! - **lookup** (no lock, no write): load the eight identities of the two buckets; on a
 //!   match, run the check on the slot's state word (load, decide, compare-and-swap);
 //! - **insert, evict, remove** (under the shard's lock): claim a slot by setting its
 //!   identity to the bucket's *empty* value, seal or overwrite its state, write the key
-//!   (exact mode), then publish the new identity with `Release`.
+//!   (exact mode), then publish the new identity with `Release`;
+//! - **move** (under the shard's lock, only to make room for a new key whose two buckets
+//!   are full: cuckoo displacement): claim the entry's slot, take its state, publish it in
+//!   a free slot of its other bucket.
+//!
+//! A lookup that overlaps a move can find the key in neither slot (between the claim and
+//! the publication, or scanning the destination before and the source after the move).
+//! A check then takes the shard lock and looks again, as for any new key; the lookups that
+//! answer "absent" without the lock (peek, `contains`, the policy's compensations and
+//! refunds through `update_resident`) confirm a miss: they read the shard's *move
+//! sequence*, probe again, and trust the second miss only if the sequence shows no move
+//! under way at the read and none since (`Table::miss_confirmed`; after a few such races,
+//! under the lock). A hit never reads the sequence. The argument: a probe that misses a
+//! key which was resident when it started read the move's claim of the key's slot (a
+//! `SeqCst`, so release, store) with an `Acquire` load; the move bumped the sequence
+//! before that claim, so the sequence read after the probe shows the bump.
 //!
 //! Why readers stay correct while a slot changes owner:
 //!
@@ -47,7 +62,7 @@ use super::key_ident::{is_word, splitmix, state_mask};
 use super::shard::{QuotaPool, Shard, ShardLocal};
 use super::slot::{Bucket, Slot, BUCKET_SLOTS};
 use super::{KeyedError, KeyedStats, WhenFull};
-use crate::sync::{lock, wait_a_little, AtomicUsize, Ordering};
+use crate::sync::{lock, loom_sc_fence, wait_a_little, AtomicUsize, Ordering};
 
 mod by_ident;
 pub(crate) use by_ident::Upsert;
@@ -93,6 +108,52 @@ type Loss = Option<(u64, u64)>;
 /// A resident entry considered for eviction: its slot and what evicting it loses.
 type Candidate = Option<(usize, (u64, u64))>;
 
+/// Keys taken out of their cells by evictions and removals (exact mode), to be dropped by
+/// the caller once every count is settled, the new key (if any) published and the shard
+/// lock released.
+///
+/// A key's `Drop` is user code: it may panic, or even call back into the limiter. Run
+/// inside an eviction it could unwind between the eviction and the accounting or insert
+/// that completes it, stranding a unit of the shard's key quota (`len()` counting a key
+/// that is gone, for ever); run under the shard lock it could deadlock. Here it runs after
+/// the table is whole again, so a panic only propagates to the caller.
+///
+/// Room for [`SWEEP`] keys: the most one [`Table::make_room`] evicts (one sweep window, or
+/// one candidate). Callers evicting more flush it between batches (see
+/// [`Table::evict_idle_all`]).
+pub(crate) struct Victims<K> {
+    keys: [Option<K>; SWEEP],
+    len: usize,
+}
+
+impl<K> Victims<K> {
+    /// None yet.
+    pub(crate) fn new() -> Victims<K> {
+        Victims {
+            keys: core::array::from_fn(|_| None),
+            len: 0,
+        }
+    }
+
+    /// Keeps `key` to be dropped later. Beyond the capacity (which no caller reaches) it is
+    /// dropped at once: its eviction's accounting is already done, so even then a panic
+    /// leaves every count right.
+    fn push(&mut self, key: K) {
+        match self.keys.get_mut(self.len) {
+            Some(place) => {
+                *place = Some(key);
+                self.len += 1;
+            }
+            None => drop(key),
+        }
+    }
+
+    /// Whether another eviction might not fit.
+    fn is_full(&self) -> bool {
+        self.len == SWEEP
+    }
+}
+
 /// The keyed table. See the module docs for the protocol.
 #[derive(Debug)]
 pub(crate) struct Table<K> {
@@ -113,6 +174,9 @@ pub(crate) struct Table<K> {
     mode: Mode,
     policy: WhenFull,
     mask_seed: u64,
+    /// A protocol step switched off, for loom's broken-twin models only.
+    #[cfg(tollgate_loom)]
+    fault: Option<super::LoomFault>,
 }
 
 // SAFETY: the only non-`Sync` part is the exact-mode key cells. Keys are read through `&K`
@@ -184,6 +248,8 @@ impl<K> Table<K> {
             mode,
             policy,
             mask_seed,
+            #[cfg(tollgate_loom)]
+            fault: None,
         };
         // Allocated, advised, then written: the hint must precede the first touch.
         let mut buckets = Vec::with_capacity(geometry.buckets());
@@ -328,12 +394,15 @@ impl<K> Table<K> {
         self.slot(idx)
             .ident
             .store(self.empty_ident(idx / BUCKET_SLOTS), Ordering::SeqCst);
+        // A no-op outside loom (see `loom_sc_fence`): the claim and the pin count loads
+        // that follow it are both SeqCst already.
+        loom_sc_fence();
     }
 
     /// Waits until no reader is comparing slot `idx`'s key (exact mode), after a claim.
     #[inline]
     fn drain_pins(&self, idx: usize) {
-        if self.mode != Mode::Exact {
+        if self.mode != Mode::Exact || !self.pin_wait_enabled() {
             return;
         }
         let mut round = 0;
@@ -346,7 +415,7 @@ impl<K> Table<K> {
     }
 
     /// Evicts slot `idx` if its entry is idle right now; `false` if a check got there
-    /// first (the entry then stays, untouched).
+    /// first (the entry then stays, untouched). The evicted key goes to `victims`.
     fn evict_idle<A: Algorithm + ?Sized>(
         &self,
         shard: &Shard,
@@ -354,6 +423,7 @@ impl<K> Table<K> {
         algorithm: &A,
         now: Nanos,
         keep_quota: bool,
+        victims: &mut Victims<K>,
     ) -> bool {
         let slot = self.slot(idx);
         // Relaxed: under the shard lock.
@@ -364,11 +434,11 @@ impl<K> Table<K> {
             return false;
         }
         self.claim(idx);
-        // SeqCst: writer half of the pin handshake.
-        if self.mode == Mode::Exact && self.keys[idx].pins.load(Ordering::SeqCst) != 0 {
-            self.publish(slot, h);
-            return false;
-        }
+        // Wait out readers comparing the key (a pin lasts one `Eq`), as every other
+        // eviction does. Backing off instead left an idle entry that a reader happened to
+        // be comparing un-evictable; when it was the only one in view, an insert under
+        // `WhenFull::Evict` failed with `Full` (loom: `keyed_exact_key_pin_races_idle_eviction`).
+        self.drain_pins(idx);
         // AcqRel: succeeds only if no check changed the state since we judged it idle (so
         // the eviction loses nothing); Release pairs with readers' Acquire state loads.
         if slot
@@ -379,31 +449,40 @@ impl<K> Table<K> {
             self.publish(slot, h);
             return false;
         }
-        if self.mode == Mode::Exact {
-            // SAFETY: under the shard lock, identity empty, no pin: the key is ours.
-            unsafe { self.keys[idx].drop_key() };
-        }
+        // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
+        // Moved out, not dropped: its `Drop` runs later (see `Victims`).
+        let key = (self.mode == Mode::Exact).then(|| unsafe { self.keys[idx].take() });
         if !keep_quota {
             self.release(shard);
         }
         Shard::bump(&shard.idle_evictions);
+        // After the accounting (see `Victims::push`).
+        if let Some(key) = key {
+            victims.push(key);
+        }
         true
     }
 
     /// Evicts slot `idx` whatever its state (pressure eviction or removal) and returns its
     /// last stored (masked) state. With `keep_quota` the entry's place in the quota passes
-    /// to the key about to be inserted.
-    fn evict_now(&self, shard: &Shard, idx: usize, removal: bool, keep_quota: bool) -> u64 {
+    /// to the key about to be inserted. The evicted key goes to `victims`.
+    fn evict_now(
+        &self,
+        shard: &Shard,
+        idx: usize,
+        removal: bool,
+        keep_quota: bool,
+        victims: &mut Victims<K>,
+    ) -> u64 {
         self.claim(idx);
         self.drain_pins(idx);
         // AcqRel: flipping a bit always changes the word, so a check that loaded it before
         // fails its CAS; Acquire takes every update made before; Release pairs with readers'
         // Acquire state loads (they then see the empty identity).
         let stored = self.slot(idx).state.fetch_xor(1, Ordering::AcqRel);
-        if self.mode == Mode::Exact {
-            // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
-            unsafe { self.keys[idx].drop_key() };
-        }
+        // SAFETY: under the shard lock, identity empty, pins drained: the key is ours.
+        // Moved out, not dropped: its `Drop` runs later (see `Victims`).
+        let key = (self.mode == Mode::Exact).then(|| unsafe { self.keys[idx].take() });
         if !keep_quota {
             self.release(shard);
         }
@@ -412,6 +491,10 @@ impl<K> Table<K> {
         } else {
             &shard.pressure_evictions
         });
+        // After the accounting (see `Victims::push`).
+        if let Some(key) = key {
+            victims.push(key);
+        }
         stored
     }
 
@@ -514,6 +597,14 @@ impl<K> Table<K> {
     /// working on `src` fail its CAS and look again.
     fn move_entry(&self, src: usize, dst: usize) {
         let (from, to) = (self.slot(src), self.slot(dst));
+        let shard = &self.shards[src / (self.buckets_per_shard * BUCKET_SLOTS)];
+        // Relaxed: only written under the shard lock, which we hold.
+        let seq = shard.moves.load(Ordering::Relaxed);
+        // Relaxed: odd from here until the entry is published again. Ordered for lookups by
+        // the claim below: a lookup that reads the claim (a SeqCst, so release, store) with
+        // an Acquire load then reads this bump, or a later value, in `moved_since`
+        // (coherence); nothing is published by this store itself.
+        shard.moves.store(seq.wrapping_add(1), Ordering::Relaxed);
         // Relaxed: under the shard lock.
         let h = from.ident.load(Ordering::Relaxed);
         self.claim(src);
@@ -531,6 +622,88 @@ impl<K> Table<K> {
         // Release: pairs with readers' Acquire loads of the state.
         to.state.store(stored, Ordering::Release);
         self.publish(to, h);
+        // Release: pairs with the Acquire load in `move_seq`: a lookup that starts from
+        // this value sees the entry published in its new slot.
+        shard.moves.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// After a lock-free probe of shard `s` missed: whether "absent" can be trusted.
+    ///
+    /// The first miss only reads the shard's move sequence into `seq` and asks for another
+    /// probe (so hits, the common case, never touch the shard's cache line, which inserts
+    /// write). A later miss is trusted if no move was under way at that read and none
+    /// started since; otherwise the sequence is read again for the next probe. Sound
+    /// because a probe that misses a key resident all along read the claim of a move that
+    /// started after the sequence read before it (see `moved_since`).
+    #[inline]
+    fn miss_confirmed(&self, s: usize, seq: &mut Option<u64>) -> bool {
+        if let Some(before) = *seq {
+            if !self.moved_since(s, before) {
+                return true;
+            }
+        }
+        *seq = Some(self.move_seq(s));
+        false
+    }
+
+    /// The move sequence of shard `s`, read before a probe whose miss must be confirmed.
+    #[inline]
+    fn move_seq(&self, s: usize) -> u64 {
+        // Acquire: pairs with the Release store ending a move, so a probe that starts
+        // after it sees the moved entry in its new slot.
+        self.shards[s].moves.load(Ordering::Acquire)
+    }
+
+    /// Whether a lookup that began at move sequence `seq` and found nothing may have missed
+    /// a resident key: a move was under way when it began (`seq` odd) or one started since.
+    #[inline]
+    fn moved_since(&self, s: usize, seq: u64) -> bool {
+        if !self.move_retry_enabled() {
+            return false;
+        }
+        // Relaxed: ordered after the probe's Acquire identity loads; if the probe read a
+        // move's claim, that move's first bump happens-before this load (see `move_entry`).
+        seq & 1 == 1 || self.shards[s].moves.load(Ordering::Relaxed) != seq
+    }
+
+    /// Whether lookups retry after racing a move (always, except in a loom broken twin).
+    #[inline(always)]
+    fn move_retry_enabled(&self) -> bool {
+        #[cfg(tollgate_loom)]
+        {
+            self.fault != Some(super::LoomFault::NoMoveRetry)
+        }
+        #[cfg(not(tollgate_loom))]
+        {
+            true
+        }
+    }
+
+    /// Whether writers wait for pinned readers (always, except in a loom broken twin).
+    #[inline(always)]
+    fn pin_wait_enabled(&self) -> bool {
+        #[cfg(tollgate_loom)]
+        {
+            self.fault != Some(super::LoomFault::NoPinWait)
+        }
+        #[cfg(not(tollgate_loom))]
+        {
+            true
+        }
+    }
+
+    /// Switches a protocol step off (loom broken twins only).
+    #[cfg(tollgate_loom)]
+    pub(crate) fn inject(&mut self, fault: super::LoomFault) {
+        self.fault = Some(fault);
+    }
+
+    /// Identity `h`'s shard and candidate buckets within it (loom models only).
+    #[cfg(tollgate_loom)]
+    pub(crate) fn buckets_of(&self, h: u64) -> (usize, [usize; 2]) {
+        let loc = self.locate(h);
+        let base = loc.shard * self.buckets_per_shard;
+        (loc.shard, [loc.g1 - base, loc.g2 - base])
     }
 
     /// Moves the shard's hand over the next [`SWEEP`] slots, evicting every idle entry
@@ -543,6 +716,7 @@ impl<K> Table<K> {
         algorithm: &A,
         now: Nanos,
         keep_first: bool,
+        victims: &mut Victims<K>,
     ) -> (usize, Candidate) {
         let shard = &self.shards[shard_index];
         let span = self.buckets_per_shard * BUCKET_SLOTS;
@@ -557,7 +731,8 @@ impl<K> Table<K> {
             match self.loss(idx, algorithm, now) {
                 None => {
                     let keep = keep_first && evicted == 0;
-                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now, keep));
+                    evicted +=
+                        usize::from(self.evict_idle(shard, idx, algorithm, now, keep, victims));
                 }
                 Some(loss) => {
                     if best.map_or(true, |(_, b)| loss < b) {
@@ -571,13 +746,15 @@ impl<K> Table<K> {
     }
 
     /// Finds (making it if needed, per the policy) a free slot in one of `loc`'s buckets and
-    /// counts it as resident. `None`: refused ([`WhenFull::Refuse`]).
+    /// counts it as resident. `None`: refused ([`WhenFull::Refuse`]). Evicted keys go to
+    /// `victims` (at most [`SWEEP`]), for the caller to drop after publishing the new key.
     fn make_room<A: Algorithm + ?Sized>(
         &self,
         local: &mut ShardLocal,
         loc: Loc,
         algorithm: &A,
         now: Nanos,
+        victims: &mut Victims<K>,
     ) -> Option<usize> {
         let shard = &self.shards[loc.shard];
         let candidates = (loc.g1 * BUCKET_SLOTS..(loc.g1 + 1) * BUCKET_SLOTS)
@@ -606,7 +783,7 @@ impl<K> Table<K> {
                 }
                 match self.loss(idx, algorithm, now) {
                     None => {
-                        if self.evict_idle(shard, idx, algorithm, now, true) {
+                        if self.evict_idle(shard, idx, algorithm, now, true, victims) {
                             return Some(idx);
                         }
                     }
@@ -620,7 +797,8 @@ impl<K> Table<K> {
             if let Some(free) = free {
                 // The key's buckets have room but the quota is spent: the victim may be
                 // anywhere in the shard. Sweep for idle entries first.
-                let (swept, window_best) = self.sweep(loc.shard, local, algorithm, now, true);
+                let (swept, window_best) =
+                    self.sweep(loc.shard, local, algorithm, now, true, victims);
                 if swept > 0 {
                     self.drain_pins(free);
                     return Some(free);
@@ -635,7 +813,7 @@ impl<K> Table<K> {
                 return None;
             }
             if let Some((idx, _)) = best {
-                self.evict_now(shard, idx, false, true);
+                self.evict_now(shard, idx, false, true, victims);
                 let slot = free.unwrap_or(idx);
                 self.drain_pins(slot);
                 return Some(slot);
@@ -696,16 +874,31 @@ impl<K> Table<K> {
         }
     }
 
-    /// Evicts every idle entry (takes each shard's lock in turn); returns how many.
+    /// Evicts every idle entry (takes each shard's lock in turn, once per [`SWEEP`] keys
+    /// evicted in exact mode, whose keys are dropped outside it); returns how many.
     pub(crate) fn evict_idle_all<A: Algorithm + ?Sized>(&self, algorithm: &A, now: Nanos) -> usize {
         let span = self.buckets_per_shard * BUCKET_SLOTS;
         let mut evicted = 0;
         for (s, shard) in self.shards.iter().enumerate() {
-            let _local = lock(&shard.lock);
-            for idx in s * span..(s + 1) * span {
-                if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
-                    evicted += usize::from(self.evict_idle(shard, idx, algorithm, now, false));
+            let (mut idx, end) = (s * span, (s + 1) * span);
+            while idx < end {
+                let mut victims = Victims::new();
+                let local = lock(&shard.lock);
+                while idx < end && !victims.is_full() {
+                    if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
+                        evicted += usize::from(self.evict_idle(
+                            shard,
+                            idx,
+                            algorithm,
+                            now,
+                            false,
+                            &mut victims,
+                        ));
+                    }
+                    idx += 1;
                 }
+                drop(local);
+                drop(victims);
             }
         }
         evicted
@@ -877,6 +1070,9 @@ impl<K: Eq + Clone + 'static> Table<K> {
     ) -> Result<Decision, KeyedError> {
         let mask = self.mask(h);
         let shard = &self.shards[loc.shard];
+        // Declared before the lock guard, so dropped after it on every path: evicted keys'
+        // `Drop` runs once the new key is published and the lock released.
+        let mut victims = Victims::new();
         let mut local = lock(&shard.lock);
         // Under the lock no slot changes owner, so a hit cannot race.
         if let Probe::Hit(result) = self.probe(key, h, loc, |_, slot| {
@@ -891,7 +1087,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
         };
         // Clone before touching any slot: a panicking `Clone` leaves the table as it was.
         let stored_key = (self.mode == Mode::Exact).then(|| key.clone());
-        let Some(idx) = self.make_room(&mut local, loc, algorithm, now) else {
+        let Some(idx) = self.make_room(&mut local, loc, algorithm, now, &mut victims) else {
             Shard::bump(&shard.refusals);
             return Err(KeyedError::Full);
         };
@@ -921,10 +1117,13 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let loc = self.locate(h);
         let mask = self.mask(h);
         let run = |_: usize, slot: &Slot| Self::run(slot, h, mask, algorithm, now, cost, true);
+        let mut seq = None;
         for _ in 0..LOCK_FREE_ATTEMPTS {
             match self.probe(key, h, loc, run) {
                 Probe::Hit(result) => return result,
                 Probe::Raced => continue,
+                // Absent, unless the probe may have raced a move (then look again).
+                Probe::Missing if !self.miss_confirmed(loc.shard, &mut seq) => continue,
                 Probe::Missing => return algorithm.peek(0, now, cost).map(|o| o.decision),
             }
         }
@@ -937,20 +1136,30 @@ impl<K: Eq + Clone + 'static> Table<K> {
 
     /// Whether `key` is resident.
     pub(crate) fn contains(&self, key: &K, h: u64) -> bool {
-        matches!(
-            self.probe(key, h, self.locate(h), |_, _| Some(())),
-            Probe::Hit(())
-        )
+        let loc = self.locate(h);
+        let mut seq = None;
+        for _ in 0..LOCK_FREE_ATTEMPTS {
+            match self.probe(key, h, loc, |_, _| Some(())) {
+                Probe::Hit(()) => return true,
+                Probe::Raced => continue,
+                Probe::Missing if !self.miss_confirmed(loc.shard, &mut seq) => continue,
+                Probe::Missing => return false,
+            }
+        }
+        let _local = lock(&self.shards[loc.shard].lock);
+        matches!(self.probe(key, h, loc, |_, _| Some(())), Probe::Hit(()))
     }
 
     /// Forgets `key` (its next check starts fresh); whether it was resident.
     pub(crate) fn remove(&self, key: &K, h: u64) -> bool {
         let loc = self.locate(h);
         let shard = &self.shards[loc.shard];
+        // Dropped after the lock guard (see `Victims`).
+        let mut victims = Victims::new();
         let _local = lock(&shard.lock);
         match self.probe(key, h, loc, |idx, _| Some(idx)) {
             Probe::Hit(idx) => {
-                self.evict_now(shard, idx, true, false);
+                self.evict_now(shard, idx, true, false, &mut victims);
                 true
             }
             _ => false,

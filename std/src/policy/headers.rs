@@ -13,12 +13,19 @@
 //!   than the `t` it accompanies.
 //!
 //! Seconds are always rounded up: a client that waits what it is told is never early.
+//!
+//! Names never break a header: [`RateLimitHeaders::from_decision`] rejects a name outside
+//! printable ASCII ([`HeaderNameError`]: CR, LF, NUL, non-ASCII), and quotes and
+//! backslashes are escaped inside the sf-string. Rule and tier names are checked the same
+//! way when a config is validated; a hand-built [`TierOutcome`] with such a character has
+//! it rendered as `?`.
 
 use std::fmt::Write;
 
 use tollgate_core::{Decision, Nanos};
 
-use super::{PolicyDecision, TierOutcome};
+use super::header_name_error::is_printable;
+use super::{HeaderNameError, PolicyDecision, TierOutcome};
 
 /// The rendered rate-limit headers of one response, as `(name, value)` pairs in a fixed
 /// order. Build with [`from_policy_decision`](Self::from_policy_decision) (every tier a
@@ -29,10 +36,11 @@ use super::{PolicyDecision, TierOutcome};
 /// use tollgate::policy::RateLimitHeaders;
 /// use tollgate::{Decision, Nanos};
 /// let denied = Decision::deny(100, 0, Nanos::from_secs(60), Nanos::from_millis(1500));
-/// let headers = RateLimitHeaders::from_decision("default", 100, Nanos::from_secs(60), &denied);
+/// let headers = RateLimitHeaders::from_decision("default", 100, Nanos::from_secs(60), &denied)?;
 /// assert_eq!(headers.get("RateLimit-Policy"), Some("\"default\";q=100;w=60"));
 /// assert_eq!(headers.get("RateLimit"), Some("\"default\";r=0;t=2"));
 /// assert_eq!(headers.get("Retry-After"), Some("2"));
+/// # Ok::<(), tollgate::policy::HeaderNameError>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RateLimitHeaders {
@@ -44,10 +52,16 @@ fn secs_ceil(n: Nanos) -> u64 {
     n.as_secs_ceil()
 }
 
-/// Writes `name` as a structured-field string (quotes and backslashes escaped).
+/// Writes `name` as a structured-field string: quotes and backslashes escaped, and any
+/// character an sf-string cannot hold (outside printable ASCII: CR, LF, NUL, non-ASCII)
+/// written as `?`, so no name can end the header line or the string early.
 fn sf_string(out: &mut String, name: &str) {
     out.push('"');
     for c in name.chars() {
+        if !is_printable(c) {
+            out.push('?');
+            continue;
+        }
         if c == '"' || c == '\\' {
             out.push('\\');
         }
@@ -137,12 +151,17 @@ impl RateLimitHeaders {
 
     /// Every header for one core decision under a policy called `name` allowing `quota`
     /// per `window`.
+    ///
+    /// `name` must be non-empty printable ASCII (it is rendered as a structured-field
+    /// string, quotes and backslashes escaped); anything else, CR and LF above all, is a
+    /// [`HeaderNameError`] rather than a header that could be split or forged.
     pub fn from_decision(
         name: &str,
         quota: u64,
         window: Nanos,
         decision: &Decision,
-    ) -> RateLimitHeaders {
+    ) -> Result<RateLimitHeaders, HeaderNameError> {
+        HeaderNameError::check(name)?;
         let mut policy = String::new();
         sf_string(&mut policy, name);
         let _ = write!(policy, ";q={quota};w={}", secs_ceil(window).max(1));
@@ -151,7 +170,7 @@ impl RateLimitHeaders {
         let _ = write!(limit, ";r={};t={}", decision.remaining, reset_of(decision));
         let mut fields = vec![("RateLimit-Policy", policy), ("RateLimit", limit)];
         Self::push_legacy(&mut fields, decision);
-        RateLimitHeaders { fields }
+        Ok(RateLimitHeaders { fields })
     }
 
     fn push_legacy(fields: &mut Vec<(&'static str, String)>, d: &Decision) {

@@ -245,7 +245,8 @@ impl TierStore {
                     }
                     Err(e) => (None, Err(e)),
                 };
-                if let Some(taken) = table.update_resident(h, decide) {
+                // A miss goes on to `upsert`, which looks again under the lock.
+                if let Some(taken) = table.update_if_found(h, decide) {
                     return taken.map(stamp);
                 }
                 let guard = self.migration_lock();
@@ -295,7 +296,7 @@ impl TierStore {
                     let next = algorithm.charge(state, now, cost);
                     ((next != state).then_some(next), ())
                 };
-                if table.update_resident(key, charge).is_some() {
+                if table.update_if_found(key, charge).is_some() {
                     return;
                 }
                 let guard = self.migration_lock();

@@ -134,3 +134,45 @@ impl<P: PolicyCheck, S: SleepFn> Drop for UntilReady<'_, P, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use tollgate_core::Nanos;
+
+    use crate::policy::delay::registrations;
+    use crate::policy::{FnClock, Policy, PolicyCheck};
+
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    /// Issue 16, item 2: 10 000 `until_ready` futures backing off on an hourly limit, then
+    /// dropped, leave no timer registration behind (before: all 10 000 stayed for an hour).
+    /// The only test in this binary on the process-wide timer, so the counts are exact.
+    #[test]
+    fn dropped_until_ready_futures_leave_no_registration() {
+        let rules = "[[rules]]\nname = \"h\"\nlimit = 1\nwindow = \"1h\"\n";
+        let policy = Policy::from_toml(rules, FnClock(|| Nanos::from_secs(1))).unwrap();
+        let waker = Waker::from(Arc::new(Noop));
+        let mut cx = Context::from_waker(&waker);
+        let mut first = Box::pin(policy.until_ready("a", "/", 1));
+        assert!(matches!(first.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        let mut waiting: Vec<Pin<Box<_>>> = (0..10_000)
+            .map(|_| Box::pin(policy.until_ready("a", "/", 1)))
+            .collect();
+        for _ in 0..2 {
+            for f in &mut waiting {
+                assert!(f.as_mut().poll(&mut cx).is_pending());
+            }
+        }
+        assert_eq!(registrations(), 10_000, "one registration per live future");
+        drop(waiting);
+        assert_eq!(registrations(), 0);
+    }
+}

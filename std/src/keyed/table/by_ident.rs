@@ -8,7 +8,7 @@
 
 use tollgate_core::{Algorithm, Nanos};
 
-use super::{update_slot, Loc, Mode, Table, LOCK_FREE_ATTEMPTS};
+use super::{update_slot, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
 use crate::keyed::shard::Shard;
 use crate::keyed::slot::BUCKET_SLOTS;
 use crate::sync::{lock, Ordering};
@@ -31,17 +31,44 @@ impl<K: Eq + Clone + 'static> Table<K> {
     /// Runs `f` on the state of resident identity `h` in a compare-and-swap loop (`f` may
     /// run several times; only its last result is returned); `None` if `h` is not resident.
     /// Lock-free unless the entry keeps moving under it, then settled under the shard lock.
+    /// A probe that misses while a cuckoo move is under way in the shard looks again (see
+    /// the parent module), so a resident entry is never reported absent: what
+    /// compensations, refunds and peeks need.
     #[inline]
-    pub(crate) fn update_resident<R>(
+    pub(crate) fn update_resident<R>(&self, h: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
+        self.update_found(h, true, f)
+    }
+
+    /// As [`update_resident`](Self::update_resident), but a miss is not confirmed: `None`
+    /// may also mean the entry was between two slots of a cuckoo move. Only for callers
+    /// that go on to [`upsert`](Self::upsert) on `None` (which looks again under the shard
+    /// lock, where nothing moves): a take of a new key then pays one probe, as before.
+    #[inline]
+    pub(crate) fn update_if_found<R>(&self, h: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
+        self.update_found(h, false, f)
+    }
+
+    #[inline(always)]
+    fn update_found<R>(
         &self,
         h: u64,
+        confirm_miss: bool,
         mut f: impl FnMut(u64) -> Step<R>,
     ) -> Option<R> {
         debug_assert!(self.mode != Mode::Exact, "identity-only tables");
         let loc = self.locate(h);
         let mask = self.mask(h);
+        let mut seq = None;
         for _ in 0..LOCK_FREE_ATTEMPTS {
-            let slot = self.find_ident(h, loc)?;
+            let Some(slot) = self.find_ident(h, loc) else {
+                // Absent, unless the probe may have raced a move (then look again): a
+                // compensation or refund must not be dropped because its entry was between
+                // two slots.
+                if !confirm_miss || self.miss_confirmed(loc.shard, &mut seq) {
+                    return None;
+                }
+                continue;
+            };
             if let Some(result) = update_slot(slot, h, mask, &mut f) {
                 return Some(result);
             }
@@ -71,6 +98,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
         let loc = self.locate(h);
         let mask = self.mask(h);
         let shard = &self.shards[loc.shard];
+        // Identity-only: no key is stored, so none is ever evicted into it.
+        let mut victims = Victims::new();
         let mut local = lock(&shard.lock);
         if let Some(slot) = self.find_ident(h, loc) {
             // Under the lock the slot cannot change owner: the update completes.
@@ -87,7 +116,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
             // A fresh state left fresh: nothing to remember.
             return Upsert::Done(result);
         };
-        let Some(idx) = self.make_room(&mut local, loc, algorithm, now) else {
+        let Some(idx) = self.make_room(&mut local, loc, algorithm, now, &mut victims) else {
             Shard::bump(&shard.refusals);
             return Upsert::Full;
         };
@@ -106,9 +135,10 @@ impl<K: Eq + Clone + 'static> Table<K> {
         debug_assert!(self.mode != Mode::Exact, "identity-only tables");
         let loc = self.locate(h);
         let shard = &self.shards[loc.shard];
+        let mut victims = Victims::new();
         let _local = lock(&shard.lock);
         let idx = self.find_index(h, loc)?;
-        Some(self.evict_now(shard, idx, true, false) ^ self.mask(h))
+        Some(self.evict_now(shard, idx, true, false, &mut victims) ^ self.mask(h))
     }
 
     /// Removes every entry of shard `s` and returns them as `(identity, state)` pairs (as
@@ -116,6 +146,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
     pub(crate) fn drain_shard(&self, s: usize) -> Option<Vec<(u64, u64)>> {
         let shard = self.shards.get(s)?;
         let span = self.buckets_per_shard * BUCKET_SLOTS;
+        // Identity-only: no key is stored, so none is ever evicted into it.
+        let mut victims = Victims::new();
         let _local = lock(&shard.lock);
         let mut drained = Vec::with_capacity(shard.len());
         for idx in s * span..(s + 1) * span {
@@ -124,7 +156,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
             }
             // Relaxed: under the shard lock, which orders every identity change.
             let h = self.slot(idx).ident.load(Ordering::Relaxed);
-            let stored = self.evict_now(shard, idx, true, false);
+            let stored = self.evict_now(shard, idx, true, false, &mut victims);
             drained.push((h, stored ^ self.mask(h)));
         }
         Some(drained)

@@ -1,0 +1,16 @@
+//! [`LoomFault`]: a step of the keyed table's protocol switched off, so that the loom
+//! models can show their broken twins failing. Compiled only with `--cfg tollgate_loom`;
+//! never part of a normal build or of the public API.
+
+/// A protocol step a loom model may switch off on one table
+/// ([`KeyedLimiter::loom_inject`](super::KeyedLimiter::loom_inject)).
+#[doc(hidden)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LoomFault {
+    /// Lookups that miss trust "absent" even when a cuckoo move raced them (the move
+    /// sequence is ignored).
+    NoMoveRetry,
+    /// Writers do not wait for pinned readers before moving or dropping a key (the
+    /// exact-key pin handshake loses its writer half).
+    NoPinWait,
+}

@@ -1,0 +1,155 @@
+//! Issue 16, item 4: a key type whose `Drop` panics, dropped by the table during an
+//! eviction (idle or under pressure) or a removal, must not leak a unit of the shard's key
+//! quota, leave a slot half-owned, or poison the table: afterwards `len()` counts exactly
+//! the resident keys, the table still fills to its capacity, and checks keep working.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tollgate::{Gcra, KeyStorage, KeyedLimiter, Nanos, WhenFull};
+
+/// The id of the one key whose next drop panics (0: none).
+static ARMED: AtomicU64 = AtomicU64::new(0);
+
+/// A key whose drop panics once, when its id is armed. Each test uses its own ids, so
+/// tests running in parallel never trip each other's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Grenade(u64);
+
+impl Drop for Grenade {
+    fn drop(&mut self) {
+        if ARMED
+            .compare_exchange(self.0, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            panic!("Grenade({}) dropped", self.0);
+        }
+    }
+}
+
+fn limiter(capacity: usize) -> KeyedLimiter<Grenade, Gcra> {
+    KeyedLimiter::builder(Gcra::per_second(1).burst(10).build().unwrap())
+        .capacity(capacity)
+        .shards(1)
+        .key_storage(KeyStorage::Exact)
+        .when_full(WhenFull::Evict)
+        .build()
+        .unwrap()
+}
+
+/// Resident keys among `keys`, and the table's own count: they must agree.
+fn resident(limiter: &KeyedLimiter<Grenade, Gcra>, keys: &[Grenade]) -> usize {
+    keys.iter().filter(|k| limiter.contains(k)).count()
+}
+
+/// After a panic: the count is exact, the table fills to capacity again, every entry can
+/// be swept out (no unit of quota stranded), and checks still work.
+fn still_sound(limiter: &KeyedLimiter<Grenade, Gcra>, keys: &[Grenade], base: u64) {
+    assert_eq!(
+        limiter.len(),
+        resident(limiter, keys),
+        "len counts a key that is gone"
+    );
+    let cap = limiter.capacity() as u64;
+    let fresh: Vec<Grenade> = (0..cap).map(|i| Grenade(base + i)).collect();
+    for k in &fresh {
+        assert!(
+            limiter
+                .check_at(k, Nanos::from_secs(1_000))
+                .unwrap()
+                .allowed
+        );
+    }
+    assert_eq!(limiter.len(), limiter.capacity());
+    assert_eq!(limiter.len(), resident(limiter, &fresh));
+    assert_eq!(
+        limiter.evict_idle_at(Nanos::from_secs(1_000_000)),
+        limiter.capacity()
+    );
+    assert_eq!(limiter.len(), 0, "a unit of the key quota leaked");
+}
+
+#[test]
+fn panicking_drop_during_pressure_eviction() {
+    let limiter = limiter(2);
+    let keys: Vec<Grenade> = (101..=103).map(Grenade).collect();
+    // Keys 101 and 102 busy (not idle for seconds): key 103 must evict one under pressure.
+    assert!(
+        limiter
+            .check_n_at(&keys[0], Nanos::ZERO, 5)
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        limiter
+            .check_n_at(&keys[1], Nanos::ZERO, 9)
+            .unwrap()
+            .allowed
+    );
+    ARMED.store(101, Ordering::SeqCst); // the least-loss victim
+    let result = catch_unwind(AssertUnwindSafe(|| limiter.check_at(&keys[2], Nanos::ZERO)));
+    assert!(result.is_err(), "the key's drop panicked through the check");
+    assert_eq!(ARMED.load(Ordering::SeqCst), 0, "the victim's drop ran");
+    assert!(!limiter.contains(&keys[0]));
+    still_sound(&limiter, &keys, 1_100);
+}
+
+#[test]
+fn panicking_drop_during_idle_eviction() {
+    let limiter = limiter(2);
+    let keys: Vec<Grenade> = (201..=203).map(Grenade).collect();
+    assert!(limiter.check_at(&keys[0], Nanos::ZERO).unwrap().allowed);
+    assert!(
+        limiter
+            .check_n_at(&keys[1], Nanos::ZERO, 9)
+            .unwrap()
+            .allowed
+    );
+    // By t = 2 s key 201 is idle again: key 203 evicts it losslessly.
+    ARMED.store(201, Ordering::SeqCst);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        limiter.check_at(&keys[2], Nanos::from_secs(2))
+    }));
+    assert!(result.is_err());
+    assert_eq!(ARMED.load(Ordering::SeqCst), 0);
+    still_sound(&limiter, &keys, 2_100);
+}
+
+#[test]
+fn panicking_drop_during_removal() {
+    let limiter = limiter(2);
+    let keys: Vec<Grenade> = (301..=302).map(Grenade).collect();
+    assert!(limiter.check_at(&keys[0], Nanos::ZERO).unwrap().allowed);
+    assert!(limiter.check_at(&keys[1], Nanos::ZERO).unwrap().allowed);
+    ARMED.store(301, Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| limiter.remove(&keys[0]))).is_err());
+    assert!(!limiter.contains(&keys[0]));
+    still_sound(&limiter, &keys, 3_100);
+}
+
+#[test]
+fn panicking_drop_during_a_sweep_of_idle_entries() {
+    // A larger shard: the new key's buckets have room but the quota is spent, so the
+    // sweep evicts several idle entries at once; one of them panics.
+    let limiter = limiter(12);
+    let keys: Vec<Grenade> = (401..=413).map(Grenade).collect();
+    for k in &keys[..12] {
+        assert!(limiter.check_at(k, Nanos::ZERO).unwrap().allowed);
+    }
+    assert_eq!(limiter.len(), 12);
+    for armed in &keys[..12] {
+        if !limiter.contains(armed) {
+            continue;
+        }
+        ARMED.store(armed.0, Ordering::SeqCst);
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            limiter.check_at(&keys[12], Nanos::from_secs(5))
+        }));
+        ARMED.store(0, Ordering::SeqCst);
+        assert_eq!(limiter.len(), resident(&limiter, &keys));
+        if limiter.contains(&keys[12]) {
+            break;
+        }
+    }
+    still_sound(&limiter, &keys, 4_100);
+}

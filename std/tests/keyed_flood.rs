@@ -99,13 +99,20 @@ fn ten_million_distinct_integer_keys_stay_within_capacity_and_allocate_nothing()
                     let decision = limiter.check_at(&key, Nanos::new(now)).unwrap();
                     assert!(decision.allowed, "a new key always starts with full quota");
                     if key % 4096 == 0 {
-                        assert!(limiter.len() <= limiter.capacity());
+                        // A snapshot summed over shards while the other thread inserts: a
+                        // unit of quota moved between two shards through the shared pool
+                        // during the read may be counted in both (the read is not atomic
+                        // across shards). A sanity bound here; the capacity itself is
+                        // checked exactly after the join, and memory never grows at all.
+                        let len = limiter.len();
+                        assert!(len <= limiter.capacity() * 101 / 100, "len {len}");
                     }
                 }
                 assert_eq!(THREAD_CALLS.with(Cell::get), calls, "the flood allocated");
             });
         }
     });
+    assert!(limiter.len() <= limiter.capacity());
     assert!(limiter.len() <= limiter.capacity());
     assert!(
         limiter.len() >= CAPACITY * 99 / 100,

@@ -237,11 +237,14 @@ where
         self.table.evict_idle_all(&self.algorithm, now)
     }
 
-    /// Keys resident now (at most [`capacity`](Self::capacity)).
+    /// Keys resident now (at most [`capacity`](Self::capacity) when no insert is in
+    /// flight).
     ///
     /// A sum of per-shard counts read one after another: while inserts run in other
-    /// threads it is a snapshot that may be off by the inserts in flight (the bound itself,
-    /// enforced under the shard locks with an exact shared counter, always holds).
+    /// threads it is a snapshot that may be off by the inserts and evictions that ran
+    /// during the read (a unit of quota moving between two shards through the shared pool
+    /// can be counted in both, or in neither). The bound itself, enforced under the shard
+    /// locks with an exact shared counter, always holds.
     pub fn len(&self) -> usize {
         self.table.len()
     }

@@ -11,8 +11,10 @@
 //!   to exactly those decisions with each rule's limit; a reply of any other shape or
 //!   content never panics, and what it decodes to keeps the decision contract's shape
 //!   (limit, `retry_after ≥ 1` and no delay on a deny, none on an admit);
-//! - `RedisDecision::combine`: all or nothing, the admit with the fewest `remaining` (first
-//!   on ties, the longest delay) or the deny with the longest `retry_after` (first on ties);
+//! - `RedisDecision::combine` (the core's `Decision::combine`): all or nothing; the tightest
+//!   tier is the admit with the fewest `remaining` (ties: the longer `reset_after`, then the
+//!   first) or the deny with the longest `retry_after` (first on ties); `remaining` the
+//!   fewest of any tier; the longest delay when admitted, none when denied;
 //! - `RedisLimiter::redis_key_scoped`: `{prefix}:{rule}:{key}[:scope]` with the key as the
 //!   Redis Cluster hash tag, the same tag (so the same slot) for every rule of one check,
 //!   and distinct keys for distinct (rule, key, scope) when scopes hold no `}`.
@@ -231,11 +233,21 @@ fn check_combine(tiers: &[Decision]) {
     };
     let all = tiers.iter().all(|d| d.allowed);
     assert_eq!(combined.allowed(), all, "not all or nothing");
+    let fewest = tiers.iter().map(|d| d.remaining).min().unwrap();
+    let mut expected = tiers[i];
+    expected.remaining = fewest;
     if all {
-        let fewest = tiers.iter().map(|d| d.remaining).min().unwrap();
-        assert_eq!(i, tiers.iter().position(|d| d.remaining == fewest).unwrap());
-        let longest = tiers.iter().map(|d| d.delay).max().unwrap();
-        assert_eq!(combined.decision, tiers[i].with_delay(longest));
+        let tightest = tiers
+            .iter()
+            .filter(|d| d.remaining == fewest)
+            .map(|d| d.reset_after)
+            .max()
+            .unwrap();
+        let first = tiers
+            .iter()
+            .position(|d| d.remaining == fewest && d.reset_after == tightest);
+        assert_eq!(Some(i), first);
+        expected.delay = tiers.iter().map(|d| d.delay).max().unwrap();
     } else {
         let longest = tiers
             .iter()
@@ -247,8 +259,9 @@ fn check_combine(tiers: &[Decision]) {
             .iter()
             .position(|d| !d.allowed && d.retry_after == longest);
         assert_eq!(Some(i), first);
-        assert_eq!(combined.decision, tiers[i]);
+        expected.delay = Nanos::ZERO;
     }
+    assert_eq!(combined.decision, expected);
 }
 
 fn check_decode(rules: &[RedisRule], reply: &Reply) {

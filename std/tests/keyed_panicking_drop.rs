@@ -50,18 +50,33 @@ fn still_sound(limiter: &KeyedLimiter<Grenade, Gcra>, keys: &[Grenade], base: u6
         resident(limiter, keys),
         "len counts a key that is gone"
     );
-    let cap = limiter.capacity() as u64;
-    let fresh: Vec<Grenade> = (0..cap).map(|i| Grenade(base + i)).collect();
-    for k in &fresh {
+    // Fill with fresh keys until the table is full: a stranded unit of quota would stop it
+    // one short forever. (A new key whose two buckets are full evicts a neighbour even
+    // while quota is left, so a few more keys than the capacity may be needed.)
+    let cap = limiter.capacity();
+    let mut fresh = Vec::new();
+    for i in 0..64 * cap as u64 {
+        if limiter.len() == cap {
+            break;
+        }
+        let k = Grenade(base + i);
         assert!(
             limiter
-                .check_at(k, Nanos::from_secs(1_000))
+                .check_at(&k, Nanos::from_secs(1_000))
                 .unwrap()
                 .allowed
         );
+        fresh.push(k);
     }
-    assert_eq!(limiter.len(), limiter.capacity());
-    assert_eq!(limiter.len(), resident(limiter, &fresh));
+    assert_eq!(
+        limiter.len(),
+        cap,
+        "the table no longer fills: quota leaked"
+    );
+    assert_eq!(
+        limiter.len(),
+        resident(limiter, &fresh) + resident(limiter, keys)
+    );
     assert_eq!(
         limiter.evict_idle_at(Nanos::from_secs(1_000_000)),
         limiter.capacity()
@@ -132,22 +147,27 @@ fn panicking_drop_during_a_sweep_of_idle_entries() {
     // A larger shard: the new key's buckets have room but the quota is spent, so the
     // sweep evicts several idle entries at once; one of them panics.
     let limiter = limiter(12);
-    let keys: Vec<Grenade> = (401..=413).map(Grenade).collect();
-    for k in &keys[..12] {
-        assert!(limiter.check_at(k, Nanos::ZERO).unwrap().allowed);
+    let keys: Vec<Grenade> = (401..=500).map(Grenade).collect();
+    // Fill to capacity (a key whose two buckets are full evicts a neighbour even while
+    // quota is left, so a few more keys than the capacity may be needed).
+    let mut used = 0;
+    while limiter.len() < 12 && used < keys.len() - 1 {
+        assert!(limiter.check_at(&keys[used], Nanos::ZERO).unwrap().allowed);
+        used += 1;
     }
     assert_eq!(limiter.len(), 12);
-    for armed in &keys[..12] {
+    let newcomer = &keys[used];
+    for armed in &keys[..used] {
         if !limiter.contains(armed) {
             continue;
         }
         ARMED.store(armed.0, Ordering::SeqCst);
         let _ = catch_unwind(AssertUnwindSafe(|| {
-            limiter.check_at(&keys[12], Nanos::from_secs(5))
+            limiter.check_at(newcomer, Nanos::from_secs(5))
         }));
         ARMED.store(0, Ordering::SeqCst);
         assert_eq!(limiter.len(), resident(&limiter, &keys));
-        if limiter.contains(&keys[12]) {
+        if limiter.contains(newcomer) {
             break;
         }
     }

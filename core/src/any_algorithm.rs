@@ -433,6 +433,55 @@ impl AnyAlgorithm {
         }
     }
 
+    /// A stable 64-bit version of this algorithm and its parameters, for tagging stored
+    /// state: a store that keeps a state with the version it was written under can tell,
+    /// on the next check, that the rule changed since and convert the state (with
+    /// [`PackedAlgorithm::rescale`], or `used` / `with_used` across the single-word and log
+    /// kinds) instead of misreading it. FNV-1a over the algorithm's tag and its validated
+    /// numbers: the same in every process and every build, so a fleet in a rolling deploy
+    /// agrees on it.
+    ///
+    /// ```
+    /// use tollgate_core::{AlgorithmConfig, Nanos};
+    /// let a = AlgorithmConfig::FixedWindow { limit: 10, window: Nanos::from_secs(1) }.build().unwrap();
+    /// let b = AlgorithmConfig::FixedWindow { limit: 11, window: Nanos::from_secs(1) }.build().unwrap();
+    /// assert_eq!(a.version(), a.version());
+    /// assert_ne!(a.version(), b.version());
+    /// ```
+    pub fn version(&self) -> u64 {
+        let (tag, numbers): (u8, [u64; 2]) = match self {
+            AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => {
+                (1, [g.emission_interval().as_u64(), g.burst_size()])
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => {
+                (2, [t.refill_interval().as_u64(), t.capacity()])
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => {
+                (3, [l.drain_interval().as_u64(), l.queue_depth()])
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
+                (4, [w.window().as_u64(), w.limit()])
+            }
+            AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
+                (5, [w.window().as_u64(), w.limit()])
+            }
+            AnyAlgorithm::Log(l) => (6, [l.window().as_u64(), l.limit()]),
+        };
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |byte: u8| {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(PRIME);
+        };
+        eat(tag);
+        for n in numbers {
+            for byte in n.to_le_bytes() {
+                eat(byte);
+            }
+        }
+        hash
+    }
+
     /// The largest cost one check can ever admit; a larger cost is
     /// [`InsufficientCapacity`].
     ///

@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use super::tier_store::{fingerprint, TakeReceipt as Receipt};
+use tollgate_core::Decision;
+
+use super::tier_store::fingerprint;
 use super::{
-    Partition, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision, Request, RuleId,
-    RuleSet, TierOutcome, MAX_TIERS,
+    InProcess, Partition, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
+    PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome, MAX_TIERS,
 };
-use crate::sync::plain::{AtomicU64, Ordering};
+use crate::sync::plain::Ordering;
 use crate::sync::{SwapCell, SwapGuard};
 
 /// Stable rule ids by name, kept across reloads.
@@ -44,27 +46,12 @@ struct Registry {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// ## All or nothing: take in order, compensate exactly
+/// ## Where the state lives: a store
 ///
-/// Tiers live in different atomic words (different keys, different rules), so no single
-/// compare-and-swap can cover them. The policy therefore:
-///
-/// 1. *prechecks*: peeks every tier but the first (loads only). If any would deny, it
-///    answers the deny with nothing consumed — a flood of denied requests writes nothing;
-/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap
-///    (a deny by the first tier has taken nothing, which is why it needs no precheck);
-/// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
-///    and 2), *compensates* every tier already taken, using the receipt of its own take.
-///
-/// Reserve-then-commit (decide all tiers on loaded states, then CAS each) still needs an
-/// undo when a later CAS fails after an earlier one succeeded, so it is this same scheme
-/// with a wider race window; the precheck gives its benefit (no writes on a deny) without
-/// the extra step. Compensation is exact for the fixed and sliding windows and the sliding
-/// log, and for GCRA/token/leaky buckets whenever the racing callers share a clock reading
-/// (the precise conditions are in the module docs of `tier_cell`). While a take awaits its
-/// compensation, a concurrent request may see one permit fewer than it would have: the
-/// error is on the strict side and lasts nanoseconds. [`compensations`](Self::compensations)
-/// counts how often step 3 ran.
+/// The policy matches a request to its rules and compiles a plan of tiers; a [`Store`]
+/// decides the plan all or nothing and keeps the per-key state. The default,
+/// [`InProcess`], keeps it in this process, lock-free (its docs describe how a multi-tier
+/// check stays all or nothing); [`store`](Self::store) puts the same rules on another.
 ///
 /// ## Hot reload
 ///
@@ -97,14 +84,13 @@ struct Registry {
 /// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
 /// `capacity` applies to tiers the reload creates; surviving tiers keep their table.
 #[derive(Debug)]
-pub struct Policy<C> {
+pub struct Policy<C, S = InProcess> {
     rules: SwapCell<RuleSet>,
     clock: C,
     registry: Mutex<Registry>,
-    precheck: bool,
-    compensations: AtomicU64,
+    store: S,
     /// Bumped by every reload after it publishes a set (see `in_flight`); loom's atomic
-    /// under `--cfg tollgate_loom`, unlike the statistics.
+    /// under `--cfg tollgate_loom`.
     generation: crate::sync::AtomicU64,
 }
 
@@ -118,9 +104,8 @@ impl<C: Clock> Policy<C> {
             rules: SwapCell::from_pointee(set),
             clock,
             registry: Mutex::new(registry),
-            precheck: true,
+            store: InProcess::new(),
             generation: crate::sync::AtomicU64::new(0),
-            compensations: AtomicU64::new(0),
         })
     }
 
@@ -129,13 +114,42 @@ impl<C: Clock> Policy<C> {
         Policy::new(PolicyConfig::from_toml(text)?, clock)
     }
 
-    /// Turns the precheck (step 1 of the all-or-nothing scheme) off or on. Off, every deny
-    /// takes and compensates; only useful to exercise compensation in tests.
+    /// Turns the in-process store's precheck (step 1 of its all-or-nothing scheme) off or
+    /// on. Off, every deny takes and compensates; only useful to exercise compensation in
+    /// tests.
     pub fn with_precheck(mut self, precheck: bool) -> Policy<C> {
-        self.precheck = precheck;
+        self.store = self.store.with_precheck(precheck);
         self
     }
 
+    /// How many checks had to compensate a partial take (a tier denied after another had
+    /// admitted, racing a concurrent caller): [`InProcess::compensations`].
+    pub fn compensations(&self) -> u64 {
+        self.store.compensations()
+    }
+}
+
+impl<C, S> Policy<C, S> {
+    /// The same policy (rules, clock, state of the rules) on another store: where per-key
+    /// state lives from now on. Call it before serving traffic: state already recorded in
+    /// the previous store stays there.
+    pub fn store<T: Store>(self, store: T) -> Policy<C, T> {
+        Policy {
+            rules: self.rules,
+            clock: self.clock,
+            registry: self.registry,
+            store,
+            generation: self.generation,
+        }
+    }
+
+    /// The store the policy's state lives in.
+    pub fn backend(&self) -> &S {
+        &self.store
+    }
+}
+
+impl<C: Clock, S: Store> Policy<C, S> {
     /// The clock.
     pub fn clock(&self) -> &C {
         &self.clock
@@ -181,13 +195,6 @@ impl<C: Clock> Policy<C> {
     pub fn rule_name(&self, id: RuleId) -> Option<&'static str> {
         let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
         registry.names.get(id.index()).copied()
-    }
-
-    /// How many checks had to compensate a partial take (a tier denied after another had
-    /// admitted, racing a concurrent caller).
-    pub fn compensations(&self) -> u64 {
-        // Relaxed: a statistic; nothing is published with it.
-        self.compensations.load(Ordering::Relaxed)
     }
 
     /// Checks `cost` permits for `client` on `endpoint` now (one clock read).
@@ -252,83 +259,29 @@ fn tier_cost(request: &Request<'_>, max_cost: u64) -> Result<u32, InsufficientCa
     Ok(scaled.min(max_cost).min(u64::from(u32::MAX)) as u32)
 }
 
-impl<C: Clock> PolicyCheck for Policy<C> {
+impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
     fn now(&self) -> Nanos {
         self.clock.now()
     }
 
+    #[inline]
     fn check_at(
         &self,
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.active_set();
-        let client = fingerprint(request.client);
-        let mut plan = [None::<PlannedTier<'_>>; MAX_TIERS];
-        let mut n = 0;
-        for rule in set
-            .matching(request.client, request.endpoint)
-            .into_iter()
-            .flatten()
-        {
-            let key = rule.key_id(client);
-            for tier in rule.tiers() {
-                // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
-                let Some(slot) = plan.get_mut(n) else { break };
-                let cost = tier_cost(request, tier.max_cost())?;
-                *slot = Some(PlannedTier {
-                    rule,
-                    tier,
-                    key,
-                    cost,
-                });
-                n += 1;
-            }
-        }
-        let plan = &plan[..n];
+        let mut plan = Plan::new();
+        plan_into(&mut plan, &set, request, |tier| {
+            tier_cost(request, tier.max_cost())
+        })?;
         let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
-        // The first tier needs no precheck: if its take denies, nothing has been taken.
-        if self.precheck && n > 1 {
-            let mut denied = false;
-            for (i, p) in plan.iter().flatten().enumerate().skip(1) {
-                let decision = p.tier.store.peek(p.key, now, p.cost)?;
-                denied |= !decision.allowed;
-                outcomes[i] = p.outcome(decision);
-            }
-            if denied {
-                if let Some(p) = plan.iter().flatten().next() {
-                    outcomes[0] = p.outcome(p.tier.store.peek(p.key, now, p.cost)?);
-                }
-                Self::current_state(plan, &mut outcomes, now);
-                return Ok(Self::finish(outcomes, n, request.divisor));
-            }
+        for (outcome, p) in outcomes.iter_mut().zip(plan.iter()) {
+            *outcome = p.outcome(NO_DECISION);
         }
-        let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
-        for (i, p) in plan.iter().flatten().enumerate() {
-            let decision = match p.tier.store.take(p.key, now, p.cost) {
-                Ok((decision, receipt)) => {
-                    receipts[i] = receipt;
-                    decision
-                }
-                Err(e) => {
-                    Self::undo(&plan[..i], &receipts);
-                    return Err(e);
-                }
-            };
-            outcomes[i] = p.outcome(decision);
-            if !decision.allowed {
-                if receipts[..i].iter().any(Option::is_some) {
-                    // Relaxed: a statistic.
-                    self.compensations.fetch_add(1, Ordering::Relaxed);
-                }
-                Self::undo(&plan[..i], &receipts);
-                // Report the other tiers as they are now (after the undo).
-                for (j, p) in plan.iter().flatten().enumerate().skip(i + 1) {
-                    outcomes[j] = p.outcome(p.tier.store.peek(p.key, now, p.cost)?);
-                }
-                Self::current_state(plan, &mut outcomes, now);
-                return Ok(Self::finish(outcomes, n, request.divisor));
-            }
+        let n = plan.len();
+        if n > 0 {
+            self.store.check(&plan, now, &mut outcomes[..n])?;
         }
         Ok(Self::finish(outcomes, n, request.divisor))
     }
@@ -339,74 +292,88 @@ impl<C: Clock> PolicyCheck for Policy<C> {
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.active_set();
-        let client = fingerprint(request.client);
+        let mut plan = Plan::new();
+        plan_into(&mut plan, &set, request, |tier| {
+            tier_cost(request, tier.max_cost())
+        })?;
         let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
-        let mut n = 0;
-        for rule in set
-            .matching(request.client, request.endpoint)
-            .into_iter()
-            .flatten()
-        {
-            for tier in rule.tiers() {
-                let cost = tier_cost(request, tier.max_cost())?;
-                let decision = tier.store.peek(rule.key_id(client), now, cost)?;
-                outcomes[n] = TierOutcome {
-                    rule: rule.id(),
-                    rule_name: rule.name(),
-                    name: tier.name(),
-                    quota: tier.quota(),
-                    window: tier.window(),
-                    shared: rule.partition() == Partition::Global,
-                    decision,
-                };
-                n += 1;
-            }
+        for (outcome, p) in outcomes.iter_mut().zip(plan.iter()) {
+            *outcome = p.outcome(NO_DECISION);
+        }
+        let n = plan.len();
+        if n > 0 {
+            self.store.peek(&plan, now, &mut outcomes[..n])?;
         }
         Ok(Self::finish(outcomes, n, request.divisor))
     }
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set();
-        let client = fingerprint(request.client);
         // Work already done is recorded in full: not capped at a tier's max cost (the key
         // goes into debt and waits it out).
         let cost = request.cost.saturating_mul(request.divisor.max(1));
-        for rule in set
-            .matching(request.client, request.endpoint)
-            .into_iter()
-            .flatten()
-        {
-            for tier in rule.tiers() {
-                tier.store.charge(rule.key_id(client), now, cost);
-            }
+        let mut plan = Plan::new();
+        if plan_into(&mut plan, &set, request, |_| Ok(cost)).is_ok() && !plan.is_empty() {
+            self.store.charge(&plan, now);
         }
     }
 
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set();
-        let client = fingerprint(request.client);
-        for rule in set
-            .matching(request.client, request.endpoint)
-            .into_iter()
-            .flatten()
-        {
-            for tier in rule.tiers() {
-                // Giving back more than a tier can ever hold is giving back all of it.
-                let clamped = Request {
-                    cost: request
-                        .cost
-                        .min(u32::try_from(tier.max_cost()).unwrap_or(u32::MAX)),
-                    ..*request
-                };
-                if let Ok(cost) = tier_cost(&clamped, tier.max_cost()) {
-                    tier.store.refund(rule.key_id(client), now, cost);
-                }
-            }
+        // Giving back more than a tier can ever hold is giving back all of it.
+        let clamped = |tier: &Tier| {
+            let clamped = Request {
+                cost: request
+                    .cost
+                    .min(u32::try_from(tier.max_cost()).unwrap_or(u32::MAX)),
+                ..*request
+            };
+            tier_cost(&clamped, tier.max_cost())
+        };
+        let mut plan = Plan::new();
+        if plan_into(&mut plan, &set, request, clamped).is_ok() && !plan.is_empty() {
+            self.store.refund(&plan, now);
         }
     }
 }
 
-impl<C> Policy<C> {
+/// A decision slot before the store fills it.
+const NO_DECISION: Decision = Decision::allow(0, 0, Nanos::ZERO);
+
+/// Fills `plan` with the tiers of `request` under `set`: every tier of every matching rule
+/// (global-slot rule first), with the key under its rule and the permits `cost` charges
+/// it. One fingerprint per request; built in place (no copy of the plan).
+#[inline]
+fn plan_into<'a>(
+    plan: &mut Plan<'a>,
+    set: &'a RuleSet,
+    request: &Request<'a>,
+    cost: impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
+) -> Result<(), InsufficientCapacity> {
+    let client = fingerprint(request.client);
+    for rule in set
+        .matching(request.client, request.endpoint)
+        .into_iter()
+        .flatten()
+    {
+        let key = rule.key_id(client);
+        for tier in rule.tiers() {
+            // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
+            if !plan.push(PlannedTier {
+                rule,
+                tier,
+                key,
+                client: request.client,
+                cost: cost(tier)?,
+            }) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<C, S> Policy<C, S> {
     /// The generation, read again after a check counted itself in: a `SeqCst` load, which
     /// the `in_flight` protocol needs in one total order with the reload's bump and its
     /// read of the count. loom models `SeqCst` only as acquire/release (it would report
@@ -452,48 +419,12 @@ impl<C> Policy<C> {
         decision.scale_down(divisor);
         decision
     }
-
-    /// In a denied decision, replaces each admitting tier's answer (which describes the
-    /// state *after* the request) by its current state (a zero-cost peek): the request was
-    /// not admitted, so headers must not count it.
-    fn current_state(
-        plan: &[Option<PlannedTier<'_>>],
-        outcomes: &mut [TierOutcome; MAX_TIERS],
-        now: Nanos,
-    ) {
-        for (i, p) in plan.iter().flatten().enumerate() {
-            if outcomes[i].decision.allowed {
-                if let Ok(current) = p.tier.store.peek(p.key, now, 0) {
-                    outcomes[i].decision = current;
-                }
-            }
-        }
-    }
-
-    /// Compensates the takes recorded in `receipts` for the tiers of `plan`.
-    fn undo(plan: &[Option<PlannedTier<'_>>], receipts: &[Option<Receipt>; MAX_TIERS]) {
-        for (i, p) in plan.iter().flatten().enumerate() {
-            if let Some(receipt) = receipts[i] {
-                p.tier.store.compensate(p.key, receipt, p.cost);
-            }
-        }
-    }
-}
-
-/// One tier a request is checked against: its rule, the key's fingerprint under that rule
-/// and the permits it charges.
-#[derive(Copy, Clone)]
-struct PlannedTier<'a> {
-    rule: &'a super::Rule,
-    tier: &'a super::Tier,
-    key: u64,
-    cost: u32,
 }
 
 impl PlannedTier<'_> {
     /// This tier's part of a policy decision.
     #[inline]
-    fn outcome(&self, decision: tollgate_core::Decision) -> TierOutcome {
+    fn outcome(&self, decision: Decision) -> TierOutcome {
         TierOutcome {
             rule: self.rule.id(),
             rule_name: self.rule.name(),

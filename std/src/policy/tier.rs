@@ -172,6 +172,14 @@ impl Tier {
         &self.algorithm
     }
 
+    /// A stable version of this tier's algorithm and parameters
+    /// ([`AnyAlgorithm::version`]): a store tags the states it keeps with it, so a state
+    /// written under other parameters (a reload, another process in a rolling deploy) is
+    /// converted, not misread.
+    pub fn version(&self) -> u64 {
+        self.algorithm.version()
+    }
+
     /// The largest cost one request can have under this tier.
     pub fn max_cost(&self) -> u64 {
         self.max_cost

@@ -1,0 +1,314 @@
+//! [`Store`]: where a policy's per-key state lives, and [`InProcess`], the default store.
+//!
+//! A [`Policy`](super::Policy) matches a request to its rules and compiles a *plan*: one
+//! [`PlannedTier`] per tier that applies (rule, tier, the key under that rule, the permits
+//! it charges). Everything after that is the store's: decide every tier of the plan and
+//! record all or nothing, peek, refund, charge. The same plan runs on any store, so the
+//! rules, headers, decorators (`Metered`, `AdaptivePenalty`), waiting and reservations
+//! work unchanged whichever store holds the state.
+//!
+//! ```text
+//! request ─▶ Policy: match rules ─▶ plan [PlannedTier; ≤ MAX_TIERS] ─▶ Store::check
+//!                                                                      (all or nothing)
+//! ```
+//!
+//! [`InProcess`] keeps each tier's keys in the tier's own bounded lock-free table (see
+//! `tier_store`): no allocation and no lock on the check path.
+
+use std::fmt;
+
+use tollgate_core::{InsufficientCapacity, Nanos};
+
+use super::tier_store::TakeReceipt as Receipt;
+use super::{Rule, Tier, TierOutcome, MAX_TIERS};
+use crate::sync::plain::{AtomicU64, Ordering};
+
+/// One tier of a request's plan: everything a store needs to decide it.
+#[derive(Copy, Clone, Debug)]
+pub struct PlannedTier<'a> {
+    /// The rule the tier belongs to.
+    pub rule: &'a Rule,
+    /// The tier: its name, algorithm and parameters.
+    pub tier: &'a Tier,
+    /// The 64-bit fingerprint of the key the tier's state is kept under (the client's, or
+    /// the rule's one shared key for `per = "global"`).
+    pub key: u64,
+    /// The client the request came from, as given (a store that names its keys, such as
+    /// Redis, builds them from it; a shared rule's key does not depend on it).
+    pub client: &'a str,
+    /// The permits the request charges this tier.
+    pub cost: u32,
+}
+
+/// The tiers one request is checked against, in order (the global-slot rule's first): at
+/// most [`MAX_TIERS`], kept inline (no allocation).
+#[derive(Copy, Clone, Debug)]
+pub struct Plan<'a> {
+    tiers: [Option<PlannedTier<'a>>; MAX_TIERS],
+    len: usize,
+}
+
+impl<'a> Plan<'a> {
+    /// An empty plan.
+    #[inline]
+    pub(crate) fn new() -> Plan<'a> {
+        Plan {
+            tiers: [None; MAX_TIERS],
+            len: 0,
+        }
+    }
+
+    /// Appends `tier`; `false` if the plan is full.
+    #[inline]
+    pub(crate) fn push(&mut self, tier: PlannedTier<'a>) -> bool {
+        match self.tiers.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(tier);
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many tiers.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no rule matched.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The tiers, in order.
+    #[inline]
+    pub fn iter(&self) -> PlanIter<'_, 'a> {
+        self.tiers[..self.len].iter().flatten()
+    }
+
+    /// Tier `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&PlannedTier<'a>> {
+        self.tiers[..self.len].get(i).and_then(Option::as_ref)
+    }
+}
+
+/// The iterator of [`Plan::iter`].
+pub type PlanIter<'p, 'a> = core::iter::Flatten<core::slice::Iter<'p, Option<PlannedTier<'a>>>>;
+
+impl<'p, 'a> IntoIterator for &'p Plan<'a> {
+    type Item = &'p PlannedTier<'a>;
+    type IntoIter = PlanIter<'p, 'a>;
+
+    #[inline]
+    fn into_iter(self) -> PlanIter<'p, 'a> {
+        self.iter()
+    }
+}
+
+/// Where a policy's per-key state lives (see the module docs). Implementations must be
+/// all or nothing: a check that any tier denies records nothing in any tier.
+pub trait Store: Send + Sync + fmt::Debug {
+    /// Decides every tier of `plan` at `now` and records them all if every tier admits.
+    /// `outcomes[i].decision` receives tier `i`'s decision (`outcomes` is at least as long
+    /// as `plan`; the policy has filled in the rest of each outcome). When any tier denies,
+    /// nothing is recorded, and the tiers that would have admitted report their current
+    /// state (the request did not count).
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity>;
+
+    /// What [`check`](Self::check) would decide, recording nothing.
+    fn peek(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity>;
+
+    /// Gives each tier's `cost` back at `now` (a request admitted but not served).
+    fn refund(&self, plan: &Plan<'_>, now: Nanos);
+
+    /// Records each tier's `cost` at `now` whatever the limits say (work already done).
+    fn charge(&self, plan: &Plan<'_>, now: Nanos);
+}
+
+/// The default [`Store`]: state in this process, each tier's keys in the tier's own bounded
+/// lock-free table, allocated on the tier's first use.
+///
+/// ## All or nothing: take in order, compensate exactly
+///
+/// Tiers live in different atomic words (different keys, different rules), so no single
+/// compare-and-swap can cover them. The store therefore:
+///
+/// 1. *prechecks*: peeks every tier but the first (loads only). If any would deny, it
+///    answers the deny with nothing consumed — a flood of denied requests writes nothing;
+/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap
+///    (a deny by the first tier has taken nothing, which is why it needs no precheck);
+/// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
+///    and 2), *compensates* every tier already taken with the core's
+///    [`undo`](tollgate_core::Algorithm::undo), using the receipt of its own take.
+///
+/// Compensation is exact for the fixed and sliding windows and the sliding log, and for
+/// the buckets whenever the racing callers share a clock reading (the conditions are on
+/// [`Algorithm::undo`](tollgate_core::Algorithm::undo)). While a take awaits its
+/// compensation, a concurrent request may see one permit fewer than it would have: the
+/// error is on the strict side and lasts nanoseconds. [`compensations`](Self::compensations)
+/// counts how often step 3 ran.
+///
+/// ```
+/// use tollgate::policy::{FnClock, InProcess, Policy, PolicyCheck};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 2
+///     window = "1m"
+/// "#, FnClock(|| Nanos::ZERO))?
+/// .store(InProcess::new());
+/// assert!(policy.allow("a", "/", 1)?.allowed());
+/// assert_eq!(policy.backend().compensations(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct InProcess {
+    precheck: bool,
+    compensations: AtomicU64,
+}
+
+impl Default for InProcess {
+    fn default() -> InProcess {
+        InProcess::new()
+    }
+}
+
+impl InProcess {
+    /// The in-process store, with the precheck on.
+    pub fn new() -> InProcess {
+        InProcess {
+            precheck: true,
+            compensations: AtomicU64::new(0),
+        }
+    }
+
+    /// Turns the precheck (step 1 of the all-or-nothing scheme) off or on. Off, every deny
+    /// takes and compensates; only useful to exercise compensation in tests.
+    pub fn with_precheck(mut self, precheck: bool) -> InProcess {
+        self.precheck = precheck;
+        self
+    }
+
+    /// How many checks had to compensate a take (step 3): a race between callers.
+    pub fn compensations(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.compensations.load(Ordering::Relaxed)
+    }
+
+    /// In a denied check, replaces each admitting tier's answer (which describes the state
+    /// *after* the request) by its current state (a zero-cost peek): the request was not
+    /// admitted, so headers must not count it.
+    fn current_state(plan: &Plan<'_>, outcomes: &mut [TierOutcome], now: Nanos) {
+        for (p, outcome) in plan.iter().zip(outcomes.iter_mut()) {
+            if outcome.decision.allowed {
+                if let Ok(current) = p.tier.store.peek(p.key, now, 0) {
+                    outcome.decision = current;
+                }
+            }
+        }
+    }
+
+    /// Compensates the takes recorded in `receipts` for the tiers of `plan`.
+    fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>]) {
+        for (p, receipt) in plan.iter().zip(receipts) {
+            if let Some(receipt) = *receipt {
+                p.tier.store.compensate(p.key, receipt, p.cost);
+            }
+        }
+    }
+}
+
+impl Store for InProcess {
+    #[inline(always)]
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        let n = plan.len();
+        // The first tier needs no precheck: if its take denies, nothing has been taken.
+        if self.precheck && n > 1 {
+            let mut denied = false;
+            for (i, p) in plan.iter().enumerate().skip(1) {
+                let decision = p.tier.store.peek(p.key, now, p.cost)?;
+                denied |= !decision.allowed;
+                outcomes[i].decision = decision;
+            }
+            if denied {
+                if let Some(p) = plan.get(0) {
+                    outcomes[0].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                return Ok(());
+            }
+        }
+        let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
+        for (i, p) in plan.iter().enumerate() {
+            let decision = match p.tier.store.take(p.key, now, p.cost) {
+                Ok((decision, receipt)) => {
+                    receipts[i] = receipt;
+                    decision
+                }
+                Err(e) => {
+                    Self::undo(plan, &receipts[..i]);
+                    return Err(e);
+                }
+            };
+            outcomes[i].decision = decision;
+            if !decision.allowed {
+                if receipts[..i].iter().any(Option::is_some) {
+                    // Relaxed: a statistic.
+                    self.compensations.fetch_add(1, Ordering::Relaxed);
+                }
+                Self::undo(plan, &receipts[..i]);
+                // Report the other tiers as they are now (after the undo).
+                for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn peek(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        for (p, outcome) in plan.iter().zip(outcomes.iter_mut()) {
+            outcome.decision = p.tier.store.peek(p.key, now, p.cost)?;
+        }
+        Ok(())
+    }
+
+    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
+        for p in plan {
+            p.tier.store.refund(p.key, now, p.cost);
+        }
+    }
+
+    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
+        for p in plan {
+            p.tier.store.charge(p.key, now, p.cost);
+        }
+    }
+}

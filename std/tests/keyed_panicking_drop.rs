@@ -3,25 +3,45 @@
 //! quota, leave a slot half-owned, or poison the table: afterwards `len()` counts exactly
 //! the resident keys, the table still fills to its capacity, and checks keep working.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use tollgate::{Gcra, KeyStorage, KeyedLimiter, Nanos, WhenFull};
 
-/// The id of the one key whose next drop panics (0: none).
-static ARMED: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// The id of the one key whose next drop on this thread panics (0: none). Per thread:
+    /// the table drops an evicted key on the thread that evicts it, and each test runs on
+    /// its own thread, so tests running in parallel never disarm each other's key (a
+    /// shared static did, and made these tests flaky).
+    static ARMED: Cell<u64> = const { Cell::new(0) };
+}
 
-/// A key whose drop panics once, when its id is armed. Each test uses its own ids, so
-/// tests running in parallel never trip each other's.
+/// Arms `id`: its next drop on this thread panics.
+fn arm(id: u64) {
+    ARMED.with(|armed| armed.set(id));
+}
+
+/// The armed id (0 once it went off).
+fn armed() -> u64 {
+    ARMED.with(Cell::get)
+}
+
+/// A key whose drop panics once, when its id is armed on the dropping thread.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Grenade(u64);
 
 impl Drop for Grenade {
     fn drop(&mut self) {
-        if ARMED
-            .compare_exchange(self.0, 0, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
+        let went_off = ARMED
+            .try_with(|armed| {
+                let hit = armed.get() == self.0;
+                if hit {
+                    armed.set(0);
+                }
+                hit
+            })
+            .unwrap_or(false);
+        if went_off {
             panic!("Grenade({}) dropped", self.0);
         }
     }
@@ -101,10 +121,10 @@ fn panicking_drop_during_pressure_eviction() {
             .unwrap()
             .allowed
     );
-    ARMED.store(101, Ordering::SeqCst); // the least-loss victim
+    arm(101); // the least-loss victim
     let result = catch_unwind(AssertUnwindSafe(|| limiter.check_at(&keys[2], Nanos::ZERO)));
     assert!(result.is_err(), "the key's drop panicked through the check");
-    assert_eq!(ARMED.load(Ordering::SeqCst), 0, "the victim's drop ran");
+    assert_eq!(armed(), 0, "the victim's drop ran");
     assert!(!limiter.contains(&keys[0]));
     still_sound(&limiter, &keys, 1_100);
 }
@@ -121,12 +141,12 @@ fn panicking_drop_during_idle_eviction() {
             .allowed
     );
     // By t = 2 s key 201 is idle again: key 203 evicts it losslessly.
-    ARMED.store(201, Ordering::SeqCst);
+    arm(201);
     let result = catch_unwind(AssertUnwindSafe(|| {
         limiter.check_at(&keys[2], Nanos::from_secs(2))
     }));
     assert!(result.is_err());
-    assert_eq!(ARMED.load(Ordering::SeqCst), 0);
+    assert_eq!(armed(), 0);
     still_sound(&limiter, &keys, 2_100);
 }
 
@@ -136,7 +156,7 @@ fn panicking_drop_during_removal() {
     let keys: Vec<Grenade> = (301..=302).map(Grenade).collect();
     assert!(limiter.check_at(&keys[0], Nanos::ZERO).unwrap().allowed);
     assert!(limiter.check_at(&keys[1], Nanos::ZERO).unwrap().allowed);
-    ARMED.store(301, Ordering::SeqCst);
+    arm(301);
     assert!(catch_unwind(AssertUnwindSafe(|| limiter.remove(&keys[0]))).is_err());
     assert!(!limiter.contains(&keys[0]));
     still_sound(&limiter, &keys, 3_100);
@@ -161,11 +181,11 @@ fn panicking_drop_during_a_sweep_of_idle_entries() {
         if !limiter.contains(armed) {
             continue;
         }
-        ARMED.store(armed.0, Ordering::SeqCst);
+        arm(armed.0);
         let _ = catch_unwind(AssertUnwindSafe(|| {
             limiter.check_at(newcomer, Nanos::from_secs(5))
         }));
-        ARMED.store(0, Ordering::SeqCst);
+        arm(0);
         assert_eq!(limiter.len(), resident(&limiter, &keys));
         if limiter.contains(newcomer) {
             break;

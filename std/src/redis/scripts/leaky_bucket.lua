@@ -1,13 +1,16 @@
--- Leaky bucket (shaper): state F, the time the queue drains, in one string.
--- Mirrors tollgate_core::LeakyBucket::decide. Arguments (4): drain interval, horizon = Q/r,
--- cost*interval (all 16-hex), cost (decimal).
-ALGOS['leaky'] = function(key, a, pos, now, slack)
+-- Leaky bucket (shaper): state {F}, the time the queue drains.
+-- decide mirrors tollgate_core::LeakyBucket::decide; refund and charge mirror the core's
+-- tat::give_back and tat::charge (LeakyBucket::refund / LeakyBucket::charge).
+-- Arguments (4): drain interval, horizon = Q/r, cost*interval (all 16-hex), cost (decimal).
+local leaky = { fields = 1, args = 4 }
+ALGOS['leaky'] = leaky
+
+function leaky.decide(st, a, pos, now, zero)
   local interval = hex(a[pos])
   local horizon = hex(a[pos + 1])
-  local drain = hex(a[pos + 2])
-  local cost = tonumber(a[pos + 3])
-  local raw = state_of(key)
-  local start = max(fields(raw, 1)[1], now)
+  local drain, cost = ZERO, 0
+  if not zero then drain, cost = hex(a[pos + 2]), tonumber(a[pos + 3]) end
+  local start = max(st[1], now)
   local wait = sub(start, now)
   local drained_at = add(start, drain)
   if cmp(wait, horizon) <= 0 and not over_u64(drained_at) then
@@ -16,16 +19,19 @@ ALGOS['leaky'] = function(key, a, pos, now, slack)
     if cmp(horizon, backlog) >= 0 then
       remaining = add(div(sub(horizon, backlog), interval), ONE)
     end
-    local d = allow(remaining, backlog, wait)
-    local write = nil
-    if cost > 0 then
-      write = function()
-        redis.call('SET', key, tohex(drained_at), 'PX', ttl_ms(backlog, slack))
-      end
-    end
-    return d, write, pos + 4
+    local next = nil
+    if cost > 0 then next = { drained_at } end
+    return allow(remaining, backlog, wait), next, backlog
   end
   local retry = U64MAX
   if cmp(wait, horizon) > 0 then retry = sub(wait, horizon) end
-  return deny(ZERO, wait, retry), nil, pos + 4
+  return deny(ZERO, wait, retry), nil, nil
+end
+
+function leaky.refund(st, a, pos, now)
+  return { tat_give_back(st[1], now, hex(a[pos + 2])) }
+end
+
+function leaky.charge(st, a, pos, now)
+  return { tat_charge(st[1], now, hex(a[pos + 2]), tonumber(a[pos + 3])) }
 end

@@ -285,10 +285,52 @@ local function fields(raw, n)
   return t
 end
 
-local function state_of(key)
-  local raw = redis.call('GET', key)
-  if raw == false then return nil end
-  return raw
+-- The core's tat::give_back (GCRA / token bucket / leaky bucket refund): cost*T off the
+-- state, never below `floor` (nor below a state already at or before it).
+local function tat_give_back(state, floor_at, cost_t)
+  if cmp(state, floor_at) <= 0 then return state end
+  return max(sat_sub(state, cost_t), floor_at)
+end
+
+-- The core's tat::charge: max(state, now) + cost*T, saturating; unchanged for cost 0.
+local function tat_charge(state, now, cost_t, cost)
+  if cost == 0 then return state end
+  return clamp_u64(add(max(state, now), cost_t))
+end
+
+-- A sorted-set log as the view sliding_window_log.lua reads: `n` permits at ranks
+-- `base .. base + n - 1`.
+local function zset_view(key, n, base)
+  local view = { n = n }
+  function view.member(rank)
+    return redis.call('ZRANGE', key, base + rank, base + rank)[1]
+  end
+  function view.stamp_at(rank)
+    return hex(strsub(view.member(rank), 1, 16))
+  end
+  function view.next_seq()
+    if n == 0 then return ZERO end
+    return add(hex(strsub(view.member(n - 1), 17, 32)), ONE)
+  end
+  return view
+end
+
+-- Appends `count` permits stamped `stamp` to the log at `key`, numbered from `seq`, in
+-- chunks (keeping unpack() far below Lua's C stack limit).
+local function zset_append(key, stamp, count, seq)
+  local s = tohex(stamp)
+  local left = count
+  while left > 0 do
+    local chunk = math.min(left, 256)
+    local args = {}
+    for i = 1, chunk do
+      args[2 * i - 1] = 0
+      args[2 * i] = s .. tohex(seq)
+      seq = add(seq, ONE)
+    end
+    redis.call('ZADD', key, unpack(args))
+    left = left - chunk
+  end
 end
 
 local ALGOS = {}

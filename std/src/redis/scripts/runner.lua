@@ -1,5 +1,6 @@
--- tollgate runner: decides every tier against its key, then (only if all admit and this is
--- a check, not a peek) applies every tier's write. All or nothing, one round trip.
+-- tollgate runner (RedisLimiter): decides every tier against its key, then (only if all
+-- admit and this is a check, not a peek) applies every tier's write. All or nothing, one
+-- round trip. States are stored bare (see store.lua for the policy store's tagged states).
 -- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, commit
 -- ('1' check / '0' peek), tier count, then per tier: algorithm name and its arguments.
 -- Reply: all-admitted flag, the time used (16-hex), then per tier: allowed, remaining,
@@ -13,12 +14,35 @@ local pos = 5
 local reply = { 1, tohex(now) }
 local writes = {}
 for i = 1, tiers do
+  local key = KEYS[i]
   local algo = ALGOS[ARGV[pos]]
   if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(ARGV[pos])) end
-  local d, write
-  d, write, pos = algo(KEYS[i], ARGV, pos + 1, now, slack)
+  pos = pos + 1
+  local d, next, span
+  if algo.fields == 0 then
+    local view = zset_view(key, redis.call('ZCARD', key), 0)
+    d, next, span = algo.decide(view, ARGV, pos, now, false)
+    if next then
+      local limit_n = tonumber(ARGV[pos + 1])
+      writes[i] = function()
+        zset_append(key, next[1], next[2], view.next_seq())
+        local excess = view.n + next[2] - limit_n
+        if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
+        redis.call('PEXPIRE', key, ttl_ms(span, slack))
+      end
+    end
+  else
+    d, next, span = algo.decide(fields(redis.call('GET', key), algo.fields), ARGV, pos, now, false)
+    if next then
+      writes[i] = function()
+        local value = ''
+        for j = 1, #next do value = value .. tohex(next[j]) end
+        redis.call('SET', key, value, 'PX', ttl_ms(span, slack))
+      end
+    end
+  end
+  pos = pos + algo.args
   if d[1] == 0 then reply[1] = 0 end
-  writes[i] = write
   local base = 2 + 5 * (i - 1)
   reply[base + 1] = d[1]
   reply[base + 2] = tohex(d[2])

@@ -1,4 +1,4 @@
--- Sliding window counter: state (window index, prev, curr) as three 16-hex fields.
+-- Sliding window counter: state {window index, prev, curr}.
 -- Gives exactly tollgate_core::SlidingWindowCounter::decide's decisions, with its u128
 -- arithmetic rearranged so that the common case needs no u128 division:
 --   * the window index of `now` is the stored one whenever stored*W <= now < stored*W + W
@@ -10,13 +10,15 @@
 --     it is at most its floor), and its `remaining` is room - new;
 --   * otherwise (prev > L) the core's formulas are used as they are, in 96-bit limbs;
 --   * (index + k)*W is index*W + k*W, and W - min(floor(x*W/p), W) is 0 when x >= p.
+-- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`cmax`:
+-- the most the core's packed counts hold, where a charge saturates).
 -- Arguments (3): W, L, cost (all 16-hex).
-ALGOS['swc'] = function(key, a, pos, now, slack)
-  local window = hex(a[pos])
-  local limit = hex(a[pos + 1])
-  local cost = hex(a[pos + 2])
-  local raw = state_of(key)
-  local st = fields(raw, 3)
+local swc = { fields = 3, args = 3 }
+ALGOS['swc'] = swc
+
+-- The core's `roll`: the state moved to now's window. Returns index, index*W, prev, curr,
+-- elapsed (ns into now's window; 0 for a stored window after now's).
+local function swc_roll(st, window, now)
   local stored, prev, curr = st[1], st[2], st[3]
   local base = mul(stored, window)
   local current, current_base
@@ -26,20 +28,21 @@ ALGOS['swc'] = function(key, a, pos, now, slack)
     current = div(now, window)
     current_base = mul(current, window)
   end
-  local index, index_base, elapsed
   if cmp(stored, current) >= 0 then
-    index, index_base = stored, base
-    if cmp(stored, current) == 0 then
-      elapsed = sub(now, base)
-    else
-      elapsed = ZERO
-    end
-  else
-    if cmp(add(stored, ONE), current) == 0 then prev = curr else prev = ZERO end
-    curr = ZERO
-    index, index_base = current, current_base
-    elapsed = sub(now, current_base)
+    if cmp(stored, current) == 0 then return stored, base, prev, curr, sub(now, base) end
+    return stored, base, prev, curr, ZERO
   end
+  if cmp(add(stored, ONE), current) == 0 then prev = curr else prev = ZERO end
+  return current, current_base, prev, ZERO, sub(now, current_base)
+end
+swc.roll = swc_roll
+
+function swc.decide(st, a, pos, now, zero)
+  local window = hex(a[pos])
+  local limit = hex(a[pos + 1])
+  local cost = ZERO
+  if not zero then cost = hex(a[pos + 2]) end
+  local index, index_base, prev, curr, elapsed = swc_roll(st, window, now)
   -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
   local room, over = nil, false
   if cmp(prev, limit) <= 0 then
@@ -63,15 +66,9 @@ ALGOS['swc'] = function(key, a, pos, now, slack)
     elseif not is_zero(prev) then
       reset = until_window(1)
     end
-    local d = allow(sub(room, new_curr), reset)
-    local write = nil
-    if not is_zero(cost) then
-      write = function()
-        redis.call('SET', key, tohex(index) .. tohex(prev) .. tohex(new_curr), 'PX',
-          ttl_ms(reset, slack))
-      end
-    end
-    return d, write, pos + 3
+    local next = nil
+    if not is_zero(cost) then next = { index, prev, new_curr } end
+    return allow(sub(room, new_curr), reset), next, reset
   end
   local reset
   if not is_zero(curr) then reset = until_window(2) else reset = until_window(1) end
@@ -89,5 +86,20 @@ ALGOS['swc'] = function(key, a, pos, now, slack)
   end
   local at = index_base
   for _ = 1, k do at = add(at, window) end
-  return deny(sat_sub(room, curr), reset, span_to(add(at, offset), now)), nil, pos + 3
+  return deny(sat_sub(room, curr), reset, span_to(add(at, offset), now)), nil, nil
+end
+
+function swc.refund(st, a, pos, now)
+  local cost = hex(a[pos + 2])
+  local index = div(now, hex(a[pos]))
+  if cmp(st[1], index) == 0 then return { st[1], st[2], sat_sub(st[3], cost) } end
+  if cmp(st[1], add(index, ONE)) == 0 then return { st[1], sat_sub(st[2], cost), st[3] } end
+  return st
+end
+
+function swc.charge(st, a, pos, now, cmax)
+  local cost = hex(a[pos + 2])
+  if is_zero(cost) then return st end
+  local index, _, prev, curr = swc_roll(st, hex(a[pos]), now)
+  return { index, prev, min(add(curr, cost), cmax) }
 end

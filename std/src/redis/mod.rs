@@ -107,6 +107,7 @@ mod reply;
 mod rule;
 mod script;
 mod stats;
+mod store;
 mod target;
 mod time_source;
 
@@ -123,6 +124,7 @@ pub use reply::decode_reply;
 pub use rule::RedisRule;
 pub use script::LuaScript;
 pub use stats::RedisStats;
+pub use store::{RedisStore, MAX_LOG_COST};
 pub use target::RedisTarget;
 pub use time_source::TimeSource;
 

@@ -43,25 +43,31 @@ fn parse_hex(value: &Value) -> Option<u64> {
 /// # Ok::<(), tollgate::redis::BuildError>(())
 /// ```
 pub fn decode_reply(rules: &[RedisRule], reply: &Value) -> Option<Vec<Decision>> {
+    let limits: Vec<u64> = rules.iter().map(RedisRule::limit).collect();
+    decode_limits(&limits, reply)
+}
+
+/// The per-tier decisions of a runner reply for tiers of these `limits`, in order.
+pub(crate) fn decode_limits(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
     let Value::Array(items) = reply else {
         return None;
     };
-    if items.len() != 2 + 5 * rules.len() {
+    if items.len() != 2 + 5 * limits.len() {
         return None;
     }
-    rules
+    limits
         .iter()
         .zip(items[2..].chunks_exact(5))
-        .map(|(rule, f)| {
+        .map(|(&limit, f)| {
             let allowed = matches!(f[0], Value::Int(1));
             let remaining = parse_hex(&f[1])?;
             let reset_after = Nanos::new(parse_hex(&f[2])?);
             let retry_after = Nanos::new(parse_hex(&f[3])?);
             let delay = Nanos::new(parse_hex(&f[4])?);
             Some(if allowed {
-                Decision::allow(rule.limit(), remaining, reset_after).with_delay(delay)
+                Decision::allow(limit, remaining, reset_after).with_delay(delay)
             } else {
-                Decision::deny(rule.limit(), remaining, reset_after, retry_after)
+                Decision::deny(limit, remaining, reset_after, retry_after)
             })
         })
         .collect()

@@ -84,15 +84,7 @@ impl RedisRule {
 
     /// The name of the Lua transition that runs this rule.
     pub(crate) fn script_algorithm(&self) -> &'static str {
-        match &self.algorithm {
-            AnyAlgorithm::Packed(PackedAlgorithm::Gcra(_) | PackedAlgorithm::TokenBucket(_)) => {
-                "gcra"
-            }
-            AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(_)) => "leaky",
-            AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_)) => "fixed",
-            AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(_)) => "swc",
-            AnyAlgorithm::Log(_) => "log",
-        }
+        script_algorithm(&self.algorithm)
     }
 
     /// Appends this tier's script arguments for a request of `cost`: the algorithm's name,
@@ -122,39 +114,56 @@ impl RedisRule {
         if u64::from(cost) > max_cost {
             return Err(InsufficientCapacity { max_cost });
         }
-        let cost64 = u64::from(cost);
-        args.push(self.script_algorithm().to_owned());
-        match &self.algorithm {
-            AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => encode_gcra(g, cost, args),
-            AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => {
-                encode_gcra(t.as_gcra(), cost, args)
-            }
-            AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => {
-                let interval = l.drain_interval().as_u64();
-                // cost ≤ max_cost, which the core keeps within u64 ns of drain.
-                let drain = interval.saturating_mul(cost64);
-                args.push(hex(interval));
-                args.push(hex(l.horizon().as_u64()));
-                args.push(hex(drain));
-                args.push(cost.to_string());
-            }
-            AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
-                args.push(hex(w.window().as_u64()));
-                args.push(hex(w.limit()));
-                args.push(hex(cost64));
-            }
-            AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
-                args.push(hex(w.window().as_u64()));
-                args.push(hex(w.limit()));
-                args.push(hex(cost64));
-            }
-            AnyAlgorithm::Log(log) => {
-                args.push(hex(log.window().as_u64()));
-                args.push(log.limit().to_string());
-                args.push(cost.to_string());
-            }
-        }
+        encode_algorithm(&self.algorithm, cost, args);
         Ok(())
+    }
+}
+
+/// The script's name for `algorithm`'s transition (the token bucket runs GCRA's).
+pub(crate) fn script_algorithm(algorithm: &AnyAlgorithm) -> &'static str {
+    match algorithm {
+        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(_) | PackedAlgorithm::TokenBucket(_)) => "gcra",
+        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(_)) => "leaky",
+        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_)) => "fixed",
+        AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(_)) => "swc",
+        AnyAlgorithm::Log(_) => "log",
+    }
+}
+
+/// Appends the script name and arguments of `algorithm` for a request of `cost` (already
+/// checked against its `max_cost`).
+pub(crate) fn encode_algorithm(algorithm: &AnyAlgorithm, cost: u32, args: &mut Vec<String>) {
+    let cost64 = u64::from(cost);
+    args.push(script_algorithm(algorithm).to_owned());
+    match algorithm {
+        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => encode_gcra(g, cost, args),
+        AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => {
+            encode_gcra(t.as_gcra(), cost, args)
+        }
+        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => {
+            let interval = l.drain_interval().as_u64();
+            // cost ≤ max_cost, which the core keeps within u64 ns of drain.
+            let drain = interval.saturating_mul(cost64);
+            args.push(hex(interval));
+            args.push(hex(l.horizon().as_u64()));
+            args.push(hex(drain));
+            args.push(cost.to_string());
+        }
+        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
+            args.push(hex(w.window().as_u64()));
+            args.push(hex(w.limit()));
+            args.push(hex(cost64));
+        }
+        AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
+            args.push(hex(w.window().as_u64()));
+            args.push(hex(w.limit()));
+            args.push(hex(cost64));
+        }
+        AnyAlgorithm::Log(log) => {
+            args.push(hex(log.window().as_u64()));
+            args.push(log.limit().to_string());
+            args.push(cost.to_string());
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use super::RedisRule;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 const RUNNER: &str = include_str!("scripts/runner.lua");
+const STORE: &str = include_str!("scripts/store.lua");
 
 /// Every algorithm source, in the order they are concatenated.
 const ALGORITHMS: [(&str, &str); 5] = [
@@ -63,6 +64,22 @@ impl LuaScript {
         }
         body.push('\n');
         body.push_str(RUNNER);
+        let sha = redis::Script::new(&body).get_hash().to_owned();
+        LuaScript { body, sha }
+    }
+
+    /// The policy store's script ([`RedisStore`](super::RedisStore)): every algorithm and
+    /// the tagged-state runner, with 4 limbs (conversions widen to 6 where they need
+    /// `u128`).
+    pub fn for_store() -> LuaScript {
+        let mut body = String::from("local NL = 4\n");
+        body.push_str(PRELUDE);
+        for (_, source) in ALGORITHMS {
+            body.push('\n');
+            body.push_str(source);
+        }
+        body.push('\n');
+        body.push_str(STORE);
         let sha = redis::Script::new(&body).get_hash().to_owned();
         LuaScript { body, sha }
     }

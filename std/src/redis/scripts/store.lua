@@ -1,0 +1,271 @@
+-- tollgate policy store runner (RedisStore): one operation on every tier of a plan, in one
+-- round trip. States are *tagged*: each carries the shape it was written under, so a
+-- state written under other parameters or another algorithm (a reload, a rolling deploy
+-- where two rule versions touch one key) is converted on read by the mirror of the core's
+-- PackedAlgorithm::rescale (and the used / with_used pair across the log), never an error.
+--
+-- Tags (the parameters a conversion needs, 16-hex each):
+--   't' T        GCRA / token bucket / leaky bucket: a time running T ns ahead per permit
+--   'f' W L      fixed window            state value: tag .. hex(index) .. hex(count)
+--   'c' W L      sliding window counter  state value: tag .. hex(index) .. hex(prev) .. hex(curr)
+--   'l' W L      sliding window log      a sorted set: the permits (score 0, see
+--                                        sliding_window_log.lua) and the tag as one
+--                                        member of score 1, which ranks after them all
+-- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F).
+--
+-- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, operation
+-- ('c' check, 'p' peek, 'q' peek of a request denied elsewhere: admitting tiers report their
+-- state at cost 0, 'r' refund, 'g' charge), tier count, then per tier: algorithm name,
+-- tag, cmax (16-hex, the most a window count holds, where a charge saturates), and the
+-- algorithm's arguments. KEYS: one per tier.
+-- Reply: all-admitted flag, the time used (16-hex), then for a check or peek per tier:
+-- allowed, remaining, reset_after, retry_after, delay (16-hex).
+local now
+if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
+local slack = tonumber(ARGV[2])
+local op = ARGV[3]
+local tiers = tonumber(ARGV[4])
+
+local TAG_LEN = { t = 17, f = 33, c = 33, l = 33 }
+local FIELDS = { t = 1, f = 2, c = 3 }
+
+local function parse_tag(tag)
+  local kind = strsub(tag, 1, 1)
+  local len = TAG_LEN[kind]
+  if len == nil or #tag < len then return nil end
+  local p2 = nil
+  if len == 33 then p2 = hex(strsub(tag, 18, 33)) end
+  return kind, hex(strsub(tag, 2, 17)), p2, len
+end
+
+-- Runs f with 6 limbs (144 bits) instead of NL: the u128 products of conversions.
+local function wide(f)
+  local saved = NL
+  NL = 6
+  local r = f()
+  NL = saved
+  return r
+end
+
+-- The stored state of `key`: nil if absent; otherwise { kind, p1, p2, tag, st (fields) or
+-- view (a log), zset (the key is a sorted set) }. A value this runner did not write reads
+-- as kind nil (fresh, replaced by the next write).
+local function load(key, want_log)
+  if want_log then
+    local n = redis.pcall('ZCARD', key)
+    if type(n) == 'number' then
+      if n == 0 then return nil end
+      local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      if top[2] == '1' then
+        local kind, p1, p2 = parse_tag(top[1])
+        if kind == 'l' then
+          return { kind = 'l', p1 = p1, p2 = p2, tag = top[1], view = zset_view(key, n - 1, 0), zset = true }
+        end
+      end
+      return { zset = true }
+    end
+  end
+  local raw = redis.pcall('GET', key)
+  if raw == false then return nil end
+  if type(raw) ~= 'string' then
+    -- a sorted set: a log
+    local n = redis.call('ZCARD', key)
+    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if top[2] == '1' then
+      local kind, p1, p2 = parse_tag(top[1])
+      if kind == 'l' then
+        return { kind = 'l', p1 = p1, p2 = p2, tag = top[1], view = zset_view(key, n - 1, 0), zset = true }
+      end
+    end
+    return { zset = true }
+  end
+  local kind, p1, p2, len = parse_tag(raw)
+  local nf = kind and FIELDS[kind]
+  if nf == nil or #raw ~= len + 16 * nf then return {} end
+  local st = {}
+  for i = 1, nf do st[i] = hex(strsub(raw, len + 16 * i - 15, len + 16 * i)) end
+  return { kind = kind, p1 = p1, p2 = p2, tag = strsub(raw, 1, len), st = st }
+end
+
+-- A log of `count` permits stamped `stamp`, not yet in Redis.
+local function virtual_log(stamp, count)
+  local view = { n = count, virtual = true, stamp = stamp }
+  function view.stamp_at() return stamp end
+  function view.next_seq() return count end
+  return view
+end
+
+local function fresh(kind)
+  if kind == 'l' then return virtual_log(ZERO, 0) end
+  if kind == 't' then return { ZERO } end
+  if kind == 'f' then return { ZERO, ZERO } end
+  return { ZERO, ZERO, ZERO }
+end
+
+-- Permits used at `now` under the state's own shape: the core's Algorithm::used
+-- (tat::used, FixedWindow::used, SlidingWindowCounter::used, SlidingWindowLog::used).
+local function used_of(old)
+  local kind, st = old.kind, old.st
+  if kind == 't' then
+    if cmp(st[1], now) <= 0 then return ZERO end
+    local q, r = divmod(sub(st[1], now), old.p1)
+    if is_zero(r) then return q end
+    return add(q, ONE)
+  elseif kind == 'f' then
+    local _, _, count = ALGOS.fixed.current(st, old.p1, now)
+    return count
+  elseif kind == 'c' then
+    local _, _, prev, curr, elapsed = ALGOS.swc.roll(st, old.p1, now)
+    local q, r = divmod(mul(prev, sub(old.p1, elapsed)), old.p1)
+    if not is_zero(r) then q = add(q, ONE) end
+    return add(curr, q)
+  end
+  return small((ALGOS.log.count(old.view, old.p1, tonum(old.p2), now)))
+end
+
+-- The state with `used` permits counted at `now` under (kind, p1, p2): the core's
+-- Algorithm::with_used / SlidingWindowLog::with_used.
+local function with_used(kind, p1, p2, used)
+  if kind == 'l' then return virtual_log(now, tonum(min(used, p2))) end
+  if is_zero(used) then return fresh(kind) end
+  if kind == 't' then return { clamp_u64(add(now, clamp_u64(mul(used, p1)))) } end
+  if kind == 'f' then return { div(now, p1), min(used, p2) } end
+  return { div(now, p1), ZERO, min(used, p2) }
+end
+
+-- `old` moved to (kind, p1, p2) at `now`: PackedAlgorithm::rescale's table, and the
+-- used / with_used pair for the pairs it does not cover (as the in-process store does).
+local function convert(old, kind, p1, p2, tag)
+  if old == nil or old.kind == nil then return fresh(kind) end
+  if old.tag == tag then
+    if kind == 'l' then return old.view end
+    return old.st
+  end
+  return wide(function()
+    if old.kind == 'l' and kind == 'l' then return old.view end
+    if old.kind == 't' and kind == 't' then
+      -- tat::rescale: the debt (state - now)·to/from, rounded up, not capped
+      local s = old.st[1]
+      if cmp(s, now) <= 0 then return { s } end
+      local q, r = divmod(mul(sub(s, now), p1), old.p1)
+      if not is_zero(r) then q = add(q, ONE) end
+      return { clamp_u64(add(now, clamp_u64(q))) }
+    end
+    if old.kind == 'f' and kind == 'f' and cmp(old.p1, p1) == 0 then
+      -- FixedWindow::rescale_from, same window: the count capped at the new limit
+      return { old.st[1], min(old.st[2], p2) }
+    end
+    if old.kind == 'c' and kind == 'c' and cmp(old.p1, p1) == 0 then
+      -- SlidingWindowCounter::rescale_from, same window: the counts as they are
+      return old.st
+    end
+    return with_used(kind, p1, p2, used_of(old))
+  end)
+end
+
+-- One tier of the plan, read and converted.
+local tier = {}
+local pos = 5
+for i = 1, tiers do
+  local name, tag, cmax = ARGV[pos], ARGV[pos + 1], hex(ARGV[pos + 2])
+  local algo = ALGOS[name]
+  if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(name)) end
+  local kind, p1, p2 = parse_tag(tag)
+  if kind == nil or (kind == 'l') ~= (algo.fields == 0) then
+    return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
+  end
+  local old = load(KEYS[i], kind == 'l')
+  tier[i] = {
+    key = KEYS[i], algo = algo, tag = tag, kind = kind, cmax = cmax, pos = pos + 3,
+    old = old, state = convert(old, kind, p1, p2, tag),
+  }
+  pos = pos + 3 + algo.args
+end
+
+-- Writes a word state under the tier's tag, expiring when the state is fresh again
+-- (`span` from now, if the caller knows it).
+local function write_word(t, st, span)
+  local value = t.tag
+  for j = 1, #st do value = value .. tohex(st[j]) end
+  if span == nil then span = t.algo.decide(st, ARGV, t.pos, now, true)[3] end
+  redis.call('SET', t.key, value, 'PX', ttl_ms(span, slack))
+end
+
+-- Writes the tier's log: the oldest `keep` permits of its current view, then `record`
+-- ({ stamp, count }) appended, at most L kept, the tag member refreshed.
+local function write_log(t, keep, record, span)
+  local view, key = t.state, t.key
+  local limit_n = tonumber(ARGV[t.pos + 1])
+  local n = keep
+  local real = not view.virtual and t.old and t.old.zset and t.old.kind == 'l'
+  local seq = view.next_seq()
+  if real then
+    if keep < view.n then redis.call('ZREMRANGEBYRANK', key, keep, view.n - 1) end
+    if t.old.tag ~= t.tag then
+      redis.call('ZREM', key, t.old.tag)
+      redis.call('ZADD', key, 1, t.tag)
+    end
+  else
+    redis.call('DEL', key)
+    zset_append(key, view.stamp, keep, ZERO)
+    redis.call('ZADD', key, 1, t.tag)
+  end
+  if record then
+    zset_append(key, record[1], record[2], seq)
+    n = n + record[2]
+  end
+  if n > limit_n then redis.call('ZREMRANGEBYRANK', key, 0, n - limit_n - 1) end
+  if span == nil then
+    span = t.algo.decide(zset_view(key, math.min(n, limit_n), 0), ARGV, t.pos, now, true)[3]
+  end
+  redis.call('PEXPIRE', key, ttl_ms(span, slack))
+end
+
+if op == 'r' or op == 'g' then
+  for i = 1, tiers do
+    local t = tier[i]
+    if op == 'g' or t.old ~= nil then
+      if t.kind == 'l' then
+        if op == 'r' then
+          write_log(t, t.state.n - t.algo.refund(t.state, ARGV, t.pos, now), nil)
+        else
+          write_log(t, t.state.n, t.algo.charge(t.state, ARGV, t.pos, now))
+        end
+      elseif op == 'r' then
+        write_word(t, t.algo.refund(t.state, ARGV, t.pos, now))
+      else
+        write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, t.cmax))
+      end
+    end
+  end
+  return { 1, tohex(now) }
+end
+
+local reply = { 1, tohex(now) }
+local decided = {}
+for i = 1, tiers do
+  local t = tier[i]
+  local d, next, span = t.algo.decide(t.state, ARGV, t.pos, now, false)
+  decided[i] = { d, next, span }
+  if d[1] == 0 or op == 'q' then reply[1] = 0 end
+end
+for i = 1, tiers do
+  local t = tier[i]
+  local d, next, span = decided[i][1], decided[i][2], decided[i][3]
+  if reply[1] == 1 then
+    if op == 'c' and next then
+      if t.kind == 'l' then write_log(t, t.state.n, next, span) else write_word(t, next, span) end
+    end
+  elseif d[1] == 1 and op ~= 'p' then
+    -- the request did not count: an admitting tier reports its current state (a peek
+    -- reports what each tier would decide)
+    d = t.algo.decide(t.state, ARGV, t.pos, now, true)
+  end
+  local base = 2 + 5 * (i - 1)
+  reply[base + 1] = d[1]
+  reply[base + 2] = tohex(d[2])
+  reply[base + 3] = tohex(d[3])
+  reply[base + 4] = tohex(d[4])
+  reply[base + 5] = tohex(d[5])
+end
+return reply

@@ -104,7 +104,18 @@ pub const MAX_LOG_COST: u32 = 4096;
 #[derive(Debug)]
 pub struct RedisStore {
     shared: Arc<Shared>,
-    runtime: tokio::runtime::Runtime,
+    /// The I/O runtime; `None` only while dropping.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        // Without waiting for the I/O thread: a store may be dropped inside an async
+        // context (a server's shutdown), where blocking on a runtime's shutdown panics.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -232,7 +243,7 @@ impl RedisStore {
                 slack_ms: config.ttl_slack().as_millis().to_string(),
                 config,
             }),
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
@@ -361,7 +372,10 @@ impl RedisStore {
         op.code().clone_into(&mut args[2]);
         let task = Arc::clone(shared);
         let (tx, rx) = mpsc::sync_channel(1);
-        self.runtime.spawn(async move {
+        let Some(runtime) = self.runtime.as_ref() else {
+            return Err(FailureCause::Connection);
+        };
+        runtime.spawn(async move {
             let eval = task
                 .connection
                 .eval(&task.script, &keys, &args, &task.counters);

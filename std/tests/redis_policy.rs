@@ -321,3 +321,194 @@ fn sliding_log_costs_above_the_cap_are_errors() {
         .allow("a", "/", tollgate::redis::MAX_LOG_COST + 1)
         .is_err());
 }
+
+/// A store whose failures are quick to see: 300 ms timeouts, 50 ms backoff.
+fn fault_store(target: RedisTarget, prefix: &str, failure: FailurePolicy) -> RedisStore {
+    let config = RedisConfig::new(prefix)
+        .unwrap()
+        .with_timeout(Duration::from_millis(300))
+        .with_connect_timeout(Duration::from_millis(300))
+        .with_retry_backoff(Duration::from_millis(50))
+        .with_failure_policy(failure)
+        .unwrap();
+    RedisStore::new(target, config).unwrap()
+}
+
+const TEN_PER_HOUR: &str = r#"
+    [[rules]]
+    name = "default"
+    limit = 10
+    window = "1h"
+    algorithm = "fixed_window"
+"#;
+
+fn closed() -> FailurePolicy {
+    FailurePolicy::FailClosed {
+        retry_after: Duration::from_secs(1),
+    }
+}
+
+/// Checks until a decision comes from Redis again (the store recovers by itself).
+fn until_served(policy: &Policy<tollgate::MonotonicClock, RedisStore>, client: &str) -> u64 {
+    for _ in 0..200 {
+        let before = policy.backend().stats().redis_decisions;
+        let d = policy.allow(client, "/", 1).unwrap();
+        if policy.backend().stats().redis_decisions > before {
+            return d.remaining();
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the store did not recover");
+}
+
+#[test]
+fn a_paused_server_times_out_into_the_failure_policy_and_recovers() {
+    let server = RedisServer::start();
+    let policy = Policy::from_toml(TEN_PER_HOUR, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(fault_store(
+            RedisTarget::Single(server.url()),
+            "pause",
+            closed(),
+        ));
+    assert_eq!(policy.allow("k", "/", 1).unwrap().remaining(), 9);
+    let _: String = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("ALL")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(!policy.allow("k", "/", 1).unwrap().allowed());
+    assert_eq!(policy.backend().stats().degraded, 1);
+    // Within the backoff Redis is not tried: answered at once, degraded.
+    assert!(!policy.allow("k", "/", 1).unwrap().allowed());
+    assert_eq!(policy.backend().stats().degraded, 2);
+    std::thread::sleep(Duration::from_millis(1600));
+    // The check that timed out was already in the server's input buffer and ran when the
+    // pause ended (a lost answer errs on the strict side: counted, though answered by the
+    // failure policy); the one skipped by the backoff never reached Redis.
+    let remaining = until_served(&policy, "k");
+    assert!((7..=8).contains(&remaining), "{remaining}");
+}
+
+#[test]
+fn a_debug_sleep_times_out_into_the_failure_policy_and_recovers() {
+    let server = RedisServer::start();
+    let policy = Policy::from_toml(TEN_PER_HOUR, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(fault_store(
+            RedisTarget::Single(server.url()),
+            "sleep",
+            FailurePolicy::FailOpen,
+        ));
+    assert_eq!(policy.allow("k", "/", 1).unwrap().remaining(), 9);
+    let mut side = server.connection();
+    let sleeper = std::thread::spawn(move || {
+        let _: redis::RedisResult<String> =
+            redis::cmd("DEBUG").arg("SLEEP").arg(1).query(&mut side);
+    });
+    // The server sleeps 1 s, beyond the 300 ms timeout: a check overlapping it fails open.
+    let mut degraded = false;
+    while !sleeper.is_finished() && !degraded {
+        assert!(policy.allow("k", "/", 1).unwrap().allowed());
+        degraded = policy.backend().stats().degraded > 0;
+    }
+    assert!(degraded, "a check overlapping DEBUG SLEEP timed out");
+    sleeper.join().unwrap();
+    until_served(&policy, "k");
+}
+
+#[test]
+fn flushed_scripts_are_reloaded_transparently() {
+    let server = RedisServer::start();
+    let policy = Policy::from_toml(TEN_PER_HOUR, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(fault_store(
+            RedisTarget::Single(server.url()),
+            "flush",
+            closed(),
+        ));
+    assert_eq!(policy.allow("k", "/", 1).unwrap().remaining(), 9);
+    for command in ["SCRIPT", "FUNCTION"] {
+        let _: String = redis::cmd(command)
+            .arg("FLUSH")
+            .query(&mut server.connection())
+            .unwrap();
+    }
+    assert_eq!(policy.allow("k", "/", 1).unwrap().remaining(), 8);
+    assert_eq!(policy.allow("k", "/", 1).unwrap().remaining(), 7);
+    assert_eq!(policy.backend().stats().degraded, 0);
+}
+
+/// A value of another type at one client's key is a script error for that client's checks
+/// only: every other client is still served by Redis.
+#[test]
+fn a_key_whose_script_errors_degrades_only_its_own_checks() {
+    let server = RedisServer::start();
+    let store = fault_store(RedisTarget::Single(server.url()), "scope", closed());
+    let bad = store.redis_key("default", "default", Some("bad"));
+    let _: i64 = redis::cmd("HSET")
+        .arg(&bad)
+        .arg("field")
+        .arg("value")
+        .query(&mut server.connection())
+        .unwrap();
+    let policy = Policy::from_toml(TEN_PER_HOUR, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    assert!(!policy.allow("bad", "/", 1).unwrap().allowed());
+    assert_eq!(policy.backend().stats().degraded, 1);
+    for expected in (5..10).rev() {
+        assert_eq!(policy.allow("good", "/", 1).unwrap().remaining(), expected);
+    }
+    assert_eq!(policy.backend().stats().degraded, 1);
+}
+
+/// One paused master of three: checks of clients on it fail closed, clients on the other
+/// masters are still served by Redis, and everything recovers after the pause.
+#[test]
+fn one_slow_master_does_not_degrade_the_keys_of_the_others() {
+    let cluster = RedisCluster::start();
+    let store = fault_store(RedisTarget::Cluster(cluster.urls()), "slow", closed());
+    // Clients on master 0, and clients elsewhere in other backoff groups (the group of a
+    // client is FNV-1a of its name, modulo 64).
+    let group = |client: &str| {
+        client.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        }) % 64
+    };
+    let mut on_paused = Vec::new();
+    let mut elsewhere = Vec::new();
+    for i in 0..400 {
+        let client = format!("client{i}");
+        let key = store.redis_key("default", "default", Some(&client));
+        if cluster.owner(&key) == 0 {
+            on_paused.push(client);
+        } else if on_paused
+            .first()
+            .is_some_and(|p: &String| group(p) != group(&client))
+        {
+            elsewhere.push(client);
+        }
+    }
+    let policy = Policy::from_toml(TEN_PER_HOUR, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    // Connect to every master first.
+    for client in on_paused.iter().chain(&elsewhere).take(20) {
+        policy.allow(client, "/", 1).unwrap();
+    }
+    let _: String = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(2000)
+        .arg("ALL")
+        .query(&mut cluster.nodes()[0].connection())
+        .unwrap();
+    assert!(!policy.allow(&on_paused[0], "/", 1).unwrap().allowed());
+    let degraded = policy.backend().stats().degraded;
+    assert!(degraded >= 1);
+    for client in elsewhere.iter().take(20) {
+        assert!(policy.allow(client, "/", 1).unwrap().allowed(), "{client}");
+    }
+    assert_eq!(policy.backend().stats().degraded, degraded);
+}

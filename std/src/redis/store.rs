@@ -48,8 +48,11 @@
 //!
 //! A call that fails (connection, timeout, server error) answers by the configured
 //! [`FailurePolicy`]: fail open (every tier admits, nothing recorded) or fail closed (every
-//! tier denies with the configured `retry_after`); Redis is then skipped for the retry
-//! backoff. [`FailurePolicy::Fallback`] is a limiter's option only: building a store with it
+//! tier denies with the configured `retry_after`). Failures are scoped to what failed: a
+//! script error (a value of another type at one of the call's keys) answers that call
+//! only; a timeout or a lost connection skips Redis for the retry backoff, for every key
+//! on a single node, and on a cluster only for the hash tags of the failed call's group
+//! (one of 64), so one slow master does not degrade the keys of the others. [`FailurePolicy::Fallback`] is a limiter's option only: building a store with it
 //! is [`BuildError::FallbackUnsupported`].
 //!
 //! The store's methods block the calling thread until Redis answers (the policy's API is
@@ -125,8 +128,10 @@ struct Shared {
     connection: Connection,
     counters: Counters,
     epoch: Instant,
-    /// Local ns (since `epoch`) before which Redis is not tried again; 0: no backoff.
-    backoff_until: AtomicU64,
+    /// Per group of hash tags (one group for a single node, [`BACKOFF_GROUPS`] for a
+    /// cluster): local ns (since `epoch`) before which Redis is not tried again for the
+    /// tags of that group; 0: no backoff.
+    backoff_until: Box<[AtomicU64]>,
     slack_ms: String,
 }
 
@@ -158,8 +163,14 @@ impl Op {
     }
 }
 
+/// Backoff groups of a cluster store: a slow or unreachable master backs off the hash tags
+/// of the groups whose checks failed, not every key.
+const BACKOFF_GROUPS: usize = 64;
+
 /// One script call: its keys and arguments, and which plan tiers it covers.
 struct Call {
+    /// FNV-1a of the call's hash tag (the client, or `@`): its backoff group.
+    tag: u64,
     keys: Vec<String>,
     args: Vec<String>,
     tiers: Vec<usize>,
@@ -239,7 +250,12 @@ impl RedisStore {
                 connection: Connection::new(&target, &config)?,
                 counters: Counters::default(),
                 epoch: Instant::now(),
-                backoff_until: AtomicU64::new(0),
+                backoff_until: (0..match target {
+                    RedisTarget::Single(_) => 1,
+                    RedisTarget::Cluster(_) => BACKOFF_GROUPS,
+                })
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
                 slack_ms: config.ttl_slack().as_millis().to_string(),
                 config,
             }),
@@ -312,6 +328,7 @@ impl RedisStore {
         let mut calls: Vec<Call> = Vec::with_capacity(2);
         for global in [false, true] {
             let mut call = Call {
+                tag: 0,
                 keys: Vec::new(),
                 args: vec![
                     now_arg.clone(),
@@ -343,6 +360,11 @@ impl RedisStore {
                 call.args.push(hex(cmax));
                 call.args.extend(parts);
                 call.tiers.push(i);
+                call.tag = if global {
+                    fnv1a(b"@")
+                } else {
+                    fnv1a(p.client.as_bytes())
+                };
             }
             if !call.tiers.is_empty() {
                 call.args[3] = call.tiers.len().to_string();
@@ -363,8 +385,12 @@ impl RedisStore {
     /// Runs `call` as `op`: the reply, or why Redis could not answer.
     fn run(&self, call: &Call, op: Op) -> Result<Value, FailureCause> {
         let shared = &self.shared;
+        let groups = shared.backoff_until.len() as u64;
+        // `groups` ≤ BACKOFF_GROUPS, so the remainder indexes the slice.
+        let backoff_until = &shared.backoff_until[(call.tag % groups) as usize];
         // Relaxed: a hint about when to try Redis again; no data is published with it.
-        if shared.local_now() < shared.backoff_until.load(Ordering::Relaxed) {
+        if shared.local_now() < backoff_until.load(Ordering::Relaxed) {
+            Counters::bump(&shared.counters.degraded);
             return Err(FailureCause::Backoff);
         }
         let keys = call.keys.clone();
@@ -388,15 +414,23 @@ impl RedisStore {
             let _ = tx.send(result);
         });
         let result = rx.recv().unwrap_or(Err(FailureCause::Connection));
-        if result.is_err() {
-            let backoff =
-                u64::try_from(shared.config.retry_backoff().as_nanos()).unwrap_or(u64::MAX);
-            // Relaxed: see the load above.
-            shared.backoff_until.store(
-                shared.local_now().saturating_add(backoff),
-                Ordering::Relaxed,
-            );
-            Counters::bump(&shared.counters.degraded);
+        match result {
+            Ok(_) => {}
+            // A script error belongs to the keys of this call (a value of another type at
+            // one of them): only this call is answered by the failure policy.
+            Err(FailureCause::Server) => Counters::bump(&shared.counters.degraded),
+            // An unreachable or slow server: back off this call's group of hash tags (all
+            // of them on a single node).
+            Err(_) => {
+                let backoff =
+                    u64::try_from(shared.config.retry_backoff().as_nanos()).unwrap_or(u64::MAX);
+                // Relaxed: see the load above.
+                backoff_until.store(
+                    shared.local_now().saturating_add(backoff),
+                    Ordering::Relaxed,
+                );
+                Counters::bump(&shared.counters.degraded);
+            }
         }
         result
     }

@@ -41,6 +41,9 @@ fn replay(seed: u64, steps: usize, redis: RedisStore, reloads: &[String], every:
     let ours = Policy::from_toml(RULES, clock.clone())
         .unwrap()
         .store(redis);
+    // Without reloads the in-process store answers the same trace identically too (with
+    // reloads it converts at the reload, the others on the next touch).
+    let in_process = Policy::from_toml(RULES, clock.clone()).unwrap();
     let clients = ["a", "b", "vip", "c"];
     let endpoints = ["/", "/search", "/upload"];
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
@@ -59,10 +62,30 @@ fn replay(seed: u64, steps: usize, redis: RedisStore, reloads: &[String], every:
             0 => {
                 reference.refund(client, endpoint, cost);
                 ours.refund(client, endpoint, cost);
+                in_process.refund(client, endpoint, cost);
             }
             1 => {
                 reference.charge_at(&request, tollgate::Clock::now(&clock));
                 ours.charge_at(&request, tollgate::Clock::now(&clock));
+                in_process.charge_at(&request, tollgate::Clock::now(&clock));
+            }
+            2 if reloads.is_empty() => {
+                let expected = in_process.peek(client, endpoint, cost);
+                assert_eq!(reference.peek(client, endpoint, cost), expected);
+                assert_eq!(
+                    ours.peek(client, endpoint, cost),
+                    expected,
+                    "seed {seed} step {step}: peek {client} {endpoint} {cost}"
+                );
+            }
+            3.. if reloads.is_empty() => {
+                let expected = in_process.allow(client, endpoint, cost);
+                assert_eq!(reference.allow(client, endpoint, cost), expected);
+                assert_eq!(
+                    ours.allow(client, endpoint, cost),
+                    expected,
+                    "seed {seed} step {step}: {client} {endpoint} {cost}"
+                );
             }
             2 => assert_eq!(
                 ours.peek(client, endpoint, cost),

@@ -90,6 +90,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod debt_summary;
 mod geometry;
 mod huge_pages;
 mod key_cell;

@@ -6,7 +6,8 @@
 #   bash scripts/stages/loom.sh                 # all models
 #   bash scripts/stages/loom.sh log_ring_wraps  # one model (cargo test filter)
 #
-# Includes loom-tests/tests/keyed_races.rs (issue 16): a lookup racing a cuckoo move
+# Includes loom-tests/tests/keyed_summary.rs (issue 16, item 1: debt-summary records racing
+# from two shards, with a broken twin) and loom-tests/tests/keyed_races.rs (issue 16): a lookup racing a cuckoo move
 # (peek, update_resident) and the exact-key pin handshake, each with a broken twin
 # (should_panic) that switches the protecting step off through tollgate::keyed::LoomFault.
 #

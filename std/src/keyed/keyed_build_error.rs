@@ -21,6 +21,12 @@ pub enum KeyedBuildError {
         /// The largest capacity accepted.
         max: usize,
     },
+    /// More debt-summary cells than a summary can index or this machine can address
+    /// ([`KeyedLimiterBuilder::debt_summary`](crate::KeyedLimiterBuilder::debt_summary)).
+    DebtSummaryTooLarge {
+        /// The most cells accepted.
+        max: usize,
+    },
 }
 
 impl fmt::Display for KeyedBuildError {
@@ -29,6 +35,9 @@ impl fmt::Display for KeyedBuildError {
             KeyedBuildError::ZeroCapacity => f.write_str("capacity must be > 0"),
             KeyedBuildError::CapacityTooLarge { max } => {
                 write!(f, "capacity too large: at most {max}")
+            }
+            KeyedBuildError::DebtSummaryTooLarge { max } => {
+                write!(f, "debt summary too large: at most {max} cells")
             }
         }
     }

@@ -158,7 +158,9 @@ where
     }
 
     /// What a one-permit check of `key` would answer now; consumes nothing and never
-    /// inserts (an absent key answers as a fresh one).
+    /// inserts (an absent key answers as a fresh one, or, with a
+    /// [debt summary](crate::KeyedLimiterBuilder::debt_summary), from the debt its first
+    /// check would start from).
     #[inline]
     pub fn peek(&self, key: &K) -> Decision {
         self.peek_at(key, self.clock.now())

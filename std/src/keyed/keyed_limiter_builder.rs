@@ -5,6 +5,7 @@ use core::marker::PhantomData;
 
 use tollgate_core::{Algorithm, Clock};
 
+use super::debt_summary::MAX_CELLS;
 use super::geometry::Geometry;
 use super::key_ident::is_word;
 use super::table::{Mode, Table};
@@ -39,6 +40,7 @@ pub struct KeyedLimiterBuilder<K, A, C = MonotonicClock, S = DefaultHashBuilder>
     shards: Option<usize>,
     when_full: WhenFull,
     storage: KeyStorage,
+    debt_cells: usize,
     _key: PhantomData<fn() -> K>,
 }
 
@@ -53,6 +55,7 @@ impl<K, A> KeyedLimiterBuilder<K, A> {
             shards: None,
             when_full: WhenFull::Evict,
             storage: KeyStorage::Exact,
+            debt_cells: 0,
             _key: PhantomData,
         }
     }
@@ -87,6 +90,76 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
         self
     }
 
+    /// Keeps the debt of entries evicted under pressure in a summary of `cells` cells, so
+    /// that eviction cannot launder a limit (default `0`: off). Opt-in: it costs `8 × cells`
+    /// bytes plus one bit per slot (both in
+    /// [`KeyedLimiter::memory_bytes`](crate::KeyedLimiter::memory_bytes), allocated by
+    /// [`build`](Self::build) and fixed), and new keys may start with *phantom* debt after
+    /// a flood of evictions.
+    ///
+    /// Without it, [`WhenFull::Evict`] forgets an evicted entry: a client whose entry a
+    /// flood of other keys pushes out comes back with a full allowance (as in nginx's
+    /// `limit_req`, Envoy's or HAProxy's tables). With it, an entry evicted while it owes
+    /// permits leaves its debt in two rows of `⌈cells / 2⌉` cells (a count-min sketch whose
+    /// "add" is a max over states), and a new key starts from the stricter of a fresh
+    /// state and what its two cells hold (peeks of absent keys answer from the same state).
+    /// A check of a resident key never touches the summary.
+    ///
+    /// **Rule** (no cascade): an entry that started fresh records its whole state; one that
+    /// started from an inherited debt records only the debt above what the summary already
+    /// gives it. Inherited debt is never recorded again as the key's own.
+    ///
+    /// **Bounds**, for `D` keys evicted with debt whose debt has not ended yet (the
+    /// pressure evictions of one reset horizon: GCRA's burst tolerance, one window, two for
+    /// a sliding counter) and `w = ⌈cells / 2⌉`:
+    ///
+    /// - a key never evicted starts with phantom debt with probability at most
+    ///   `min(1, D/w)²` (each eviction fills at most one cell per row), about
+    ///   `(1 − e^(−D/w))²` when the evicted keys are independent of the seeded hash; the
+    ///   phantom debt is at most the largest debt that one evicted key took itself (decayed
+    ///   since), and ends when that debt would have;
+    /// - a key evicted with only its own debt comes back with at least that debt: over any
+    ///   window it is admitted no more than had it never been evicted. A key evicted
+    ///   *again* after it came back with an inherited debt comes back with at least the
+    ///   larger of the summary's estimate and what it took since, not their sum (at most
+    ///   that much regained per such eviction, and only if least-loss eviction picks it
+    ///   again, i.e. everything in view owes as much).
+    ///
+    /// Sizing: `D = w / 4` gives phantom debt to at most 6.25 % of new keys (measured
+    /// 4.9 %, as `(1 − e^(−1/4))²` predicts), so `cells = 2 × capacity` covers pressure
+    /// evictions of up to a quarter of the capacity per reset horizon; a flood of many times `w`
+    /// keys that each used their limit leaves new keys limited until those debts end (fail
+    /// closed, as [`WhenFull::Refuse`] would). With [`WhenFull::Refuse`] nothing is evicted
+    /// under pressure and no summary is allocated.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedLimiter, Nanos};
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::builder(Gcra::per_second(1).burst(3).build()?)
+    ///         .capacity(4)
+    ///         .shards(1)
+    ///         .debt_summary(64)
+    ///         .build()?;
+    /// let now = Nanos::from_secs(1);
+    /// for _ in 0..3 {
+    ///     assert!(limiter.check_at(&7, now)?.allowed);
+    /// }
+    /// // Key 7 is spent; a flood of other keys, each spending its burst, pushes it out.
+    /// for key in 100..120 {
+    ///     for _ in 0..3 {
+    ///         limiter.check_at(&key, now)?;
+    ///     }
+    /// }
+    /// assert!(!limiter.contains(&7));
+    /// // It comes back with its debt, not a fresh burst.
+    /// assert!(!limiter.check_at(&7, now)?.allowed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn debt_summary(mut self, cells: usize) -> Self {
+        self.debt_cells = cells;
+        self
+    }
+
     /// Reads time from `clock` instead.
     pub fn clock<C2>(self, clock: C2) -> KeyedLimiterBuilder<K, A, C2, S> {
         KeyedLimiterBuilder {
@@ -97,6 +170,7 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
             shards: self.shards,
             when_full: self.when_full,
             storage: self.storage,
+            debt_cells: self.debt_cells,
             _key: PhantomData,
         }
     }
@@ -112,6 +186,7 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
             shards: self.shards,
             when_full: self.when_full,
             storage: self.storage,
+            debt_cells: self.debt_cells,
             _key: PhantomData,
         }
     }
@@ -138,7 +213,13 @@ where
         };
         let word_seed = self.hasher.hash_one(0x243f_6a88_85a3_08d3u64);
         let mask_seed = self.hasher.hash_one(0x1319_8a2e_0370_7344u64);
-        let table = Table::new(geometry, mode, self.when_full, mask_seed);
+        if self.debt_cells > MAX_CELLS {
+            return Err(KeyedBuildError::DebtSummaryTooLarge { max: MAX_CELLS });
+        }
+        let mut table = Table::new(geometry, mode, self.when_full, mask_seed);
+        if self.debt_cells > 0 && self.when_full == WhenFull::Evict {
+            table.enable_debt_summary(self.debt_cells);
+        }
         Ok(KeyedLimiter::from_parts(
             table,
             self.algorithm,

@@ -22,7 +22,8 @@ pub struct KeyedStats {
     /// Entries evicted because their state was idle (equal to a fresh key's): lossless.
     pub idle_evictions: u64,
     /// Entries evicted under pressure ([`WhenFull::Evict`](crate::WhenFull::Evict)) while
-    /// still holding limiting state: the key starts fresh if it comes back.
+    /// still holding limiting state: the key starts fresh if it comes back, unless the
+    /// limiter keeps a [debt summary](crate::KeyedLimiterBuilder::debt_summary).
     pub pressure_evictions: u64,
     /// New keys refused ([`WhenFull::Refuse`](crate::WhenFull::Refuse)).
     pub refusals: u64,

@@ -55,6 +55,7 @@ use core::mem::size_of;
 
 use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
+use super::debt_summary::DebtSummary;
 use super::geometry::Geometry;
 use super::huge_pages::advise_huge_pages;
 use super::key_cell::KeyCell;
@@ -174,6 +175,10 @@ pub(crate) struct Table<K> {
     mode: Mode,
     policy: WhenFull,
     mask_seed: u64,
+    /// The debts of entries evicted under pressure, which new keys inherit (opt-in: see
+    /// [`DebtSummary`]): written only by pressure evictions, read only by inserts and by
+    /// peeks of absent keys. Never touched by a check of a resident key.
+    debts: Option<Box<DebtSummary>>,
     /// A protocol step switched off, for loom's broken-twin models only.
     #[cfg(tollgate_loom)]
     fault: Option<super::LoomFault>,
@@ -248,6 +253,7 @@ impl<K> Table<K> {
             mode,
             policy,
             mask_seed,
+            debts: None,
             #[cfg(tollgate_loom)]
             fault: None,
         };
@@ -262,6 +268,50 @@ impl<K> Table<K> {
                 .collect();
         }
         table
+    }
+
+    /// Gives the table a debt summary of `cells` cells (see [`DebtSummary`]); only a table
+    /// that evicts under pressure has any use for one.
+    pub(crate) fn enable_debt_summary(&mut self, cells: usize) {
+        self.debts = Some(Box::new(DebtSummary::new(cells, self.slot_count())));
+    }
+
+    /// The state a new identity `h` starts from at `now` (fresh, or the debt the summary
+    /// holds for it), and whether that was an inherited debt.
+    #[inline]
+    fn start_state<A: Algorithm + ?Sized>(
+        &self,
+        h: u64,
+        seed: u64,
+        algorithm: &A,
+        now: Nanos,
+    ) -> (u64, bool) {
+        match &self.debts {
+            Some(debts) => debts.seed(h, seed, algorithm, now),
+            None => (seed, false),
+        }
+    }
+
+    /// Marks whether the entry just inserted in slot `idx` started from an inherited debt
+    /// (under the shard lock).
+    #[inline]
+    fn note_inherited(&self, idx: usize, inherited: bool) {
+        if let Some(debts) = &self.debts {
+            debts.set_inherited(idx, inherited);
+        }
+    }
+
+    /// What a check of `cost` would answer for an absent identity `h`: a fresh key's
+    /// answer, or the one of the debt its insert would start from.
+    fn peek_absent<A: Algorithm + ?Sized>(
+        &self,
+        h: u64,
+        algorithm: &A,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let (start, _) = self.start_state(h, 0, algorithm, now);
+        algorithm.peek(start, now, cost).map(|o| o.decision)
     }
 
     /// The identity that marks a slot of bucket `g` empty: one no key living in `g` has.
@@ -619,6 +669,9 @@ impl<K> Table<K> {
             // drained: `src` holds a key we own, `dst` holds none.
             unsafe { self.keys[dst].write(self.keys[src].take()) };
         }
+        if let Some(debts) = &self.debts {
+            debts.set_inherited(dst, debts.inherited(src));
+        }
         // Release: pairs with readers' Acquire loads of the state.
         to.state.store(stored, Ordering::Release);
         self.publish(to, h);
@@ -695,6 +748,9 @@ impl<K> Table<K> {
     /// Switches a protocol step off (loom broken twins only).
     #[cfg(tollgate_loom)]
     pub(crate) fn inject(&mut self, fault: super::LoomFault) {
+        if let (super::LoomFault::SummaryLostUpdate, Some(debts)) = (fault, &mut self.debts) {
+            debts.lost_updates = true;
+        }
         self.fault = Some(fault);
     }
 
@@ -813,7 +869,19 @@ impl<K> Table<K> {
                 return None;
             }
             if let Some((idx, _)) = best {
-                self.evict_now(shard, idx, false, true, victims);
+                // Relaxed: under the shard lock (identities are stable).
+                let h = self.slot(idx).ident.load(Ordering::Relaxed);
+                let stored = self.evict_now(shard, idx, false, true, victims);
+                if let Some(debts) = &self.debts {
+                    // Its own debt is kept: the key, back later, starts from it.
+                    debts.evicted(
+                        h,
+                        stored ^ self.mask(h),
+                        debts.inherited(idx),
+                        algorithm,
+                        now,
+                    );
+                }
                 let slot = free.unwrap_or(idx);
                 self.drain_pins(slot);
                 return Some(slot);
@@ -842,6 +910,10 @@ impl<K> Table<K> {
             + self.keys.len() * size_of::<KeyCell<K>>()
             + self.shards.len() * size_of::<Shard>()
             + size_of::<QuotaPool>()
+            + self
+                .debts
+                .as_ref()
+                .map_or(0, |d| size_of::<DebtSummary>() + d.heap_bytes())
     }
 
     /// Number of shards.
@@ -1080,9 +1152,13 @@ impl<K: Eq + Clone + 'static> Table<K> {
         }) {
             return result.map_err(KeyedError::from);
         }
-        let outcome = algorithm.decide(0, now, cost)?;
+        // Fresh, or the debt the summary holds for `h` (its own, if it was evicted under
+        // pressure, else at worst a collision's).
+        let (start, inherited) = self.start_state(h, 0, algorithm, now);
+        let outcome = algorithm.decide(start, now, cost)?;
         let Some(initial) = outcome.next else {
-            // Nothing to remember (a probe, or a deny): a fresh key stays absent.
+            // Nothing to remember (a probe, or a deny): the key stays absent (a debt it
+            // would inherit stays in the summary).
             return Ok(outcome.decision);
         };
         // Clone before touching any slot: a panicking `Clone` leaves the table as it was.
@@ -1097,6 +1173,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
             // no key, and we hold the shard lock.
             unsafe { self.keys[idx].write(stored_key) };
         }
+        self.note_inherited(idx, inherited);
         // Release: pairs with readers' Acquire loads of the state (see `run`).
         slot.state.store(initial ^ mask, Ordering::Release);
         self.publish(slot, h);
@@ -1104,7 +1181,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
         Ok(outcome.decision)
     }
 
-    /// What a check of `cost` would answer; inserts nothing (an absent key is fresh).
+    /// What a check of `cost` would answer; inserts nothing (an absent key answers from the
+    /// state its insert would start from: fresh, or the debt summary's).
     #[inline]
     pub(crate) fn peek<A: Algorithm + ?Sized>(
         &self,
@@ -1124,13 +1202,13 @@ impl<K: Eq + Clone + 'static> Table<K> {
                 Probe::Raced => continue,
                 // Absent, unless the probe may have raced a move (then look again).
                 Probe::Missing if !self.miss_confirmed(loc.shard, &mut seq) => continue,
-                Probe::Missing => return algorithm.peek(0, now, cost).map(|o| o.decision),
+                Probe::Missing => return self.peek_absent(h, algorithm, now, cost),
             }
         }
         let _local = lock(&self.shards[loc.shard].lock);
         match self.probe(key, h, loc, run) {
             Probe::Hit(result) => result,
-            _ => algorithm.peek(0, now, cost).map(|o| o.decision),
+            _ => self.peek_absent(h, algorithm, now, cost),
         }
     }
 

@@ -14,7 +14,9 @@
 pub enum WhenFull {
     /// Evict the entry that loses least: the one closest to fresh (smallest `reset_after`,
     /// then most `remaining`). The new key is admitted as a fresh key. Fail open: a flood of
-    /// new keys can push out the state of limited ones, but never grows memory.
+    /// new keys can push out the state of limited ones, but never grows memory; with a
+    /// [debt summary](crate::KeyedLimiterBuilder::debt_summary) an evicted key comes back
+    /// with its debt instead (bounded phantom debt for new keys after a flood).
     #[default]
     Evict,
     /// Refuse the new key with [`KeyedError::Full`](crate::KeyedError::Full). Fail closed:

@@ -79,7 +79,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
     }
 
     /// Under `h`'s shard lock: runs `f` on `h`'s state if resident; else, if `admit()`
-    /// allows, runs it on `seed()` and inserts the entry with the result (or with the seed
+    /// allows, runs it on `seed()` (made at least as strict as the debt summary's state for
+    /// `h`, if the table has one) and inserts the entry with the result (or with the seed
     /// when `f` stores nothing and the seed is not `0`, the fresh state), making room per
     /// the table's [`WhenFull`](crate::WhenFull) with `algorithm` judging idle entries.
     ///
@@ -110,7 +111,8 @@ impl<K: Eq + Clone + 'static> Table<K> {
         if !admit() {
             return Upsert::Closed;
         }
-        let base = seed();
+        // The stricter of the caller's seed and the debt the summary holds for `h`.
+        let (base, inherited) = self.start_state(h, seed(), algorithm, now);
         let (next, result) = f(base);
         let Some(initial) = next.or((base != 0).then_some(base)) else {
             // A fresh state left fresh: nothing to remember.
@@ -120,6 +122,7 @@ impl<K: Eq + Clone + 'static> Table<K> {
             Shard::bump(&shard.refusals);
             return Upsert::Full;
         };
+        self.note_inherited(idx, inherited);
         let slot = self.slot(idx);
         // Release: pairs with readers' Acquire loads of the state.
         slot.state.store(initial ^ mask, Ordering::Release);

@@ -535,3 +535,67 @@ fn one_slow_master_does_not_degrade_the_keys_of_the_others() {
     }
     assert_eq!(policy.backend().stats().degraded, degraded);
 }
+
+/// Client time with skewed clocks (`TimeSource::Client`, documented there): on GCRA 10/s
+/// (burst 10), a client one second ahead admits `skew × rate` = 10 more after a synced one
+/// exhausted the key, and the synced one then waits out that debt; a client one second
+/// behind is refused with a retry one second longer, never admitting more. On a fixed
+/// window the ahead client opens the next window early and the others count in it: still
+/// at most the limit per window.
+#[test]
+fn client_clocks_ahead_or_behind_shift_decisions_by_the_skew_only() {
+    let server = RedisServer::start();
+    let rules = r#"
+        [[rules]]
+        name = "default"
+        tiers = [{ name = "rate", limit = 10, window = "1s" }]
+    "#;
+    let synced_clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let ahead_clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_001));
+    let behind_clock = ManualClock::starting_at(Nanos::from_secs(1_699_999_999));
+    let on = |clock: &ManualClock, rules: &str| {
+        Policy::from_toml(rules, clock.clone())
+            .unwrap()
+            .store(store(RedisTarget::Single(server.url()), "skew"))
+    };
+    let admit = |p: &Policy<ManualClock, RedisStore>, client: &str, n: usize| {
+        (0..n)
+            .filter(|_| p.allow(client, "/", 1).unwrap().allowed())
+            .count()
+    };
+    let (synced, ahead, behind) = (
+        on(&synced_clock, rules),
+        on(&ahead_clock, rules),
+        on(&behind_clock, rules),
+    );
+    // Ahead: 10 more than the limit, then the synced client waits out the debt.
+    assert_eq!(admit(&synced, "a", 20), 10);
+    assert_eq!(admit(&ahead, "a", 20), 10);
+    let refused = synced.allow("a", "/", 1).unwrap();
+    assert!(!refused.allowed());
+    assert_eq!(refused.retry_after(), Nanos::from_millis(1100));
+    // Behind: nothing more than synced, and a retry one second longer.
+    assert_eq!(admit(&synced, "b", 20), 10);
+    let refused = behind.allow("b", "/", 1).unwrap();
+    assert!(!refused.allowed());
+    assert_eq!(refused.retry_after(), Nanos::from_millis(1100));
+    synced_clock.advance(Nanos::from_millis(500));
+    behind_clock.advance(Nanos::from_millis(500));
+    assert_eq!(admit(&synced, "b", 20), 5);
+    assert_eq!(admit(&behind, "b", 20), 0);
+
+    // Fixed window of 10 per minute: the ahead client opens the next minute 1 s early
+    // (the synced clock is 20 s into its minute, so that is 39 s from now).
+    let fixed = rules.replace(
+        r#"window = "1s" }"#,
+        r#"window = "1m", algorithm = "fixed_window" }"#,
+    );
+    let (synced, ahead) = (on(&synced_clock, &fixed), on(&ahead_clock, &fixed));
+    assert_eq!(admit(&synced, "c", 20), 10);
+    synced_clock.advance(Nanos::from_millis(38_500));
+    ahead_clock.advance(Nanos::from_millis(39_000));
+    // Ahead is in the next minute: a fresh window; synced counts in it as a late caller.
+    assert_eq!(admit(&ahead, "c", 4), 4);
+    assert_eq!(admit(&synced, "c", 20), 6);
+    assert_eq!(admit(&ahead, "c", 20), 0);
+}

@@ -12,8 +12,23 @@ pub enum TimeSource {
     /// the fleet shares one clock and client clock skew cannot matter. The default.
     #[default]
     Server,
-    /// This process' wall clock (`SystemTime` since the Unix epoch, ns), sent with each
-    /// call: for servers or proxies that forbid `TIME` in scripts. Clients' clocks must then
-    /// agree; a lagging client is refused, never over-admitted (the transitions use `max`).
+    /// The caller's clock, sent with each call: this process' wall clock for a
+    /// [`RedisLimiter`](super::RedisLimiter) (`SystemTime` since the Unix epoch, ns), the
+    /// policy's clock for a [`RedisStore`](super::RedisStore). For servers or proxies that
+    /// forbid `TIME` in scripts, and for replaying traces.
+    ///
+    /// Clients' clocks must then agree. What a skew of `s` does (the transitions take
+    /// `max(stored, now)`, so no state ever moves back):
+    /// - a client **behind** by `s` sees every key `s` further from reset: it is refused
+    ///   sooner and told to wait up to `s` longer; it never admits more than a synced one;
+    /// - a client **ahead** by `s` sees keys `s` closer to reset: on GCRA, the token and
+    ///   the leaky bucket it can admit up to `s × rate` permits more than the limit (the
+    ///   debt it takes is then charged to everyone, who waits it out); on the windows it
+    ///   starts each window `s` early, and clients behind it keep counting in that window
+    ///   (a late caller's window is kept), so each window still admits at most its limit;
+    ///   on the sliding log its stamps lie `s` in the future and keep counting `s` longer
+    ///   for everyone.
+    ///
+    /// `tests/redis_policy.rs` pins these numbers for a one-second skew.
     Client,
 }

@@ -784,3 +784,37 @@ async fn lowered_limits_under_live_keys_decide_like_the_core() {
         }
     }
 }
+
+/// The deny cache tells a scoped check from an unscoped key that spells the same bytes: key
+/// `a` scoped `b` and the key `a\0b` (which the old `key ‖ NUL ‖ scope` identity merged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_cache_identities_of_scoped_and_plain_keys_never_collide() {
+    let server = RedisServer::start();
+    let rule = RedisRule::new(
+        "one",
+        AlgorithmConfig::FixedWindow {
+            limit: 1,
+            window: Nanos::from_secs(3600),
+        },
+    )
+    .unwrap();
+    let limiter = RedisLimiter::new(
+        RedisTarget::Single(server.url()),
+        vec![rule],
+        RedisConfig::new("ident").unwrap(),
+    )
+    .unwrap();
+    assert!(limiter
+        .check_scoped("a", &["b"], 1)
+        .await
+        .unwrap()
+        .allowed());
+    let denied = limiter.check_scoped("a", &["b"], 1).await.unwrap();
+    assert!(!denied.allowed());
+    // Cached now; a different key of the same bytes is its own fresh key.
+    assert!(limiter.check("a\0b").await.unwrap().allowed());
+    assert_eq!(
+        limiter.check_scoped("a", &["b"], 1).await.unwrap().source,
+        DecisionSource::DenyCache
+    );
+}

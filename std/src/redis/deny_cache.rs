@@ -5,7 +5,8 @@
 //! nothing else arrives, and other clients can only consume more (every algorithm's outcome
 //! for a fixed state only improves with time), so until then Redis would deny too. The
 //! deadline is measured from when the request was *sent* (the script ran later), so the
-//! cache can only stop answering early, never late. Entries are per key and cost.
+//! cache can only stop answering early, never late. Entries are per key and cost: at most
+//! the configured number of keys, and [`COSTS_PER_KEY`] costs per key.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -15,6 +16,10 @@ use std::sync::Mutex;
 use crate::{Decision, Nanos};
 
 const SHARDS: usize = 16;
+
+/// The most denies remembered per key (one per distinct cost): memory stays at most
+/// `capacity × COSTS_PER_KEY` entries whatever costs a client sends.
+pub(crate) const COSTS_PER_KEY: usize = 4;
 
 /// One cached deny.
 #[derive(Copy, Clone, Debug)]
@@ -102,7 +107,13 @@ impl DenyCache {
         };
         let mut shard = self.shard(key);
         if let Some(entries) = shard.get_mut(key) {
-            entries.retain(|e| e.cost != cost);
+            entries.retain(|e| e.cost != cost && e.deadline > sent);
+            if entries.len() >= COSTS_PER_KEY {
+                // Bounded per key: the entry ending first makes room.
+                if let Some(first) = (0..entries.len()).min_by_key(|&i| entries[i].deadline) {
+                    entries.swap_remove(first);
+                }
+            }
             entries.push(entry);
             return;
         }
@@ -114,5 +125,31 @@ impl DenyCache {
             }
         }
         shard.insert(key.to_owned(), vec![entry]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One key denied at many distinct costs keeps at most `COSTS_PER_KEY` entries: the
+    /// latest deadlines.
+    #[test]
+    fn entries_per_key_are_bounded() {
+        let cache = DenyCache::new(16);
+        for cost in 1..=10u32 {
+            let retry = Nanos::new(1_000 * u64::from(cost));
+            let decision = Decision::deny(10, 0, retry, retry);
+            cache.insert("k", cost, 0, decision, None);
+        }
+        let shard = cache.shard("k");
+        let entries = shard.get("k").unwrap();
+        assert_eq!(entries.len(), COSTS_PER_KEY);
+        let mut costs: Vec<u32> = entries.iter().map(|e| e.cost).collect();
+        costs.sort_unstable();
+        assert_eq!(costs, [7, 8, 9, 10]);
+        drop(shard);
+        assert!(cache.lookup("k", 10, 1).is_some());
+        assert!(cache.lookup("k", 1, 1).is_none());
     }
 }

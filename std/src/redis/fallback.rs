@@ -89,6 +89,25 @@ impl Fallback {
     }
 
     /// Decides every tier for `key` at local time `now`, all or nothing.
+    /// The fraction of quota left on a key's most-used tier at `now` (1: fresh).
+    fn headroom(&self, states: &[LocalState], now: Nanos) -> f64 {
+        states
+            .iter()
+            .zip(&self.rules)
+            .map(|(state, rule)| {
+                let decision = match (state, rule) {
+                    (LocalState::Word(s), LocalRule::Packed(a)) => {
+                        a.peek(*s, now, 0).map(|o| o.decision)
+                    }
+                    (LocalState::Ring(ring), LocalRule::Log(log)) => ring.peek_at(log, now, 0),
+                    (LocalState::Word(_), LocalRule::Log(_))
+                    | (LocalState::Ring(_), LocalRule::Packed(_)) => return 1.0,
+                };
+                decision.map_or(0.0, |d| d.remaining as f64 / d.limit.max(1) as f64)
+            })
+            .fold(1.0, f64::min)
+    }
+
     pub(crate) fn check(&self, key: &str, cost: u32, now: u64) -> Vec<Decision> {
         let now = Nanos::new(now);
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
@@ -107,7 +126,17 @@ impl Fallback {
                     })
             });
             if keys.len() >= self.capacity {
-                keys.clear();
+                // Every key is limiting: forget the one closest to fresh (the most quota
+                // left on its most-used tier), so no other client is reset. One scan of a
+                // bounded map, on the degraded path only.
+                let victim = keys
+                    .iter()
+                    .map(|(key, states)| (self.headroom(states, now), key))
+                    .max_by(|a, b| a.0.total_cmp(&b.0))
+                    .map(|(_, key)| key.clone());
+                if let Some(victim) = victim {
+                    keys.remove(&victim);
+                }
             }
         }
         let states = keys.entry(key.to_owned()).or_insert_with(|| self.fresh());
@@ -157,4 +186,33 @@ impl Fallback {
 /// degraded.
 fn deny_all(limit: u64) -> Decision {
     Decision::deny(limit, 0, Nanos::MAX, Nanos::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full fallback forgets the key closest to fresh, not every key: the exhausted
+    /// client stays denied (clearing the map, as before, admitted it again).
+    #[test]
+    fn a_full_fallback_evicts_the_key_closest_to_fresh_only() {
+        let rule = RedisRule::new(
+            "r",
+            AlgorithmConfig::FixedWindow {
+                limit: 10,
+                window: Nanos::from_secs(60),
+            },
+        )
+        .unwrap();
+        let fallback = Fallback::new(&[rule], 1.0, 2);
+        let now = 1_000;
+        for _ in 0..10 {
+            assert!(fallback.check("abuser", 1, now)[0].allowed);
+        }
+        assert!(fallback.check("light", 1, now)[0].allowed);
+        // Full: "newcomer" pushes out "light" (9 of 10 left), not "abuser" (none left).
+        assert!(fallback.check("newcomer", 1, now)[0].allowed);
+        assert!(!fallback.check("abuser", 1, now)[0].allowed);
+        assert_eq!(fallback.keys.lock().unwrap().len(), 2);
+    }
 }

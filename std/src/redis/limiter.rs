@@ -291,13 +291,17 @@ impl RedisLimiter {
             });
         }
         // The identity of this check for the deny cache and the fallback: the key, or the
-        // key with its scopes.
+        // key, `}` (which a key never contains, so an unscoped identity never looks scoped)
+        // and each scope length-prefixed (a scope may contain any character, so no
+        // separator alone could keep the scope lists apart).
         let identity: std::borrow::Cow<'_, str> = if req.scopes.iter().all(|s| s.is_empty()) {
             req.key.into()
         } else {
             let mut id = String::from(req.key);
+            id.push('}');
             for scope in req.scopes {
-                id.push('\0');
+                id.push_str(&scope.len().to_string());
+                id.push(':');
                 id.push_str(scope);
             }
             id.into()

@@ -599,3 +599,11 @@ fn client_clocks_ahead_or_behind_shift_decisions_by_the_skew_only() {
     assert_eq!(admit(&synced, "c", 20), 6);
     assert_eq!(admit(&ahead, "c", 20), 0);
 }
+
+/// Reservations, reloads, `Metered` over `AdaptivePenalty` and waiting, on Redis: the same
+/// exercise as on the reference store, with the same numbers.
+#[test]
+fn every_policy_feature_works_on_redis() {
+    let server = RedisServer::start();
+    policy_support::exercise_every_feature(store(RedisTarget::Single(server.url()), "features"));
+}

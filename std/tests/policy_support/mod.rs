@@ -7,8 +7,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use tollgate::policy::{Plan, PlannedTier, Store, TierOutcome};
-use tollgate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, LogView, Nanos};
+use tollgate::policy::{
+    AdaptivePenalty, Metered, PenaltyConfig, Plan, PlannedTier, Policy, PolicyCheck, Store,
+    TierOutcome,
+};
+use tollgate::{
+    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, LogView, ManualClock, Nanos,
+};
 /// A key's state in the map store: a packed word or a log.
 #[derive(Clone, Debug)]
 enum State {
@@ -245,4 +250,68 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % n
     }
+}
+
+/// Every policy feature through a store: reservations, a reload keeping unchanged tiers and
+/// converting a changed one, `Metered` over `AdaptivePenalty`, and waiting.
+pub fn exercise_every_feature<S: Store>(store: S) {
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_000_000));
+    let policy = Policy::from_toml(RULES, clock.clone())
+        .unwrap()
+        .store(store);
+    // Reservations.
+    let reservation = policy.reserve("vip", "/", 10).unwrap();
+    assert!(reservation.allowed());
+    assert_eq!(reservation.settle(4).unwrap().remaining(), 16);
+    // A reload keeps state where the tier is unchanged (the store keys by names), and a
+    // changed tier's states carry their used permits, converted on their next check by
+    // their version tag: 4 of 8 used on /search, lowered to 3 and to a fixed window.
+    for _ in 0..4 {
+        assert!(policy.allow("b", "/search", 1).unwrap().allowed());
+    }
+    policy
+        .reload_toml(&RULES.replace(
+            "limit = 8
+    window = \"10s\"
+    algorithm = \"sliding_window_counter\"",
+            "limit = 3
+    window = \"10s\"
+    algorithm = \"fixed_window\"",
+        ))
+        .unwrap();
+    assert_eq!(policy.peek("vip", "/", 0).unwrap().remaining(), 16);
+    let search = policy.allow("b", "/search", 1).unwrap();
+    assert!(
+        !search.allowed(),
+        "4 used of a new 3: exhausted, not a fresh burst"
+    );
+    assert_eq!(search.tiers().last().unwrap().quota, 3);
+    // Metered and AdaptivePenalty over it.
+    let metered = Metered::new(
+        AdaptivePenalty::new(
+            &policy,
+            PenaltyConfig {
+                denials: 2,
+                period: Nanos::from_secs(60),
+                divisor: 2,
+                cooldown: Nanos::from_secs(60),
+            },
+        )
+        .unwrap(),
+    );
+    let admitted = (0..10)
+        .filter(|_| metered.allow("a", "/", 1).unwrap().allowed())
+        .count();
+    assert_eq!(admitted, 5);
+    assert_eq!((metered.allowed(), metered.denied()), (5, 5));
+    assert!(metered
+        .inner()
+        .is_penalized("a", tollgate::Clock::now(&clock)));
+    // Waiting: `wait_with` sleeps on a manual clock until admitted.
+    let decision = policy
+        .wait_with(&tollgate::policy::Request::new("b", "/", 1), |d| {
+            clock.advance(d);
+        })
+        .unwrap();
+    assert!(decision.allowed());
 }

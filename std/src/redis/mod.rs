@@ -1,11 +1,23 @@
 //! # Redis and Redis Cluster backend (feature `redis`)
 //!
 //! When a fleet of stateless servers must share limits, the state moves to Redis and the
-//! core's transitions run there, as Lua scripts, atomically:
+//! core's transitions run there, as Lua scripts, atomically. Two front ends share them:
 //!
-//! - **One script per algorithm** (`scripts/*.lua`, one transition each, mirroring the core's
-//!   `decide` line by line; the token bucket runs GCRA's, as in the core). A limiter sends
-//!   the script of the algorithms its rules use. The clock is the server's `TIME`
+//! - [`RedisStore`]: a [`Policy`](crate::policy::Policy)'s [`Store`](crate::policy::Store).
+//!   The same rules file, tiers, reloads, peeks, refunds, charges and reservations as in
+//!   one process, for the whole fleet; states are tagged with the parameters they were
+//!   written under and converted on read when a reload or a rolling deploy changed them
+//!   (`scripts/store.lua`). This is the front end to use;
+//! - [`RedisLimiter`] / [`BlockingRedisLimiter`]: a flat list of [`RedisRule`]s applied to
+//!   every key (`scripts/runner.lua`, states stored bare), with a local deny cache and an
+//!   in-process fallback limiter.
+//!
+//! What both share:
+//!
+//! - **One file per algorithm** (`scripts/*.lua`): its pure transition (state in, decision
+//!   and next state out), mirroring the core's `decide` line by line, with its `refund`
+//!   and `charge` next to it; the token bucket runs GCRA's, as in the core. A limiter sends
+//!   the script of the algorithms its rules use; the store sends all of them. The clock is the server's `TIME`
 //!   ([`TimeSource::Server`]); a client-supplied time is an explicit option
 //!   ([`RedisLimiter::check_n_at`], [`TimeSource::Client`]).
 //! - **Keys** `{prefix}:{rule}:{{key}}`: the client key is the hash tag, so every tier of one

@@ -1,64 +1,5 @@
 //! [`RedisStore`]: a [`Policy`](crate::policy::Policy)'s state in Redis or Redis Cluster, so
 //! every process that runs the same rules on the same Redis shares the limits.
-//!
-//! The policy matches rules and compiles a plan exactly as in-process; the store runs the
-//! plan's tiers in `scripts/store.lua`, which reuses the per-algorithm transitions of the
-//! limiter's script (each the mirror of the core's `decide`, `refund` and `charge`; see the
-//! [module docs](super) for the exact arithmetic).
-//!
-//! ## Keys and round trips
-//!
-//! A tier's state lives at `{prefix}:{rule}:{tier}:{{client}}` (rule and tier names with
-//! `%`, `:`, `{` and `}` escaped as `%XX`). The client is the Redis Cluster hash tag, so all
-//! per-client tiers of a check share one slot and run in **one round trip**, all or
-//! nothing. A client that is empty or contains `{` or `}` cannot be a tag by itself; its
-//! tag is then `#` and its 64-bit fingerprint in hex, followed by `:` and the client.
-//!
-//! Tiers of `per = "global"` rules have one key for all clients,
-//! `{prefix}:{rule}:{tier}:{@}`: every global key shares the tag `@`, so all global tiers of
-//! a check also run in one round trip. A check with both kinds takes **two round trips**:
-//! the client's tiers first (a client over its own limit never touches the hot global keys),
-//! then, if they admitted, the global tiers; if a global tier denies, the client's tiers get
-//! their permits back by the core's refund (a second script call). Between the two calls,
-//! another check of the same client may see those permits taken: the error is on the
-//! strict side, never over a limit. Refund is exact for windows and logs, and for the
-//! buckets unless the key drained to idle in between.
-//!
-//! ## Versioned state: reloads and rolling deploys
-//!
-//! Every stored state carries a tag naming the shape and parameters it was written under
-//! (see the header of `scripts/store.lua`). A check that reads a state written under other
-//! parameters or another algorithm converts it, in the script, by the mirror of the core's
-//! [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale) (and the
-//! [`used`](crate::Algorithm::used) / [`with_used`](crate::Algorithm::with_used) pair to and
-//! from the sliding log): the permits used are carried, never an error, never over the new
-//! bound. The conversion is computed on every read of an old state and written with the
-//! next admitted request, so two processes running different rule versions on one key (a
-//! rolling deploy) each read the other's writes through the same rule. Keys of a removed
-//! rule or tier are never read again and expire by their TTL.
-//!
-//! ## Time
-//!
-//! By default the script reads the server's `TIME` ([`TimeSource::Server`]): one clock for
-//! the fleet. With [`TimeSource::Client`] it uses the instant the policy passes (its clock,
-//! Unix time by default); clients whose clocks disagree then disagree on windows (see
-//! [`TimeSource`]).
-//!
-//! ## Failures
-//!
-//! A call that fails (connection, timeout, server error) answers by the configured
-//! [`FailurePolicy`]: fail open (every tier admits, nothing recorded) or fail closed (every
-//! tier denies with the configured `retry_after`). Failures are scoped to what failed: a
-//! script error (a value of another type at one of the call's keys) answers that call
-//! only; a timeout or a lost connection skips Redis for the retry backoff, for every key
-//! on a single node, and on a cluster only for the hash tags of the failed call's group
-//! (one of 64), so one slow master does not degrade the keys of the others. [`FailurePolicy::Fallback`] is a limiter's option only: building a store with it
-//! is [`BuildError::FallbackUnsupported`].
-//!
-//! The store's methods block the calling thread until Redis answers (the policy's API is
-//! synchronous): the I/O runs on the store's own one-thread tokio runtime, so a check may
-//! be called from any thread, including a tokio worker (which it then blocks for the round
-//! trip).
 
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
@@ -83,7 +24,67 @@ pub const MAX_LOG_COST: u32 = 4096;
 
 /// A [`Store`] in Redis or Redis Cluster: a [`Policy`](crate::policy::Policy) built from
 /// the same rules runs on it unchanged, shared by every process on the same target and
-/// prefix. See the [module docs](self) for keys, round trips, versioned state and failures.
+/// prefix.
+///
+/// The policy matches rules and compiles a plan exactly as in-process; the store runs the
+/// plan's tiers in `scripts/store.lua`, which reuses the per-algorithm transitions of the
+/// limiter's script (each the mirror of the core's `decide`, `refund` and `charge`; see the
+/// [module docs](super) for the exact arithmetic).
+///
+/// ## Keys and round trips
+///
+/// A tier's state lives at `{prefix}:{rule}:{tier}:{{client}}` (rule and tier names with
+/// `%`, `:`, `{` and `}` escaped as `%XX`). The client is the Redis Cluster hash tag, so all
+/// per-client tiers of a check share one slot and run in **one round trip**, all or
+/// nothing. A client that is empty or contains `{` or `}` cannot be a tag by itself; its
+/// tag is then `#` and its 64-bit fingerprint in hex, followed by `:` and the client.
+///
+/// Tiers of `per = "global"` rules have one key for all clients,
+/// `{prefix}:{rule}:{tier}:{@}`: every global key shares the tag `@`, so all global tiers of
+/// a check also run in one round trip. A check with both kinds takes **two round trips**:
+/// the client's tiers first (a client over its own limit never touches the hot global keys),
+/// then, if they admitted, the global tiers; if a global tier denies, the client's tiers get
+/// their permits back by the core's refund (a second script call). Between the two calls,
+/// another check of the same client may see those permits taken: the error is on the
+/// strict side, never over a limit. Refund is exact for windows and logs, and for the
+/// buckets unless the key drained to idle in between.
+///
+/// ## Versioned state: reloads and rolling deploys
+///
+/// Every stored state carries a tag naming the shape and parameters it was written under
+/// (see the header of `scripts/store.lua`). A check that reads a state written under other
+/// parameters or another algorithm converts it, in the script, by the mirror of the core's
+/// [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale) (and the
+/// [`used`](crate::Algorithm::used) / [`with_used`](crate::Algorithm::with_used) pair to and
+/// from the sliding log): the permits used are carried, never an error, never over the new
+/// bound. The conversion is computed on every read of an old state and written with the
+/// next admitted request, so two processes running different rule versions on one key (a
+/// rolling deploy) each read the other's writes through the same rule. Keys of a removed
+/// rule or tier are never read again and expire by their TTL.
+///
+/// ## Time
+///
+/// By default the script reads the server's `TIME` ([`TimeSource::Server`]): one clock for
+/// the fleet. With [`TimeSource::Client`] it uses the instant the policy passes (its clock,
+/// Unix time by default); clients whose clocks disagree then disagree on windows (see
+/// [`TimeSource`]).
+///
+/// ## Failures
+///
+/// A call that fails (connection, timeout, server error) answers by the configured
+/// [`FailurePolicy`]: fail open (every tier admits, nothing recorded) or fail closed (every
+/// tier denies with the configured `retry_after`). Failures are scoped to what failed: a
+/// script error (a value of another type at one of the call's keys) answers that call
+/// only; a timeout or a lost connection skips Redis for the retry backoff, for every key
+/// on a single node, and on a cluster only for the hash tags of the failed call's group
+/// (one of 64), so one slow master does not degrade the keys of the others. [`FailurePolicy::Fallback`] is a limiter's option only: building a store with it
+/// is [`BuildError::FallbackUnsupported`].
+///
+/// The store's methods block the calling thread until Redis answers (the policy's API is
+/// synchronous): the I/O runs on the store's own one-thread tokio runtime, so a check may
+/// be called from any thread, including a tokio worker (which it then blocks for the round
+/// trip).
+///
 ///
 /// ```no_run
 /// use tollgate::policy::Policy;

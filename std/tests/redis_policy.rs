@@ -607,3 +607,62 @@ fn every_policy_feature_works_on_redis() {
     let server = RedisServer::start();
     policy_support::exercise_every_feature(store(RedisTarget::Single(server.url()), "features"));
 }
+
+/// The bug of the old scripts the tags fix: a fixed window moved from 1 s to 1 d under live
+/// keys reported `reset_after = u64::MAX` and set a TTL of 584 years. On the store the key
+/// is converted: its reset and its TTL are within the new day (plus the TTL slack), and
+/// the key of a rule removed by a reload keeps its TTL, so it expires.
+#[test]
+fn a_changed_or_removed_rule_leaves_keys_with_ttls_at_their_reset() {
+    let server = RedisServer::start();
+    let second = r#"
+        [[rules]]
+        name = "default"
+        limit = 5
+        window = "1s"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "search"
+        endpoint = "/search"
+        limit = 5
+        window = "1m"
+        algorithm = "fixed_window"
+    "#;
+    let store = RedisStore::new(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new("ttl").unwrap(),
+    )
+    .unwrap();
+    let default_key = store.redis_key("default", "default", Some("k"));
+    let search_key = store.redis_key("search", "search", Some("k"));
+    let policy = Policy::from_toml(second, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    let slack_ms = policy.backend().config().ttl_slack().as_millis() as i64;
+    let pttl = |key: &str| -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut server.connection())
+            .unwrap()
+    };
+    assert!(policy.allow("k", "/search", 1).unwrap().allowed());
+    assert!((1..=60_000 + 3 + slack_ms).contains(&pttl(&search_key)));
+    // The window grows from a second to a day, and /search is removed.
+    let day = r#"
+        [[rules]]
+        name = "default"
+        limit = 5
+        window = "1d"
+        algorithm = "fixed_window"
+    "#;
+    policy.reload_toml(day).unwrap();
+    let d = policy.allow("k", "/", 1).unwrap();
+    assert!(d.allowed());
+    assert!(d.reset_after() <= Nanos::from_secs(86_400));
+    let ttl = pttl(&default_key);
+    assert!((1..=86_400_000 + 3 + slack_ms).contains(&ttl), "{ttl} ms");
+    // The removed rule's key is never written again and still expires.
+    let ttl = pttl(&search_key);
+    assert!((1..=60_000 + 3 + slack_ms).contains(&ttl), "{ttl} ms");
+}

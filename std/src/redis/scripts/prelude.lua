@@ -22,9 +22,14 @@ local B2 = 281474976710656 -- 2^48
 local EXACT = 9007199254740992 -- 2^53
 local SMALL = 4503599627370496 -- 2^52
 local TWO32 = 4294967296
-local floor = math.floor
-local type, tonumber = type, tonumber
-local strsub, format = string.sub, string.format
+-- The globals the prelude uses, as locals. A function library's top level (run by
+-- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
+-- calls bind() on first use (`globals` is defined before the locals that shadow them).
+local function globals() return math.floor, type, tonumber, string.sub, string.format end
+local floor, type, tonumber, strsub, format
+local function bind()
+  floor, type, tonumber, strsub, format = globals()
+end
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
 -- array part once, instead of growing (and rehashing) it slot by slot.

@@ -1,7 +1,8 @@
 //! Redis backend under faults, against real servers: `kill -9` mid-traffic gives the
 //! configured failure policy without panics or hangs past the timeout, a restart recovers
 //! without rebuilding the limiter, a paused or sleeping server times out into the policy,
-//! and `SCRIPT FLUSH` is reloaded transparently.
+//! and `SCRIPT FLUSH` (on `EVALSHA`) and `FUNCTION FLUSH` (on `FCALL`) are reloaded
+//! transparently; a server without Redis Functions gets `EVALSHA`.
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -22,6 +23,11 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 const HANG: Duration = Duration::from_secs(5);
 
 fn limiter(server: &RedisServer, policy: FailurePolicy) -> Arc<RedisLimiter> {
+    limiter_with(server, policy, true)
+}
+
+/// `limiter`, running scripts as Redis Functions or (`functions` false) by `EVALSHA`.
+fn limiter_with(server: &RedisServer, policy: FailurePolicy, functions: bool) -> Arc<RedisLimiter> {
     let config = RedisConfig::new("faults")
         .unwrap()
         .with_timeout(TIMEOUT)
@@ -29,7 +35,8 @@ fn limiter(server: &RedisServer, policy: FailurePolicy) -> Arc<RedisLimiter> {
         .with_retry_backoff(Duration::from_millis(50))
         .with_failure_policy(policy)
         .unwrap()
-        .with_deny_cache(0);
+        .with_deny_cache(0)
+        .with_functions(functions);
     let rules = vec![RedisRule::new(
         "day",
         AlgorithmConfig::Gcra {
@@ -219,11 +226,12 @@ async fn debug_sleep_times_out_into_the_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_is_reloaded_transparently() {
     let server = RedisServer::start();
-    let limiter = limiter(
+    let limiter = limiter_with(
         &server,
         FailurePolicy::FailClosed {
             retry_after: Duration::from_secs(1),
         },
+        false,
     );
     // First use on a fresh server: EVALSHA → NOSCRIPT → EVAL.
     let d = check(&limiter, "k").await;
@@ -246,5 +254,83 @@ async fn script_flush_is_reloaded_transparently() {
     let after = limiter.stats();
     assert_eq!(after.script_reloads, 2);
     assert_eq!(after.round_trips, before.round_trips + 3);
+    assert_eq!(after.degraded, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_flush_is_reloaded_transparently() {
+    let server = RedisServer::start();
+    let limiter = limiter(
+        &server,
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        },
+    );
+    // First use on a fresh server: FCALL → Function not found → FUNCTION LOAD → FCALL.
+    let d = check(&limiter, "k").await;
+    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 9));
+    let before = limiter.stats();
+    assert_eq!(before.script_reloads, 1);
+    assert_eq!(before.round_trips, 3);
+    let d = check(&limiter, "k").await;
+    assert_eq!(d.decision.remaining, 8);
+    assert_eq!(
+        limiter.stats().round_trips,
+        before.round_trips + 1,
+        "one round trip per decision"
+    );
+    // The script cache is not what FCALL uses: flushing it changes nothing.
+    let _: String = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.connection())
+        .unwrap();
+    let d = check(&limiter, "k").await;
+    assert_eq!(d.decision.remaining, 7);
+    assert_eq!(limiter.stats().round_trips, before.round_trips + 2);
+    let _: String = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut server.connection())
+        .unwrap();
+    let d = check(&limiter, "k").await;
+    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 6));
+    let after = limiter.stats();
+    assert_eq!(after.script_reloads, 2);
+    assert_eq!(after.round_trips, before.round_trips + 5);
+    assert_eq!(after.degraded, 0);
+    // Loaded once per server, not per call.
+    let libraries: Vec<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(libraries.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_functions_gets_evalsha() {
+    // As Redis 6 answers: `unknown command` for FCALL and FUNCTION.
+    let server = RedisServer::start_with(&[
+        "--rename-command",
+        "FCALL",
+        "",
+        "--rename-command",
+        "FUNCTION",
+        "",
+    ]);
+    let limiter = limiter(
+        &server,
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        },
+    );
+    // FCALL → unknown command → EVALSHA → NOSCRIPT → EVAL.
+    let d = check(&limiter, "k").await;
+    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 9));
+    let before = limiter.stats();
+    assert_eq!((before.round_trips, before.script_reloads), (3, 1));
+    // From then on EVALSHA only: one round trip.
+    let d = check(&limiter, "k").await;
+    assert_eq!(d.decision.remaining, 8);
+    let after = limiter.stats();
+    assert_eq!(after.round_trips, before.round_trips + 1);
     assert_eq!(after.degraded, 0);
 }

@@ -1,7 +1,15 @@
 //! Redis backend benchmark: decisions per second through one process (1 and 16 concurrent
 //! tasks), round trips per decision (client counters and the server's own command
-//! statistics), the deny cache's effect on a hot denied key, against a plain `INCR` +
-//! `EXPIRE` fixed window (pipelined: one round trip) as the baseline.
+//! statistics) and the server's µs per decision (`INFO commandstats`), side by side in one
+//! run:
+//!
+//! - baselines: a plain `INCR` + `EXPIRE` fixed window (pipelined: one round trip), and the
+//!   textbook float GCRA script (`TIME`, `GET`, `SET` of a double) by `EVALSHA` and as a
+//!   Redis function (`FCALL`);
+//! - a `Policy` on a `RedisStore` (server time): one exact GCRA tier, and three tiers (GCRA,
+//!   fixed window, sliding window counter) in one rule, each by `FCALL` and by `EVALSHA`;
+//! - the `RedisLimiter`: GCRA, three tiers, and a hot denied key with the deny cache off
+//!   and on.
 //!
 //! Starts its own `redis-server` on a free loopback port (no persistence):
 //!
@@ -39,8 +47,9 @@ mod bench {
     use std::time::{Duration, Instant};
 
     use redis::aio::ConnectionManager;
-    use tollgate::redis::{RedisConfig, RedisLimiter, RedisRule, RedisTarget};
-    use tollgate::{AlgorithmConfig, Nanos};
+    use tollgate::policy::Policy;
+    use tollgate::redis::{RedisConfig, RedisLimiter, RedisRule, RedisStore, RedisTarget};
+    use tollgate::{AlgorithmConfig, MonotonicClock, Nanos};
 
     use super::server::RedisServer;
 
@@ -69,6 +78,7 @@ mod bench {
                 [
                     "cmdstat_evalsha:",
                     "cmdstat_eval:",
+                    "cmdstat_fcall:",
                     "cmdstat_incr:",
                     "cmdstat_expire:",
                 ]
@@ -95,7 +105,7 @@ mod bench {
         let (calls, usec) = server_work(server);
         let client = client_rt.map_or("-".to_owned(), |rt| format!("{rt:.3}"));
         println!(
-            "{:<46} {:>5} {:>12.0} {:>10} {:>12.3} {:>12.2}",
+            "{:<58} {:>5} {:>12.0} {:>10} {:>12.3} {:>12.2}",
             name,
             tasks,
             rate,
@@ -103,6 +113,50 @@ mod bench {
             calls as f64 / n.max(1) as f64,
             usec / n.max(1) as f64
         );
+    }
+
+    /// The textbook float GCRA (`TIME`, `GET`, `SET` of a double, seconds): KEYS[1] the
+    /// key, ARGV the emission interval T and the tolerance τ (seconds). Reply: allowed,
+    /// remaining, retry after and reset after (ms).
+    const FLOAT_GCRA: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local emission = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local new_tat = tat + emission
+local ahead = new_tat - now
+if ahead > tolerance then
+  return { 0, 0, math.ceil((ahead - tolerance) * 1000), math.ceil((tat - now) * 1000) }
+end
+redis.call('SET', KEYS[1], tostring(new_tat), 'PX', math.ceil(ahead * 1000))
+return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 1000) }
+"#;
+
+    /// Runs `threads` OS threads calling the blocking `op(thread, i)` for `duration`;
+    /// decisions per second and the count.
+    fn drive_blocking<F>(threads: usize, duration: Duration, op: F) -> (f64, u64)
+    where
+        F: Fn(usize, u64) + Send + Sync + 'static,
+    {
+        let op = Arc::new(op);
+        let start = Instant::now();
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let op = op.clone();
+                std::thread::spawn(move || {
+                    let mut i = 0u64;
+                    while start.elapsed() < duration {
+                        op(t, i);
+                        i += 1;
+                    }
+                    i
+                })
+            })
+            .collect();
+        let n: u64 = handles.into_iter().map(|h| h.join().expect("thread")).sum();
+        (n as f64 / start.elapsed().as_secs_f64(), n)
     }
 
     /// Runs `tasks` tasks calling `op(task, i)` for `duration`; decisions per second.
@@ -143,9 +197,12 @@ mod bench {
             duration
         );
         println!(
-            "{:<46} {:>5} {:>12} {:>10} {:>12} {:>12}",
+            "{:<58} {:>5} {:>12} {:>10} {:>12} {:>12}",
             "workload", "tasks", "decisions/s", "client RT/d", "server cmds/d", "server µs/d"
         );
+        baselines(&server, duration).await;
+        // The store blocks its caller and owns a runtime: run it off the async workers.
+        tokio::task::block_in_place(|| policies(&server, duration));
         // Mostly-admitting traffic over 10 000 keys: every decision is a script call.
         let open = AlgorithmConfig::Gcra {
             limit: 1_000_000,
@@ -274,6 +331,133 @@ mod bench {
                 n,
                 &server,
             );
+        }
+    }
+
+    /// The float GCRA script, by `EVALSHA` and by `FCALL`, over 10 000 keys.
+    async fn baselines(server: &RedisServer, duration: Duration) {
+        let client = redis::Client::open(server.url()).expect("url");
+        let manager = ConnectionManager::new(client).await.expect("connect");
+        let script = redis::Script::new(FLOAT_GCRA);
+        let library = format!(
+            "#!lua name=bench_float_gcra\nredis.register_function('bench_float_gcra', function(KEYS, ARGV)\n{FLOAT_GCRA}\nend)\n"
+        );
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(&library)
+            .query_async(&mut manager.clone())
+            .await
+            .expect("FUNCTION LOAD");
+        // T = 1 µs, τ = 1 s: 1 000 000/s with a burst of 1 000 000, as the tollgate rows.
+        let (emission, tolerance) = ("0.000001", "1");
+        for fcall in [false, true] {
+            for tasks in [1usize, 16] {
+                let (m, script) = (manager.clone(), script.clone());
+                // Warm the script cache (EVALSHA) before measuring.
+                let _: Vec<i64> = script
+                    .key("fg:warm")
+                    .arg(emission)
+                    .arg(tolerance)
+                    .invoke_async(&mut m.clone())
+                    .await
+                    .expect("float GCRA");
+                reset_server_stats(server);
+                let (rate, n) = drive(tasks, duration, move |t, i| {
+                    let (mut m, script) = (m.clone(), script.clone());
+                    async move {
+                        let key = format!("fg:{}", (t as u64 * 7919 + i) % 10_000);
+                        let reply: Vec<i64> = if fcall {
+                            redis::cmd("FCALL")
+                                .arg("bench_float_gcra")
+                                .arg(1)
+                                .arg(&key)
+                                .arg(emission)
+                                .arg(tolerance)
+                                .query_async(&mut m)
+                                .await
+                                .expect("FCALL")
+                        } else {
+                            script
+                                .key(&key)
+                                .arg(emission)
+                                .arg(tolerance)
+                                .invoke_async(&mut m)
+                                .await
+                                .expect("EVALSHA")
+                        };
+                        std::hint::black_box(reply);
+                    }
+                })
+                .await;
+                let name = if fcall {
+                    "baseline float GCRA script, FCALL"
+                } else {
+                    "baseline float GCRA script, EVALSHA"
+                };
+                report(name, tasks, rate, Some(1.0), n, server);
+            }
+        }
+    }
+
+    /// A `Policy` on a `RedisStore` (server time): one GCRA tier, and three tiers in one
+    /// rule, each by `FCALL` and by `EVALSHA`, over 10 000 clients.
+    fn policies(server: &RedisServer, duration: Duration) {
+        let one = r#"
+            [[rules]]
+            name = "default"
+            tiers = [{ name = "s", limit = 1000000, window = "1s", algorithm = "gcra" }]
+        "#;
+        let three = r#"
+            [[rules]]
+            name = "default"
+            tiers = [
+                { name = "s", limit = 1000000, window = "1s", algorithm = "gcra" },
+                { name = "m", limit = 1073741824, window = "60s", algorithm = "fixed_window" },
+                { name = "h", limit = 1000000, window = "1h", algorithm = "sliding_window_counter" },
+            ]
+        "#;
+        for (rules, tiers) in [
+            (one, "1 tier GCRA"),
+            (three, "3 tiers GCRA+fixed+sliding ctr"),
+        ] {
+            for functions in [true, false] {
+                for threads in [1usize, 16] {
+                    let config = RedisConfig::new("bp")
+                        .unwrap()
+                        .with_timeout(Duration::from_secs(5))
+                        .with_functions(functions);
+                    let store =
+                        RedisStore::new(RedisTarget::Single(server.url()), config).expect("store");
+                    let policy = Arc::new(
+                        Policy::from_toml(rules, MonotonicClock::new())
+                            .expect("rules")
+                            .store(store),
+                    );
+                    // Connect and load the script before measuring.
+                    policy.allow("warmup", "/", 1).expect("warmup");
+                    reset_server_stats(server);
+                    let before = policy.backend().stats();
+                    let p = policy.clone();
+                    let (rate, n) = drive_blocking(threads, duration, move |t, i| {
+                        let client = format!("c{}", (t as u64 * 7919 + i) % 10_000);
+                        let d = p.allow(&client, "/", 1).expect("allow");
+                        std::hint::black_box(d);
+                    });
+                    let after = policy.backend().stats();
+                    assert_eq!(after.degraded, before.degraded, "degraded decisions");
+                    let trips = after.round_trips - before.round_trips;
+                    let how = if functions { "FCALL" } else { "EVALSHA" };
+                    report(
+                        &format!("policy on RedisStore, {tiers}, {how}"),
+                        threads,
+                        rate,
+                        Some(trips as f64 / n as f64),
+                        n,
+                        server,
+                    );
+                }
+            }
         }
     }
 

@@ -30,6 +30,7 @@ pub struct RedisConfig {
     deny_cache: usize,
     fallback_keys: usize,
     ttl_slack: Duration,
+    functions: bool,
 }
 
 impl Default for RedisConfig {
@@ -44,6 +45,7 @@ impl Default for RedisConfig {
             deny_cache: 10_000,
             fallback_keys: 100_000,
             ttl_slack: Duration::ZERO,
+            functions: true,
         }
     }
 }
@@ -118,6 +120,19 @@ impl RedisConfig {
     pub fn with_ttl_slack(mut self, slack: Duration) -> Self {
         self.ttl_slack = slack;
         self
+    }
+
+    /// Whether scripts run as Redis Functions (`FUNCTION LOAD` once per server, then
+    /// `FCALL`; the default) or by `EVALSHA` / `EVAL`. A server without functions (Redis 6)
+    /// gets `EVALSHA` either way.
+    pub fn with_functions(mut self, functions: bool) -> Self {
+        self.functions = functions;
+        self
+    }
+
+    /// Whether scripts run as Redis Functions where the server has them.
+    pub fn functions(&self) -> bool {
+        self.functions
     }
 
     /// The key prefix.

@@ -1,12 +1,16 @@
 //! [`Connection`]: one lazily established handle to a single server (a reconnecting
-//! `ConnectionManager`) or a cluster (`ClusterConnection`), and the `EVALSHA` call with its
-//! `NOSCRIPT` reload.
+//! `ConnectionManager`) or a cluster (`ClusterConnection`), and the script call: `FCALL` of
+//! the script's function library, loaded (`FUNCTION LOAD REPLACE`) on the server that
+//! answers `Function not found`; `EVALSHA` with its `NOSCRIPT` reload on servers without
+//! Redis Functions (before 7.0).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::stats::Counters;
@@ -31,6 +35,22 @@ enum Connector {
 pub(crate) struct Connection {
     connector: Connector,
     handle: Mutex<Option<Handle>>,
+    /// Set once a server answered that it has no `FCALL` / `FUNCTION` (Redis 6): this
+    /// connection then runs scripts by `EVALSHA` / `EVAL` for good.
+    eval_only: AtomicBool,
+}
+
+/// The server has no such command (Redis before 7.0 for `FCALL` and `FUNCTION`).
+fn is_unknown_command(e: &RedisError) -> bool {
+    e.code() == Some("ERR") && e.detail().is_some_and(|d| d.starts_with("unknown command"))
+}
+
+/// `FCALL` of a function the server does not have (never loaded there, `FUNCTION FLUSH`, a
+/// restart without persistence, a failover to a replica that never saw the load).
+fn is_function_not_found(e: &RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
 }
 
 impl std::fmt::Debug for Connection {
@@ -78,6 +98,7 @@ impl Connection {
         Ok(Connection {
             connector,
             handle: Mutex::new(None),
+            eval_only: AtomicBool::new(!config.functions()),
         })
     }
 
@@ -110,9 +131,70 @@ impl Connection {
         }
     }
 
+    /// Sends `cmd` to the master of `key`'s slot in a cluster; to the one server otherwise.
+    async fn query_at(
+        &self,
+        cmd: &Cmd,
+        key: Option<&String>,
+        counters: &Counters,
+    ) -> Result<Value, RedisError> {
+        let mut handle = self.handle().await?;
+        Counters::bump(&counters.round_trips);
+        match (&mut handle, key) {
+            (Handle::Cluster(c), Some(key)) => {
+                let node =
+                    SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master));
+                c.route_command(cmd.clone(), RoutingInfo::SingleNode(node))
+                    .await
+            }
+            (Handle::Single(c), _) => cmd.query_async(c).await,
+            (Handle::Cluster(c), None) => cmd.query_async(c).await,
+        }
+    }
+
+    /// Runs `script` with `keys` and `args` (all in one slot): `FCALL` of its function; on
+    /// `Function not found` the library is loaded on that server (`FUNCTION LOAD REPLACE`,
+    /// counted in `script_reloads`) and the call retried once. A server without Redis
+    /// Functions (`unknown command`) switches this connection to [`eval`](Self::eval_sha)
+    /// for good.
+    pub(crate) async fn eval(
+        &self,
+        script: &LuaScript,
+        keys: &[String],
+        args: &[String],
+        counters: &Counters,
+    ) -> Result<Value, RedisError> {
+        // Relaxed: a hint; a racing call that still tries FCALL just gets the same answer.
+        if !self.eval_only.load(Ordering::Relaxed) {
+            let mut fcall = redis::cmd("FCALL");
+            fcall
+                .arg(script.function_name())
+                .arg(keys.len())
+                .arg(keys)
+                .arg(args);
+            match self.query(&fcall, counters).await {
+                Err(e) if is_function_not_found(&e) => {
+                    Counters::bump(&counters.script_reloads);
+                    let mut load = redis::cmd("FUNCTION");
+                    load.arg("LOAD").arg("REPLACE").arg(script.library());
+                    match self.query_at(&load, keys.first(), counters).await {
+                        Ok(_) => return self.query(&fcall, counters).await,
+                        Err(e) if is_unknown_command(&e) => {
+                            self.eval_only.store(true, Ordering::Relaxed)
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) if is_unknown_command(&e) => self.eval_only.store(true, Ordering::Relaxed),
+                other => return other,
+            }
+        }
+        self.eval_sha(script, keys, args, counters).await
+    }
+
     /// Runs `script` with `keys` and `args`: `EVALSHA`, and on `NOSCRIPT` (a restarted or
     /// failed-over node, `SCRIPT FLUSH`) `EVAL` of the body, which also caches it again.
-    pub(crate) async fn eval(
+    pub(crate) async fn eval_sha(
         &self,
         script: &LuaScript,
         keys: &[String],

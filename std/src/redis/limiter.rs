@@ -1,5 +1,5 @@
-//! [`RedisLimiter`]: the async Redis / Redis Cluster limiter. One check is one `EVALSHA`
-//! of the rules' script on one slot: every tier decided, all written or none.
+//! [`RedisLimiter`]: the async Redis / Redis Cluster limiter. One check is one `FCALL`
+//! (or `EVALSHA`) of the rules' script on one slot: every tier decided, all written or none.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 

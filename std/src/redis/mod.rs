@@ -27,8 +27,14 @@
 //!   (rounded up, plus 3 ms for Redis' millisecond expiry clock, plus
 //!   [`RedisConfig::with_ttl_slack`]), so idle state disappears and memory is bounded by
 //!   the active keys. A deny writes nothing.
-//! - **`EVALSHA`**, and on `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`) one `EVAL` of the
-//!   body, which caches it again: transparent, counted in [`RedisStats::script_reloads`].
+//! - **Redis Functions**: each script is a function library named after its SHA-1
+//!   ([`LuaScript::library`]), loaded with `FUNCTION LOAD REPLACE` on the server (in a
+//!   cluster: the slot's master) that answers `Function not found` (first use, restart,
+//!   failover, `FUNCTION FLUSH`), then called with `FCALL`; the prelude and the algorithms
+//!   are defined once per load, not per call. Where functions are missing (Redis 6) or
+//!   disabled ([`RedisConfig::with_functions`]): **`EVALSHA`**, and on `NOSCRIPT` (restart,
+//!   failover, `SCRIPT FLUSH`) one `EVAL` of the body, which caches it again. Either reload
+//!   is transparent and counted in [`RedisStats::script_reloads`].
 //! - **Tiers, all or nothing, one round trip**: the runner decides every rule, then writes
 //!   all of them only if all admit ([`RedisDecision`] says how they combine).
 //! - **Failures** (connect timeout, per-check timeout, connection loss, server errors) go

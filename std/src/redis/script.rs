@@ -1,5 +1,6 @@
 //! [`LuaScript`]: the server-side transition of a set of algorithms, as one Lua script and
-//! its SHA-1 (what `EVALSHA` names).
+//! its SHA-1 (what `EVALSHA` names), and the same script as a function library (what
+//! `FUNCTION LOAD` installs and `FCALL` calls).
 //!
 //! Each algorithm's transition lives in its own file under `scripts/` and mirrors the core's
 //! `decide` line by line; `prelude.lua` supplies exact multi-limb integer arithmetic (see the
@@ -22,7 +23,12 @@ const ALGORITHMS: [(&str, &str); 5] = [
     ("log", include_str!("scripts/sliding_window_log.lua")),
 ];
 
-/// A Lua script body and its SHA-1 hex digest.
+/// A Lua script: its body and SHA-1 hex digest (what `EVAL` / `EVALSHA` run), and the same
+/// definitions as a Redis function library (what `FUNCTION LOAD` installs and `FCALL` calls).
+///
+/// Both forms define the prelude, the algorithms and the runner's helpers at the top level
+/// and one entry point `main(keys, args)`: the library registers `main` as its function,
+/// so loading it runs the definitions once; the body ends in `return main(KEYS, ARGV)`.
 ///
 /// ```
 /// use tollgate::redis::{LuaScript, RedisRule};
@@ -35,12 +41,16 @@ const ALGORITHMS: [(&str, &str); 5] = [
 /// assert_eq!(script.sha().len(), 40);
 /// assert!(script.body().contains("ALGOS['fixed']"));
 /// assert!(!script.body().contains("ALGOS['gcra']"));
+/// assert_eq!(script.function_name(), format!("tollgate_{}", script.sha()));
+/// assert!(script.library().starts_with(&format!("#!lua name={}\n", script.function_name())));
 /// # Ok::<(), tollgate::redis::BuildError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LuaScript {
     body: String,
     sha: String,
+    library: String,
+    function: String,
 }
 
 impl LuaScript {
@@ -54,34 +64,51 @@ impl LuaScript {
         } else {
             3
         };
-        let mut body = format!("local NL = {limbs}\n");
-        body.push_str(PRELUDE);
-        for (name, source) in ALGORITHMS {
-            if rules.iter().any(|rule| rule.script_algorithm() == name) {
-                body.push('\n');
-                body.push_str(source);
-            }
-        }
-        body.push('\n');
-        body.push_str(RUNNER);
-        let sha = redis::Script::new(&body).get_hash().to_owned();
-        LuaScript { body, sha }
+        let algorithms = ALGORITHMS
+            .iter()
+            .filter(|(name, _)| rules.iter().any(|rule| rule.script_algorithm() == *name))
+            .map(|(_, source)| *source);
+        LuaScript::assemble(limbs, algorithms, RUNNER)
     }
 
     /// The policy store's script ([`RedisStore`](super::RedisStore)): every algorithm and
     /// the tagged-state runner, with 4 limbs (conversions widen to 6 where they need
     /// `u128`).
     pub fn for_store() -> LuaScript {
-        let mut body = String::from("local NL = 4\n");
-        body.push_str(PRELUDE);
-        for (_, source) in ALGORITHMS {
-            body.push('\n');
-            body.push_str(source);
+        LuaScript::assemble(4, ALGORITHMS.iter().map(|(_, source)| *source), STORE)
+    }
+
+    /// The prelude with `limbs` limbs per number, then `algorithms`, then `runner` (which
+    /// defines `main`), as an EVAL body and as a function library named after its SHA.
+    fn assemble<'a>(
+        limbs: u32,
+        algorithms: impl Iterator<Item = &'a str>,
+        runner: &str,
+    ) -> LuaScript {
+        let mut defs = format!("local NL = {limbs}\nlocal BASE_NL = NL\n");
+        defs.push_str(PRELUDE);
+        for source in algorithms {
+            defs.push('\n');
+            defs.push_str(source);
         }
-        body.push('\n');
-        body.push_str(STORE);
+        defs.push('\n');
+        defs.push_str(runner);
+        // The EVAL body reads the KEYS / ARGV globals before the runner's locals shadow them.
+        let body = format!(
+            "local EVAL_KEYS, EVAL_ARGV = KEYS, ARGV\n{defs}\nreturn main(EVAL_KEYS, EVAL_ARGV)\n"
+        );
         let sha = redis::Script::new(&body).get_hash().to_owned();
-        LuaScript { body, sha }
+        // Named after the body's SHA: two different scripts never replace each other's
+        // library, and the same script loaded twice replaces it with itself.
+        let function = format!("tollgate_{sha}");
+        let library =
+            format!("#!lua name={function}\n{defs}\nredis.register_function('{function}', main)\n");
+        LuaScript {
+            body,
+            sha,
+            library,
+            function,
+        }
     }
 
     /// The full Lua source (what `EVAL` sends after a `NOSCRIPT`).
@@ -92,5 +119,17 @@ impl LuaScript {
     /// The SHA-1 of the body, as `EVALSHA` wants it.
     pub fn sha(&self) -> &str {
         &self.sha
+    }
+
+    /// The function library (what `FUNCTION LOAD REPLACE` sends): `#!lua name=…`, the
+    /// definitions, and `redis.register_function` of [`function_name`](Self::function_name).
+    pub fn library(&self) -> &str {
+        &self.library
+    }
+
+    /// The name of the library and of its one function (what `FCALL` names):
+    /// `tollgate_` and the body's SHA-1.
+    pub fn function_name(&self) -> &str {
+        &self.function
     }
 }

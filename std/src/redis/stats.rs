@@ -22,7 +22,8 @@ pub struct RedisStats {
     pub deny_cache_hits: u64,
     /// Decisions made by the failure policy.
     pub degraded: u64,
-    /// Times a `NOSCRIPT` answer made the limiter send the script body again.
+    /// Times a `Function not found` (or, on `EVALSHA`, `NOSCRIPT`) answer made the limiter
+    /// send the script again (`FUNCTION LOAD`, or `EVAL` of the body).
     pub script_reloads: u64,
 }
 

@@ -42,20 +42,28 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     cluster: bool,
+    /// Extra command-line configuration (`--name value` pairs).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// A standalone server.
     pub fn start() -> RedisServer {
-        RedisServer::spawn(false)
+        RedisServer::spawn(false, Vec::new())
+    }
+
+    /// A standalone server with extra configuration, e.g. `["--rename-command", "FCALL",
+    /// ""]` to look like a server without Redis Functions.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::spawn(false, extra.iter().map(|s| (*s).to_owned()).collect())
     }
 
     /// A cluster-enabled node without slots.
     pub fn start_cluster_node() -> RedisServer {
-        RedisServer::spawn(true)
+        RedisServer::spawn(true, Vec::new())
     }
 
-    fn spawn(cluster: bool) -> RedisServer {
+    fn spawn(cluster: bool, extra: Vec<String>) -> RedisServer {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!(
             "tollgate-redis-{}-{}-{}",
@@ -69,6 +77,7 @@ impl RedisServer {
             port,
             dir,
             cluster,
+            extra,
         };
         server.launch();
         server
@@ -84,7 +93,8 @@ impl RedisServer {
             .arg("--dir")
             .arg(&self.dir)
             .arg("--logfile")
-            .arg(self.dir.join("redis.log"));
+            .arg(self.dir.join("redis.log"))
+            .args(&self.extra);
         if self.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
                 .arg("--cluster-config-file")

@@ -22,9 +22,14 @@ local B2 = 281474976710656 -- 2^48
 local EXACT = 9007199254740992 -- 2^53
 local SMALL = 4503599627370496 -- 2^52
 local TWO32 = 4294967296
-local floor = math.floor
-local type, tonumber = type, tonumber
-local strsub, format = string.sub, string.format
+-- The globals the prelude uses, as locals. A function library's top level (run by
+-- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
+-- calls bind() on first use (`globals` is defined before the locals that shadow them).
+local function globals() return math.floor, type, tonumber, string.sub, string.format end
+local floor, type, tonumber, strsub, format
+local function bind()
+  floor, type, tonumber, strsub, format = globals()
+end
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
 -- array part once, instead of growing (and rehashing) it slot by slot.
@@ -254,9 +259,21 @@ local function span_to(at, now)
   return clamp_u64(sat_sub(at, now))
 end
 
+-- The server's TIME in ns, s·10^9 + µs·1000, built limb by limb (a generic mul and add
+-- cost ~2.5 µs here). With s = sh·B + sl (sh < 256 while s < 2^32) and
+-- 10^9 = 59·B + 10144256, every partial product below is below 2^49: exact in a double.
 local function server_now()
   local t = redis.call('TIME')
-  return add(mul(tonumber(t[1]), 1000000000), tonumber(t[2]) * 1000)
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  local sh = floor(s / B)
+  local sl = s - sh * B
+  local x = sl * 10144256 + us * 1000
+  local c = floor(x / B)
+  local l1 = x - c * B
+  x = sl * 59 + sh * 10144256 + c
+  c = floor(x / B)
+  local l2 = x - c * B
+  return norm({ l1, l2, sh * 59 + c, 0, 0, 0 })
 end
 
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus

@@ -5,54 +5,61 @@
 -- ('1' check / '0' peek), tier count, then per tier: algorithm name and its arguments.
 -- Reply: all-admitted flag, the time used (16-hex), then per tier: allowed, remaining,
 -- reset_after, retry_after, delay (16-hex).
-local now
-if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
-local slack = tonumber(ARGV[2])
-local commit = ARGV[3] == '1'
-local tiers = tonumber(ARGV[4])
-local pos = 5
-local reply = { 1, tohex(now) }
-local writes = {}
-for i = 1, tiers do
-  local key = KEYS[i]
-  local algo = ALGOS[ARGV[pos]]
-  if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(ARGV[pos])) end
-  pos = pos + 1
-  local d, next, span
-  if algo.fields == 0 then
-    local view = zset_view(key, redis.call('ZCARD', key), 0)
-    d, next, span = algo.decide(view, ARGV, pos, now, false)
-    if next then
-      local limit_n = tonumber(ARGV[pos + 1])
-      writes[i] = function()
-        zset_append(key, next[1], next[2], view.next_seq())
-        local excess = view.n + next[2] - limit_n
-        if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
-        redis.call('PEXPIRE', key, ttl_ms(span, slack))
-      end
-    end
-  else
-    d, next, span = algo.decide(fields(redis.call('GET', key), algo.fields), ARGV, pos, now, false)
-    if next then
-      writes[i] = function()
-        local value = ''
-        for j = 1, #next do value = value .. tohex(next[j]) end
-        redis.call('SET', key, value, 'PX', ttl_ms(span, slack))
-      end
-    end
-  end
-  pos = pos + algo.args
-  if d[1] == 0 then reply[1] = 0 end
-  local base = 2 + 5 * (i - 1)
-  reply[base + 1] = d[1]
-  reply[base + 2] = tohex(d[2])
-  reply[base + 3] = tohex(d[3])
-  reply[base + 4] = tohex(d[4])
-  reply[base + 5] = tohex(d[5])
-end
-if reply[1] == 1 and commit then
+-- `main` is the entry point (FCALL's function, or the EVAL body's return); no function is
+-- defined per call.
+local function main(KEYS, ARGV)
+  if floor == nil then bind() end
+  NL = BASE_NL
+  local now
+  if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
+  local slack = tonumber(ARGV[2])
+  local commit = ARGV[3] == '1'
+  local tiers = tonumber(ARGV[4])
+  local pos = 5
+  local reply = { 1, tohex(now) }
+  local writes = {}
   for i = 1, tiers do
-    if writes[i] then writes[i]() end
+    local key = KEYS[i]
+    local algo = ALGOS[ARGV[pos]]
+    if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(ARGV[pos])) end
+    pos = pos + 1
+    local d, next, span
+    if algo.fields == 0 then
+      local view = zset_view(key, redis.call('ZCARD', key), 0)
+      d, next, span = algo.decide(view, ARGV, pos, now, false)
+      if next then
+        local limit_n = tonumber(ARGV[pos + 1])
+        writes[i] = { key = key, log = view, next = next, span = span, limit_n = limit_n }
+      end
+    else
+      d, next, span = algo.decide(fields(redis.call('GET', key), algo.fields), ARGV, pos, now, false)
+      if next then
+        writes[i] = { key = key, next = next, span = span }
+      end
+    end
+    pos = pos + algo.args
+    if d[1] == 0 then reply[1] = 0 end
+    local base = 2 + 5 * (i - 1)
+    reply[base + 1] = d[1]
+    reply[base + 2] = tohex(d[2])
+    reply[base + 3] = tohex(d[3])
+    reply[base + 4] = tohex(d[4])
+    reply[base + 5] = tohex(d[5])
   end
+  if reply[1] == 1 and commit then
+    for i = 1, tiers do
+      local w = writes[i]
+      if w and w.log then
+        zset_append(w.key, w.next[1], w.next[2], w.log.next_seq())
+        local excess = w.log.n + w.next[2] - w.limit_n
+        if excess > 0 then redis.call('ZREMRANGEBYRANK', w.key, 0, excess - 1) end
+        redis.call('PEXPIRE', w.key, ttl_ms(w.span, slack))
+      elseif w then
+        local value = ''
+        for j = 1, #w.next do value = value .. tohex(w.next[j]) end
+        redis.call('SET', w.key, value, 'PX', ttl_ms(w.span, slack))
+      end
+    end
+  end
+  return reply
 end
-return reply

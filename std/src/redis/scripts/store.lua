@@ -20,11 +20,11 @@
 -- algorithm's arguments. KEYS: one per tier.
 -- Reply: all-admitted flag, the time used (16-hex), then for a check or peek per tier:
 -- allowed, remaining, reset_after, retry_after, delay (16-hex).
-local now
-if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
-local slack = tonumber(ARGV[2])
-local op = ARGV[3]
-local tiers = tonumber(ARGV[4])
+--
+-- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
+-- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
+-- the helpers read as upvalues.
+local KEYS, ARGV, now, slack
 
 local TAG_LEN = { t = 17, f = 33, c = 33, l = 33 }
 local FIELDS = { t = 1, f = 2, c = 3 }
@@ -163,25 +163,6 @@ local function convert(old, kind, p1, p2, tag)
   end)
 end
 
--- One tier of the plan, read and converted.
-local tier = {}
-local pos = 5
-for i = 1, tiers do
-  local name, tag, cmax = ARGV[pos], ARGV[pos + 1], hex(ARGV[pos + 2])
-  local algo = ALGOS[name]
-  if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(name)) end
-  local kind, p1, p2 = parse_tag(tag)
-  if kind == nil or (kind == 'l') ~= (algo.fields == 0) then
-    return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
-  end
-  local old = load(KEYS[i], kind == 'l')
-  tier[i] = {
-    key = KEYS[i], algo = algo, tag = tag, kind = kind, cmax = cmax, pos = pos + 3,
-    old = old, state = convert(old, kind, p1, p2, tag),
-  }
-  pos = pos + 3 + algo.args
-end
-
 -- Writes a word state under the tier's tag, expiring when the state is fresh again
 -- (`span` from now, if the caller knows it).
 local function write_word(t, st, span)
@@ -221,51 +202,81 @@ local function write_log(t, keep, record, span)
   redis.call('PEXPIRE', key, ttl_ms(span, slack))
 end
 
-if op == 'r' or op == 'g' then
+-- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
+local function main(keys, args)
+  if floor == nil then bind() end
+  KEYS, ARGV = keys, args
+  NL = BASE_NL
+  if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
+  slack = tonumber(ARGV[2])
+  local op = ARGV[3]
+  local tiers = tonumber(ARGV[4])
+
+  -- One tier of the plan, read and converted.
+  local tier = {}
+  local pos = 5
   for i = 1, tiers do
-    local t = tier[i]
-    if op == 'g' or t.old ~= nil then
-      if t.kind == 'l' then
-        if op == 'r' then
-          write_log(t, t.state.n - t.algo.refund(t.state, ARGV, t.pos, now), nil)
+    local name, tag, cmax = ARGV[pos], ARGV[pos + 1], hex(ARGV[pos + 2])
+    local algo = ALGOS[name]
+    if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(name)) end
+    local kind, p1, p2 = parse_tag(tag)
+    if kind == nil or (kind == 'l') ~= (algo.fields == 0) then
+      return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
+    end
+    local old = load(KEYS[i], kind == 'l')
+    tier[i] = {
+      key = KEYS[i], algo = algo, tag = tag, kind = kind, cmax = cmax, pos = pos + 3,
+      old = old, state = convert(old, kind, p1, p2, tag),
+    }
+    pos = pos + 3 + algo.args
+  end
+
+  if op == 'r' or op == 'g' then
+    for i = 1, tiers do
+      local t = tier[i]
+      if op == 'g' or t.old ~= nil then
+        if t.kind == 'l' then
+          if op == 'r' then
+            write_log(t, t.state.n - t.algo.refund(t.state, ARGV, t.pos, now), nil)
+          else
+            write_log(t, t.state.n, t.algo.charge(t.state, ARGV, t.pos, now))
+          end
+        elseif op == 'r' then
+          write_word(t, t.algo.refund(t.state, ARGV, t.pos, now))
         else
-          write_log(t, t.state.n, t.algo.charge(t.state, ARGV, t.pos, now))
+          write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, t.cmax))
         end
-      elseif op == 'r' then
-        write_word(t, t.algo.refund(t.state, ARGV, t.pos, now))
-      else
-        write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, t.cmax))
       end
     end
+    return { 1, tohex(now) }
   end
-  return { 1, tohex(now) }
-end
 
-local reply = { 1, tohex(now) }
-local decided = {}
-for i = 1, tiers do
-  local t = tier[i]
-  local d, next, span = t.algo.decide(t.state, ARGV, t.pos, now, false)
-  decided[i] = { d, next, span }
-  if d[1] == 0 or op == 'q' then reply[1] = 0 end
-end
-for i = 1, tiers do
-  local t = tier[i]
-  local d, next, span = decided[i][1], decided[i][2], decided[i][3]
-  if reply[1] == 1 then
-    if op == 'c' and next then
-      if t.kind == 'l' then write_log(t, t.state.n, next, span) else write_word(t, next, span) end
-    end
-  elseif d[1] == 1 and op ~= 'p' then
-    -- the request did not count: an admitting tier reports its current state (a peek
-    -- reports what each tier would decide)
-    d = t.algo.decide(t.state, ARGV, t.pos, now, true)
+  local reply = { 1, tohex(now) }
+  local decided = {}
+  for i = 1, tiers do
+    local t = tier[i]
+    local d, next, span = t.algo.decide(t.state, ARGV, t.pos, now, false)
+    decided[i] = { d, next, span }
+    if d[1] == 0 or op == 'q' then reply[1] = 0 end
   end
-  local base = 2 + 5 * (i - 1)
-  reply[base + 1] = d[1]
-  reply[base + 2] = tohex(d[2])
-  reply[base + 3] = tohex(d[3])
-  reply[base + 4] = tohex(d[4])
-  reply[base + 5] = tohex(d[5])
+  for i = 1, tiers do
+    local t = tier[i]
+    local d, next, span = decided[i][1], decided[i][2], decided[i][3]
+    if reply[1] == 1 then
+      if op == 'c' and next then
+        if t.kind == 'l' then write_log(t, t.state.n, next, span) else write_word(t, next, span) end
+      end
+    elseif d[1] == 1 and op ~= 'p' then
+      -- the request did not count: an admitting tier reports its current state (a peek
+      -- reports what each tier would decide)
+      d = t.algo.decide(t.state, ARGV, t.pos, now, true)
+    end
+    local base = 2 + 5 * (i - 1)
+    reply[base + 1] = d[1]
+    reply[base + 2] = tohex(d[2])
+    reply[base + 3] = tohex(d[3])
+    reply[base + 4] = tohex(d[4])
+    reply[base + 5] = tohex(d[5])
+  end
+  return reply
 end
-return reply

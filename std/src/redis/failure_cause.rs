@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use redis::RedisError;
+
 /// Why Redis did not decide.
 ///
 /// ```
@@ -19,6 +21,23 @@ pub enum FailureCause {
     Server,
     /// A recent failure is still within the retry backoff: Redis was not tried.
     Backoff,
+}
+
+impl FailureCause {
+    /// The cause of a failed call: a timeout, a lost or refused connection, or anything
+    /// else the server answered.
+    pub(crate) fn of(error: &RedisError) -> FailureCause {
+        if error.is_timeout() {
+            FailureCause::Timeout
+        } else if error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+        {
+            FailureCause::Connection
+        } else {
+            FailureCause::Server
+        }
+    }
 }
 
 impl fmt::Display for FailureCause {

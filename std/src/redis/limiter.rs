@@ -3,8 +3,6 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use redis::RedisError;
-
 use super::connection::Connection;
 use super::deny_cache::DenyCache;
 use super::fallback::Fallback;
@@ -73,17 +71,6 @@ struct Request<'a> {
     at: Option<Nanos>,
     /// false: a peek (decide, write nothing, bypass the deny cache).
     commit: bool,
-}
-
-fn cause_of(error: &RedisError) -> FailureCause {
-    if error.is_timeout() {
-        FailureCause::Timeout
-    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
-    {
-        FailureCause::Connection
-    } else {
-        FailureCause::Server
-    }
 }
 
 impl RedisLimiter {
@@ -355,7 +342,7 @@ impl RedisLimiter {
             .eval(&self.script, &keys, &args, &self.counters);
         let outcome = match tokio::time::timeout(self.config.timeout(), call).await {
             Ok(Ok(value)) => decode_reply(&self.rules, &value).ok_or(FailureCause::Server),
-            Ok(Err(error)) => Err(cause_of(&error)),
+            Ok(Err(error)) => Err(FailureCause::of(&error)),
             Err(_elapsed) => Err(FailureCause::Timeout),
         };
         match outcome {

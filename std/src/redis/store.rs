@@ -4,7 +4,7 @@
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use redis::{RedisError, Value};
+use redis::Value;
 
 use super::connection::Connection;
 use super::rule::encode_algorithm;
@@ -215,17 +215,6 @@ fn push_escaped(key: &mut String, name: &str) {
     }
 }
 
-fn cause_of(error: &RedisError) -> FailureCause {
-    if error.is_timeout() {
-        FailureCause::Timeout
-    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
-    {
-        FailureCause::Connection
-    } else {
-        FailureCause::Server
-    }
-}
-
 /// The per-tier decisions of a check or peek reply (`None` if malformed).
 fn decode(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
     super::reply::decode_limits(limits, reply)
@@ -408,7 +397,7 @@ impl RedisStore {
                 .eval(&task.script, &keys, &args, &task.counters);
             let result = match tokio::time::timeout(task.config.timeout(), eval).await {
                 Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(cause_of(&error)),
+                Ok(Err(error)) => Err(FailureCause::of(&error)),
                 Err(_elapsed) => Err(FailureCause::Timeout),
             };
             // The receiver waits for this send; it is gone only if the caller panicked.

@@ -39,12 +39,7 @@ local function main(KEYS, ARGV)
     end
     pos = pos + algo.args
     if d[1] == 0 then reply[1] = 0 end
-    local base = 2 + 5 * (i - 1)
-    reply[base + 1] = d[1]
-    reply[base + 2] = tohex(d[2])
-    reply[base + 3] = tohex(d[3])
-    reply[base + 4] = tohex(d[4])
-    reply[base + 5] = tohex(d[5])
+    put_decision(reply, i, d)
   end
   if reply[1] == 1 and commit then
     for i = 1, tiers do

@@ -50,34 +50,31 @@ end
 -- The stored state of `key`: nil if absent; otherwise { kind, p1, p2, tag, st (fields) or
 -- view (a log), zset (the key is a sorted set) }. A value this runner did not write reads
 -- as kind nil (fresh, replaced by the next write).
+local function load_log(key, n)
+  -- a sorted set of n members: a log if its top member is our tag
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if top[2] == '1' then
+    local kind, p1, p2 = parse_tag(top[1])
+    if kind == 'l' then
+      return { kind = 'l', p1 = p1, p2 = p2, tag = top[1], view = zset_view(key, n - 1, 0), zset = true }
+    end
+  end
+  return { zset = true }
+end
+
 local function load(key, want_log)
   if want_log then
     local n = redis.pcall('ZCARD', key)
     if type(n) == 'number' then
       if n == 0 then return nil end
-      local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-      if top[2] == '1' then
-        local kind, p1, p2 = parse_tag(top[1])
-        if kind == 'l' then
-          return { kind = 'l', p1 = p1, p2 = p2, tag = top[1], view = zset_view(key, n - 1, 0), zset = true }
-        end
-      end
-      return { zset = true }
+      return load_log(key, n)
     end
   end
   local raw = redis.pcall('GET', key)
   if raw == false then return nil end
   if type(raw) ~= 'string' then
-    -- a sorted set: a log
-    local n = redis.call('ZCARD', key)
-    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if top[2] == '1' then
-      local kind, p1, p2 = parse_tag(top[1])
-      if kind == 'l' then
-        return { kind = 'l', p1 = p1, p2 = p2, tag = top[1], view = zset_view(key, n - 1, 0), zset = true }
-      end
-    end
-    return { zset = true }
+    -- not a string: a sorted set (a log), or a script error for a value of another type
+    return load_log(key, redis.call('ZCARD', key))
   end
   local kind, p1, p2, len = parse_tag(raw)
   local nf = kind and FIELDS[kind]
@@ -271,12 +268,7 @@ local function main(keys, args)
       -- reports what each tier would decide)
       d = t.algo.decide(t.state, ARGV, t.pos, now, true)
     end
-    local base = 2 + 5 * (i - 1)
-    reply[base + 1] = d[1]
-    reply[base + 2] = tohex(d[2])
-    reply[base + 3] = tohex(d[3])
-    reply[base + 4] = tohex(d[4])
-    reply[base + 5] = tohex(d[5])
+    put_decision(reply, i, d)
   end
   return reply
 end

@@ -87,8 +87,10 @@
 //!   the rounding of the limbs-to-double conversions (relative error below 2^-49),
 //!   subtracts `estimate × divisor` exactly, and repeats while the remainder is at least
 //!   the divisor (each round cuts the remainder by 2^39: two or three rounds for `u64`);
-//! - values cross the wire, and are stored in Redis, as 16-digit hex strings, parsed into
-//!   and printed from limbs exactly (two 32-bit halves, each exact in a double);
+//! - values are stored in Redis, and sent to the scripts, as 16-digit hex strings, parsed
+//!   into and printed from limbs exactly (two 32-bit halves, each exact in a double); a
+//!   decision's durations come back as integer replies when below 2^53 (exact), as hex
+//!   otherwise;
 //! - `TIME`'s seconds and microseconds become `s·10^9 + µs·10^3` ns in limbs;
 //! - products that only depend on the request and the parameters (`cost·T`, `cost/r`) are
 //!   computed by the client in checked `u64` (the core already bounds them), so the

@@ -7,8 +7,10 @@ use super::RedisRule;
 use crate::{Decision, Nanos};
 
 /// A 16-digit hex value of the reply (`tohex` in `prelude.lua`).
+/// A reply field: an integer (a value below 2^53) or 16 hex digits (any `u64`).
 fn parse_hex(value: &Value) -> Option<u64> {
     match value {
+        Value::Int(i) => u64::try_from(*i).ok(),
         Value::BulkString(bytes) => u64::from_str_radix(std::str::from_utf8(bytes).ok()?, 16).ok(),
         Value::SimpleString(s) => u64::from_str_radix(s, 16).ok(),
         _ => None,

@@ -4,7 +4,7 @@
 -- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, commit
 -- ('1' check / '0' peek), tier count, then per tier: algorithm name and its arguments.
 -- Reply: all-admitted flag, the time used (16-hex), then per tier: allowed, remaining,
--- reset_after, retry_after, delay (16-hex).
+-- reset_after, retry_after, delay (each an integer below 2^53, or 16 hex digits).
 -- `main` is the entry point (FCALL's function, or the EVAL body's return); no function is
 -- defined per call.
 local function main(KEYS, ARGV)

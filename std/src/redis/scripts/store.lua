@@ -19,7 +19,8 @@
 -- tag, cmax (16-hex, the most a window count holds, where a charge saturates), and the
 -- algorithm's arguments. KEYS: one per tier.
 -- Reply: all-admitted flag, the time used (16-hex), then for a check or peek per tier:
--- allowed, remaining, reset_after, retry_after, delay (16-hex).
+-- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
+-- digits).
 --
 -- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which

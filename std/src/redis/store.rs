@@ -81,9 +81,9 @@ pub const MAX_LOG_COST: u32 = 4096;
 /// is [`BuildError::FallbackUnsupported`].
 ///
 /// The store's methods block the calling thread until Redis answers (the policy's API is
-/// synchronous): the I/O runs on the store's own one-thread tokio runtime, so a check may
-/// be called from any thread, including a tokio worker (which it then blocks for the round
-/// trip).
+/// synchronous): a plain thread drives the call itself on the store's own tokio runtime;
+/// a tokio worker hands it to the store's I/O thread and waits (blocking that worker for
+/// the round trip).
 ///
 ///
 /// ```no_run
@@ -383,27 +383,26 @@ impl RedisStore {
             Counters::bump(&shared.counters.degraded);
             return Err(FailureCause::Backoff);
         }
-        let keys = call.keys.clone();
-        let mut args = call.args.clone();
-        op.code().clone_into(&mut args[2]);
-        let task = Arc::clone(shared);
-        let (tx, rx) = mpsc::sync_channel(1);
         let Some(runtime) = self.runtime.as_ref() else {
             return Err(FailureCause::Connection);
         };
-        runtime.spawn(async move {
-            let eval = task
-                .connection
-                .eval(&task.script, &keys, &args, &task.counters);
-            let result = match tokio::time::timeout(task.config.timeout(), eval).await {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(FailureCause::of(&error)),
-                Err(_elapsed) => Err(FailureCause::Timeout),
-            };
-            // The receiver waits for this send; it is gone only if the caller panicked.
-            let _ = tx.send(result);
-        });
-        let result = rx.recv().unwrap_or(Err(FailureCause::Connection));
+        let mut args = call.args.clone();
+        op.code().clone_into(&mut args[2]);
+        let result = if tokio::runtime::Handle::try_current().is_err() {
+            // A plain thread: drive the call on it (no hand-off to the I/O thread and back).
+            runtime.block_on(shared.eval(&call.keys, &args))
+        } else {
+            // Inside an async runtime, where blocking on another runtime is refused: the
+            // call runs on the store's I/O thread and this thread waits for its answer.
+            let keys = call.keys.clone();
+            let task = Arc::clone(shared);
+            let (tx, rx) = mpsc::sync_channel(1);
+            runtime.spawn(async move {
+                // The receiver waits for this send; it is gone only if the caller panicked.
+                let _ = tx.send(task.eval(&keys, &args).await);
+            });
+            rx.recv().unwrap_or(Err(FailureCause::Connection))
+        };
         match result {
             Ok(_) => {}
             // A script error belongs to the keys of this call (a value of another type at
@@ -466,6 +465,18 @@ impl RedisStore {
 }
 
 impl Shared {
+    /// One script call within the configured timeout: the reply, or why there is none.
+    async fn eval(&self, keys: &[String], args: &[String]) -> Result<Value, FailureCause> {
+        let eval = self
+            .connection
+            .eval(&self.script, keys, args, &self.counters);
+        match tokio::time::timeout(self.config.timeout(), eval).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(FailureCause::of(&error)),
+            Err(_elapsed) => Err(FailureCause::Timeout),
+        }
+    }
+
     /// Local monotonic ns since construction.
     fn local_now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)

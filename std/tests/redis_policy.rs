@@ -666,3 +666,31 @@ fn a_changed_or_removed_rule_leaves_keys_with_ttls_at_their_reset() {
     let ttl = pttl(&search_key);
     assert!((1..=60_000 + 3 + slack_ms).contains(&ttl), "{ttl} ms");
 }
+
+/// Redis down under `FailurePolicy::Fallback`: each client gets the configured share of
+/// its limit from this process' own bounded tables (half of 10 per hour: exactly 5), and
+/// Redis answers again once it is back.
+#[test]
+fn a_fallback_store_enforces_its_share_locally_while_redis_is_down() {
+    let mut server = RedisServer::start();
+    let policy = Policy::from_toml(TEN_PER_HOUR, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(fault_store(
+            RedisTarget::Single(server.url()),
+            "fallback",
+            FailurePolicy::Fallback { share: 0.5 },
+        ));
+    assert_eq!(policy.allow("a", "/", 1).unwrap().remaining(), 9);
+    server.kill();
+    for client in ["a", "b"] {
+        let admitted = (0..20)
+            .filter(|_| policy.allow(client, "/", 1).unwrap().allowed())
+            .count();
+        assert_eq!(admitted, 5, "{client}");
+    }
+    let local = policy.peek("a", "/", 1).unwrap();
+    assert_eq!((local.allowed(), local.limit()), (false, 5));
+    server.restart();
+    // Back on Redis (which lost its data with the restart: the key starts fresh).
+    assert_eq!(until_served(&policy, "a"), 9);
+}

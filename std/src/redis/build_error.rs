@@ -39,9 +39,6 @@ pub enum BuildError {
     Runtime(String),
     /// The Redis URL(s) could not be parsed.
     Url(String),
-    /// [`FailurePolicy::Fallback`](super::FailurePolicy::Fallback) on a
-    /// [`RedisStore`](super::RedisStore): a store answers failures by failing open or closed.
-    FallbackUnsupported,
 }
 
 impl fmt::Display for BuildError {
@@ -60,9 +57,6 @@ impl fmt::Display for BuildError {
             BuildError::InvalidShare => f.write_str("fallback share must be in (0, 1]"),
             BuildError::Runtime(e) => write!(f, "cannot start the tokio runtime: {e}"),
             BuildError::Url(e) => write!(f, "invalid Redis URL: {e}"),
-            BuildError::FallbackUnsupported => f.write_str(
-                "a Redis store fails open or closed; a fallback limiter is a RedisLimiter option",
-            ),
         }
     }
 }

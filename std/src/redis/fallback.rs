@@ -1,11 +1,14 @@
-//! [`Fallback`]: the in-process limiter that decides while Redis is unreachable
+//! The in-process fallbacks that decide while Redis is unreachable
 //! ([`FailurePolicy::Fallback`](super::FailurePolicy::Fallback)), with a share of every
-//! rule's limit, per key, in bounded memory.
+//! limit, per key, in bounded memory: [`Fallback`] for a limiter's flat rules, and
+//! [`PlanFallback`] for a [`RedisStore`](super::RedisStore)'s plans, in the policy's own
+//! bounded keyed tables.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::RedisRule;
+use crate::policy::{Plan, Tier, TierOutcome, TierStore};
 use crate::{
     Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, LogRing, Nanos, PackedAlgorithm,
     SlidingWindowLog,
@@ -45,6 +48,146 @@ fn scaled(config: &AlgorithmConfig, share: f64) -> AlgorithmConfig {
     const WHOLE: u64 = 1_000_000;
     let parts = (share.clamp(0.0, 1.0) * WHOLE as f64) as u64;
     config.share(parts, WHOLE)
+}
+
+/// The configuration a policy tier was compiled from (its kind, quota and window, and the
+/// burst, capacity or queue its algorithm keeps).
+fn config_of(tier: &Tier) -> AlgorithmConfig {
+    let (limit, window) = (tier.quota(), tier.window());
+    match tier.algorithm() {
+        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => AlgorithmConfig::Gcra {
+            limit,
+            period: window,
+            burst: g.burst_size(),
+        },
+        AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => AlgorithmConfig::TokenBucket {
+            capacity: t.capacity(),
+            refill_amount: limit,
+            refill_period: window,
+        },
+        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => AlgorithmConfig::LeakyBucket {
+            amount: limit,
+            period: window,
+            queue: l.queue_depth(),
+        },
+        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_)) => {
+            AlgorithmConfig::FixedWindow { limit, window }
+        }
+        AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(_)) => {
+            AlgorithmConfig::SlidingWindowCounter { limit, window }
+        }
+        AnyAlgorithm::Log(_) => AlgorithmConfig::SlidingWindowLog { limit, window },
+    }
+}
+
+/// The most tier tables a [`PlanFallback`] keeps (one per tier version met while Redis was
+/// down); past it they are all dropped and built again on use.
+const PLAN_FALLBACK_TABLES: usize = 64;
+
+/// What a [`PlanFallback`] is asked to do with some tiers of a plan.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LocalOp {
+    /// Decide, record all or nothing.
+    Check,
+    /// Decide, record nothing.
+    Peek,
+    /// Decide, record nothing, admitting tiers reported at cost 0.
+    PeekDenied,
+    /// Record whatever the limits say.
+    Charge,
+}
+
+/// A [`RedisStore`](super::RedisStore)'s fallback: each tier of a plan decided in this
+/// process with a share of its limit, in a bounded lock-free keyed table of its own (the
+/// in-process store's tables), built on the tier's first use while Redis is down.
+#[derive(Debug)]
+pub(crate) struct PlanFallback {
+    share: f64,
+    capacity: usize,
+    tables: Mutex<HashMap<u64, Arc<TierStore>>>,
+}
+
+impl PlanFallback {
+    /// A fallback granting `share` of every limit, for up to `capacity` keys per tier.
+    pub(crate) fn new(share: f64, capacity: usize) -> PlanFallback {
+        PlanFallback {
+            share,
+            capacity: capacity.max(1),
+            tables: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The table of `tier` (by version), built on first use.
+    fn table(&self, tier: &Tier) -> Option<Arc<TierStore>> {
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(table) = tables.get(&tier.version()) {
+            return Some(Arc::clone(table));
+        }
+        if tables.len() >= PLAN_FALLBACK_TABLES {
+            tables.clear();
+        }
+        // Scaling down cannot make a valid config invalid; keep the tier's own if it does.
+        let algorithm = scaled(&config_of(tier), self.share)
+            .build()
+            .unwrap_or(*tier.algorithm());
+        let table = Arc::new(TierStore::new(algorithm, self.capacity).ok()?);
+        tables.insert(tier.version(), Arc::clone(&table));
+        Some(table)
+    }
+
+    /// Runs `op` on the plan's tiers `tiers` at `now`, writing their decisions (for the
+    /// deciding operations) into `outcomes`; whether every tier admitted.
+    pub(crate) fn run(
+        &self,
+        plan: &Plan<'_>,
+        tiers: &[usize],
+        op: LocalOp,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> bool {
+        let planned = tiers
+            .iter()
+            .filter_map(|&i| Some((i, plan.get(i)?, self.table(plan.get(i)?.tier)?)));
+        let mut taken = Vec::with_capacity(tiers.len());
+        let mut all = true;
+        for (i, p, table) in planned {
+            let refuse = || deny_all(table.algorithm().limit());
+            let decision = match op {
+                LocalOp::Check => match table.take(p.key, now, p.cost) {
+                    Ok((decision, receipt)) => {
+                        if let Some(receipt) = receipt {
+                            taken.push((p.key, receipt, p.cost, Arc::clone(&table)));
+                        }
+                        decision
+                    }
+                    Err(_) => refuse(),
+                },
+                LocalOp::Peek | LocalOp::PeekDenied => {
+                    table.peek(p.key, now, p.cost).unwrap_or_else(|_| refuse())
+                }
+                LocalOp::Charge => {
+                    table.charge(p.key, now, p.cost);
+                    continue;
+                }
+            };
+            all &= decision.allowed;
+            outcomes[i].decision = decision;
+        }
+        if (op == LocalOp::Check && !all) || op == LocalOp::PeekDenied {
+            for (key, receipt, cost, table) in taken {
+                table.compensate(key, receipt, cost);
+            }
+            // The request did not count: admitting tiers report their current state.
+            for &i in tiers {
+                if let (Some(p), true) = (plan.get(i), outcomes[i].decision.allowed) {
+                    if let Some(Ok(current)) = self.table(p.tier).map(|t| t.peek(p.key, now, 0)) {
+                        outcomes[i].decision = current;
+                    }
+                }
+            }
+        }
+        all
+    }
 }
 
 impl Fallback {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use redis::Value;
 
 use super::connection::Connection;
+use super::fallback::{LocalOp, PlanFallback};
 use super::rule::encode_algorithm;
 use super::stats::Counters;
 use super::{
@@ -72,13 +73,16 @@ pub const MAX_LOG_COST: u32 = 4096;
 /// ## Failures
 ///
 /// A call that fails (connection, timeout, server error) answers by the configured
-/// [`FailurePolicy`]: fail open (every tier admits, nothing recorded) or fail closed (every
-/// tier denies with the configured `retry_after`). Failures are scoped to what failed: a
+/// [`FailurePolicy`]: fail open (every tier admits, nothing recorded), fail closed (every
+/// tier denies with the configured `retry_after`), or a fallback: each tier decided in
+/// this process with `share` of its limit, in a bounded lock-free keyed table per tier
+/// (the in-process store's tables, [`RedisConfig::with_fallback_keys`] keys each, built on
+/// first use; charges during the outage count there too, refunds are not applied).
+/// Failures are scoped to what failed: a
 /// script error (a value of another type at one of the call's keys) answers that call
 /// only; a timeout or a lost connection skips Redis for the retry backoff, for every key
 /// on a single node, and on a cluster only for the hash tags of the failed call's group
-/// (one of 64), so one slow master does not degrade the keys of the others. [`FailurePolicy::Fallback`] is a limiter's option only: building a store with it
-/// is [`BuildError::FallbackUnsupported`].
+/// (one of 64), so one slow master does not degrade the keys of the others.
 ///
 /// The store's methods block the calling thread until Redis answers (the policy's API is
 /// synchronous): a plain thread drives the call itself on the store's own tokio runtime;
@@ -108,6 +112,8 @@ pub const MAX_LOG_COST: u32 = 4096;
 #[derive(Debug)]
 pub struct RedisStore {
     shared: Arc<Shared>,
+    /// The in-process fallback, under [`FailurePolicy::Fallback`].
+    fallback: Option<PlanFallback>,
     /// The I/O runtime; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -225,9 +231,12 @@ impl RedisStore {
     /// the connection is made by the first check, and a store built while Redis is down
     /// works (by the failure policy) and recovers by itself.
     pub fn new(target: RedisTarget, config: RedisConfig) -> Result<RedisStore, BuildError> {
-        if let FailurePolicy::Fallback { .. } = config.failure_policy() {
-            return Err(BuildError::FallbackUnsupported);
-        }
+        let fallback = match config.failure_policy() {
+            FailurePolicy::Fallback { share } => {
+                Some(PlanFallback::new(share, config.fallback_keys()))
+            }
+            FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => None,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("tollgate-redis-store")
@@ -250,6 +259,7 @@ impl RedisStore {
                 config,
             }),
             runtime: Some(runtime),
+            fallback,
         })
     }
 
@@ -426,7 +436,14 @@ impl RedisStore {
 
     /// Runs a check or peek `call`, writing each covered tier's decision; `false` if any
     /// tier denied. A failure answers by the failure policy.
-    fn decide(&self, plan: &Plan<'_>, call: &Call, op: Op, outcomes: &mut [TierOutcome]) -> bool {
+    fn decide(
+        &self,
+        plan: &Plan<'_>,
+        call: &Call,
+        op: Op,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> bool {
         let limits: Vec<u64> = call
             .tiers
             .iter()
@@ -446,6 +463,14 @@ impl RedisStore {
                 all
             }
             Err(_cause) => {
+                if let Some(fallback) = &self.fallback {
+                    let local = match op {
+                        Op::Check => LocalOp::Check,
+                        Op::Peek => LocalOp::Peek,
+                        Op::PeekDenied | Op::Refund | Op::Charge => LocalOp::PeekDenied,
+                    };
+                    return fallback.run(plan, &call.tiers, local, now, outcomes);
+                }
                 let policy = self.shared.config.failure_policy();
                 for (&i, limit) in call.tiers.iter().zip(&limits) {
                     let cost = plan.get(i).map_or(0, |p| u64::from(p.cost));
@@ -454,7 +479,7 @@ impl RedisStore {
                             let retry = Nanos::from_duration(retry_after);
                             Decision::deny(*limit, 0, retry, retry)
                         }
-                        // Fail open (a fallback policy is refused at construction).
+                        // Fail open (a fallback policy answered above).
                         _ => Decision::allow(*limit, limit.saturating_sub(cost), Nanos::ZERO),
                     };
                 }
@@ -504,10 +529,10 @@ impl Store for RedisStore {
         for call in &calls {
             if denied {
                 // An earlier group denied: this one only reports.
-                self.decide(plan, call, Op::PeekDenied, outcomes);
+                self.decide(plan, call, Op::PeekDenied, now, outcomes);
                 continue;
             }
-            if self.decide(plan, call, Op::Check, outcomes) {
+            if self.decide(plan, call, Op::Check, now, outcomes) {
                 admitted.push(call);
             } else {
                 denied = true;
@@ -516,8 +541,11 @@ impl Store for RedisStore {
         if denied {
             // Give back what the groups that admitted took, then report their state.
             for call in admitted {
-                let _ = self.run(call, Op::Refund);
-                self.decide(plan, call, Op::PeekDenied, outcomes);
+                if self.run(call, Op::Refund).is_err() {
+                    // Redis took the permits and cannot give them back now: the strict
+                    // side (they return with the window or the drain).
+                }
+                self.decide(plan, call, Op::PeekDenied, now, outcomes);
             }
         }
         Ok(())
@@ -531,7 +559,7 @@ impl Store for RedisStore {
     ) -> Result<(), InsufficientCapacity> {
         Counters::bump(&self.shared.counters.decisions);
         for call in self.calls(plan, now, Op::Peek)? {
-            self.decide(plan, &call, Op::Peek, outcomes);
+            self.decide(plan, &call, Op::Peek, now, outcomes);
         }
         Ok(())
     }
@@ -547,7 +575,10 @@ impl Store for RedisStore {
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
         if let Ok(calls) = self.calls(plan, now, Op::Charge) {
             for call in calls {
-                let _ = self.run(&call, Op::Charge);
+                if let (Err(_), Some(fallback)) = (self.run(&call, Op::Charge), &self.fallback) {
+                    // Work done during an outage counts against the local share.
+                    fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
+                }
             }
         }
     }

@@ -334,7 +334,7 @@ fn every_policy_feature_works_through_the_trait() {
         !search.allowed(),
         "4 used of a new 3: exhausted, not a fresh burst"
     );
-    assert_eq!(search.tiers().last().unwrap().quota, 3);
+    assert_eq!(search.tiers().last().unwrap().quota(), 3);
     // Metered and AdaptivePenalty over it.
     let metered = Metered::new(
         AdaptivePenalty::new(

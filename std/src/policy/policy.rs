@@ -6,12 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use tollgate_core::Decision;
-
 use super::tier_store::fingerprint;
 use super::{
-    InProcess, Partition, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
-    PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome, MAX_TIERS,
+    InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
+    Request, RuleId, RuleSet, Store, Tier,
 };
 use crate::sync::plain::Ordering;
 use crate::sync::{SwapCell, SwapGuard};
@@ -241,7 +239,7 @@ fn assign_ids(registry: &mut Registry, set: &mut RuleSet) {
         if id == next {
             registry.names.push(rule.name());
         }
-        rule.id = id;
+        rule.set_id(id);
     }
 }
 
@@ -275,15 +273,12 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         plan_into(&mut plan, &set, request, |tier| {
             tier_cost(request, tier.max_cost())
         })?;
-        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
-        for (outcome, p) in outcomes.iter_mut().zip(plan.iter()) {
-            *outcome = p.outcome(NO_DECISION);
+        let mut decision = PolicyDecision::pending(&plan);
+        if !plan.is_empty() {
+            self.store.check(&plan, now, decision.outcomes_mut())?;
         }
-        let n = plan.len();
-        if n > 0 {
-            self.store.check(&plan, now, &mut outcomes[..n])?;
-        }
-        Ok(Self::finish(outcomes, n, request.divisor))
+        decision.settle(request.divisor);
+        Ok(decision)
     }
 
     fn peek_at(
@@ -296,15 +291,12 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         plan_into(&mut plan, &set, request, |tier| {
             tier_cost(request, tier.max_cost())
         })?;
-        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
-        for (outcome, p) in outcomes.iter_mut().zip(plan.iter()) {
-            *outcome = p.outcome(NO_DECISION);
+        let mut decision = PolicyDecision::pending(&plan);
+        if !plan.is_empty() {
+            self.store.peek(&plan, now, decision.outcomes_mut())?;
         }
-        let n = plan.len();
-        if n > 0 {
-            self.store.peek(&plan, now, &mut outcomes[..n])?;
-        }
-        Ok(Self::finish(outcomes, n, request.divisor))
+        decision.settle(request.divisor);
+        Ok(decision)
     }
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
@@ -336,9 +328,6 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         }
     }
 }
-
-/// A decision slot before the store fills it.
-const NO_DECISION: Decision = Decision::allow(0, 0, Nanos::ZERO);
 
 /// Fills `plan` with the tiers of `request` under `set`: every tier of every matching rule
 /// (global-slot rule first), with the key under its rule and the permits `cost` charges
@@ -408,31 +397,6 @@ impl<C, S> Policy<C, S> {
                 return ActiveSet { set, stripe };
             }
             set.in_flight.leave(stripe);
-        }
-    }
-
-    /// The combined decision over the first `n` outcomes, scaled down for a penalized
-    /// client (built in place: the outcome array is moved, not copied).
-    #[inline]
-    fn finish(outcomes: [TierOutcome; MAX_TIERS], n: usize, divisor: u32) -> PolicyDecision {
-        let mut decision = PolicyDecision::from_tiers(outcomes, n);
-        decision.scale_down(divisor);
-        decision
-    }
-}
-
-impl PlannedTier<'_> {
-    /// This tier's part of a policy decision.
-    #[inline]
-    fn outcome(&self, decision: Decision) -> TierOutcome {
-        TierOutcome {
-            rule: self.rule.id(),
-            rule_name: self.rule.name(),
-            name: self.tier.name(),
-            quota: self.tier.quota(),
-            window: self.tier.window(),
-            shared: self.rule.partition() == Partition::Global,
-            decision,
         }
     }
 }

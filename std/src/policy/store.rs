@@ -17,9 +17,9 @@
 
 use std::fmt;
 
-use tollgate_core::{InsufficientCapacity, Nanos};
+use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
-use super::tier_store::TakeReceipt as Receipt;
+use super::tier_store::{Prepared, TakeReceipt as Receipt};
 use super::{Rule, Tier, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
 
@@ -233,45 +233,33 @@ impl InProcess {
     }
 }
 
-impl Store for InProcess {
+impl InProcess {
+    /// Step 2 of the scheme, then step 3 if needed: takes every tier in order through
+    /// `take(i, tier, decision)` (which writes tier `i`'s decision and returns its
+    /// receipt); if one denies, compensates the tiers already taken and reports every tier
+    /// as it is now.
     #[inline(always)]
-    fn check(
+    fn take_all(
         &self,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
+        mut take: impl FnMut(
+            usize,
+            &PlannedTier<'_>,
+            &mut Decision,
+        ) -> Result<Option<Receipt>, InsufficientCapacity>,
     ) -> Result<(), InsufficientCapacity> {
-        let n = plan.len();
-        // The first tier needs no precheck: if its take denies, nothing has been taken.
-        if self.precheck && n > 1 {
-            let mut denied = false;
-            for (i, p) in plan.iter().enumerate().skip(1) {
-                let decision = p.tier.store.peek(p.key, now, p.cost)?;
-                denied |= !decision.allowed;
-                outcomes[i].decision = decision;
-            }
-            if denied {
-                if let Some(p) = plan.get(0) {
-                    outcomes[0].decision = p.tier.store.peek(p.key, now, p.cost)?;
-                }
-                Self::current_state(plan, outcomes, now);
-                return Ok(());
-            }
-        }
         let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
         for (i, p) in plan.iter().enumerate() {
-            let decision = match p.tier.store.take(p.key, now, p.cost) {
-                Ok((decision, receipt)) => {
-                    receipts[i] = receipt;
-                    decision
-                }
+            match take(i, p, &mut outcomes[i].decision) {
+                Ok(receipt) => receipts[i] = receipt,
                 Err(e) => {
                     Self::undo(plan, &receipts[..i]);
                     return Err(e);
                 }
-            };
-            outcomes[i].decision = decision;
-            if !decision.allowed {
+            }
+            if !outcomes[i].decision.allowed {
                 if receipts[..i].iter().any(Option::is_some) {
                     // Relaxed: a statistic.
                     self.compensations.fetch_add(1, Ordering::Relaxed);
@@ -286,6 +274,83 @@ impl Store for InProcess {
             }
         }
         Ok(())
+    }
+
+    /// The general path: prechecks tiers 2..n with peeks, then takes every tier.
+    #[inline(never)]
+    fn check_general(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        // The first tier needs no precheck: if its take denies, nothing has been taken.
+        if self.precheck && plan.len() > 1 {
+            let mut denied = false;
+            for (i, p) in plan.iter().enumerate().skip(1) {
+                let decision = p.tier.store.peek(p.key, now, p.cost)?;
+                denied |= !decision.allowed;
+                outcomes[i].decision = decision;
+            }
+            if denied {
+                if let Some(p) = plan.get(0) {
+                    outcomes[0].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                return Ok(());
+            }
+        }
+        self.take_all(plan, now, outcomes, |_, p, out| {
+            let (decision, receipt) = p.tier.store.take(p.key, now, p.cost)?;
+            *out = decision;
+            Ok(receipt)
+        })
+    }
+}
+
+impl Store for InProcess {
+    /// Every tier resident in a single-word table (the steady state) takes a fast path:
+    /// the precheck decides every tier (the first included) on the state it reads and
+    /// remembers that state, so the take that follows is one compare-and-swap per tier
+    /// with no second decision, unless another caller wrote the key in between. Anything
+    /// else (a new key, a log tier, a single tier, the precheck off) takes the general
+    /// path.
+    #[inline]
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        // Start loading every tier's buckets at once, so their cache misses overlap.
+        for p in plan {
+            p.tier.store.prefetch(p.key);
+        }
+        if !self.precheck || plan.len() < 2 {
+            return self.check_general(plan, now, outcomes);
+        }
+        let mut prepared = [Prepared::NONE; MAX_TIERS];
+        let mut denied = false;
+        for (i, p) in plan.iter().enumerate() {
+            match p
+                .tier
+                .store
+                .prepare(p.key, now, p.cost, &mut outcomes[i].decision)
+            {
+                Some(ready) => {
+                    prepared[i] = ready?;
+                    denied |= !outcomes[i].decision.allowed;
+                }
+                None => return self.check_general(plan, now, outcomes),
+            }
+        }
+        if denied {
+            Self::current_state(plan, outcomes, now);
+            return Ok(());
+        }
+        self.take_all(plan, now, outcomes, |i, p, out| {
+            p.tier.store.commit(p.key, now, p.cost, prepared[i], out)
+        })
     }
 
     fn peek(

@@ -77,6 +77,22 @@ pub(crate) struct TakeReceipt {
     hops: u8,
 }
 
+/// What [`TierStore::prepare`] decided: the state it decided on and the state to write
+/// (`None`: nothing to write).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Prepared {
+    state: u64,
+    next: Option<u64>,
+}
+
+impl Prepared {
+    /// A placeholder.
+    pub(crate) const NONE: Prepared = Prepared {
+        state: 0,
+        next: None,
+    };
+}
+
 /// Where a store keeps its keys' state.
 #[derive(Debug)]
 enum Cells {
@@ -155,6 +171,17 @@ impl TierStore {
         })
     }
 
+    /// Starts loading the table buckets that may hold `key` into the cache, without
+    /// waiting (a hint: it decides nothing). A check prefetches every tier of its plan
+    /// first, so the tiers' cache misses overlap instead of following one another. Does
+    /// nothing for a store not yet allocated, or for a log tier.
+    #[inline]
+    pub(crate) fn prefetch(&self, key: u64) {
+        if let Some(Cells::Words { table, .. }) = self.cells.get() {
+            table.prefetch(key);
+        }
+    }
+
     /// The algorithm every key of this store runs.
     pub(crate) fn algorithm(&self) -> &AnyAlgorithm {
         &self.algorithm
@@ -208,6 +235,82 @@ impl TierStore {
         }
     }
 
+    /// Step 1 of a two-step take (the in-process store's check of several tiers): decides
+    /// `cost` for `key` at `now` on its current state, writing the decision to `out` and
+    /// recording nothing. `None` when the fast path does not apply (a log tier, a store not
+    /// yet allocated, a key not resident, or a probe that raced a move): the caller then
+    /// takes the general path.
+    #[inline]
+    pub(crate) fn prepare(
+        &self,
+        key: u64,
+        now: Nanos,
+        cost: u32,
+        out: &mut Decision,
+    ) -> Option<Result<Prepared, InsufficientCapacity>> {
+        let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
+            return None;
+        };
+        table.update_if_found(key, |state| match algorithm.decide(state, now, cost) {
+            Ok(outcome) => {
+                *out = outcome.decision;
+                (
+                    None,
+                    Ok(Prepared {
+                        state,
+                        next: outcome.next,
+                    }),
+                )
+            }
+            Err(e) => (None, Err(e)),
+        })
+    }
+
+    /// Step 2 of a two-step take: records what [`prepare`](Self::prepare) decided, if the
+    /// key's state is still the one it decided on (one compare-and-swap, no second
+    /// decision); else decides again on the state found (another caller wrote meanwhile),
+    /// overwriting `out`. Returns the take's receipt (`None` if nothing was recorded: a
+    /// deny, or an admit that writes nothing).
+    #[inline]
+    pub(crate) fn commit(
+        &self,
+        key: u64,
+        now: Nanos,
+        cost: u32,
+        prepared: Prepared,
+        out: &mut Decision,
+    ) -> Result<Option<TakeReceipt>, InsufficientCapacity> {
+        let Some(next) = prepared.next else {
+            return Ok(None);
+        };
+        if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
+            let receipt = |before: u64, after: u64| TakeReceipt {
+                receipt: Receipt::Word { before, after },
+                hops: 0,
+            };
+            let committed = table.update_if_found(key, |state| {
+                if state == prepared.state {
+                    return (Some(next), Ok(Some(receipt(state, next))));
+                }
+                match algorithm.decide(state, now, cost) {
+                    Ok(outcome) => {
+                        *out = outcome.decision;
+                        let taken = outcome.next.map(|after| receipt(state, after));
+                        (outcome.next, Ok(taken))
+                    }
+                    Err(e) => (None, Err(e)),
+                }
+            });
+            if let Some(committed) = committed {
+                return committed;
+            }
+        }
+        // The key moved or was evicted since step 1: the general take.
+        let (decision, receipt) = self.take_h(key, now, cost, 0)?;
+        *out = decision;
+        Ok(receipt)
+    }
+
     /// Decides `cost` for the key with fingerprint `key` at `now`, recording it if
     /// admitted.
     #[inline]
@@ -217,9 +320,30 @@ impl TierStore {
         now: Nanos,
         cost: u32,
     ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
+        // The hot path, inline: a key already resident in a single-word table. Everything
+        // else (a new key, a log tier, a store a reload retired) goes to `take_h`.
+        if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
+            let decide = |state: u64| match algorithm.decide(state, now, cost) {
+                Ok(outcome) => {
+                    let receipt = outcome.next.map(|after| TakeReceipt {
+                        receipt: Receipt::Word {
+                            before: state,
+                            after,
+                        },
+                        hops: 0,
+                    });
+                    (outcome.next, Ok((outcome.decision, receipt)))
+                }
+                Err(e) => (None, Err(e)),
+            };
+            if let Some(taken) = table.update_if_found(key, decide) {
+                return taken;
+            }
+        }
         self.take_h(key, now, cost, 0)
     }
 
+    #[inline(never)]
     fn take_h(
         &self,
         h: u64,
@@ -344,9 +468,18 @@ impl TierStore {
         now: Nanos,
         cost: u32,
     ) -> Result<Decision, InsufficientCapacity> {
+        // The hot path, inline: a key resident in a single-word table. A miss (which may
+        // have raced a move) is confirmed by `peek_h`.
+        if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
+            let peek = |state: u64| (None, algorithm.peek(state, now, cost).map(|o| o.decision));
+            if let Some(peeked) = table.update_if_found(key, peek) {
+                return peeked;
+            }
+        }
         self.peek_h(key, now, cost)
     }
 
+    #[inline(never)]
     fn peek_h(&self, h: u64, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
         if let Some(cell) = self.snapshot(h) {
             return cell.peek(&self.algorithm, now, cost);

@@ -9,7 +9,7 @@ use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 use super::tier_store::fingerprint;
 use super::{
     InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
-    Request, RuleId, RuleSet, Store, Tier,
+    Request, RuleId, RuleSet, Store, Tier, TierOutcome,
 };
 use crate::sync::plain::Ordering;
 use crate::sync::{SwapCell, SwapGuard};
@@ -268,17 +268,7 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set();
-        let mut plan = Plan::new();
-        plan_into(&mut plan, &set, request, |tier| {
-            tier_cost(request, tier.max_cost())
-        })?;
-        let mut decision = PolicyDecision::pending(&plan);
-        if !plan.is_empty() {
-            self.store.check(&plan, now, decision.outcomes_mut())?;
-        }
-        decision.settle(request.divisor);
-        Ok(decision)
+        self.decide(request, |plan, outcomes| self.store.check(plan, now, outcomes))
     }
 
     fn peek_at(
@@ -286,17 +276,7 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set();
-        let mut plan = Plan::new();
-        plan_into(&mut plan, &set, request, |tier| {
-            tier_cost(request, tier.max_cost())
-        })?;
-        let mut decision = PolicyDecision::pending(&plan);
-        if !plan.is_empty() {
-            self.store.peek(&plan, now, decision.outcomes_mut())?;
-        }
-        decision.settle(request.divisor);
-        Ok(decision)
+        self.decide(request, |plan, outcomes| self.store.peek(plan, now, outcomes))
     }
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
@@ -382,6 +362,28 @@ impl<C, S> Policy<C, S> {
             // AcqRel: see above.
             self.generation.fetch_add(0, Ordering::AcqRel)
         }
+    }
+
+    /// A check or peek of `request`: the plan of the tiers it matches, decided by `decide`
+    /// (the store's check or peek), combined.
+    #[inline(always)]
+    fn decide(
+        &self,
+        request: &Request<'_>,
+        decide: impl FnOnce(&Plan<'_>, &mut [TierOutcome]) -> Result<(), InsufficientCapacity>,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let set = self.active_set();
+        let mut plan = Plan::new();
+        plan_into(&mut plan, &set, request, |tier| {
+            tier_cost(request, tier.max_cost())
+        })?;
+        let mut decision = PolicyDecision::empty();
+        decision.label(&plan);
+        if !plan.is_empty() {
+            decide(&plan, decision.outcomes_mut())?;
+        }
+        decision.settle(request.divisor);
+        Ok(decision)
     }
 
     /// The rule set in force, counted as in use until the returned value drops (see the

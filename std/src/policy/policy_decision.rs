@@ -67,22 +67,27 @@ impl PolicyDecision {
         decision
     }
 
-    /// A decision about to be made over `plan`'s tiers: each outcome labelled, its
-    /// decision not yet written (the store writes it through
-    /// [`outcomes_mut`](Self::outcomes_mut), then [`settle`](Self::settle) combines them).
-    /// Built in place in the caller's return slot: nothing is copied afterwards.
-    #[inline]
-    pub(crate) fn pending(plan: &Plan<'_>) -> PolicyDecision {
-        let mut decision = PolicyDecision {
+    /// A decision with no tier yet (see [`label`](Self::label)). Not a `const`: built
+    /// field by field, its unused slots (all zero bits) are cleared, not copied.
+    #[inline(always)]
+    pub(crate) fn empty() -> PolicyDecision {
+        PolicyDecision {
             decision: NO_RULE,
             tiers: [TierOutcome::EMPTY; MAX_TIERS],
-            len: plan.len().min(MAX_TIERS) as u8,
+            len: 0,
             tightest: u8::MAX,
-        };
-        for (outcome, p) in decision.tiers.iter_mut().zip(plan.iter()) {
+        }
+    }
+
+    /// Makes this (empty) decision one about to be made over `plan`'s tiers: each outcome
+    /// labelled, its decision not yet written (the store writes it through
+    /// [`outcomes_mut`](Self::outcomes_mut), then [`settle`](Self::settle) combines them).
+    #[inline]
+    pub(crate) fn label(&mut self, plan: &Plan<'_>) {
+        self.len = plan.len().min(MAX_TIERS) as u8;
+        for (outcome, p) in self.tiers.iter_mut().zip(plan.iter()) {
             *outcome = TierOutcome::labelled(p.tier.label(), NO_DECISION);
         }
-        decision
     }
 
     /// The outcomes a store fills in (as many as the plan has tiers).

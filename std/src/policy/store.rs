@@ -223,6 +223,24 @@ impl InProcess {
         }
     }
 
+    /// Compensates the takes of the fast path's step 2: tier `i` if bit `i` of `taken` is
+    /// set, with the receipt of `prepared[i]`. Counts a compensation if there was any.
+    #[cold]
+    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+        if taken == 0 {
+            return;
+        }
+        // Relaxed: a statistic.
+        self.compensations.fetch_add(1, Ordering::Relaxed);
+        for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
+            if taken & (1 << i) != 0 {
+                if let Some(receipt) = prepared.receipt() {
+                    p.tier.store.compensate(p.key, receipt, p.cost);
+                }
+            }
+        }
+    }
+
     /// Compensates the takes recorded in `receipts` for the tiers of `plan`.
     fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>]) {
         for (p, receipt) in plan.iter().zip(receipts) {
@@ -348,9 +366,42 @@ impl Store for InProcess {
             Self::current_state(plan, outcomes, now);
             return Ok(());
         }
-        self.take_all(plan, now, outcomes, |i, p, out| {
-            p.tier.store.commit(p.key, now, p.cost, prepared[i], out)
-        })
+        // Bit i: tier i recorded its take (the receipt is `prepared[i]`'s).
+        let mut taken = 0u32;
+        for (i, p) in plan.iter().enumerate() {
+            let committed = p.tier.store.commit(
+                p.key,
+                now,
+                p.cost,
+                &mut prepared[i],
+                &mut outcomes[i].decision,
+            );
+            match committed {
+                Some(Ok(true)) => taken |= 1 << i,
+                Some(Ok(false)) if outcomes[i].decision.allowed => {}
+                Some(Ok(false)) => {
+                    // Another caller took the last permit since step 1: compensate.
+                    self.undo_prepared(plan, &prepared, taken);
+                    // Report the other tiers as they are now (after the undo).
+                    for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                        outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                    }
+                    Self::current_state(plan, outcomes, now);
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    self.undo_prepared(plan, &prepared, taken);
+                    return Err(e);
+                }
+                None => {
+                    // The key left the table since step 1: give back what was taken and
+                    // start over on the general path.
+                    self.undo_prepared(plan, &prepared, taken);
+                    return self.check_general(plan, now, outcomes);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn peek(

@@ -99,14 +99,24 @@ pub struct TierOutcome {
     pub decision: Decision,
     /// The quota advertised to this client: the label's, divided for a penalized client.
     quota: u64,
-    label: &'static TierLabel,
+    /// `None` only in unused slots of a decision (so that those are all zero bits, which
+    /// makes a fresh decision cheap to initialise).
+    label: Option<&'static TierLabel>,
 }
 
 impl TierOutcome {
+    /// An unused slot: all zero bits.
     pub(crate) const EMPTY: TierOutcome = TierOutcome {
-        decision: Decision::allow(0, 0, Nanos::ZERO),
+        decision: Decision {
+            allowed: false,
+            limit: 0,
+            remaining: 0,
+            reset_after: Nanos::ZERO,
+            retry_after: Nanos::ZERO,
+            delay: Nanos::ZERO,
+        },
         quota: 0,
-        label: &TierLabel::NONE,
+        label: None,
     };
 
     /// An outcome of the tier `label` describes (interned: see [`TierLabel::intern`]).
@@ -120,32 +130,32 @@ impl TierOutcome {
         TierOutcome {
             decision,
             quota: label.quota,
-            label,
+            label: Some(label),
         }
     }
 
     /// The tier's description.
     #[inline]
     pub fn label(&self) -> &'static TierLabel {
-        self.label
+        self.label.unwrap_or(&TierLabel::NONE)
     }
 
     /// The rule the tier belongs to.
     #[inline]
     pub fn rule(&self) -> RuleId {
-        self.label.rule
+        self.label().rule
     }
 
     /// That rule's name.
     #[inline]
     pub fn rule_name(&self) -> &'static str {
-        self.label.rule_name
+        self.label().rule_name
     }
 
     /// The tier's name (the policy name in `RateLimit` headers).
     #[inline]
     pub fn name(&self) -> &'static str {
-        self.label.name
+        self.label().name
     }
 
     /// The limit per window advertised to this client: the configured one, divided for a
@@ -158,13 +168,13 @@ impl TierOutcome {
     /// The configured window.
     #[inline]
     pub fn window(&self) -> Nanos {
-        self.label.window
+        self.label().window
     }
 
     /// Whether every client shares this tier's state (see [`TierLabel::shared`]).
     #[inline]
     pub fn shared(&self) -> bool {
-        self.label.shared
+        self.label().shared
     }
 
     /// Divides the advertised quota by `divisor` (a penalized client).

@@ -45,7 +45,7 @@
 use std::sync::{Arc, OnceLock};
 
 use tollgate_core::{
-    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm,
+    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, Outcome, PackedAlgorithm,
 };
 
 use super::keyed_cells::{KeyedCells, KeyedValue};
@@ -77,6 +77,25 @@ pub(crate) struct TakeReceipt {
     hops: u8,
 }
 
+/// `algorithm.decide(state, now, cost)`, dispatched here so that each algorithm's
+/// transition can inline into the check: the core's dispatch is too large to inline, and
+/// its outcome then travels back through memory, which costs more than the transition.
+#[inline(always)]
+fn decide_inline(
+    algorithm: &PackedAlgorithm,
+    state: u64,
+    now: Nanos,
+    cost: u32,
+) -> Result<Outcome, InsufficientCapacity> {
+    match algorithm {
+        PackedAlgorithm::Gcra(a) => a.decide(state, now, cost),
+        PackedAlgorithm::TokenBucket(a) => a.decide(state, now, cost),
+        PackedAlgorithm::LeakyBucket(a) => a.decide(state, now, cost),
+        PackedAlgorithm::FixedWindow(a) => a.decide(state, now, cost),
+        PackedAlgorithm::SlidingWindowCounter(a) => a.decide(state, now, cost),
+    }
+}
+
 /// What [`TierStore::prepare`] decided: the state it decided on and the state to write
 /// (`None`: nothing to write).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -86,6 +105,18 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
+    /// The receipt of the take that recorded it (step 2 of a two-step take), if it wrote.
+    #[inline]
+    pub(crate) fn receipt(&self) -> Option<TakeReceipt> {
+        self.next.map(|after| TakeReceipt {
+            receipt: Receipt::Word {
+                before: self.state,
+                after,
+            },
+            hops: 0,
+        })
+    }
+
     /// A placeholder.
     pub(crate) const NONE: Prepared = Prepared {
         state: 0,
@@ -251,7 +282,7 @@ impl TierStore {
         let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
             return None;
         };
-        table.update_if_found(key, |state| match algorithm.decide(state, now, cost) {
+        table.update_if_found(key, |state| match decide_inline(algorithm, state, now, cost) {
             Ok(outcome) => {
                 *out = outcome.decision;
                 (
@@ -269,46 +300,40 @@ impl TierStore {
     /// Step 2 of a two-step take: records what [`prepare`](Self::prepare) decided, if the
     /// key's state is still the one it decided on (one compare-and-swap, no second
     /// decision); else decides again on the state found (another caller wrote meanwhile),
-    /// overwriting `out`. Returns the take's receipt (`None` if nothing was recorded: a
-    /// deny, or an admit that writes nothing).
+    /// overwriting `out` and `prepared`. Whether something was recorded (`false`: a deny,
+    /// or an admit that writes nothing); `None` if the key is no longer resident (evicted
+    /// or moved since step 1, which recorded nothing): the caller takes the general path.
     #[inline]
     pub(crate) fn commit(
         &self,
         key: u64,
         now: Nanos,
         cost: u32,
-        prepared: Prepared,
+        prepared: &mut Prepared,
         out: &mut Decision,
-    ) -> Result<Option<TakeReceipt>, InsufficientCapacity> {
+    ) -> Option<Result<bool, InsufficientCapacity>> {
         let Some(next) = prepared.next else {
-            return Ok(None);
+            return Some(Ok(false));
         };
-        if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
-            let receipt = |before: u64, after: u64| TakeReceipt {
-                receipt: Receipt::Word { before, after },
-                hops: 0,
-            };
-            let committed = table.update_if_found(key, |state| {
-                if state == prepared.state {
-                    return (Some(next), Ok(Some(receipt(state, next))));
-                }
-                match algorithm.decide(state, now, cost) {
-                    Ok(outcome) => {
-                        *out = outcome.decision;
-                        let taken = outcome.next.map(|after| receipt(state, after));
-                        (outcome.next, Ok(taken))
-                    }
-                    Err(e) => (None, Err(e)),
-                }
-            });
-            if let Some(committed) = committed {
-                return committed;
+        let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
+            return None;
+        };
+        table.update_if_found(key, |state| {
+            if state == prepared.state {
+                return (Some(next), Ok(true));
             }
-        }
-        // The key moved or was evicted since step 1: the general take.
-        let (decision, receipt) = self.take_h(key, now, cost, 0)?;
-        *out = decision;
-        Ok(receipt)
+            match algorithm.decide(state, now, cost) {
+                Ok(outcome) => {
+                    *out = outcome.decision;
+                    *prepared = Prepared {
+                        state,
+                        next: outcome.next,
+                    };
+                    (outcome.next, Ok(outcome.next.is_some()))
+                }
+                Err(e) => (None, Err(e)),
+            }
+        })
     }
 
     /// Decides `cost` for the key with fingerprint `key` at `now`, recording it if

@@ -86,7 +86,9 @@ impl<'a> Plan<'a> {
     /// The tiers, in order.
     #[inline]
     pub fn iter(&self) -> PlanIter<'_, 'a> {
-        self.tiers[..self.len].iter().flatten()
+        PlanIter {
+            tiers: self.tiers[..self.len].iter(),
+        }
     }
 
     /// Tier `i`.
@@ -96,8 +98,28 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// The iterator of [`Plan::iter`].
-pub type PlanIter<'p, 'a> = core::iter::Flatten<core::slice::Iter<'p, Option<PlannedTier<'a>>>>;
+/// The iterator of [`Plan::iter`]: the tiers, in order.
+#[derive(Clone, Debug)]
+pub struct PlanIter<'p, 'a> {
+    /// The plan's filled slots (every one `Some`).
+    tiers: core::slice::Iter<'p, Option<PlannedTier<'a>>>,
+}
+
+impl<'p, 'a> Iterator for PlanIter<'p, 'a> {
+    type Item = &'p PlannedTier<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'p PlannedTier<'a>> {
+        self.tiers.next()?.as_ref()
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.tiers.size_hint()
+    }
+}
+
+impl ExactSizeIterator for PlanIter<'_, '_> {}
 
 impl<'p, 'a> IntoIterator for &'p Plan<'a> {
     type Item = &'p PlannedTier<'a>;

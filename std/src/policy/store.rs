@@ -169,13 +169,23 @@ pub trait Store: Send + Sync + fmt::Debug {
 /// Tiers live in different atomic words (different keys, different rules), so no single
 /// compare-and-swap can cover them. The store therefore:
 ///
-/// 1. *prechecks*: peeks every tier but the first (loads only). If any would deny, it
-///    answers the deny with nothing consumed — a flood of denied requests writes nothing;
-/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap
-///    (a deny by the first tier has taken nothing, which is why it needs no precheck);
+/// 1. *prechecks*: decides every tier on the state it reads, writing nothing, and keeps
+///    each state read and the state its take would write. If any tier denies, it answers
+///    the deny with nothing consumed — a flood of denied requests writes nothing;
+/// 2. *takes* each tier in turn: one compare-and-swap from the state read in step 1 to
+///    the state decided there. Only if another caller wrote the key in between does it
+///    decide again, on the state it finds;
 /// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
 ///    and 2), *compensates* every tier already taken with the core's
 ///    [`undo`](tollgate_core::Algorithm::undo), using the receipt of its own take.
+///
+/// Steps 1 and 2 each find the key once per tier, and each tier is decided once: the
+/// check path has no lock, no allocation, one clock read (by the policy) and one
+/// compare-and-swap per tier. That fast path covers keys already held by single-word
+/// tiers (the steady state); a key's first request, a sliding-log tier, a key that left
+/// its table between the steps (whose takes are then given back first), or a plan of one
+/// tier takes the general path: peek every tier but the first (whose take, if it denies,
+/// has taken nothing), then take each in turn with a full lookup, then step 3 as above.
 ///
 /// Compensation is exact for the fixed and sliding windows and the sliding log, and for
 /// the buckets whenever the racing callers share a clock reading (the conditions are on
@@ -245,15 +255,21 @@ impl InProcess {
         }
     }
 
-    /// Compensates the takes of the fast path's step 2: tier `i` if bit `i` of `taken` is
-    /// set, with the receipt of `prepared[i]`. Counts a compensation if there was any.
+    /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
+    /// if there was any: see [`give_back`](Self::give_back).
     #[cold]
     fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
-        if taken == 0 {
-            return;
+        if taken != 0 {
+            // Relaxed: a statistic.
+            self.compensations.fetch_add(1, Ordering::Relaxed);
+            Self::give_back(plan, prepared, taken);
         }
-        // Relaxed: a statistic.
-        self.compensations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Undoes the takes of the fast path's step 2: tier `i`'s if bit `i` of `taken` is
+    /// set, with the receipt of `prepared[i]`.
+    #[cold]
+    fn give_back(plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
         for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
             if taken & (1 << i) != 0 {
                 if let Some(receipt) = prepared.receipt() {
@@ -412,7 +428,7 @@ impl Store for InProcess {
                     return Ok(());
                 }
                 Some(Err(e)) => {
-                    self.undo_prepared(plan, &prepared, taken);
+                    Self::give_back(plan, &prepared, taken);
                     return Err(e);
                 }
                 None => {

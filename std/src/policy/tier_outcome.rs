@@ -183,3 +183,16 @@ impl TierOutcome {
         self.quota /= divisor;
     }
 }
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyDecision;
+
+    /// What the docs promise: a decision cheap enough to return by value.
+    #[test]
+    fn outcomes_and_decisions_stay_compact() {
+        assert_eq!(core::mem::size_of::<TierOutcome>(), 64);
+        assert_eq!(core::mem::size_of::<PolicyDecision>(), 568);
+    }
+}

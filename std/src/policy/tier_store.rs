@@ -772,6 +772,41 @@ mod tests {
         assert!(next.memory_bytes() > 100_000 * 19);
     }
 
+    /// The two-step take: a commit records what the prepare decided when the state is
+    /// unchanged, and decides again (here: a deny, writing nothing) when another caller
+    /// wrote the key in between; a key not resident has no fast path.
+    #[test]
+    fn commit_records_the_prepared_take_or_decides_again() {
+        let store = TierStore::new(gcra(10, 10), 100).unwrap();
+        let k = fingerprint("k");
+        let mut out = Decision::allow(0, 0, Nanos::ZERO);
+        assert!(store.prepare(k, Nanos::ZERO, 1, &mut out).is_none());
+        assert_eq!(admitted(&store, "k", 8), 8);
+        // Unchanged state: one CAS records the prepared take.
+        let mut prepared = store.prepare(k, Nanos::ZERO, 1, &mut out).unwrap().unwrap();
+        assert!(out.allowed && out.remaining == 1);
+        let receipt = prepared.receipt().unwrap();
+        assert_eq!(
+            store.commit(k, Nanos::ZERO, 1, &mut prepared, &mut out),
+            Some(Ok(true))
+        );
+        assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 1);
+        // Its receipt undoes it exactly.
+        store.compensate(k, receipt, 1);
+        assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 2);
+        assert_eq!(admitted(&store, "k", 1), 1);
+        // Another caller takes the last permit between the steps: decided again, denied.
+        let mut prepared = store.prepare(k, Nanos::ZERO, 1, &mut out).unwrap().unwrap();
+        assert!(out.allowed);
+        assert_eq!(admitted(&store, "k", 1), 1);
+        assert_eq!(
+            store.commit(k, Nanos::ZERO, 1, &mut prepared, &mut out),
+            Some(Ok(false))
+        );
+        assert!(!out.allowed);
+        assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 0);
+    }
+
     /// After the grace period, before the sweep: a check still on the old store updates keys the old
     /// store holds, sends keys it does not hold to the successor (never inserting them in
     /// the retired store), and keys move once, with their state.

@@ -274,7 +274,9 @@ fn reload_case(_: &Scale, schedule: Schedule) -> Vec<Row> {
     let texts = [POLICY_RULES.to_owned(), changed];
     let governor = ArcSwap::from_pointee(GovernorTrio::new());
     for client in clients.iter() {
-        assert!(policy.allow(client, "/search", 1).is_ok_and(|d| d.allowed()));
+        assert!(policy
+            .allow(client, "/search", 1)
+            .is_ok_and(|d| d.allowed()));
         assert!(governor.load().check(client));
     }
     let overhead = timer_overhead();

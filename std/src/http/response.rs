@@ -474,17 +474,19 @@ mod tests {
     #[test]
     fn unsendable_tier_names_leave_the_field_out() {
         use crate::policy::{RuleId, TierLabel};
-        let tier = |name| TierOutcome::new(
-            TierLabel {
-                rule: RuleId(0),
-                rule_name: "r",
-                name,
-                quota: 10,
-                window: Nanos::from_secs(60),
-                shared: false,
-            },
-            Decision::allow(10, 9, Nanos::from_secs(6)),
-        );
+        let tier = |name| {
+            TierOutcome::new(
+                TierLabel {
+                    rule: RuleId(0),
+                    rule_name: "r",
+                    name,
+                    quota: 10,
+                    window: Nanos::from_secs(60),
+                    shared: false,
+                },
+                Decision::allow(10, 9, Nanos::from_secs(6)),
+            )
+        };
         let ok = PolicyDecision::combine(&[tier("api")]);
         let h = HeaderStyle::Draft10.render(&ok, &[tier("shadow")], "k");
         assert_eq!(h["ratelimit"], "\"api\";r=9;t=6, \"shadow\";r=9;t=6");

@@ -202,7 +202,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.check_at(&Request::new(client, endpoint, cost), self.clock.now())
+        self.check_with(&Request::new(client, endpoint, cost), || self.clock.now())
     }
 
     /// [`allow`](Self::allow) at a given `now`.
@@ -223,12 +223,40 @@ impl<C: Clock, S: Store> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.peek_at(&Request::new(client, endpoint, cost), self.clock.now())
+        self.peek_with(&Request::new(client, endpoint, cost), || self.clock.now())
     }
 
     /// Gives `cost` permits back to every matching tier now.
     pub fn refund(&self, client: &str, endpoint: &str, cost: u32) {
         self.refund_at(&Request::new(client, endpoint, cost), self.clock.now())
+    }
+}
+
+impl<C: Clock, S: Store> Policy<C, S> {
+    /// A check of `request` at the time `now()` returns, called once, after the rules are
+    /// matched and the tiers' state is being fetched (so the clock read overlaps the
+    /// cache misses instead of preceding them); not at all if no rule matches.
+    #[inline(always)]
+    fn check_with(
+        &self,
+        request: &Request<'_>,
+        now: impl FnOnce() -> Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.decide(request, |plan, outcomes| {
+            self.store.check(plan, now(), outcomes)
+        })
+    }
+
+    /// [`check_with`](Self::check_with)'s peek.
+    #[inline(always)]
+    fn peek_with(
+        &self,
+        request: &Request<'_>,
+        now: impl FnOnce() -> Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.decide(request, |plan, outcomes| {
+            self.store.peek(plan, now(), outcomes)
+        })
     }
 }
 
@@ -268,7 +296,7 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide(request, |plan, outcomes| self.store.check(plan, now, outcomes))
+        self.check_with(request, || now)
     }
 
     fn peek_at(
@@ -276,7 +304,28 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide(request, |plan, outcomes| self.store.peek(plan, now, outcomes))
+        self.peek_with(request, || now)
+    }
+
+    // The convenience forms read the clock after matching the rules (see `check_with`).
+    #[inline]
+    fn allow(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        Policy::allow(self, client, endpoint, cost)
+    }
+
+    #[inline]
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        Policy::peek(self, client, endpoint, cost)
     }
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
@@ -327,6 +376,10 @@ fn plan_into<'a>(
     {
         let key = rule.key_id(client);
         for tier in rule.tiers() {
+            // Start loading the in-process state's cache lines now (a hint; nothing for a
+            // tier whose state is elsewhere): by the time the store decides, they are on
+            // their way, and the tiers' misses overlap.
+            tier.store.prefetch(key);
             // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
             if !plan.push(PlannedTier {
                 rule,

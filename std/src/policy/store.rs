@@ -378,10 +378,6 @@ impl Store for InProcess {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        // Start loading every tier's buckets at once, so their cache misses overlap.
-        for p in plan {
-            p.tier.store.prefetch(p.key);
-        }
         if !self.precheck || plan.len() < 2 {
             return self.check_general(plan, now, outcomes);
         }

@@ -179,7 +179,11 @@ impl Tier {
     /// Gives the tier's label the rule id `rule` (a policy numbers rules by name).
     pub(crate) fn relabel(&mut self, rule: RuleId) {
         if self.label.rule != rule {
-            self.label = TierLabel { rule, ..*self.label }.intern();
+            self.label = TierLabel {
+                rule,
+                ..*self.label
+            }
+            .intern();
         }
     }
 

@@ -282,18 +282,20 @@ impl TierStore {
         let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
             return None;
         };
-        table.update_if_found(key, |state| match decide_inline(algorithm, state, now, cost) {
-            Ok(outcome) => {
-                *out = outcome.decision;
-                (
-                    None,
-                    Ok(Prepared {
-                        state,
-                        next: outcome.next,
-                    }),
-                )
+        table.update_if_found(key, |state| {
+            match decide_inline(algorithm, state, now, cost) {
+                Ok(outcome) => {
+                    *out = outcome.decision;
+                    (
+                        None,
+                        Ok(Prepared {
+                            state,
+                            next: outcome.next,
+                        }),
+                    )
+                }
+                Err(e) => (None, Err(e)),
             }
-            Err(e) => (None, Err(e)),
         })
     }
 

@@ -5,11 +5,12 @@
 //! - `policy_3tiers_10k`: every check admitted;
 //! - `policy_3tiers_10k_deny`: every check denied by every tier (each client exhausted its
 //!   three limits during setup);
-//! - `policy_3tiers_10k_reload` (a latency case, `ns_p50` and `ns_p99` rows): every check
-//!   admitted while another thread reloads the rules back to back, changing the endpoint
-//!   tier's limit each time (so the reload builds a new store for that tier and carries
-//!   every key over, converting its state). Each check is timed on its own (`Instant`
-//!   before and after, the timer's own cost subtracted).
+//! - `policy_3tiers_10k_reload` (a latency case: rows `policy_3tiers_10k_reload_p50` and
+//!   `_p99`, in units `ns_p50` and `ns_p99`): every check admitted while another thread
+//!   reloads the rules back to back, changing the endpoint tier's limit each time (so the
+//!   reload builds a new store for that tier and carries every key over, converting its
+//!   state). Each check is timed on its own (`Instant` before and after, the timer's own
+//!   median cost subtracted).
 //!
 //! governor has no rules, tiers, all-or-nothing admission or reload; its column is the
 //! nearest composition a governor user would write: three keyed limiters (foldhash, quanta)
@@ -330,7 +331,7 @@ fn reload_case(_: &Scale, schedule: Schedule) -> Vec<Row> {
     [(Unit::NsP50, 50), (Unit::NsP99, 99)]
         .into_iter()
         .map(|(unit, p)| Row {
-            name: "policy_3tiers_10k_reload".into(),
+            name: format!("policy_3tiers_10k_reload_p{p}"),
             unit,
             values: [percentile(&tollgate, p), percentile(&governor, p), None],
         })

@@ -25,6 +25,7 @@ mod floor_table;
 mod key_set;
 pub mod keyed_cases;
 mod keyed_check;
+mod latency_spec;
 pub mod loops;
 pub mod memory_cases;
 mod memory_spec;
@@ -46,6 +47,7 @@ pub use floor_cell::FloorCell;
 pub use floor_table::FloorTable;
 pub use key_set::KeySet;
 pub use keyed_check::KeyedCheck;
+pub use latency_spec::LatencySpec;
 pub use memory_spec::MemorySpec;
 pub use report::Report;
 pub use row::Row;
@@ -62,6 +64,11 @@ pub fn timed_specs() -> Vec<CaseSpec> {
     specs.extend(keyed_cases::specs());
     specs.extend(policy_cases::specs());
     specs
+}
+
+/// Every latency case (percentiles of single operations), in report order.
+pub fn latency_specs() -> Vec<LatencySpec> {
+    policy_cases::latency_specs()
 }
 
 /// Every memory case, in report order.

@@ -25,7 +25,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// `{"cases":[{"name":…,"unit":"ns"|"bytes_per_key","tollgate":…,"governor":…,"floor":…},…]}`
+    /// `{"cases":[{"name":…,"unit":"ns"|"ns_p50"|"ns_p99"|"bytes_per_key","tollgate":…,"governor":…,"floor":…},…]}`
     /// with `null` for a missing figure.
     pub fn json(&self) -> String {
         let mut out = String::from("{\"cases\":[");

@@ -6,6 +6,7 @@
 /// use tollgate_bench::Unit;
 /// assert_eq!(Unit::Ns.name(), "ns");
 /// assert_eq!(Unit::BytesPerKey.name(), "bytes_per_key");
+/// assert_eq!(Unit::NsP99.name(), "ns_p99");
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Unit {
@@ -13,6 +14,10 @@ pub enum Unit {
     Ns,
     /// Heap bytes per stored key.
     BytesPerKey,
+    /// Median (50th percentile) nanoseconds of one operation, each timed on its own.
+    NsP50,
+    /// 99th percentile nanoseconds of one operation, each timed on its own.
+    NsP99,
 }
 
 impl Unit {
@@ -21,6 +26,8 @@ impl Unit {
         match self {
             Unit::Ns => "ns",
             Unit::BytesPerKey => "bytes_per_key",
+            Unit::NsP50 => "ns_p50",
+            Unit::NsP99 => "ns_p99",
         }
     }
 }

@@ -195,7 +195,7 @@ fn a_global_tier_deny_penalizes_nobody() {
         for _ in 0..4 {
             let d = guarded.allow(client, "/", 1).unwrap();
             assert!(!d.allowed());
-            assert!(d.denied_by().all(|t| t.shared));
+            assert!(d.denied_by().all(|t| t.shared()));
         }
         assert!(!guarded.is_penalized(client, Nanos::ZERO), "{client}");
     }

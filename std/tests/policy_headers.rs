@@ -1,6 +1,6 @@
 //! Golden tests: the exact headers rendered from decisions.
 
-use tollgate::policy::{Policy, RateLimitHeaders, RuleId, TierOutcome};
+use tollgate::policy::{Policy, RateLimitHeaders, RuleId, TierLabel, TierOutcome};
 use tollgate::{Decision, ManualClock, Nanos};
 
 fn render(headers: &RateLimitHeaders) -> Vec<String> {
@@ -113,15 +113,17 @@ fn single_decision_rendering() {
 
 #[test]
 fn names_are_escaped_as_structured_field_strings() {
-    let tier = TierOutcome {
-        rule: RuleId(0),
-        rule_name: "r",
-        name: "a \"quoted\" \\ name",
-        quota: 5,
-        window: Nanos::from_secs(1),
-        shared: false,
-        decision: Decision::allow(5, 4, Nanos::from_millis(200)),
-    };
+    let tier = TierOutcome::new(
+        TierLabel {
+            rule: RuleId(0),
+            rule_name: "r",
+            name: "a \"quoted\" \\ name",
+            quota: 5,
+            window: Nanos::from_secs(1),
+            shared: false,
+        },
+        Decision::allow(5, 4, Nanos::from_millis(200)),
+    );
     assert_eq!(
         RateLimitHeaders::policy_value(&[tier]),
         "\"a \\\"quoted\\\" \\\\ name\";q=5;w=1"
@@ -161,15 +163,17 @@ fn from_decision_rejects_names_that_would_break_the_header() {
 /// rendered with each such character replaced by `?`, never copied into the value.
 #[test]
 fn tier_names_outside_printable_ascii_are_replaced() {
-    let tier = TierOutcome {
-        rule: RuleId(0),
-        rule_name: "r",
-        name: "x\r\nInjected: 1\u{e9}",
-        quota: 5,
-        window: Nanos::from_secs(1),
-        shared: false,
-        decision: Decision::allow(5, 4, Nanos::from_millis(200)),
-    };
+    let tier = TierOutcome::new(
+        TierLabel {
+            rule: RuleId(0),
+            rule_name: "r",
+            name: "x\r\nInjected: 1\u{e9}",
+            quota: 5,
+            window: Nanos::from_secs(1),
+            shared: false,
+        },
+        Decision::allow(5, 4, Nanos::from_millis(200)),
+    );
     for value in [
         RateLimitHeaders::policy_value(&[tier]),
         RateLimitHeaders::limit_value(&[tier]),

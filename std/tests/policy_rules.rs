@@ -90,12 +90,12 @@ fn client_rule_replaces_default_and_endpoint_rule_stacks() {
     let (policy, _clock) = policy(SPEC);
     // acct_123 on /search: its own 100/min and the endpoint's 10/min, both apply.
     let d = policy.allow("acct_123", "/search", 1).unwrap();
-    let names: Vec<_> = d.tiers().iter().map(|t| t.name).collect();
+    let names: Vec<_> = d.tiers().iter().map(|t| t.name()).collect();
     assert_eq!(names, ["acct_123", "search"]);
     assert_eq!(d.remaining(), 9);
     // acct_9 on /home: only the default.
     let d = policy.allow("acct_9", "/home", 1).unwrap();
-    let names: Vec<_> = d.tiers().iter().map(|t| t.name).collect();
+    let names: Vec<_> = d.tiers().iter().map(|t| t.name()).collect();
     assert_eq!(names, ["default"]);
 }
 
@@ -109,7 +109,7 @@ fn global_and_endpoint_limits_both_enforced() {
     assert_eq!(admitted, 10);
     let denied = policy.allow("acct_9", "/search", 1).unwrap();
     assert_eq!(
-        denied.denied_by().map(|t| t.name).collect::<Vec<_>>(),
+        denied.denied_by().map(|t| t.name()).collect::<Vec<_>>(),
         ["search"]
     );
     // ...and those 10 counted against the global 20/min too (nothing more, nothing less:
@@ -119,7 +119,7 @@ fn global_and_endpoint_limits_both_enforced() {
         .count();
     assert_eq!(admitted, 10);
     let denied = policy.allow("acct_9", "/search", 1).unwrap();
-    let by: Vec<_> = denied.denied_by().map(|t| t.name).collect();
+    let by: Vec<_> = denied.denied_by().map(|t| t.name()).collect();
     assert_eq!(by, ["default", "search"]);
 }
 
@@ -147,7 +147,7 @@ fn per_second_burst_and_per_day_quota_together() {
         .count();
     assert_eq!(admitted, 5);
     let d = policy.allow("c", "/", 1).unwrap();
-    assert_eq!(d.tightest().unwrap().name, "burst");
+    assert_eq!(d.tightest().unwrap().name(), "burst");
     assert_eq!(d.retry_after(), Nanos::from_millis(200));
     // Second 1: the burst has refilled, 5 more.
     clock.set(secs(1));
@@ -163,7 +163,7 @@ fn per_second_burst_and_per_day_quota_together() {
     assert_eq!(admitted, 2);
     let d = policy.allow("c", "/", 1).unwrap();
     assert!(!d.allowed());
-    assert_eq!(d.tightest().unwrap().name, "daily");
+    assert_eq!(d.tightest().unwrap().name(), "daily");
     assert_eq!(d.retry_after(), secs(86_400 - 2));
     // The denied requests did not drain the burst: it is full (5 minus the 2 admitted,
     // refilled at 200 ms each after one more second).

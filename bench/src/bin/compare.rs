@@ -89,6 +89,19 @@ fn main() -> ExitCode {
         );
         report.rows.push(row);
     }
+    for spec in tollgate_bench::latency_specs() {
+        if !wanted(spec.name) {
+            continue;
+        }
+        let case_started = Instant::now();
+        let rows = (spec.measure)(&scale, schedule);
+        eprintln!(
+            "{:<40} {:>6.1} s",
+            spec.name,
+            case_started.elapsed().as_secs_f64()
+        );
+        report.rows.extend(rows);
+    }
     for spec in tollgate_bench::memory_specs() {
         if !wanted(spec.name) {
             continue;

@@ -110,7 +110,7 @@ impl HeaderStyle {
             tiers
                 .iter()
                 .chain(shadow)
-                .all(|t| t.name.bytes().all(|b| (0x20..=0x7e).contains(&b)))
+                .all(|t| t.name().bytes().all(|b| (0x20..=0x7e).contains(&b)))
         };
         match self {
             HeaderStyle::Draft11 | HeaderStyle::Draft10 if any && sendable() => {
@@ -236,11 +236,11 @@ fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
     if !out.is_empty() {
         out.push_str(", ");
     }
-    sf_string(out, t.name);
+    sf_string(out, t.name());
     out.push_str(";q=");
-    push_u64(out, t.quota);
+    push_u64(out, t.quota());
     out.push_str(";w=");
-    push_u64(out, t.window.as_secs_ceil().max(1));
+    push_u64(out, t.window().as_secs_ceil().max(1));
     if let Some(pk) = pk {
         out.push_str(";pk=");
         out.push_str(pk);
@@ -251,7 +251,7 @@ fn limit_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
     if !out.is_empty() {
         out.push_str(", ");
     }
-    sf_string(out, t.name);
+    sf_string(out, t.name());
     let d = &t.decision;
     let reset = if d.allowed {
         d.reset_after.as_secs_ceil()
@@ -378,9 +378,9 @@ pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
             json.push_str(", ");
         }
         json.push_str("rule '");
-        json_escaped(&mut json, t.rule_name);
+        json_escaped(&mut json, t.rule_name());
         json.push_str("' tier '");
-        json_escaped(&mut json, t.name);
+        json_escaped(&mut json, t.name());
         json.push('\'');
     }
     json.push_str("; retry in ");
@@ -393,13 +393,13 @@ pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
             json.push(',');
         }
         json.push_str("{\"rule\":");
-        json_string(&mut json, t.rule_name);
+        json_string(&mut json, t.rule_name());
         json.push_str(",\"tier\":");
-        json_string(&mut json, t.name);
+        json_string(&mut json, t.name());
         json.push_str(",\"quota\":");
-        push_u64(&mut json, t.quota);
+        push_u64(&mut json, t.quota());
         json.push_str(",\"window\":");
-        push_u64(&mut json, t.window.as_secs_ceil().max(1));
+        push_u64(&mut json, t.window().as_secs_ceil().max(1));
         json.push_str(",\"retry_after\":");
         push_u64(&mut json, retry_secs(&t.decision));
         json.push('}');
@@ -473,15 +473,19 @@ mod tests {
 
     #[test]
     fn unsendable_tier_names_leave_the_field_out() {
-        use crate::policy::RuleId;
-        let tier = |name| TierOutcome {
-            rule: RuleId(0),
-            rule_name: "r",
-            name,
-            quota: 10,
-            window: Nanos::from_secs(60),
-            shared: false,
-            decision: Decision::allow(10, 9, Nanos::from_secs(6)),
+        use crate::policy::{RuleId, TierLabel};
+        let tier = |name| {
+            TierOutcome::new(
+                TierLabel {
+                    rule: RuleId(0),
+                    rule_name: "r",
+                    name,
+                    quota: 10,
+                    window: Nanos::from_secs(60),
+                    shared: false,
+                },
+                Decision::allow(10, 9, Nanos::from_secs(6)),
+            )
         };
         let ok = PolicyDecision::combine(&[tier("api")]);
         let h = HeaderStyle::Draft10.render(&ok, &[tier("shadow")], "k");

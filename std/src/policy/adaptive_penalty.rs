@@ -176,7 +176,7 @@ impl<P: PolicyCheck> PolicyCheck for AdaptivePenalty<P> {
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let decision = self.inner.check_at(&self.effective(request, now), now)?;
         // Only the client's own tiers: a shared (global) tier's deny is not its doing.
-        if decision.denied_by().any(|tier| !tier.shared) {
+        if decision.denied_by().any(|tier| !tier.shared()) {
             self.record_denial(request.client, now);
         }
         Ok(decision)

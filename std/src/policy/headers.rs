@@ -84,13 +84,15 @@ impl RateLimitHeaders {
     /// The `RateLimit-Policy` field value for `tiers`: `"name";q=Q;w=W, ...`.
     ///
     /// ```
-    /// use tollgate::policy::{RateLimitHeaders, RuleId, TierOutcome};
+    /// use tollgate::policy::{RateLimitHeaders, RuleId, TierLabel, TierOutcome};
     /// use tollgate::{Decision, Nanos};
-    /// let tier = |name, quota, secs| TierOutcome {
-    ///     rule: RuleId(0), rule_name: "api", name, quota,
-    ///     window: Nanos::from_secs(secs), shared: false,
-    ///     decision: Decision::allow(quota, quota - 1, Nanos::ZERO),
-    /// };
+    /// let tier = |name, quota, secs| TierOutcome::new(
+    ///     TierLabel {
+    ///         rule: RuleId(0), rule_name: "api", name, quota,
+    ///         window: Nanos::from_secs(secs), shared: false,
+    ///     },
+    ///     Decision::allow(quota, quota - 1, Nanos::ZERO),
+    /// );
     /// assert_eq!(
     ///     RateLimitHeaders::policy_value(&[tier("burst", 100, 60), tier("daily", 1000, 86_400)]),
     ///     "\"burst\";q=100;w=60, \"daily\";q=1000;w=86400"
@@ -102,9 +104,9 @@ impl RateLimitHeaders {
             if i > 0 {
                 out.push_str(", ");
             }
-            sf_string(&mut out, t.name);
+            sf_string(&mut out, t.name());
             // Writing to a String cannot fail.
-            let _ = write!(out, ";q={};w={}", t.quota, secs_ceil(t.window).max(1));
+            let _ = write!(out, ";q={};w={}", t.quota(), secs_ceil(t.window()).max(1));
         }
         out
     }
@@ -116,7 +118,7 @@ impl RateLimitHeaders {
             if i > 0 {
                 out.push_str(", ");
             }
-            sf_string(&mut out, t.name);
+            sf_string(&mut out, t.name());
             let _ = write!(
                 out,
                 ";r={};t={}",

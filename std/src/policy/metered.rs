@@ -114,15 +114,15 @@ impl<P: PolicyCheck> Metered<P> {
         let tiers = decision.tiers();
         for (i, tier) in tiers.iter().enumerate() {
             // Count each rule once: at its first tier.
-            if tiers[..i].iter().any(|t| t.rule == tier.rule) {
+            if tiers[..i].iter().any(|t| t.rule() == tier.rule()) {
                 continue;
             }
             let rule_allowed = tiers
                 .iter()
-                .filter(|t| t.rule == tier.rule)
+                .filter(|t| t.rule() == tier.rule())
                 .all(|t| t.decision.allowed);
-            if let Some(counters) = self.rules.get(tier.rule.index()) {
-                counters.name.get_or_init(|| tier.rule_name);
+            if let Some(counters) = self.rules.get(tier.rule().index()) {
+                counters.name.get_or_init(|| tier.rule_name());
                 if rule_allowed {
                     counters.allowed.add(1);
                 } else {
@@ -132,7 +132,7 @@ impl<P: PolicyCheck> Metered<P> {
             #[cfg(feature = "metrics")]
             metrics::counter!(
                 "tollgate_policy_decisions_total",
-                "rule" => tier.rule_name,
+                "rule" => tier.rule_name(),
                 "outcome" => if rule_allowed { "allowed" } else { "denied" }
             )
             .increment(1);

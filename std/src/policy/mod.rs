@@ -101,6 +101,6 @@ pub use store::{InProcess, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_LIMIT};
 pub use tier_config::TierConfig;
-pub use tier_outcome::TierOutcome;
+pub use tier_outcome::{TierLabel, TierOutcome};
 pub(crate) use tier_store::TierStore;
 pub use until_ready::{DelaySleep, SleepFn, UntilReady};

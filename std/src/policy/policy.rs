@@ -6,12 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use tollgate_core::Decision;
-
 use super::tier_store::fingerprint;
 use super::{
-    InProcess, Partition, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
-    PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome, MAX_TIERS,
+    InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
+    Request, RuleId, RuleSet, Store, Tier, TierOutcome,
 };
 use crate::sync::plain::Ordering;
 use crate::sync::{SwapCell, SwapGuard};
@@ -204,7 +202,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.check_at(&Request::new(client, endpoint, cost), self.clock.now())
+        self.check_with(&Request::new(client, endpoint, cost), || self.clock.now())
     }
 
     /// [`allow`](Self::allow) at a given `now`.
@@ -225,12 +223,40 @@ impl<C: Clock, S: Store> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.peek_at(&Request::new(client, endpoint, cost), self.clock.now())
+        self.peek_with(&Request::new(client, endpoint, cost), || self.clock.now())
     }
 
     /// Gives `cost` permits back to every matching tier now.
     pub fn refund(&self, client: &str, endpoint: &str, cost: u32) {
         self.refund_at(&Request::new(client, endpoint, cost), self.clock.now())
+    }
+}
+
+impl<C: Clock, S: Store> Policy<C, S> {
+    /// A check of `request` at the time `now()` returns, called once, after the rules are
+    /// matched and the tiers' state is being fetched (so the clock read overlaps the
+    /// cache misses instead of preceding them); not at all if no rule matches.
+    #[inline(always)]
+    fn check_with(
+        &self,
+        request: &Request<'_>,
+        now: impl FnOnce() -> Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.decide(request, |plan, outcomes| {
+            self.store.check(plan, now(), outcomes)
+        })
+    }
+
+    /// [`check_with`](Self::check_with)'s peek.
+    #[inline(always)]
+    fn peek_with(
+        &self,
+        request: &Request<'_>,
+        now: impl FnOnce() -> Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.decide(request, |plan, outcomes| {
+            self.store.peek(plan, now(), outcomes)
+        })
     }
 }
 
@@ -241,7 +267,7 @@ fn assign_ids(registry: &mut Registry, set: &mut RuleSet) {
         if id == next {
             registry.names.push(rule.name());
         }
-        rule.id = id;
+        rule.set_id(id);
     }
 }
 
@@ -270,20 +296,7 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set();
-        let mut plan = Plan::new();
-        plan_into(&mut plan, &set, request, |tier| {
-            tier_cost(request, tier.max_cost())
-        })?;
-        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
-        for (outcome, p) in outcomes.iter_mut().zip(plan.iter()) {
-            *outcome = p.outcome(NO_DECISION);
-        }
-        let n = plan.len();
-        if n > 0 {
-            self.store.check(&plan, now, &mut outcomes[..n])?;
-        }
-        Ok(Self::finish(outcomes, n, request.divisor))
+        self.check_with(request, || now)
     }
 
     fn peek_at(
@@ -291,20 +304,28 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         request: &Request<'_>,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set();
-        let mut plan = Plan::new();
-        plan_into(&mut plan, &set, request, |tier| {
-            tier_cost(request, tier.max_cost())
-        })?;
-        let mut outcomes = [TierOutcome::EMPTY; MAX_TIERS];
-        for (outcome, p) in outcomes.iter_mut().zip(plan.iter()) {
-            *outcome = p.outcome(NO_DECISION);
-        }
-        let n = plan.len();
-        if n > 0 {
-            self.store.peek(&plan, now, &mut outcomes[..n])?;
-        }
-        Ok(Self::finish(outcomes, n, request.divisor))
+        self.peek_with(request, || now)
+    }
+
+    // The convenience forms read the clock after matching the rules (see `check_with`).
+    #[inline]
+    fn allow(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        Policy::allow(self, client, endpoint, cost)
+    }
+
+    #[inline]
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        Policy::peek(self, client, endpoint, cost)
     }
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
@@ -337,9 +358,6 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
     }
 }
 
-/// A decision slot before the store fills it.
-const NO_DECISION: Decision = Decision::allow(0, 0, Nanos::ZERO);
-
 /// Fills `plan` with the tiers of `request` under `set`: every tier of every matching rule
 /// (global-slot rule first), with the key under its rule and the permits `cost` charges
 /// it. One fingerprint per request; built in place (no copy of the plan).
@@ -358,6 +376,10 @@ fn plan_into<'a>(
     {
         let key = rule.key_id(client);
         for tier in rule.tiers() {
+            // Start loading the in-process state's cache lines now (a hint; nothing for a
+            // tier whose state is elsewhere): by the time the store decides, they are on
+            // their way, and the tiers' misses overlap.
+            tier.store.prefetch(key);
             // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
             if !plan.push(PlannedTier {
                 rule,
@@ -395,6 +417,28 @@ impl<C, S> Policy<C, S> {
         }
     }
 
+    /// A check or peek of `request`: the plan of the tiers it matches, decided by `decide`
+    /// (the store's check or peek), combined.
+    #[inline(always)]
+    fn decide(
+        &self,
+        request: &Request<'_>,
+        decide: impl FnOnce(&Plan<'_>, &mut [TierOutcome]) -> Result<(), InsufficientCapacity>,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let set = self.active_set();
+        let mut plan = Plan::new();
+        plan_into(&mut plan, &set, request, |tier| {
+            tier_cost(request, tier.max_cost())
+        })?;
+        let mut decision = PolicyDecision::empty();
+        decision.label(&plan);
+        if !plan.is_empty() {
+            decide(&plan, decision.outcomes_mut())?;
+        }
+        decision.settle(request.divisor);
+        Ok(decision)
+    }
+
     /// The rule set in force, counted as in use until the returned value drops (see the
     /// `in_flight` module docs for why the generation is read twice).
     #[inline]
@@ -408,31 +452,6 @@ impl<C, S> Policy<C, S> {
                 return ActiveSet { set, stripe };
             }
             set.in_flight.leave(stripe);
-        }
-    }
-
-    /// The combined decision over the first `n` outcomes, scaled down for a penalized
-    /// client (built in place: the outcome array is moved, not copied).
-    #[inline]
-    fn finish(outcomes: [TierOutcome; MAX_TIERS], n: usize, divisor: u32) -> PolicyDecision {
-        let mut decision = PolicyDecision::from_tiers(outcomes, n);
-        decision.scale_down(divisor);
-        decision
-    }
-}
-
-impl PlannedTier<'_> {
-    /// This tier's part of a policy decision.
-    #[inline]
-    fn outcome(&self, decision: Decision) -> TierOutcome {
-        TierOutcome {
-            rule: self.rule.id(),
-            rule_name: self.rule.name(),
-            name: self.tier.name(),
-            quota: self.tier.quota(),
-            window: self.tier.window(),
-            shared: self.rule.partition() == Partition::Global,
-            decision,
         }
     }
 }

@@ -3,14 +3,21 @@
 
 use tollgate_core::{Decision, Nanos};
 
-use super::TierOutcome;
+use super::{Plan, TierOutcome};
+
+/// The decision of a request no rule matched.
+const NO_RULE: Decision = Decision::allow(u64::MAX, u64::MAX, Nanos::ZERO);
+
+/// A tier's decision before the store writes it.
+const NO_DECISION: Decision = Decision::allow(0, 0, Nanos::ZERO);
 
 /// The most tiers one request can be checked against (two rules of up to four tiers).
 pub const MAX_TIERS: usize = 8;
 
 /// The answer to [`Policy::allow`](super::Policy::allow): allowed only if every matching
 /// tier admitted, plus each tier's own answer (for headers and metrics). Fixed size, no
-/// allocation.
+/// allocation: 568 bytes (each tier's outcome is its decision, the quota it advertises
+/// and a pointer to its [`TierLabel`](super::TierLabel)).
 ///
 /// The combined [`decision`](Self::decision) follows the core's one combine rule,
 /// [`Decision::combine`]: admitted iff every tier admitted; `remaining` the fewest of any
@@ -33,7 +40,7 @@ pub const MAX_TIERS: usize = 8;
 /// let d = policy.allow("acct_123", "/search", 1)?;
 /// assert!(d.allowed());
 /// assert_eq!(d.remaining(), 1);
-/// assert_eq!(d.tightest().unwrap().name, "default");
+/// assert_eq!(d.tightest().unwrap().name(), "default");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Copy, Clone, PartialEq, Eq)]
@@ -48,37 +55,57 @@ pub struct PolicyDecision {
 impl PolicyDecision {
     /// A decision combining `tiers` (at most [`MAX_TIERS`]; extra ones are ignored).
     pub fn combine(outcomes: &[TierOutcome]) -> PolicyDecision {
-        let mut tiers = [TierOutcome::EMPTY; MAX_TIERS];
         let len = outcomes.len().min(MAX_TIERS);
-        tiers[..len].copy_from_slice(&outcomes[..len]);
-        PolicyDecision::from_tiers(tiers, len)
+        let mut decision = PolicyDecision {
+            decision: NO_RULE,
+            tiers: [TierOutcome::EMPTY; MAX_TIERS],
+            len: len as u8,
+            tightest: u8::MAX,
+        };
+        decision.tiers[..len].copy_from_slice(&outcomes[..len]);
+        decision.settle(1);
+        decision
     }
 
-    /// [`combine`](Self::combine) of the first `len` of `tiers`, taken by value (the
-    /// policy's check builds the array in place: no copy of it).
-    #[inline]
-    pub(crate) fn from_tiers(tiers: [TierOutcome; MAX_TIERS], len: usize) -> PolicyDecision {
-        let len = len.min(MAX_TIERS);
-        let outcomes = &tiers[..len];
-        if outcomes.is_empty() {
-            return PolicyDecision {
-                decision: Decision::allow(u64::MAX, u64::MAX, Nanos::ZERO),
-                tiers,
-                len: 0,
-                tightest: u8::MAX,
-            };
-        }
-        // One combine rule for every multi-tier executor: the core's.
-        let (best, decision) = Decision::combine(outcomes.iter().map(|o| o.decision)).unwrap_or((
-            usize::from(u8::MAX),
-            Decision::allow(u64::MAX, u64::MAX, Nanos::ZERO),
-        ));
+    /// A decision with no tier yet (see [`label`](Self::label)). Not a `const`: built
+    /// field by field, its unused slots (all zero bits) are cleared, not copied.
+    #[inline(always)]
+    pub(crate) fn empty() -> PolicyDecision {
         PolicyDecision {
-            decision,
-            tiers,
-            len: len as u8,
-            tightest: best as u8,
+            decision: NO_RULE,
+            tiers: [TierOutcome::EMPTY; MAX_TIERS],
+            len: 0,
+            tightest: u8::MAX,
         }
+    }
+
+    /// Makes this (empty) decision one about to be made over `plan`'s tiers: each outcome
+    /// labelled, its decision not yet written (the store writes it through
+    /// [`outcomes_mut`](Self::outcomes_mut), then [`settle`](Self::settle) combines them).
+    #[inline]
+    pub(crate) fn label(&mut self, plan: &Plan<'_>) {
+        self.len = plan.len().min(MAX_TIERS) as u8;
+        for (outcome, p) in self.tiers.iter_mut().zip(plan.iter()) {
+            *outcome = TierOutcome::labelled(p.tier.label(), NO_DECISION);
+        }
+    }
+
+    /// The outcomes a store fills in (as many as the plan has tiers).
+    #[inline]
+    pub(crate) fn outcomes_mut(&mut self) -> &mut [TierOutcome] {
+        &mut self.tiers[..usize::from(self.len)]
+    }
+
+    /// Combines the outcomes (the core's one combine rule), then scales limit, remaining
+    /// and quota down by `divisor` (a penalized client sees its reduced limit).
+    #[inline]
+    pub(crate) fn settle(&mut self, divisor: u32) {
+        let outcomes = &self.tiers[..usize::from(self.len)];
+        if let Some((best, decision)) = Decision::combine(outcomes.iter().map(|o| o.decision)) {
+            self.decision = decision;
+            self.tightest = best as u8;
+        }
+        self.scale_down(divisor);
     }
 
     /// Whether the request is admitted (by every tier).
@@ -141,7 +168,7 @@ impl PolicyDecision {
             scale(&mut self.decision);
             for t in &mut self.tiers[..usize::from(self.len)] {
                 scale(&mut t.decision);
-                t.quota /= div;
+                t.scale_quota(div);
             }
         }
     }

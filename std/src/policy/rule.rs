@@ -26,7 +26,7 @@ pub const MAX_TIERS_PER_RULE: usize = 4;
 /// ```
 #[derive(Debug)]
 pub struct Rule {
-    pub(crate) id: RuleId,
+    id: RuleId,
     name: &'static str,
     client: Option<Box<str>>,
     endpoint: Option<Box<str>>,
@@ -118,6 +118,9 @@ impl Rule {
             }
         };
         let several = tiers.len() > 1;
+        let id = RuleId(index as u32);
+        let name = intern(&config.name);
+        let labelled = (id, name, config.per == Partition::Global);
         let mut compiled: Vec<Tier> = Vec::with_capacity(tiers.len());
         for (i, (tier, tier_path)) in tiers.iter().enumerate() {
             let default_name = if several {
@@ -125,7 +128,7 @@ impl Rule {
             } else {
                 config.name.clone()
             };
-            let tier = Tier::compile(tier, tier_path, &default_name, capacity)?;
+            let tier = Tier::compile(tier, tier_path, &default_name, capacity, labelled)?;
             if let Some(j) = compiled.iter().position(|t| t.name() == tier.name()) {
                 return Err(PolicyConfigError::new(
                     format!("{tier_path}.name"),
@@ -138,8 +141,8 @@ impl Rule {
             compiled.push(tier);
         }
         Ok(Rule {
-            id: RuleId(index as u32),
-            name: intern(&config.name),
+            id,
+            name,
             client: config.client.as_deref().map(Box::from),
             endpoint: config.endpoint.as_deref().map(Box::from),
             per: config.per,
@@ -180,6 +183,14 @@ impl Rule {
 
     pub(crate) fn tiers_mut(&mut self) -> &mut [Tier] {
         &mut self.tiers
+    }
+
+    /// Gives the rule (and its tiers' labels) the id `id`.
+    pub(crate) fn set_id(&mut self, id: RuleId) {
+        self.id = id;
+        for tier in &mut self.tiers {
+            tier.relabel(id);
+        }
     }
 
     /// The state key of `client` under this rule.

@@ -17,9 +17,9 @@
 
 use std::fmt;
 
-use tollgate_core::{InsufficientCapacity, Nanos};
+use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
-use super::tier_store::TakeReceipt as Receipt;
+use super::tier_store::{Prepared, TakeReceipt as Receipt};
 use super::{Rule, Tier, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
 
@@ -86,7 +86,9 @@ impl<'a> Plan<'a> {
     /// The tiers, in order.
     #[inline]
     pub fn iter(&self) -> PlanIter<'_, 'a> {
-        self.tiers[..self.len].iter().flatten()
+        PlanIter {
+            tiers: self.tiers[..self.len].iter(),
+        }
     }
 
     /// Tier `i`.
@@ -96,8 +98,28 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// The iterator of [`Plan::iter`].
-pub type PlanIter<'p, 'a> = core::iter::Flatten<core::slice::Iter<'p, Option<PlannedTier<'a>>>>;
+/// The iterator of [`Plan::iter`]: the tiers, in order.
+#[derive(Clone, Debug)]
+pub struct PlanIter<'p, 'a> {
+    /// The plan's filled slots (every one `Some`).
+    tiers: core::slice::Iter<'p, Option<PlannedTier<'a>>>,
+}
+
+impl<'p, 'a> Iterator for PlanIter<'p, 'a> {
+    type Item = &'p PlannedTier<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'p PlannedTier<'a>> {
+        self.tiers.next()?.as_ref()
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.tiers.size_hint()
+    }
+}
+
+impl ExactSizeIterator for PlanIter<'_, '_> {}
 
 impl<'p, 'a> IntoIterator for &'p Plan<'a> {
     type Item = &'p PlannedTier<'a>;
@@ -147,13 +169,23 @@ pub trait Store: Send + Sync + fmt::Debug {
 /// Tiers live in different atomic words (different keys, different rules), so no single
 /// compare-and-swap can cover them. The store therefore:
 ///
-/// 1. *prechecks*: peeks every tier but the first (loads only). If any would deny, it
-///    answers the deny with nothing consumed — a flood of denied requests writes nothing;
-/// 2. *takes* each tier in turn with the core's pure transition and a compare-and-swap
-///    (a deny by the first tier has taken nothing, which is why it needs no precheck);
+/// 1. *prechecks*: decides every tier on the state it reads, writing nothing, and keeps
+///    each state read and the state its take would write. If any tier denies, it answers
+///    the deny with nothing consumed — a flood of denied requests writes nothing;
+/// 2. *takes* each tier in turn: one compare-and-swap from the state read in step 1 to
+///    the state decided there. Only if another caller wrote the key in between does it
+///    decide again, on the state it finds;
 /// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
 ///    and 2), *compensates* every tier already taken with the core's
 ///    [`undo`](tollgate_core::Algorithm::undo), using the receipt of its own take.
+///
+/// Steps 1 and 2 each find the key once per tier, and each tier is decided once: the
+/// check path has no lock, no allocation, one clock read (by the policy) and one
+/// compare-and-swap per tier. That fast path covers keys already held by single-word
+/// tiers (the steady state); a key's first request, a sliding-log tier, a key that left
+/// its table between the steps (whose takes are then given back first), or a plan of one
+/// tier takes the general path: peek every tier but the first (whose take, if it denies,
+/// has taken nothing), then take each in turn with a full lookup, then step 3 as above.
 ///
 /// Compensation is exact for the fixed and sliding windows and the sliding log, and for
 /// the buckets whenever the racing callers share a clock reading (the conditions are on
@@ -223,6 +255,30 @@ impl InProcess {
         }
     }
 
+    /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
+    /// if there was any: see [`give_back`](Self::give_back).
+    #[cold]
+    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+        if taken != 0 {
+            // Relaxed: a statistic.
+            self.compensations.fetch_add(1, Ordering::Relaxed);
+            Self::give_back(plan, prepared, taken);
+        }
+    }
+
+    /// Undoes the takes of the fast path's step 2: tier `i`'s if bit `i` of `taken` is
+    /// set, with the receipt of `prepared[i]`.
+    #[cold]
+    fn give_back(plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+        for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
+            if taken & (1 << i) != 0 {
+                if let Some(receipt) = prepared.receipt() {
+                    p.tier.store.compensate(p.key, receipt, p.cost);
+                }
+            }
+        }
+    }
+
     /// Compensates the takes recorded in `receipts` for the tiers of `plan`.
     fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>]) {
         for (p, receipt) in plan.iter().zip(receipts) {
@@ -233,17 +289,59 @@ impl InProcess {
     }
 }
 
-impl Store for InProcess {
+impl InProcess {
+    /// Step 2 of the scheme, then step 3 if needed: takes every tier in order through
+    /// `take(i, tier, decision)` (which writes tier `i`'s decision and returns its
+    /// receipt); if one denies, compensates the tiers already taken and reports every tier
+    /// as it is now.
     #[inline(always)]
-    fn check(
+    fn take_all(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        mut take: impl FnMut(
+            usize,
+            &PlannedTier<'_>,
+            &mut Decision,
+        ) -> Result<Option<Receipt>, InsufficientCapacity>,
+    ) -> Result<(), InsufficientCapacity> {
+        let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
+        for (i, p) in plan.iter().enumerate() {
+            match take(i, p, &mut outcomes[i].decision) {
+                Ok(receipt) => receipts[i] = receipt,
+                Err(e) => {
+                    Self::undo(plan, &receipts[..i]);
+                    return Err(e);
+                }
+            }
+            if !outcomes[i].decision.allowed {
+                if receipts[..i].iter().any(Option::is_some) {
+                    // Relaxed: a statistic.
+                    self.compensations.fetch_add(1, Ordering::Relaxed);
+                }
+                Self::undo(plan, &receipts[..i]);
+                // Report the other tiers as they are now (after the undo).
+                for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The general path: prechecks tiers 2..n with peeks, then takes every tier.
+    #[inline(never)]
+    fn check_general(
         &self,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        let n = plan.len();
         // The first tier needs no precheck: if its take denies, nothing has been taken.
-        if self.precheck && n > 1 {
+        if self.precheck && plan.len() > 1 {
             let mut denied = false;
             for (i, p) in plan.iter().enumerate().skip(1) {
                 let decision = p.tier.store.peek(p.key, now, p.cost)?;
@@ -258,31 +356,83 @@ impl Store for InProcess {
                 return Ok(());
             }
         }
-        let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
+        self.take_all(plan, now, outcomes, |_, p, out| {
+            let (decision, receipt) = p.tier.store.take(p.key, now, p.cost)?;
+            *out = decision;
+            Ok(receipt)
+        })
+    }
+}
+
+impl Store for InProcess {
+    /// Every tier resident in a single-word table (the steady state) takes a fast path:
+    /// the precheck decides every tier (the first included) on the state it reads and
+    /// remembers that state, so the take that follows is one compare-and-swap per tier
+    /// with no second decision, unless another caller wrote the key in between. Anything
+    /// else (a new key, a log tier, a single tier, the precheck off) takes the general
+    /// path.
+    #[inline]
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        if !self.precheck || plan.len() < 2 {
+            return self.check_general(plan, now, outcomes);
+        }
+        let mut prepared = [Prepared::NONE; MAX_TIERS];
+        let mut denied = false;
         for (i, p) in plan.iter().enumerate() {
-            let decision = match p.tier.store.take(p.key, now, p.cost) {
-                Ok((decision, receipt)) => {
-                    receipts[i] = receipt;
-                    decision
+            match p
+                .tier
+                .store
+                .prepare(p.key, now, p.cost, &mut outcomes[i].decision)
+            {
+                Some(ready) => {
+                    prepared[i] = ready?;
+                    denied |= !outcomes[i].decision.allowed;
                 }
-                Err(e) => {
-                    Self::undo(plan, &receipts[..i]);
+                None => return self.check_general(plan, now, outcomes),
+            }
+        }
+        if denied {
+            Self::current_state(plan, outcomes, now);
+            return Ok(());
+        }
+        // Bit i: tier i recorded its take (the receipt is `prepared[i]`'s).
+        let mut taken = 0u32;
+        for (i, p) in plan.iter().enumerate() {
+            let committed = p.tier.store.commit(
+                p.key,
+                now,
+                p.cost,
+                &mut prepared[i],
+                &mut outcomes[i].decision,
+            );
+            match committed {
+                Some(Ok(true)) => taken |= 1 << i,
+                Some(Ok(false)) if outcomes[i].decision.allowed => {}
+                Some(Ok(false)) => {
+                    // Another caller took the last permit since step 1: compensate.
+                    self.undo_prepared(plan, &prepared, taken);
+                    // Report the other tiers as they are now (after the undo).
+                    for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                        outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                    }
+                    Self::current_state(plan, outcomes, now);
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    Self::give_back(plan, &prepared, taken);
                     return Err(e);
                 }
-            };
-            outcomes[i].decision = decision;
-            if !decision.allowed {
-                if receipts[..i].iter().any(Option::is_some) {
-                    // Relaxed: a statistic.
-                    self.compensations.fetch_add(1, Ordering::Relaxed);
+                None => {
+                    // The key left the table since step 1: give back what was taken and
+                    // start over on the general path.
+                    self.undo_prepared(plan, &prepared, taken);
+                    return self.check_general(plan, now, outcomes);
                 }
-                Self::undo(plan, &receipts[..i]);
-                // Report the other tiers as they are now (after the undo).
-                for (j, p) in plan.iter().enumerate().skip(i + 1) {
-                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
-                }
-                Self::current_state(plan, outcomes, now);
-                return Ok(());
             }
         }
         Ok(())

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use tollgate_core::{AlgorithmConfig, AnyAlgorithm, ConfigError, Nanos};
 
 use super::intern::intern;
-use super::{parse_duration, AlgorithmKind, PolicyConfigError, TierConfig, TierStore};
+use super::{
+    parse_duration, AlgorithmKind, PolicyConfigError, RuleId, TierConfig, TierLabel, TierStore,
+};
 
 /// The largest limit a sliding-window-log tier accepts: it keeps one timestamp per permit
 /// and key, so memory is `8 · limit` bytes per active key.
@@ -32,17 +34,22 @@ pub struct Tier {
     window: Nanos,
     algorithm: AnyAlgorithm,
     max_cost: u64,
+    /// What headers and metrics say about it (interned; relabelled if its rule's id
+    /// changes).
+    label: &'static TierLabel,
     pub(crate) store: Arc<TierStore>,
 }
 
 impl Tier {
     /// Validates `config` (found at `path`, e.g. `rules[2].tiers[0]`) into a tier with fresh
-    /// state for up to `capacity` keys. `default_name` is used when the tier has none.
+    /// state for up to `capacity` keys. `default_name` is used when the tier has none;
+    /// `rule` describes the rule it belongs to (id, name, whether shared) for its label.
     pub(crate) fn compile(
         config: &TierConfig,
         path: &str,
         default_name: &str,
         capacity: usize,
+        rule: (RuleId, &'static str, bool),
     ) -> Result<Tier, PolicyConfigError> {
         let field = |name: &str| format!("{path}.{name}");
         let name = match &config.name {
@@ -133,13 +140,24 @@ impl Tier {
             PolicyConfigError::new(field(blamed), message)
         })?;
         let max_cost = algorithm.max_cost();
+        let name = intern(name);
+        let (rule, rule_name, shared) = rule;
         Ok(Tier {
-            name: intern(name),
+            name,
             kind,
             quota: limit,
             window,
             algorithm,
             max_cost,
+            label: TierLabel {
+                rule,
+                rule_name,
+                name,
+                quota: limit,
+                window,
+                shared,
+            }
+            .intern(),
             store: Arc::new(
                 TierStore::new(algorithm, capacity)
                     .map_err(|e| PolicyConfigError::new("capacity", e.to_string()))?,
@@ -150,6 +168,23 @@ impl Tier {
     /// The name headers and metrics use for this tier.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// What headers and metrics say about this tier (its rule, names, quota and window).
+    #[inline]
+    pub fn label(&self) -> &'static TierLabel {
+        self.label
+    }
+
+    /// Gives the tier's label the rule id `rule` (a policy numbers rules by name).
+    pub(crate) fn relabel(&mut self, rule: RuleId) {
+        if self.label.rule != rule {
+            self.label = TierLabel {
+                rule,
+                ..*self.label
+            }
+            .intern();
+        }
     }
 
     /// The configured algorithm.

@@ -45,7 +45,7 @@
 use std::sync::{Arc, OnceLock};
 
 use tollgate_core::{
-    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm,
+    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, Outcome, PackedAlgorithm,
 };
 
 use super::keyed_cells::{KeyedCells, KeyedValue};
@@ -75,6 +75,53 @@ pub(crate) fn fingerprint(key: &str) -> u64 {
 pub(crate) struct TakeReceipt {
     receipt: Receipt,
     hops: u8,
+}
+
+/// `algorithm.decide(state, now, cost)`, dispatched here so that each algorithm's
+/// transition can inline into the check: the core's dispatch is too large to inline, and
+/// its outcome then travels back through memory, which costs more than the transition.
+#[inline(always)]
+fn decide_inline(
+    algorithm: &PackedAlgorithm,
+    state: u64,
+    now: Nanos,
+    cost: u32,
+) -> Result<Outcome, InsufficientCapacity> {
+    match algorithm {
+        PackedAlgorithm::Gcra(a) => a.decide(state, now, cost),
+        PackedAlgorithm::TokenBucket(a) => a.decide(state, now, cost),
+        PackedAlgorithm::LeakyBucket(a) => a.decide(state, now, cost),
+        PackedAlgorithm::FixedWindow(a) => a.decide(state, now, cost),
+        PackedAlgorithm::SlidingWindowCounter(a) => a.decide(state, now, cost),
+    }
+}
+
+/// What [`TierStore::prepare`] decided: the state it decided on and the state to write
+/// (`None`: nothing to write).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Prepared {
+    state: u64,
+    next: Option<u64>,
+}
+
+impl Prepared {
+    /// The receipt of the take that recorded it (step 2 of a two-step take), if it wrote.
+    #[inline]
+    pub(crate) fn receipt(&self) -> Option<TakeReceipt> {
+        self.next.map(|after| TakeReceipt {
+            receipt: Receipt::Word {
+                before: self.state,
+                after,
+            },
+            hops: 0,
+        })
+    }
+
+    /// A placeholder.
+    pub(crate) const NONE: Prepared = Prepared {
+        state: 0,
+        next: None,
+    };
 }
 
 /// Where a store keeps its keys' state.
@@ -155,6 +202,17 @@ impl TierStore {
         })
     }
 
+    /// Starts loading the table buckets that may hold `key` into the cache, without
+    /// waiting (a hint: it decides nothing). A check prefetches every tier of its plan
+    /// first, so the tiers' cache misses overlap instead of following one another. Does
+    /// nothing for a store not yet allocated, or for a log tier.
+    #[inline]
+    pub(crate) fn prefetch(&self, key: u64) {
+        if let Some(Cells::Words { table, .. }) = self.cells.get() {
+            table.prefetch(key);
+        }
+    }
+
     /// The algorithm every key of this store runs.
     pub(crate) fn algorithm(&self) -> &AnyAlgorithm {
         &self.algorithm
@@ -208,6 +266,78 @@ impl TierStore {
         }
     }
 
+    /// Step 1 of a two-step take (the in-process store's check of several tiers): decides
+    /// `cost` for `key` at `now` on its current state, writing the decision to `out` and
+    /// recording nothing. `None` when the fast path does not apply (a log tier, a store not
+    /// yet allocated, a key not resident, or a probe that raced a move): the caller then
+    /// takes the general path.
+    #[inline]
+    pub(crate) fn prepare(
+        &self,
+        key: u64,
+        now: Nanos,
+        cost: u32,
+        out: &mut Decision,
+    ) -> Option<Result<Prepared, InsufficientCapacity>> {
+        let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
+            return None;
+        };
+        table.update_if_found(key, |state| {
+            match decide_inline(algorithm, state, now, cost) {
+                Ok(outcome) => {
+                    *out = outcome.decision;
+                    (
+                        None,
+                        Ok(Prepared {
+                            state,
+                            next: outcome.next,
+                        }),
+                    )
+                }
+                Err(e) => (None, Err(e)),
+            }
+        })
+    }
+
+    /// Step 2 of a two-step take: records what [`prepare`](Self::prepare) decided, if the
+    /// key's state is still the one it decided on (one compare-and-swap, no second
+    /// decision); else decides again on the state found (another caller wrote meanwhile),
+    /// overwriting `out` and `prepared`. Whether something was recorded (`false`: a deny,
+    /// or an admit that writes nothing); `None` if the key is no longer resident (evicted
+    /// or moved since step 1, which recorded nothing): the caller takes the general path.
+    #[inline]
+    pub(crate) fn commit(
+        &self,
+        key: u64,
+        now: Nanos,
+        cost: u32,
+        prepared: &mut Prepared,
+        out: &mut Decision,
+    ) -> Option<Result<bool, InsufficientCapacity>> {
+        let Some(next) = prepared.next else {
+            return Some(Ok(false));
+        };
+        let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
+            return None;
+        };
+        table.update_if_found(key, |state| {
+            if state == prepared.state {
+                return (Some(next), Ok(true));
+            }
+            match algorithm.decide(state, now, cost) {
+                Ok(outcome) => {
+                    *out = outcome.decision;
+                    *prepared = Prepared {
+                        state,
+                        next: outcome.next,
+                    };
+                    (outcome.next, Ok(outcome.next.is_some()))
+                }
+                Err(e) => (None, Err(e)),
+            }
+        })
+    }
+
     /// Decides `cost` for the key with fingerprint `key` at `now`, recording it if
     /// admitted.
     #[inline]
@@ -217,9 +347,30 @@ impl TierStore {
         now: Nanos,
         cost: u32,
     ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
+        // The hot path, inline: a key already resident in a single-word table. Everything
+        // else (a new key, a log tier, a store a reload retired) goes to `take_h`.
+        if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
+            let decide = |state: u64| match algorithm.decide(state, now, cost) {
+                Ok(outcome) => {
+                    let receipt = outcome.next.map(|after| TakeReceipt {
+                        receipt: Receipt::Word {
+                            before: state,
+                            after,
+                        },
+                        hops: 0,
+                    });
+                    (outcome.next, Ok((outcome.decision, receipt)))
+                }
+                Err(e) => (None, Err(e)),
+            };
+            if let Some(taken) = table.update_if_found(key, decide) {
+                return taken;
+            }
+        }
         self.take_h(key, now, cost, 0)
     }
 
+    #[inline(never)]
     fn take_h(
         &self,
         h: u64,
@@ -344,9 +495,18 @@ impl TierStore {
         now: Nanos,
         cost: u32,
     ) -> Result<Decision, InsufficientCapacity> {
+        // The hot path, inline: a key resident in a single-word table. A miss (which may
+        // have raced a move) is confirmed by `peek_h`.
+        if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
+            let peek = |state: u64| (None, algorithm.peek(state, now, cost).map(|o| o.decision));
+            if let Some(peeked) = table.update_if_found(key, peek) {
+                return peeked;
+            }
+        }
         self.peek_h(key, now, cost)
     }
 
+    #[inline(never)]
     fn peek_h(&self, h: u64, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
         if let Some(cell) = self.snapshot(h) {
             return cell.peek(&self.algorithm, now, cost);
@@ -612,6 +772,41 @@ mod tests {
         assert_eq!(admitted(&next, "k", 30), 20);
         assert!(next.is_allocated());
         assert!(next.memory_bytes() > 100_000 * 19);
+    }
+
+    /// The two-step take: a commit records what the prepare decided when the state is
+    /// unchanged, and decides again (here: a deny, writing nothing) when another caller
+    /// wrote the key in between; a key not resident has no fast path.
+    #[test]
+    fn commit_records_the_prepared_take_or_decides_again() {
+        let store = TierStore::new(gcra(10, 10), 100).unwrap();
+        let k = fingerprint("k");
+        let mut out = Decision::allow(0, 0, Nanos::ZERO);
+        assert!(store.prepare(k, Nanos::ZERO, 1, &mut out).is_none());
+        assert_eq!(admitted(&store, "k", 8), 8);
+        // Unchanged state: one CAS records the prepared take.
+        let mut prepared = store.prepare(k, Nanos::ZERO, 1, &mut out).unwrap().unwrap();
+        assert!(out.allowed && out.remaining == 1);
+        let receipt = prepared.receipt().unwrap();
+        assert_eq!(
+            store.commit(k, Nanos::ZERO, 1, &mut prepared, &mut out),
+            Some(Ok(true))
+        );
+        assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 1);
+        // Its receipt undoes it exactly.
+        store.compensate(k, receipt, 1);
+        assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 2);
+        assert_eq!(admitted(&store, "k", 1), 1);
+        // Another caller takes the last permit between the steps: decided again, denied.
+        let mut prepared = store.prepare(k, Nanos::ZERO, 1, &mut out).unwrap().unwrap();
+        assert!(out.allowed);
+        assert_eq!(admitted(&store, "k", 1), 1);
+        assert_eq!(
+            store.commit(k, Nanos::ZERO, 1, &mut prepared, &mut out),
+            Some(Ok(false))
+        );
+        assert!(!out.allowed);
+        assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 0);
     }
 
     /// After the grace period, before the sweep: a check still on the old store updates keys the old

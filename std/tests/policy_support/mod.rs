@@ -285,7 +285,7 @@ pub fn exercise_every_feature<S: Store>(store: S) {
         !search.allowed(),
         "4 used of a new 3: exhausted, not a fresh burst"
     );
-    assert_eq!(search.tiers().last().unwrap().quota, 3);
+    assert_eq!(search.tiers().last().unwrap().quota(), 3);
     // Metered and AdaptivePenalty over it.
     let metered = Metered::new(
         AdaptivePenalty::new(

@@ -215,6 +215,24 @@ fn cost_above_a_tier_capacity_is_an_error_not_a_deny() {
     assert_eq!(policy.peek("acct_9", "/search", 1).unwrap().remaining(), 9);
 }
 
+/// A sliding-log tier takes at most `MAX_LOG_COST` permits in one request, whatever its
+/// limit: each is a timestamp written under the key's lock.
+#[test]
+fn a_log_tier_caps_the_cost_of_one_request() {
+    let (policy, _clock) = policy(
+        "[[rules]]\nname = \"d\"\nlimit = 60000\nwindow = \"1m\"\nalgorithm = \"sliding_window_log\"\n",
+    );
+    let cap = tollgate::policy::MAX_LOG_COST;
+    assert_eq!(
+        policy.allow("a", "/", cap + 1).unwrap_err(),
+        InsufficientCapacity {
+            max_cost: u64::from(cap)
+        }
+    );
+    let admitted = policy.allow("a", "/", cap).unwrap();
+    assert_eq!(admitted.remaining(), 60_000 - u64::from(cap));
+}
+
 /// Every algorithm: peek consumes nothing; refund gives permits back.
 #[test]
 fn peek_and_refund_for_every_algorithm() {

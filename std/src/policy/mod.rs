@@ -99,7 +99,7 @@ pub use rule_id::RuleId;
 pub use rule_set::{RuleSet, DEFAULT_CAPACITY, MAX_CAPACITY};
 pub use store::{InProcess, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
-pub use tier::{Tier, MAX_LOG_LIMIT};
+pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
 pub use tier_config::TierConfig;
 pub use tier_outcome::{TierLabel, TierOutcome};
 pub(crate) use tier_store::TierStore;

@@ -13,6 +13,12 @@ use super::{
 /// and key, so memory is `8 · limit` bytes per active key.
 pub const MAX_LOG_LIMIT: u64 = 65_536;
 
+/// The most permits one request may charge a sliding-window-log tier, in any store: each
+/// is one timestamp written under the key's lock in process (one sorted-set member in
+/// Redis), so this bounds how long one request can hold a key. A larger cost is
+/// [`InsufficientCapacity`](crate::InsufficientCapacity), like any cost above a limit.
+pub const MAX_LOG_COST: u32 = 4096;
+
 /// One validated limit: the algorithm built from its config, what headers advertise
 /// (`name`, `quota`, `window`), and the keyed state it is checked against.
 ///
@@ -139,7 +145,10 @@ impl Tier {
             };
             PolicyConfigError::new(field(blamed), message)
         })?;
-        let max_cost = algorithm.max_cost();
+        let max_cost = match algorithm {
+            AnyAlgorithm::Log(_) => algorithm.max_cost().min(u64::from(MAX_LOG_COST)),
+            AnyAlgorithm::Packed(_) => algorithm.max_cost(),
+        };
         let name = intern(name);
         let (rule, rule_name, shared) = rule;
         Ok(Tier {

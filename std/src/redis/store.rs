@@ -18,10 +18,9 @@ use crate::policy::{Partition, Plan, PlannedTier, Store, TierOutcome};
 use crate::sync::plain::{AtomicU64, Ordering};
 use crate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
 
-/// The most permits one request may charge a sliding-log tier on Redis: each is one
-/// sorted-set member written by the script, so this bounds how long one check can hold
-/// the server.
-pub const MAX_LOG_COST: u32 = 4096;
+/// The most permits one request may charge a sliding-log tier (the policy's
+/// [`MAX_LOG_COST`](crate::policy::MAX_LOG_COST), the same in every store).
+pub use crate::policy::MAX_LOG_COST;
 
 /// A [`Store`] in Redis or Redis Cluster: a [`Policy`](crate::policy::Policy) built from
 /// the same rules runs on it unchanged, shared by every process on the same target and
@@ -343,13 +342,6 @@ impl RedisStore {
                     continue;
                 }
                 let algorithm = p.tier.algorithm();
-                if let AnyAlgorithm::Log(_) = algorithm {
-                    if p.cost > MAX_LOG_COST {
-                        return Err(InsufficientCapacity {
-                            max_cost: u64::from(MAX_LOG_COST),
-                        });
-                    }
-                }
                 call.keys.push(self.key_of(p));
                 let (tag, cmax) = tag(algorithm);
                 let mut encoded = Vec::with_capacity(6);

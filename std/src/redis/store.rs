@@ -313,12 +313,7 @@ impl RedisStore {
 
     /// The calls `plan` needs for `op`: client tiers, then global tiers (each group one
     /// slot), each with the tier indices it covers.
-    fn calls(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        op: Op,
-    ) -> Result<Vec<Call>, InsufficientCapacity> {
+    fn calls(&self, plan: &Plan<'_>, now: Nanos, op: Op) -> Vec<Call> {
         let shared = &self.shared;
         let now_arg = match shared.config.time_source() {
             TimeSource::Client => hex(now.as_u64()),
@@ -363,7 +358,7 @@ impl RedisStore {
                 calls.push(call);
             }
         }
-        Ok(calls)
+        calls
     }
 
     fn key_of(&self, p: &PlannedTier<'_>) -> String {
@@ -514,7 +509,7 @@ impl Store for RedisStore {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        let calls = self.calls(plan, now, Op::Check)?;
+        let calls = self.calls(plan, now, Op::Check);
         Counters::bump(&self.shared.counters.decisions);
         let mut admitted: Vec<&Call> = Vec::with_capacity(2);
         let mut denied = false;
@@ -533,10 +528,9 @@ impl Store for RedisStore {
         if denied {
             // Give back what the groups that admitted took, then report their state.
             for call in admitted {
-                if self.run(call, Op::Refund).is_err() {
-                    // Redis took the permits and cannot give them back now: the strict
-                    // side (they return with the window or the drain).
-                }
+                // If Redis cannot take the refund now, it keeps the permits: the strict side
+                // (they return with the window or the drain).
+                let _ = self.run(call, Op::Refund);
                 self.decide(plan, call, Op::PeekDenied, now, outcomes);
             }
         }
@@ -550,27 +544,25 @@ impl Store for RedisStore {
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         Counters::bump(&self.shared.counters.decisions);
-        for call in self.calls(plan, now, Op::Peek)? {
+        for call in self.calls(plan, now, Op::Peek) {
             self.decide(plan, &call, Op::Peek, now, outcomes);
         }
         Ok(())
     }
 
     fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        if let Ok(calls) = self.calls(plan, now, Op::Refund) {
-            for call in calls {
-                let _ = self.run(&call, Op::Refund);
-            }
+        for call in self.calls(plan, now, Op::Refund) {
+            // A refund Redis cannot take is dropped: the strict side (the permits come back
+            // with the window or the drain).
+            let _ = self.run(&call, Op::Refund);
         }
     }
 
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        if let Ok(calls) = self.calls(plan, now, Op::Charge) {
-            for call in calls {
-                if let (Err(_), Some(fallback)) = (self.run(&call, Op::Charge), &self.fallback) {
-                    // Work done during an outage counts against the local share.
-                    fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
-                }
+        for call in self.calls(plan, now, Op::Charge) {
+            if let (Err(_), Some(fallback)) = (self.run(&call, Op::Charge), &self.fallback) {
+                // Work done during an outage counts against the local share.
+                fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
             }
         }
     }

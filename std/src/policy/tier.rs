@@ -38,6 +38,8 @@ pub struct Tier {
     kind: AlgorithmKind,
     quota: u64,
     window: Nanos,
+    /// The configuration the algorithm was built from.
+    config: AlgorithmConfig,
     algorithm: AnyAlgorithm,
     max_cost: u64,
     /// What headers and metrics say about it (interned; relabelled if its rule's id
@@ -156,6 +158,7 @@ impl Tier {
             kind,
             quota: limit,
             window,
+            config: algorithm_config,
             algorithm,
             max_cost,
             label: TierLabel {
@@ -222,6 +225,12 @@ impl Tier {
     /// converted, not misread.
     pub fn version(&self) -> u64 {
         self.algorithm.version()
+    }
+
+    /// The configuration its algorithm was built from (what a store scales for a share of
+    /// the limit, e.g. a fallback while the shared store is down).
+    pub fn config(&self) -> &AlgorithmConfig {
+        &self.config
     }
 
     /// The largest cost one request can have under this tier.

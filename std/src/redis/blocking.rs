@@ -36,12 +36,7 @@ impl BlockingRedisLimiter {
         rules: Vec<RedisRule>,
         config: RedisConfig,
     ) -> Result<BlockingRedisLimiter, BuildError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("tollgate-redis")
-            .enable_all()
-            .build()
-            .map_err(|e| BuildError::Runtime(e.to_string()))?;
+        let runtime = super::connection::io_runtime("tollgate-redis")?;
         Ok(BlockingRedisLimiter {
             runtime,
             inner: RedisLimiter::new(target, rules, config)?,

@@ -214,3 +214,13 @@ impl Connection {
         }
     }
 }
+
+/// The one-thread tokio runtime that drives a blocking front end's Redis I/O.
+pub(crate) fn io_runtime(thread_name: &str) -> Result<tokio::runtime::Runtime, BuildError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(thread_name)
+        .enable_all()
+        .build()
+        .map_err(|e| BuildError::Runtime(e.to_string()))
+}

@@ -50,36 +50,6 @@ fn scaled(config: &AlgorithmConfig, share: f64) -> AlgorithmConfig {
     config.share(parts, WHOLE)
 }
 
-/// The configuration a policy tier was compiled from (its kind, quota and window, and the
-/// burst, capacity or queue its algorithm keeps).
-fn config_of(tier: &Tier) -> AlgorithmConfig {
-    let (limit, window) = (tier.quota(), tier.window());
-    match tier.algorithm() {
-        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => AlgorithmConfig::Gcra {
-            limit,
-            period: window,
-            burst: g.burst_size(),
-        },
-        AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => AlgorithmConfig::TokenBucket {
-            capacity: t.capacity(),
-            refill_amount: limit,
-            refill_period: window,
-        },
-        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => AlgorithmConfig::LeakyBucket {
-            amount: limit,
-            period: window,
-            queue: l.queue_depth(),
-        },
-        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_)) => {
-            AlgorithmConfig::FixedWindow { limit, window }
-        }
-        AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(_)) => {
-            AlgorithmConfig::SlidingWindowCounter { limit, window }
-        }
-        AnyAlgorithm::Log(_) => AlgorithmConfig::SlidingWindowLog { limit, window },
-    }
-}
-
 /// The most tier tables a [`PlanFallback`] keeps (one per tier version met while Redis was
 /// down); past it they are all dropped and built again on use.
 const PLAN_FALLBACK_TABLES: usize = 64;
@@ -127,7 +97,7 @@ impl PlanFallback {
             tables.clear();
         }
         // Scaling down cannot make a valid config invalid; keep the tier's own if it does.
-        let algorithm = scaled(&config_of(tier), self.share)
+        let algorithm = scaled(tier.config(), self.share)
             .build()
             .unwrap_or(*tier.algorithm());
         let table = Arc::new(TierStore::new(algorithm, self.capacity).ok()?);

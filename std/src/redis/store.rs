@@ -236,12 +236,7 @@ impl RedisStore {
             }
             FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => None,
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("tollgate-redis-store")
-            .enable_all()
-            .build()
-            .map_err(|e| BuildError::Runtime(e.to_string()))?;
+        let runtime = super::connection::io_runtime("tollgate-redis-store")?;
         Ok(RedisStore {
             shared: Arc::new(Shared {
                 script: LuaScript::for_store(),

@@ -6,8 +6,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# Disk: a full run builds the workspace several ways (features, loom, miri, fuzz). Without
+# incremental caches and with line tables only (file:line in backtraces, no variable info),
+# it writes ~3 GB instead of ~8 GB; a machine with little free disk failed the link of a
+# test binary (ld: signal 7) before this. Set either variable to override.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
 start=$(date +%s)
-stage() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
+stage() {
+  echo
+  echo "=== $* ($(( $(date +%s) - start )) s; free disk: $(df -h . | awk 'NR==2 {print $4}'))"
+}
 
 stage "setup"
 bash scripts/setup.sh

@@ -191,6 +191,103 @@ fn a_policy_on_a_cluster_decides_exactly_as_the_reference_store() {
     }
 }
 
+/// `rules` on the reference store, on `redis` and in-process from `start` (checks, peeks
+/// and charges), the clock moving on by up to 0.6 s a step and by `jump` every 25th step;
+/// every decision equal.
+fn replay_from(seed: u64, steps: usize, redis: RedisStore, rules: &str, start: Nanos, jump: Nanos) {
+    let clock = ManualClock::starting_at(start);
+    let reference = Policy::from_toml(rules, clock.clone())
+        .unwrap()
+        .store(MapStore::default());
+    let ours = Policy::from_toml(rules, clock.clone())
+        .unwrap()
+        .store(redis);
+    let in_process = Policy::from_toml(rules, clock.clone()).unwrap();
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    for step in 0..steps {
+        if step % 25 == 24 {
+            clock.advance(jump);
+        }
+        clock.advance(Nanos::from_millis(rng.below(4) * rng.below(200)));
+        let client = ["a", "b", "vip", "c"][rng.below(4) as usize];
+        let endpoint = ["/", "/search", "/upload"][rng.below(3) as usize];
+        let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
+        let roll = rng.below(10);
+        if roll == 0 {
+            let request = Request::new(client, endpoint, cost);
+            let now = tollgate::Clock::now(&clock);
+            reference.charge_at(&request, now);
+            ours.charge_at(&request, now);
+            in_process.charge_at(&request, now);
+            continue;
+        }
+        let (expected, got) = if roll < 3 {
+            (
+                in_process.peek(client, endpoint, cost),
+                ours.peek(client, endpoint, cost),
+            )
+        } else {
+            let expected = in_process.allow(client, endpoint, cost);
+            assert_eq!(reference.allow(client, endpoint, cost), expected);
+            (expected, ours.allow(client, endpoint, cost))
+        };
+        assert_eq!(
+            got, expected,
+            "seed {seed} step {step}: {client} {endpoint} {cost}"
+        );
+    }
+}
+
+/// The store's script works on instants relative to the call's time while they are within
+/// 2^53 ns (104 days) of it, and on full-width values otherwise: states left 120 days
+/// behind by a jump of the clock, tiers whose debt runs more than 2^53 ns ahead (400-day
+/// windows), and a clock a few seconds short of `u64::MAX` decide exactly as in-process.
+#[test]
+fn instants_far_from_now_and_near_the_end_of_time_decide_as_in_process() {
+    let server = RedisServer::start();
+    let day = 86_400u64;
+    let start = Nanos::from_secs(1_700_000_000);
+    for (i, (rules, start, jump)) in [
+        (RULES.to_owned(), start, Nanos::from_secs(120 * day)),
+        (
+            variant("gcra", 3, "400d"),
+            start,
+            Nanos::from_secs(120 * day),
+        ),
+        (
+            variant("leaky_bucket", 3, "400d"),
+            start,
+            Nanos::from_secs(30 * day),
+        ),
+        (
+            variant("fixed_window", 3, "400d"),
+            start,
+            Nanos::from_secs(130 * day),
+        ),
+        (
+            variant("sliding_window_counter", 3, "400d"),
+            start,
+            Nanos::from_secs(130 * day),
+        ),
+        (
+            RULES.to_owned(),
+            Nanos::new(u64::MAX - 30_000_000_000),
+            Nanos::from_secs(1),
+        ),
+        (
+            variant("gcra", 5, "1d"),
+            Nanos::new(u64::MAX - 30_000_000_000),
+            Nanos::from_secs(1),
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let redis = store(RedisTarget::Single(server.url()), &format!("far{i}"));
+        replay_from(i as u64 + 1, 150, redis, &rules, start, jump);
+    }
+}
+
 /// Two processes' worth of policies (each its own store and connection) on one key,
 /// from four threads: exactly the limit is admitted.
 #[test]

@@ -35,8 +35,15 @@ pub(crate) fn validate_name(name: &str) -> Result<(), BuildError> {
     }
 }
 
-fn hex(value: u64) -> String {
-    format!("{value:016x}")
+/// An algorithm argument as the scripts' `arg` reads it (prelude.lua): below 2^52, hex
+/// without padding (at most 13 digits: one `tonumber(s, 16)`, exact in a Lua double, and
+/// cheaper there than a decimal), else 16 hex digits.
+fn arg(value: u64) -> String {
+    if value < 1 << 52 {
+        format!("{value:x}")
+    } else {
+        format!("{value:016x}")
+    }
 }
 
 impl RedisRule {
@@ -144,34 +151,34 @@ pub(crate) fn encode_algorithm(algorithm: &AnyAlgorithm, cost: u32, args: &mut V
             let interval = l.drain_interval().as_u64();
             // cost ≤ max_cost, which the core keeps within u64 ns of drain.
             let drain = interval.saturating_mul(cost64);
-            args.push(hex(interval));
-            args.push(hex(l.horizon().as_u64()));
-            args.push(hex(drain));
-            args.push(cost.to_string());
+            args.push(arg(interval));
+            args.push(arg(l.horizon().as_u64()));
+            args.push(arg(drain));
+            args.push(arg(cost64));
         }
         AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
-            args.push(hex(w.window().as_u64()));
-            args.push(hex(w.limit()));
-            args.push(hex(cost64));
+            args.push(arg(w.window().as_u64()));
+            args.push(arg(w.limit()));
+            args.push(arg(cost64));
         }
         AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
-            args.push(hex(w.window().as_u64()));
-            args.push(hex(w.limit()));
-            args.push(hex(cost64));
+            args.push(arg(w.window().as_u64()));
+            args.push(arg(w.limit()));
+            args.push(arg(cost64));
         }
         AnyAlgorithm::Log(log) => {
-            args.push(hex(log.window().as_u64()));
-            args.push(log.limit().to_string());
-            args.push(cost.to_string());
+            args.push(arg(log.window().as_u64()));
+            args.push(arg(log.limit()));
+            args.push(arg(cost64));
         }
     }
 }
 
 fn encode_gcra(g: &crate::Gcra, cost: u32, args: &mut Vec<String>) {
     let interval = g.emission_interval().as_u64();
-    args.push(hex(interval));
-    args.push(hex(g.tolerance().as_u64()));
+    args.push(arg(interval));
+    args.push(arg(g.tolerance().as_u64()));
     // cost ≤ burst, so cost·T ≤ τ fits (checked by the core at construction).
-    args.push(hex(interval.saturating_mul(u64::from(cost))));
-    args.push(cost.to_string());
+    args.push(arg(interval.saturating_mul(u64::from(cost))));
+    args.push(arg(u64::from(cost)));
 }

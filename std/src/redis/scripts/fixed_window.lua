@@ -1,33 +1,32 @@
 -- Fixed window: state {window index, count}.
 -- decide mirrors tollgate_core::FixedWindow::decide; refund and charge mirror
 -- FixedWindow::refund and FixedWindow::charge (`cmax`: the most the core's packed count
--- holds, where a charge saturates). (index+1)*W - now is computed as index*W + W - now.
--- Arguments (3): W, L, cost (all 16-hex).
+-- holds, where a charge saturates).
+-- Arguments (3, each as arg() reads it): W, L, cost.
 local fixed = { fields = 2, args = 3 }
 ALGOS['fixed'] = fixed
 
--- The window of `now` given the stored one: the stored window whenever
--- stored*W <= now < stored*W + W (no division); a stored window after now's (a late
--- caller) is kept, as in the core. Returns index, index*W, count.
-local function fixed_current(st, window, now)
+-- The window in force given the stored one: the stored window if it is now's or later (a
+-- late caller keeps a window another caller already moved on, as in the core), else now's
+-- with count 0. Reads the call's time through window_of (never `now`): returns index,
+-- count, and `ahead` = index - now's index (0 but for a late caller), `into` = ns since
+-- the start of now's window.
+local function fixed_current(st, window)
   local index, count = st[1], st[2]
-  local base = mul(index, window)
-  if cmp(now, base) >= 0 and cmp(sub(now, base), window) >= 0 then
-    index = div(now, window)
-    base = mul(index, window)
-    count = ZERO
-  end
-  return index, base, count
+  local cur, into = window_of(window)
+  if cmp(index, cur) < 0 then return cur, ZERO, ZERO, into end
+  return index, count, sub(index, cur), into
 end
 fixed.current = fixed_current
 
 function fixed.decide(st, a, pos, now, zero)
-  local window = hex(a[pos])
-  local limit = hex(a[pos + 1])
+  local window = arg(a[pos])
+  local limit = arg(a[pos + 1])
   local cost = ZERO
-  if not zero then cost = hex(a[pos + 2]) end
-  local index, base, count = fixed_current(st, window, now)
-  local reset = span_to(add(base, window), now)
+  if not zero then cost = arg(a[pos + 2]) end
+  local index, count, ahead, into = fixed_current(st, window)
+  -- (index+1)*W - now = ahead*W + (W - into), saturating
+  local reset = clamp_u64(add(mul(ahead, window), sub(window, into)))
   local new_count = add(count, cost)
   if cmp(new_count, limit) <= 0 then
     local next = nil
@@ -40,16 +39,15 @@ function fixed.decide(st, a, pos, now, zero)
 end
 
 function fixed.refund(st, a, pos, now)
-  local window = hex(a[pos])
-  if cmp(st[1], div(now, window)) == 0 then
-    return { st[1], sat_sub(st[2], hex(a[pos + 2])) }
+  if cmp(st[1], (window_of(arg(a[pos])))) == 0 then
+    return { st[1], sat_sub(st[2], arg(a[pos + 2])) }
   end
   return st
 end
 
 function fixed.charge(st, a, pos, now, cmax)
-  local cost = hex(a[pos + 2])
+  local cost = arg(a[pos + 2])
   if is_zero(cost) then return st end
-  local index, _, count = fixed_current(st, hex(a[pos]), now)
+  local index, count = fixed_current(st, arg(a[pos]))
   return { index, min(add(count, cost), cmax) }
 end

@@ -1,18 +1,18 @@
 -- GCRA (and the token bucket, which is GCRA with T = 1/r, b = C): state {TAT}.
 -- decide mirrors tollgate_core::Gcra::decide; refund and charge mirror the core's
 -- tat::give_back and tat::charge (Gcra::refund / Gcra::charge).
--- Arguments (4): T, tau = b*T, cost*T (all 16-hex), cost (decimal).
+-- Arguments (4, each as the prelude's arg() reads it): T, tau = b*T, cost*T, cost.
 local gcra = { fields = 1, args = 4 }
 ALGOS['gcra'] = gcra
 
 function gcra.decide(st, a, pos, now, zero)
-  local interval = hex(a[pos])
-  local tolerance = hex(a[pos + 1])
+  local interval = arg(a[pos])
+  local tolerance = arg(a[pos + 1])
   local cost_t, cost = ZERO, 0
-  if not zero then cost_t, cost = hex(a[pos + 2]), tonumber(a[pos + 3]) end
+  if not zero then cost_t, cost = arg(a[pos + 2]), arg(a[pos + 3]) end
   local tat = max(st[1], now)
   local new_tat = add(tat, cost_t)
-  local fits = not over_u64(new_tat)
+  local fits = not over_at(new_tat)
   local ahead = U64MAX
   if fits then ahead = sub(new_tat, now) end
   if fits and cmp(ahead, tolerance) <= 0 then
@@ -27,9 +27,9 @@ function gcra.decide(st, a, pos, now, zero)
 end
 
 function gcra.refund(st, a, pos, now)
-  return { tat_give_back(st[1], now, hex(a[pos + 2])) }
+  return { tat_give_back(st[1], now, arg(a[pos + 2])) }
 end
 
 function gcra.charge(st, a, pos, now)
-  return { tat_charge(st[1], now, hex(a[pos + 2]), tonumber(a[pos + 3])) }
+  return { tat_charge(st[1], now, arg(a[pos + 2]), arg(a[pos + 3])) }
 end

@@ -1,19 +1,19 @@
 -- Leaky bucket (shaper): state {F}, the time the queue drains.
 -- decide mirrors tollgate_core::LeakyBucket::decide; refund and charge mirror the core's
 -- tat::give_back and tat::charge (LeakyBucket::refund / LeakyBucket::charge).
--- Arguments (4): drain interval, horizon = Q/r, cost*interval (all 16-hex), cost (decimal).
+-- Arguments (4, each as arg() reads it): drain interval, horizon = Q/r, cost*interval, cost.
 local leaky = { fields = 1, args = 4 }
 ALGOS['leaky'] = leaky
 
 function leaky.decide(st, a, pos, now, zero)
-  local interval = hex(a[pos])
-  local horizon = hex(a[pos + 1])
+  local interval = arg(a[pos])
+  local horizon = arg(a[pos + 1])
   local drain, cost = ZERO, 0
-  if not zero then drain, cost = hex(a[pos + 2]), tonumber(a[pos + 3]) end
+  if not zero then drain, cost = arg(a[pos + 2]), arg(a[pos + 3]) end
   local start = max(st[1], now)
   local wait = sub(start, now)
   local drained_at = add(start, drain)
-  if cmp(wait, horizon) <= 0 and not over_u64(drained_at) then
+  if cmp(wait, horizon) <= 0 and not over_at(drained_at) then
     local backlog = sub(drained_at, now)
     local remaining = ZERO
     if cmp(horizon, backlog) >= 0 then
@@ -29,9 +29,9 @@ function leaky.decide(st, a, pos, now, zero)
 end
 
 function leaky.refund(st, a, pos, now)
-  return { tat_give_back(st[1], now, hex(a[pos + 2])) }
+  return { tat_give_back(st[1], now, arg(a[pos + 2])) }
 end
 
 function leaky.charge(st, a, pos, now)
-  return { tat_charge(st[1], now, hex(a[pos + 2]), tonumber(a[pos + 3])) }
+  return { tat_charge(st[1], now, arg(a[pos + 2]), arg(a[pos + 3])) }
 end

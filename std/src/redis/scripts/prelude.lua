@@ -140,14 +140,24 @@ local ZERO = 0
 local ONE = 1
 local U64MAX = { B - 1, B - 1, 65535, 0, 0, 0 }
 
-local function hex(s)
-  -- s: exactly 16 hex digits
-  local hi = tonumber(strsub(s, 1, 8), 16)
-  local lo = tonumber(strsub(s, 9, 16), 16)
+local function from_halves(hi, lo)
+  -- hi·2^32 + lo as a value (hi, lo < 2^32)
   if hi < 2097152 then return hi * TWO32 + lo end -- below 2^53
   local lo_top = floor(lo / B)
   local hi_low = hi % 65536
   return { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 }
+end
+
+local function hex(s)
+  -- s: exactly 16 hex digits
+  return from_halves(tonumber(strsub(s, 1, 8), 16), tonumber(strsub(s, 9, 16), 16))
+end
+
+-- An algorithm argument: hex without padding when below 2^52 (at most 13 digits), else 16
+-- hex digits (the client's encoding, rule.rs `arg`).
+local function arg(s)
+  if #s < 16 then return tonumber(s, 16) end
+  return hex(s)
 end
 
 local function cmp(a, b)
@@ -259,21 +269,149 @@ local function span_to(at, now)
   return clamp_u64(sat_sub(at, now))
 end
 
--- The server's TIME in ns, s·10^9 + µs·1000, built limb by limb (a generic mul and add
--- cost ~2.5 µs here). With s = sh·B + sl (sh < 256 while s < 2^32) and
--- 10^9 = 59·B + 10144256, every partial product below is below 2^49: exact in a double.
-local function server_now()
+-- The server's TIME in ns, s·10^9 + µs·1000, as its high and low 32 bits. With
+-- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
+-- so every step is exact in a double.
+local function server_time()
   local t = redis.call('TIME')
   local s, us = tonumber(t[1]), tonumber(t[2])
-  local sh = floor(s / B)
-  local sl = s - sh * B
-  local x = sl * 10144256 + us * 1000
-  local c = floor(x / B)
-  local l1 = x - c * B
-  x = sl * 59 + sh * 10144256 + c
-  c = floor(x / B)
-  local l2 = x - c * B
-  return norm({ l1, l2, sh * 59 + c, 0, 0, 0 })
+  local sl = s % 65536
+  local x = (s - sl) / 65536 * 1000000000
+  local xl = x % 65536
+  local hi = (x - xl) / 65536
+  local lo = xl * 65536 + sl * 1000000000 + us * 1000
+  local c = floor(lo / TWO32)
+  return hi + c, lo - c * TWO32
+end
+
+-- 16 hex digits as their high and low 32 bits.
+local function halves(s)
+  return tonumber(strsub(s, 1, 8), 16), tonumber(strsub(s, 9, 16), 16)
+end
+
+-- The call's time. Algorithms take `now` as an argument and never read these; the runners
+-- and the helpers below do. NOW_ABS is the absolute time (a value), NOW_H / NOW_L its high
+-- and low 32 bits (numbers). In *relative* mode (the policy store, whenever no log tier
+-- takes part) every instant an algorithm sees is `instant - NOW_ABS`, a number while it is
+-- within 2^53 ns (104 days) of now, so that `now` is 0 and GCRA / leaky bucket arithmetic
+-- never touches limbs; absolute mode passes instants as they are (the log, and the
+-- RedisLimiter's runner). Instants cross in and out through inst() and inst_hex().
+local NOW_ABS, NOW_H, NOW_L, NOW_HEX = 0, 0, 0, ''
+local RELATIVE = false
+local ROOMY = true -- NOW_ABS <= U64MAX - 2^53: a relative number can never pass U64MAX
+-- The absolute instant 0 (a fresh GCRA / leaky state, "any time not after now"): 0 in
+-- absolute mode, -2^53 in relative mode, below every relative instant inst() returns.
+local EPOCH = 0
+-- Set when inst() meets an instant it cannot hold as a relative number (2^53 ns or more in
+-- the past): the runner then reloads in absolute mode.
+local FAR = false
+
+-- NOW_ABS, built on first use in relative mode (it is a limb array).
+local function now_abs()
+  if NOW_ABS == nil then NOW_ABS = from_halves(NOW_H, NOW_L) end
+  return NOW_ABS
+end
+
+-- Sets the call's time from its high and low 32 bits, and the mode.
+local function set_now(hi, lo, relative)
+  NOW_H, NOW_L = hi, lo
+  NOW_ABS = nil
+  if not relative then NOW_ABS = from_halves(hi, lo) end
+  NOW_HEX = format('%08x%08x', hi, lo)
+  RELATIVE = relative
+  ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
+  if relative then EPOCH = -EXACT else EPOCH = 0 end
+  FAR = false
+end
+
+-- A stored instant (16 hex digits) as the mode sees it.
+local function inst(s)
+  if not RELATIVE then return hex(s) end
+  local hi = tonumber(strsub(s, 1, 8), 16)
+  local lo = tonumber(strsub(s, 9, 16), 16)
+  local dh = hi - NOW_H
+  if dh > -1048576 and dh < 1048576 then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53
+  if dh > 0 then return sub(hex(s), now_abs()) end
+  if hi == 0 and lo == 0 then return EPOCH end
+  FAR = true
+  return EPOCH
+end
+
+-- An instant as the mode sees it, written as 16 hex digits of its absolute value.
+local function inst_hex(v)
+  if not RELATIVE then return tohex(v) end
+  if type(v) ~= 'number' then return tohex(add(now_abs(), v)) end
+  if v <= EPOCH then return '0000000000000000' end
+  local vh = floor(v / TWO32)
+  local lo = NOW_L + (v - vh * TWO32)
+  local hi = NOW_H + vh
+  if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+  return format('%08x%08x', hi, lo)
+end
+
+-- Whether the instant `a` (as the mode sees it) is past u64::MAX, and `a` capped there: the
+-- saturating adds of the core's TAT arithmetic.
+local function over_at(a)
+  if not RELATIVE then return over_u64(a) end
+  if type(a) == 'number' then
+    if a < 0 or ROOMY then return false end
+  end
+  return over_u64(add(now_abs(), a))
+end
+
+local function clamp_at(a)
+  if not over_at(a) then return a end
+  if RELATIVE then return sub(U64MAX, now_abs()) end
+  return U64MAX
+end
+
+-- The window of the call's time for window length `w`: its index floor(NOW_ABS / w) and
+-- NOW_ABS mod w (ns into it). One limb division per window length while the time stays
+-- in the same window, or moves on by less than 2^52 ns: the function library (FCALL)
+-- keeps, per length, the last window and its start (32-bit halves) between calls. The
+-- memo holds at most 64 lengths; it is a pure cache, so replicas and the EVAL fallback
+-- (which starts empty each call) compute the same.
+local WINDOWS, WINDOW_COUNT = {}, 0
+
+local function window_of(w)
+  local c = nil
+  if type(w) == 'number' then c = WINDOWS[w] end
+  if c then
+    local dh = NOW_H - c[2]
+    if dh >= 0 and dh < 1048576 then
+      local d = dh * TWO32 + (NOW_L - c[3])
+      if d >= 0 then
+        if d < w then return c[1], d end
+        local k, e = divmod(d, w)
+        if type(k) == 'number' then
+          -- move the memo k windows on: its start by d - e (< 2^53)
+          local step = d - e
+          local sh = floor(step / TWO32)
+          local lo = c[3] + (step - sh * TWO32)
+          local hi = c[2] + sh
+          if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+          c[1], c[2], c[3] = add(c[1], k), hi, lo
+          return c[1], e
+        end
+      end
+    end
+  end
+  local index, into = divmod(now_abs(), w)
+  if type(w) == 'number' then
+    -- the window's start, NOW_ABS - into (into < w < 2^53), as halves
+    local ih = floor(into / TWO32)
+    local lo = NOW_L - (into - ih * TWO32)
+    local hi = NOW_H - ih
+    if lo < 0 then lo = lo + TWO32; hi = hi - 1 end
+    if c then
+      c[1], c[2], c[3] = index, hi, lo
+    else
+      if WINDOW_COUNT >= 64 then WINDOWS, WINDOW_COUNT = {}, 0 end
+      WINDOWS[w] = { index, hi, lo }
+      WINDOW_COUNT = WINDOW_COUNT + 1
+    end
+  end
+  return index, into
 end
 
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
@@ -329,7 +467,7 @@ end
 -- The core's tat::charge: max(state, now) + cost*T, saturating; unchanged for cost 0.
 local function tat_charge(state, now, cost_t, cost)
   if cost == 0 then return state end
-  return clamp_u64(add(max(state, now), cost_t))
+  return clamp_at(add(max(state, now), cost_t))
 end
 
 -- A sorted-set log as the view sliding_window_log.lua reads: `n` permits at ranks

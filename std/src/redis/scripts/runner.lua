@@ -10,13 +10,15 @@
 local function main(KEYS, ARGV)
   if floor == nil then bind() end
   NL = BASE_NL
-  local now
-  if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
+  local hi, lo
+  if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
+  set_now(hi, lo, false)
+  local now = NOW_ABS
   local slack = tonumber(ARGV[2])
   local commit = ARGV[3] == '1'
   local tiers = tonumber(ARGV[4])
   local pos = 5
-  local reply = { 1, tohex(now) }
+  local reply = { 1, NOW_HEX }
   local writes = {}
   for i = 1, tiers do
     local key = KEYS[i]
@@ -28,7 +30,7 @@ local function main(KEYS, ARGV)
       local view = zset_view(key, redis.call('ZCARD', key), 0)
       d, next, span = algo.decide(view, ARGV, pos, now, false)
       if next then
-        local limit_n = tonumber(ARGV[pos + 1])
+        local limit_n = arg(ARGV[pos + 1])
         writes[i] = { key = key, log = view, next = next, span = span, limit_n = limit_n }
       end
     else

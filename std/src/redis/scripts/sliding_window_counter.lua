@@ -1,48 +1,42 @@
 -- Sliding window counter: state {window index, prev, curr}.
 -- Gives exactly tollgate_core::SlidingWindowCounter::decide's decisions, with its u128
 -- arithmetic rearranged so that the common case needs no u128 division:
---   * the window index of `now` is the stored one whenever stored*W <= now < stored*W + W
---     (no division by W); otherwise it is now / W as in the core;
+--   * the window index of `now` and the time into it come from window_of (a division by
+--     W only when the time enters another window), never from `now` itself;
 --   * with prev <= L (always, unless the limit was lowered under a live key),
 --     floor((L*W - prev*(W - e)) / W) = (L - prev) + floor(prev*e / W) exactly, since
 --     L*W - prev*(W - e) = (L - prev)*W + prev*e; call it `room`. The core's admission
 --     test weighted + new*W <= L*W is then new <= room (an integer is at most a real iff
 --     it is at most its floor), and its `remaining` is room - new;
 --   * otherwise (prev > L) the core's formulas are used as they are, in 96-bit limbs;
---   * (index + k)*W is index*W + k*W, and W - min(floor(x*W/p), W) is 0 when x >= p.
+--   * (index + k)*W - now is (index - cur + k - 1)*W + (W - into), cur being now's window
+--     and `into` the ns since its start; W - min(floor(x*W/p), W) is 0 when x >= p.
 -- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`cmax`:
 -- the most the core's packed counts hold, where a charge saturates).
--- Arguments (3): W, L, cost (all 16-hex).
+-- Arguments (3, each as arg() reads it): W, L, cost.
 local swc = { fields = 3, args = 3 }
 ALGOS['swc'] = swc
 
--- The core's `roll`: the state moved to now's window. Returns index, index*W, prev, curr,
--- elapsed (ns into now's window; 0 for a stored window after now's).
-local function swc_roll(st, window, now)
+-- The core's `roll`: the state moved to now's window. Returns index, prev, curr, elapsed
+-- (ns into now's window; 0 for a stored window after now's), and for the spans: `ahead` =
+-- index - now's index (0 but for a late caller) and `into` = ns into now's window.
+local function swc_roll(st, window)
   local stored, prev, curr = st[1], st[2], st[3]
-  local base = mul(stored, window)
-  local current, current_base
-  if cmp(now, base) >= 0 and cmp(sub(now, base), window) < 0 then
-    current, current_base = stored, base
-  else
-    current = div(now, window)
-    current_base = mul(current, window)
-  end
-  if cmp(stored, current) >= 0 then
-    if cmp(stored, current) == 0 then return stored, base, prev, curr, sub(now, base) end
-    return stored, base, prev, curr, ZERO
-  end
-  if cmp(add(stored, ONE), current) == 0 then prev = curr else prev = ZERO end
-  return current, current_base, prev, ZERO, sub(now, current_base)
+  local cur, into = window_of(window)
+  local c = cmp(stored, cur)
+  if c == 0 then return stored, prev, curr, into, ZERO, into end
+  if c > 0 then return stored, prev, curr, ZERO, sub(stored, cur), into end
+  if cmp(add(stored, ONE), cur) == 0 then prev = curr else prev = ZERO end
+  return cur, prev, ZERO, into, ZERO, into
 end
 swc.roll = swc_roll
 
 function swc.decide(st, a, pos, now, zero)
-  local window = hex(a[pos])
-  local limit = hex(a[pos + 1])
+  local window = arg(a[pos])
+  local limit = arg(a[pos + 1])
   local cost = ZERO
-  if not zero then cost = hex(a[pos + 2]) end
-  local index, index_base, prev, curr, elapsed = swc_roll(st, window, now)
+  if not zero then cost = arg(a[pos + 2]) end
+  local index, prev, curr, elapsed, ahead, into = swc_roll(st, window)
   -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
   local room, over = nil, false
   if cmp(prev, limit) <= 0 then
@@ -53,10 +47,9 @@ function swc.decide(st, a, pos, now, zero)
     over = cmp(weighted, capacity) > 0
     room = div(sat_sub(capacity, weighted), window)
   end
+  -- (index + k)*W - now for k >= 1: never negative, saturating
   local function until_window(k)
-    local at = index_base
-    for _ = 1, k do at = add(at, window) end
-    return span_to(at, now)
+    return clamp_u64(add(mul(add(ahead, k - 1), window), sub(window, into)))
   end
   local new_curr = add(curr, cost)
   if not over and cmp(new_curr, room) <= 0 then
@@ -84,22 +77,22 @@ function swc.decide(st, a, pos, now, zero)
   else
     k, offset = 1, earliest(sub(limit, cost), curr)
   end
-  local at = index_base
-  for _ = 1, k do at = add(at, window) end
-  return deny(sat_sub(room, curr), reset, span_to(add(at, offset), now)), nil, nil
+  -- (index + k)*W + offset - now, 0 if passed, saturating
+  local retry = clamp_u64(sat_sub(add(mul(add(ahead, k), window), offset), into))
+  return deny(sat_sub(room, curr), reset, retry), nil, nil
 end
 
 function swc.refund(st, a, pos, now)
-  local cost = hex(a[pos + 2])
-  local index = div(now, hex(a[pos]))
+  local cost = arg(a[pos + 2])
+  local index = window_of(arg(a[pos]))
   if cmp(st[1], index) == 0 then return { st[1], st[2], sat_sub(st[3], cost) } end
   if cmp(st[1], add(index, ONE)) == 0 then return { st[1], sat_sub(st[2], cost), st[3] } end
   return st
 end
 
 function swc.charge(st, a, pos, now, cmax)
-  local cost = hex(a[pos + 2])
+  local cost = arg(a[pos + 2])
   if is_zero(cost) then return st end
-  local index, _, prev, curr = swc_roll(st, hex(a[pos]), now)
+  local index, prev, curr = swc_roll(st, arg(a[pos]))
   return { index, prev, min(add(curr, cost), cmax) }
 end

@@ -8,7 +8,7 @@
 -- executor runs) and returns the record to append ({ stamp, count }); count mirrors
 -- SlidingWindowLog::used, refund returns how many of the newest permits to remove
 -- (SlidingWindowLog::refund) and charge the record to append (SlidingWindowLog::charge).
--- Arguments (3): W (16-hex), L, cost (decimal).
+-- Arguments (3, each as arg() reads it): W, L, cost.
 local log = { fields = 0, args = 3 }
 ALGOS['log'] = log
 
@@ -30,10 +30,10 @@ end
 log.count = log_count
 
 function log.decide(view, a, pos, now, zero)
-  local window = hex(a[pos])
-  local limit_n = tonumber(a[pos + 1])
+  local window = arg(a[pos])
+  local limit_n = arg(a[pos + 1])
   local cost = 0
-  if not zero then cost = tonumber(a[pos + 2]) end
+  if not zero then cost = arg(a[pos + 2]) end
   local n = view.n
   local count, first = log_count(view, window, limit_n, now)
   local newest = nil
@@ -63,12 +63,12 @@ function log.decide(view, a, pos, now, zero)
 end
 
 function log.refund(view, a, pos, now)
-  local count = log_count(view, hex(a[pos]), tonumber(a[pos + 1]), now)
-  return math.min(count, tonumber(a[pos + 2]))
+  local count = log_count(view, arg(a[pos]), arg(a[pos + 1]), now)
+  return math.min(count, arg(a[pos + 2]))
 end
 
 function log.charge(view, a, pos, now)
   local stamp = now
   if view.n > 0 then stamp = max(view.stamp_at(view.n - 1), now) end
-  return { stamp, math.min(tonumber(a[pos + 2]), tonumber(a[pos + 1])) }
+  return { stamp, math.min(arg(a[pos + 2]), arg(a[pos + 1])) }
 end

@@ -27,6 +27,9 @@
 -- the helpers read as upvalues.
 local KEYS, ARGV, now, slack
 
+-- Instants in a state: a GCRA / leaky bucket state is one (read with inst, written with
+-- inst_hex: relative to now in relative mode); window states hold indices and counts.
+
 local TAG_LEN = { t = 17, f = 33, c = 33, l = 33 }
 local FIELDS = { t = 1, f = 2, c = 3 }
 
@@ -63,8 +66,9 @@ local function load_log(key, n)
   return { zset = true }
 end
 
-local function load(key, want_log)
-  if want_log then
+local function load(t)
+  local key = t.key
+  if t.kind == 'l' then
     local n = redis.pcall('ZCARD', key)
     if type(n) == 'number' then
       if n == 0 then return nil end
@@ -77,11 +81,21 @@ local function load(key, want_log)
     -- not a string: a sorted set (a log), or a script error for a value of another type
     return load_log(key, redis.call('ZCARD', key))
   end
-  local kind, p1, p2, len = parse_tag(raw)
+  -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
+  local kind, p1, p2, len
+  if strsub(raw, 1, #t.tag) == t.tag then
+    kind, len = t.kind, #t.tag
+  else
+    kind, p1, p2, len = parse_tag(raw)
+  end
   local nf = kind and FIELDS[kind]
   if nf == nil or #raw ~= len + 16 * nf then return {} end
   local st = {}
-  for i = 1, nf do st[i] = hex(strsub(raw, len + 16 * i - 15, len + 16 * i)) end
+  if kind == 't' then
+    st[1] = inst(strsub(raw, len + 1, len + 16))
+  else
+    for i = 1, nf do st[i] = hex(strsub(raw, len + 16 * i - 15, len + 16 * i)) end
+  end
   return { kind = kind, p1 = p1, p2 = p2, tag = strsub(raw, 1, len), st = st }
 end
 
@@ -95,7 +109,7 @@ end
 
 local function fresh(kind)
   if kind == 'l' then return virtual_log(ZERO, 0) end
-  if kind == 't' then return { ZERO } end
+  if kind == 't' then return { EPOCH } end
   if kind == 'f' then return { ZERO, ZERO } end
   return { ZERO, ZERO, ZERO }
 end
@@ -110,10 +124,10 @@ local function used_of(old)
     if is_zero(r) then return q end
     return add(q, ONE)
   elseif kind == 'f' then
-    local _, _, count = ALGOS.fixed.current(st, old.p1, now)
+    local _, count = ALGOS.fixed.current(st, old.p1)
     return count
   elseif kind == 'c' then
-    local _, _, prev, curr, elapsed = ALGOS.swc.roll(st, old.p1, now)
+    local _, prev, curr, elapsed = ALGOS.swc.roll(st, old.p1)
     local q, r = divmod(mul(prev, sub(old.p1, elapsed)), old.p1)
     if not is_zero(r) then q = add(q, ONE) end
     return add(curr, q)
@@ -126,19 +140,21 @@ end
 local function with_used(kind, p1, p2, used)
   if kind == 'l' then return virtual_log(now, tonum(min(used, p2))) end
   if is_zero(used) then return fresh(kind) end
-  if kind == 't' then return { clamp_u64(add(now, clamp_u64(mul(used, p1)))) } end
-  if kind == 'f' then return { div(now, p1), min(used, p2) } end
-  return { div(now, p1), ZERO, min(used, p2) }
+  if kind == 't' then return { clamp_at(add(now, clamp_u64(mul(used, p1)))) } end
+  if kind == 'f' then return { (window_of(p1)), min(used, p2) } end
+  return { (window_of(p1)), ZERO, min(used, p2) }
 end
 
 -- `old` moved to (kind, p1, p2) at `now`: PackedAlgorithm::rescale's table, and the
 -- used / with_used pair for the pairs it does not cover (as the in-process store does).
-local function convert(old, kind, p1, p2, tag)
+local function convert(old, tag)
+  local kind = strsub(tag, 1, 1)
   if old == nil or old.kind == nil then return fresh(kind) end
   if old.tag == tag then
     if kind == 'l' then return old.view end
     return old.st
   end
+  local _, p1, p2 = parse_tag(tag)
   return wide(function()
     if old.kind == 'l' and kind == 'l' then return old.view end
     if old.kind == 't' and kind == 't' then
@@ -147,7 +163,7 @@ local function convert(old, kind, p1, p2, tag)
       if cmp(s, now) <= 0 then return { s } end
       local q, r = divmod(mul(sub(s, now), p1), old.p1)
       if not is_zero(r) then q = add(q, ONE) end
-      return { clamp_u64(add(now, clamp_u64(q))) }
+      return { clamp_at(add(now, clamp_u64(q))) }
     end
     if old.kind == 'f' and kind == 'f' and cmp(old.p1, p1) == 0 then
       -- FixedWindow::rescale_from, same window: the count capped at the new limit
@@ -164,8 +180,13 @@ end
 -- Writes a word state under the tier's tag, expiring when the state is fresh again
 -- (`span` from now, if the caller knows it).
 local function write_word(t, st, span)
-  local value = t.tag
-  for j = 1, #st do value = value .. tohex(st[j]) end
+  local value
+  if t.kind == 't' then
+    value = t.tag .. inst_hex(st[1])
+  else
+    value = t.tag
+    for j = 1, #st do value = value .. tohex(st[j]) end
+  end
   if span == nil then span = t.algo.decide(st, ARGV, t.pos, now, true)[3] end
   redis.call('SET', t.key, value, 'PX', ttl_ms(span, slack))
 end
@@ -174,7 +195,7 @@ end
 -- ({ stamp, count }) appended, at most L kept, the tag member refreshed.
 local function write_log(t, keep, record, span)
   local view, key = t.state, t.key
-  local limit_n = tonumber(ARGV[t.pos + 1])
+  local limit_n = arg(ARGV[t.pos + 1])
   local n = keep
   local real = not view.virtual and t.old and t.old.zset and t.old.kind == 'l'
   local seq = view.next_seq()
@@ -200,33 +221,54 @@ local function write_log(t, keep, record, span)
   redis.call('PEXPIRE', key, ttl_ms(span, slack))
 end
 
+-- Reads every tier's state (mode and `now` as set_now sets them). Returns whether absolute
+-- mode is needed: a log state, or an instant too far in the past for relative mode.
+local function load_all(tier, tiers, hi, lo, relative)
+  set_now(hi, lo, relative)
+  if relative then now = 0 else now = NOW_ABS end
+  local absolute = FAR
+  for i = 1, tiers do
+    local t = tier[i]
+    t.old = load(t)
+    if t.old and t.old.kind == 'l' then absolute = true end
+  end
+  return absolute or FAR
+end
+
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
 local function main(keys, args)
   if floor == nil then bind() end
   KEYS, ARGV = keys, args
   NL = BASE_NL
-  if ARGV[1] == '' then now = server_now() else now = hex(ARGV[1]) end
+  local hi, lo
+  if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
   slack = tonumber(ARGV[2])
   local op = ARGV[3]
   local tiers = tonumber(ARGV[4])
 
-  -- One tier of the plan, read and converted.
+  -- The plan's tiers, parsed.
   local tier = {}
   local pos = 5
+  local relative = true
   for i = 1, tiers do
-    local name, tag, cmax = ARGV[pos], ARGV[pos + 1], hex(ARGV[pos + 2])
+    local name, tag = ARGV[pos], ARGV[pos + 1]
     local algo = ALGOS[name]
     if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(name)) end
-    local kind, p1, p2 = parse_tag(tag)
-    if kind == nil or (kind == 'l') ~= (algo.fields == 0) then
+    local kind = strsub(tag, 1, 1)
+    if TAG_LEN[kind] ~= #tag or (kind == 'l') ~= (algo.fields == 0) then
       return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
     end
-    local old = load(KEYS[i], kind == 'l')
-    tier[i] = {
-      key = KEYS[i], algo = algo, tag = tag, kind = kind, cmax = cmax, pos = pos + 3,
-      old = old, state = convert(old, kind, p1, p2, tag),
-    }
+    if kind == 'l' then relative = false end
+    tier[i] = { key = KEYS[i], algo = algo, tag = tag, kind = kind, pos = pos + 3 }
     pos = pos + 3 + algo.args
+  end
+
+  -- Their states, read and converted: relative to now (see the prelude) unless a log takes
+  -- part, or a state holds an instant too far in the past for it (then read again).
+  if load_all(tier, tiers, hi, lo, relative) and relative then load_all(tier, tiers, hi, lo, false) end
+  for i = 1, tiers do
+    local t = tier[i]
+    t.state = convert(t.old, t.tag)
   end
 
   if op == 'r' or op == 'g' then
@@ -242,14 +284,14 @@ local function main(keys, args)
         elseif op == 'r' then
           write_word(t, t.algo.refund(t.state, ARGV, t.pos, now))
         else
-          write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, t.cmax))
+          write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, hex(ARGV[t.pos - 1])))
         end
       end
     end
-    return { 1, tohex(now) }
+    return { 1, NOW_HEX }
   end
 
-  local reply = { 1, tohex(now) }
+  local reply = { 1, NOW_HEX }
   local decided = {}
   for i = 1, tiers do
     local t = tier[i]

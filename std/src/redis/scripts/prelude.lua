@@ -431,21 +431,14 @@ local function deny(remaining, reset, retry)
   return { 0, remaining, reset, retry, ZERO }
 end
 
--- A reply field: an integer reply for a number (below 2^53, so Redis' conversion of a Lua
--- number to an integer reply is exact), 16 hex digits for limbs.
-local function field(a)
-  if type(a) == 'number' then return a end
-  return tohex(a)
-end
-
 -- Writes decision `d` as tier `i`'s five reply fields (after the flag and the time).
 local function put_decision(reply, i, d)
   local base = 2 + 5 * (i - 1)
   reply[base + 1] = d[1]
-  reply[base + 2] = field(d[2])
-  reply[base + 3] = field(d[3])
-  reply[base + 4] = field(d[4])
-  reply[base + 5] = field(d[5])
+  for j = 2, 5 do
+    local v = d[j]
+    if type(v) == 'number' then reply[base + j] = v else reply[base + j] = tohex(v) end
+  end
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

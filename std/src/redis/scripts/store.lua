@@ -292,16 +292,14 @@ local function main(keys, args)
   end
 
   local reply = { 1, NOW_HEX }
-  local decided = {}
   for i = 1, tiers do
     local t = tier[i]
-    local d, next, span = t.algo.decide(t.state, ARGV, t.pos, now, false)
-    decided[i] = { d, next, span }
-    if d[1] == 0 or op == 'q' then reply[1] = 0 end
+    t.d, t.next, t.span = t.algo.decide(t.state, ARGV, t.pos, now, false)
+    if t.d[1] == 0 or op == 'q' then reply[1] = 0 end
   end
   for i = 1, tiers do
     local t = tier[i]
-    local d, next, span = decided[i][1], decided[i][2], decided[i][3]
+    local d, next, span = t.d, t.next, t.span
     if reply[1] == 1 then
       if op == 'c' and next then
         if t.kind == 'l' then write_log(t, t.state.n, next, span) else write_word(t, next, span) end

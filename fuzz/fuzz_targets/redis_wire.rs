@@ -3,8 +3,8 @@
 //! - `RedisRule::new` on arbitrary names and algorithm configs: a rule or a typed error;
 //! - `RedisRule::encode` (the script arguments of one tier): `InsufficientCapacity` exactly
 //!   when the cost exceeds `max_cost` (appending nothing), otherwise the script algorithm's
-//!   name and its numbers, each 16 lowercase hex digits (what `prelude.lua`'s `hex` splits
-//!   into two 32-bit halves) or a decimal count, equal to the core algorithm's parameters;
+//!   name and its numbers, each lowercase hex as `prelude.lua`'s `arg` reads it (unpadded
+//!   below 2^52, else 16 digits), equal to the core algorithm's parameters;
 //!   the products computed on the client (`cost·T`, `T·queue`) are exact, never saturated;
 //!   `LuaScript::for_rules` holds every transition the rules use;
 //! - `decode_reply` (the runner's reply): a well-formed reply of arbitrary numbers decodes
@@ -132,13 +132,20 @@ fn hex(v: u64) -> Value {
 
 /// A 16-digit lowercase hex argument's value.
 fn unhex(arg: &str) -> u64 {
-    assert_eq!(arg.len(), 16, "not 16 hex digits: {arg:?}");
     assert!(
         arg.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
         "not lowercase hex: {arg:?}"
     );
-    u64::from_str_radix(arg, 16).unwrap()
+    let value = u64::from_str_radix(arg, 16).unwrap();
+    // The scripts' `arg`: unpadded below 2^52 (at most 13 digits, no leading zero), else
+    // exactly 16 digits.
+    if value < 1 << 52 {
+        assert_eq!(arg, format!("{value:x}"), "not unpadded hex: {arg:?}");
+    } else {
+        assert_eq!(arg.len(), 16, "not 16 hex digits: {arg:?}");
+    }
+    value
 }
 
 /// The arguments `encode` must append for `rule` and an admissible `cost`.
@@ -169,15 +176,6 @@ fn expected_args(rule: &RedisRule, cost: u32) -> (&'static str, Vec<u64>) {
     }
 }
 
-/// Which arguments of each script algorithm are decimal counts (read with `tonumber`).
-fn decimal(algorithm: &str, i: usize) -> bool {
-    match algorithm {
-        "gcra" | "leaky" => i == 3,
-        "log" => i >= 1,
-        _ => false,
-    }
-}
-
 fn check_encode(rule: &RedisRule, cost: u32) {
     let mut args = vec!["before".to_owned()];
     match rule.encode(cost, &mut args) {
@@ -198,12 +196,7 @@ fn check_encode(rule: &RedisRule, cost: u32) {
             assert_eq!(args[1], name);
             assert_eq!(args.len(), 2 + numbers.len(), "argument count: {args:?}");
             for (i, (arg, want)) in args[2..].iter().zip(&numbers).enumerate() {
-                let got = if decimal(name, i) {
-                    arg.parse::<u64>().expect("a decimal count")
-                } else {
-                    unhex(arg)
-                };
-                assert_eq!(got, *want, "argument {i} of {name}: {args:?}");
+                assert_eq!(unhex(arg), *want, "argument {i} of {name}: {args:?}");
             }
         }
     }

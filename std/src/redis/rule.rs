@@ -96,8 +96,8 @@ impl RedisRule {
 
     /// Appends this tier's script arguments for a request of `cost`: the algorithm's name,
     /// its precomputed parameters and the cost-derived products (computed here in `u64`,
-    /// checked, so the script only adds, compares and divides). Numbers the script reads
-    /// as values are 16-digit hex; counts it reads with `tonumber` are decimal.
+    /// checked, so the script only adds, compares and divides). Every number is hex: without
+    /// padding below 2^52 (what one Lua `tonumber(s, 16)` reads exactly), else 16 digits.
     ///
     /// Only needed to run [`LuaScript`](super::LuaScript) yourself (its reply decodes with
     /// [`decode_reply`](super::decode_reply)); [`RedisLimiter`](super::RedisLimiter) does
@@ -112,7 +112,7 @@ impl RedisRule {
     /// )?;
     /// let mut args = Vec::new();
     /// rule.encode(3, &mut args)?;
-    /// assert_eq!(args, ["fixed", "000000003b9aca00", "000000000000000a", "0000000000000003"]);
+    /// assert_eq!(args, ["fixed", "3b9aca00", "a", "3"]);
     /// assert!(rule.encode(11, &mut args).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

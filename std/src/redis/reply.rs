@@ -18,7 +18,7 @@ fn parse_hex(value: &Value) -> Option<u64> {
 }
 
 /// Decodes the reply of the script [`LuaScript::for_rules`](super::LuaScript::for_rules)
-/// builds for `rules`: `[all admitted, time used, then per rule: allowed, remaining,
+/// builds for `rules`: `[all admitted, time used (ms, not read), then per rule: allowed, remaining,
 /// reset_after, retry_after, delay]` (numbers as 16-digit hex strings). One decision per
 /// rule, in rule order, each with that rule's `limit`; `None` for any other shape (which a
 /// limiter treats as a server failure).

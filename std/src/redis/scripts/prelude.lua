@@ -269,12 +269,13 @@ local function span_to(at, now)
   return clamp_u64(sat_sub(at, now))
 end
 
--- The server's TIME in ns, s·10^9 + µs·1000, as its high and low 32 bits. With
+-- The server's TIME in ns, s·10^9 + µs·1000, as its high and low 32 bits (decimal strings
+-- read with an explicit base: an integer parse, where base 10 by default is a strtod). With
 -- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
 -- so every step is exact in a double.
 local function server_time()
   local t = redis.call('TIME')
-  local s, us = tonumber(t[1]), tonumber(t[2])
+  local s, us = tonumber(t[1], 10), tonumber(t[2], 10)
   local sl = s % 65536
   local x = (s - sl) / 65536 * 1000000000
   local xl = x % 65536
@@ -296,7 +297,7 @@ end
 -- within 2^53 ns (104 days) of now, so that `now` is 0 and GCRA / leaky bucket arithmetic
 -- never touches limbs; absolute mode passes instants as they are (the log, and the
 -- RedisLimiter's runner). Instants cross in and out through inst() and inst_hex().
-local NOW_ABS, NOW_H, NOW_L, NOW_HEX = 0, 0, 0, ''
+local NOW_ABS, NOW_H, NOW_L, NOW_MS = 0, 0, 0, 0
 local RELATIVE = false
 local ROOMY = true -- NOW_ABS <= U64MAX - 2^53: a relative number can never pass U64MAX
 -- The absolute instant 0 (a fresh GCRA / leaky state, "any time not after now"): 0 in
@@ -317,7 +318,8 @@ local function set_now(hi, lo, relative)
   NOW_H, NOW_L = hi, lo
   NOW_ABS = nil
   if not relative then NOW_ABS = from_halves(hi, lo) end
-  NOW_HEX = format('%08x%08x', hi, lo)
+  -- the reply's time field: milliseconds, to within one (a diagnostic the client ignores)
+  NOW_MS = floor(hi * 4294.967296 + lo / 1000000)
   RELATIVE = relative
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
@@ -337,7 +339,10 @@ local function inst(s)
   return EPOCH
 end
 
--- An instant as the mode sees it, written as 16 hex digits of its absolute value.
+-- An instant as the mode sees it, written as 16 hex digits of its absolute value. The high
+-- 8 digits change every 4.3 s: the library keeps the last ones (a pure cache).
+local HI_NUM, HI_HEX = -1, ''
+
 local function inst_hex(v)
   if not RELATIVE then return tohex(v) end
   if type(v) ~= 'number' then return tohex(add(now_abs(), v)) end
@@ -346,7 +351,8 @@ local function inst_hex(v)
   local lo = NOW_L + (v - vh * TWO32)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
-  return format('%08x%08x', hi, lo)
+  if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
+  return HI_HEX .. format('%08x', lo)
 end
 
 -- Whether the instant `a` (as the mode sees it) is past u64::MAX, and `a` capped there: the
@@ -431,14 +437,17 @@ local function deny(remaining, reset, retry)
   return { 0, remaining, reset, retry, ZERO }
 end
 
--- Writes decision `d` as tier `i`'s five reply fields (after the flag and the time).
+-- Writes decision `d` as tier `i`'s five reply fields (after the flag and the time): an
+-- integer reply for a number (below 2^53, so Redis' conversion of a Lua number to an
+-- integer reply is exact), 16 hex digits for limbs.
 local function put_decision(reply, i, d)
-  local base = 2 + 5 * (i - 1)
-  reply[base + 1] = d[1]
-  for j = 2, 5 do
-    local v = d[j]
-    if type(v) == 'number' then reply[base + j] = v else reply[base + j] = tohex(v) end
-  end
+  local base = 5 * i - 2
+  local a, b, c, e = d[2], d[3], d[4], d[5]
+  if type(a) ~= 'number' then a = tohex(a) end
+  if type(b) ~= 'number' then b = tohex(b) end
+  if type(c) ~= 'number' then c = tohex(c) end
+  if type(e) ~= 'number' then e = tohex(e) end
+  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = d[1], a, b, c, e
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

@@ -3,7 +3,7 @@
 -- round trip. States are stored bare (see store.lua for the policy store's tagged states).
 -- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, commit
 -- ('1' check / '0' peek), tier count, then per tier: algorithm name and its arguments.
--- Reply: all-admitted flag, the time used (16-hex), then per tier: allowed, remaining,
+-- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then per tier: allowed, remaining,
 -- reset_after, retry_after, delay (each an integer below 2^53, or 16 hex digits).
 -- `main` is the entry point (FCALL's function, or the EVAL body's return); no function is
 -- defined per call.
@@ -14,11 +14,11 @@ local function main(KEYS, ARGV)
   if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
   set_now(hi, lo, false)
   local now = NOW_ABS
-  local slack = tonumber(ARGV[2])
+  local slack = tonumber(ARGV[2], 10)
   local commit = ARGV[3] == '1'
-  local tiers = tonumber(ARGV[4])
+  local tiers = tonumber(ARGV[4], 10)
   local pos = 5
-  local reply = { 1, NOW_HEX }
+  local reply = { 1, NOW_MS }
   local writes = {}
   for i = 1, tiers do
     local key = KEYS[i]

@@ -18,7 +18,7 @@
 -- state at cost 0, 'r' refund, 'g' charge), tier count, then per tier: algorithm name,
 -- tag, cmax (16-hex, the most a window count holds, where a charge saturates), and the
 -- algorithm's arguments. KEYS: one per tier.
--- Reply: all-admitted flag, the time used (16-hex), then for a check or peek per tier:
+-- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
 -- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
 -- digits).
 --
@@ -90,11 +90,17 @@ local function load(t)
   end
   local nf = kind and FIELDS[kind]
   if nf == nil or #raw ~= len + 16 * nf then return {} end
-  local st = {}
+  -- constructors size each table once (filling one slot at a time grows it step by step)
+  local st
   if kind == 't' then
-    st[1] = inst(strsub(raw, len + 1, len + 16))
+    st = { inst(strsub(raw, len + 1, len + 16)) }
+  elseif nf == 2 then
+    st = { hex(strsub(raw, len + 1, len + 16)), hex(strsub(raw, len + 17, len + 32)) }
   else
-    for i = 1, nf do st[i] = hex(strsub(raw, len + 16 * i - 15, len + 16 * i)) end
+    st = {
+      hex(strsub(raw, len + 1, len + 16)), hex(strsub(raw, len + 17, len + 32)),
+      hex(strsub(raw, len + 33, len + 48)),
+    }
   end
   return { kind = kind, p1 = p1, p2 = p2, tag = strsub(raw, 1, len), st = st }
 end
@@ -242,9 +248,9 @@ local function main(keys, args)
   NL = BASE_NL
   local hi, lo
   if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
-  slack = tonumber(ARGV[2])
+  slack = tonumber(ARGV[2], 10)
   local op = ARGV[3]
-  local tiers = tonumber(ARGV[4])
+  local tiers = tonumber(ARGV[4], 10)
 
   -- The plan's tiers, parsed.
   local tier = {}
@@ -259,7 +265,11 @@ local function main(keys, args)
       return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
     end
     if kind == 'l' then relative = false end
-    tier[i] = { key = KEYS[i], algo = algo, tag = tag, kind = kind, pos = pos + 3 }
+    -- every field the call sets later is named here, so the table is sized once
+    tier[i] = {
+      key = KEYS[i], algo = algo, tag = tag, kind = kind, pos = pos + 3,
+      old = false, state = false, d = false, next = false, span = false,
+    }
     pos = pos + 3 + algo.args
   end
 
@@ -288,10 +298,11 @@ local function main(keys, args)
         end
       end
     end
-    return { 1, NOW_HEX }
+    return { 1, NOW_MS }
   end
 
-  local reply = { 1, NOW_HEX }
+  local reply
+  if tiers == 1 then reply = { 1, NOW_MS, 0, 0, 0, 0, 0 } else reply = { 1, NOW_MS } end
   for i = 1, tiers do
     local t = tier[i]
     t.d, t.next, t.span = t.algo.decide(t.state, ARGV, t.pos, now, false)

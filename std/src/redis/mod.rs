@@ -77,21 +77,31 @@
 //!   the limb count in the script. Each limb operation stays below 2^53: sums of limbs
 //!   are below 2^25, limb products below 2^48 and a column of at most four of them below
 //!   2^50;
-//! - the window algorithms skip the division `now / W` whenever `now` lies in the stored
-//!   window (`w·W ≤ now < w·W + W`), and the sliding window counter uses the exact
-//!   identity `⌊(L·W − prev·(W − e)) / W⌋ = (L − prev) + ⌊prev·e / W⌋` (for `prev ≤ L`)
-//!   instead of a `u128` division; see the comments in its script;
+//! - instants are mostly *relative*: the policy store's script (unless a sliding-log tier
+//!   takes part) hands the algorithms `now = 0` and every stored instant as its distance
+//!   from the call's time, a number while it lies within 2^53 ns of it, so GCRA, token and
+//!   leaky bucket work in plain numbers; an instant 2^53 ns or more ahead is a limb value,
+//!   one as far behind sends the call to absolute mode (all instants as they are). Written
+//!   instants go back to absolute hex, and the saturation at `u64::MAX` is checked against
+//!   `u64::MAX − now`;
+//! - the window algorithms read the index of the call's time and the offset into its
+//!   window from `window_of`, which keeps, per window length, the last window and its
+//!   start (a pure cache in the function library, so replicas and the `EVAL` fallback
+//!   compute the same): a limb division only when the time enters a window more than 2^52
+//!   ns past the remembered one. The sliding window counter uses the exact identity
+//!   `⌊(L·W − prev·(W − e)) / W⌋ = (L − prev) + ⌊prev·e / W⌋` (for `prev ≤ L`) instead of a
+//!   `u128` division; see the comments in its script;
 //! - division of two numbers below 2^52 is one double division corrected by one exact
 //!   multiply-subtract; otherwise it computes a double-precision estimate of the quotient
 //!   biased low by 2^-40, which provably keeps `estimate × divisor ≤ remainder` despite
 //!   the rounding of the limbs-to-double conversions (relative error below 2^-49),
 //!   subtracts `estimate × divisor` exactly, and repeats while the remainder is at least
 //!   the divisor (each round cuts the remainder by 2^39: two or three rounds for `u64`);
-//! - values are stored in Redis, and sent to the scripts, as 16-digit hex strings, parsed
-//!   into and printed from limbs exactly (two 32-bit halves, each exact in a double); a
-//!   decision's durations come back as integer replies when below 2^53 (exact), as hex
-//!   otherwise;
-//! - `TIME`'s seconds and microseconds become `s·10^9 + µs·10^3` ns in limbs;
+//! - values are stored in Redis as 16-digit hex strings, parsed into and printed from two
+//!   32-bit halves (each exact in a double); arguments are sent as hex without padding
+//!   below 2^52 (one `tonumber(s, 16)`); a decision's durations come back as integer
+//!   replies when below 2^53 (exact), as hex otherwise;
+//! - `TIME`'s seconds and microseconds become `s·10^9 + µs·10^3` ns as two 32-bit halves;
 //! - products that only depend on the request and the parameters (`cost·T`, `cost/r`) are
 //!   computed by the client in checked `u64` (the core already bounds them), so the
 //!   scripts only add, compare and divide in the hot path.

@@ -473,20 +473,23 @@ local function tat_charge(state, now, cost_t, cost)
 end
 
 -- A sorted-set log as the view sliding_window_log.lua reads: `n` permits at ranks
--- `base .. base + n - 1`.
+-- `base .. base + n - 1`. A view is a table of its data and shared functions, called as
+-- methods (`view:stamp_at(rank)`), so making one defines no function.
+local function zset_member(view, rank)
+  return redis.call('ZRANGE', view.key, view.base + rank, view.base + rank)[1]
+end
+
+local function zset_stamp_at(view, rank)
+  return hex(strsub(zset_member(view, rank), 1, 16))
+end
+
+local function zset_next_seq(view)
+  if view.n == 0 then return ZERO end
+  return add(hex(strsub(zset_member(view, view.n - 1), 17, 32)), ONE)
+end
+
 local function zset_view(key, n, base)
-  local view = { n = n }
-  function view.member(rank)
-    return redis.call('ZRANGE', key, base + rank, base + rank)[1]
-  end
-  function view.stamp_at(rank)
-    return hex(strsub(view.member(rank), 1, 16))
-  end
-  function view.next_seq()
-    if n == 0 then return ZERO end
-    return add(hex(strsub(view.member(n - 1), 17, 32)), ONE)
-  end
-  return view
+  return { n = n, key = key, base = base, stamp_at = zset_stamp_at, next_seq = zset_next_seq }
 end
 
 -- Appends `count` permits stamped `stamp` to the log at `key`, numbered from `seq`, in

@@ -47,7 +47,7 @@ local function main(KEYS, ARGV)
     for i = 1, tiers do
       local w = writes[i]
       if w and w.log then
-        zset_append(w.key, w.next[1], w.next[2], w.log.next_seq())
+        zset_append(w.key, w.next[1], w.next[2], w.log:next_seq())
         local excess = w.log.n + w.next[2] - w.limit_n
         if excess > 0 then redis.call('ZREMRANGEBYRANK', w.key, 0, excess - 1) end
         redis.call('PEXPIRE', w.key, ttl_ms(w.span, slack))

@@ -31,6 +31,18 @@ local function swc_roll(st, window)
 end
 swc.roll = swc_roll
 
+-- (index + k)*W - now for k >= 1, where index = now's window + ahead and `into` is the
+-- offset into now's window: never negative, saturating.
+local function until_window(ahead, k, window, into)
+  return clamp_u64(add(mul(add(ahead, k - 1), window), sub(window, into)))
+end
+
+-- retry_after: the offset into a window from which p*(W - e) <= x*W holds.
+local function earliest(x, p, window)
+  if is_zero(p) or cmp(x, p) >= 0 then return ZERO end
+  return sub(window, div(mul(x, window), p))
+end
+
 function swc.decide(st, a, pos, now, zero)
   local window = arg(a[pos])
   local limit = arg(a[pos + 1])
@@ -47,35 +59,30 @@ function swc.decide(st, a, pos, now, zero)
     over = cmp(weighted, capacity) > 0
     room = div(sat_sub(capacity, weighted), window)
   end
-  -- (index + k)*W - now for k >= 1: never negative, saturating
-  local function until_window(k)
-    return clamp_u64(add(mul(add(ahead, k - 1), window), sub(window, into)))
-  end
   local new_curr = add(curr, cost)
   if not over and cmp(new_curr, room) <= 0 then
     local reset = ZERO
     if not is_zero(new_curr) then
-      reset = until_window(2)
+      reset = until_window(ahead, 2, window, into)
     elseif not is_zero(prev) then
-      reset = until_window(1)
+      reset = until_window(ahead, 1, window, into)
     end
     local next = nil
     if not is_zero(cost) then next = { index, prev, new_curr } end
     return allow(sub(room, new_curr), reset), next, reset
   end
   local reset
-  if not is_zero(curr) then reset = until_window(2) else reset = until_window(1) end
-  -- retry_after: the offset into window index+k from which p*(W - e) <= x*W holds
-  local function earliest(x, p)
-    if is_zero(p) or cmp(x, p) >= 0 then return ZERO end
-    return sub(window, div(mul(x, window), p))
+  if not is_zero(curr) then
+    reset = until_window(ahead, 2, window, into)
+  else
+    reset = until_window(ahead, 1, window, into)
   end
   local k, offset
   local used = add(curr, cost)
   if cmp(limit, used) >= 0 then
-    k, offset = 0, earliest(sub(limit, used), prev)
+    k, offset = 0, earliest(sub(limit, used), prev, window)
   else
-    k, offset = 1, earliest(sub(limit, cost), curr)
+    k, offset = 1, earliest(sub(limit, cost), curr, window)
   end
   -- (index + k)*W + offset - now, 0 if passed, saturating
   local retry = clamp_u64(sat_sub(add(mul(add(ahead, k), window), offset), into))

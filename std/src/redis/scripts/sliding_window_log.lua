@@ -3,7 +3,8 @@
 -- (stamp, sequence): stamps are recorded at max(now, newest) and never decrease, so that is
 -- also recording order and rank r holds permit number h - n + r, exactly like
 -- tollgate_core::LogRing's live slots. A runner reads the set through a view
--- { n = permits, stamp_at = function(rank), next_seq = function() } (see the runners).
+-- { n = permits, stamp_at = function(view, rank), next_seq = function(view) }, called as
+-- methods (see the runners).
 -- decide mirrors tollgate_core::SlidingWindowLog::decide (the pure log transition every
 -- executor runs) and returns the record to append ({ stamp, count }); count mirrors
 -- SlidingWindowLog::used, refund returns how many of the newest permits to remove
@@ -22,12 +23,17 @@ local function log_count(view, window, limit_n, now)
   local lo, hi = n - math.min(n, limit_n), n
   while lo < hi do
     local mid = floor((lo + hi) / 2)
-    local t = view.stamp_at(mid)
+    local t = view:stamp_at(mid)
     if in_window_from == nil or cmp(t, in_window_from) > 0 then hi = mid else lo = mid + 1 end
   end
   return n - lo, lo
 end
 log.count = log_count
+
+-- Time until a permit stamped `t` leaves the window.
+local function until_out(t, window, now)
+  return span_to(add(t, window), now)
+end
 
 function log.decide(view, a, pos, now, zero)
   local window = arg(a[pos])
@@ -37,28 +43,25 @@ function log.decide(view, a, pos, now, zero)
   local n = view.n
   local count, first = log_count(view, window, limit_n, now)
   local newest = nil
-  if n > 0 then newest = view.stamp_at(n - 1) end
-  local function until_out(t)
-    return span_to(add(t, window), now)
-  end
+  if n > 0 then newest = view:stamp_at(n - 1) end
   if count + cost <= limit_n then
     local stamp = now
     if newest then stamp = max(newest, now) end
     local reset = ZERO
     if cost > 0 then
-      reset = until_out(stamp)
+      reset = until_out(stamp, window, now)
     elseif newest then
-      reset = until_out(newest)
+      reset = until_out(newest, window, now)
     end
     local record = nil
     if cost > 0 then record = { stamp, cost } end
     return allow(small(limit_n - count - cost), reset), record, reset
   end
   local reset = ZERO
-  if newest then reset = until_out(newest) end
+  if newest then reset = until_out(newest, window, now) end
   local retry = reset
   local blocking = n + cost - limit_n - 1
-  if blocking >= n - math.min(n, limit_n) then retry = until_out(view.stamp_at(blocking)) end
+  if blocking >= n - math.min(n, limit_n) then retry = until_out(view:stamp_at(blocking), window, now) end
   return deny(small(limit_n - count), reset, retry), nil, nil
 end
 
@@ -69,6 +72,6 @@ end
 
 function log.charge(view, a, pos, now)
   local stamp = now
-  if view.n > 0 then stamp = max(view.stamp_at(view.n - 1), now) end
+  if view.n > 0 then stamp = max(view:stamp_at(view.n - 1), now) end
   return { stamp, math.min(arg(a[pos + 2]), arg(a[pos + 1])) }
 end

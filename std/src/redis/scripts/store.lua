@@ -42,11 +42,11 @@ local function parse_tag(tag)
   return kind, hex(strsub(tag, 2, 17)), p2, len
 end
 
--- Runs f with 6 limbs (144 bits) instead of NL: the u128 products of conversions.
-local function wide(f)
+-- f(...) with 6 limbs (144 bits) instead of NL: the u128 products of conversions.
+local function wide(f, a, b, c, d)
   local saved = NL
   NL = 6
-  local r = f()
+  local r = f(a, b, c, d)
   NL = saved
   return r
 end
@@ -106,11 +106,14 @@ local function load(t)
 end
 
 -- A log of `count` permits stamped `stamp`, not yet in Redis.
+local function virtual_stamp_at(view) return view.stamp end
+local function virtual_next_seq(view) return view.n end
+
 local function virtual_log(stamp, count)
-  local view = { n = count, virtual = true, stamp = stamp }
-  function view.stamp_at() return stamp end
-  function view.next_seq() return count end
-  return view
+  return {
+    n = count, virtual = true, stamp = stamp,
+    stamp_at = virtual_stamp_at, next_seq = virtual_next_seq,
+  }
 end
 
 local function fresh(kind)
@@ -151,8 +154,32 @@ local function with_used(kind, p1, p2, used)
   return { (window_of(p1)), ZERO, min(used, p2) }
 end
 
--- `old` moved to (kind, p1, p2) at `now`: PackedAlgorithm::rescale's table, and the
--- used / with_used pair for the pairs it does not cover (as the in-process store does).
+-- `old` moved to (kind, p1, p2) at `now`, in 6 limbs: PackedAlgorithm::rescale's table,
+-- and the used / with_used pair for the pairs it does not cover (as the in-process store
+-- does).
+local function rescaled(old, kind, p1, p2)
+  if old.kind == 'l' and kind == 'l' then return old.view end
+  if old.kind == 't' and kind == 't' then
+    -- tat::rescale: the debt (state - now)·to/from, rounded up, not capped
+    local s = old.st[1]
+    if cmp(s, now) <= 0 then return { s } end
+    local q, r = divmod(mul(sub(s, now), p1), old.p1)
+    if not is_zero(r) then q = add(q, ONE) end
+    return { clamp_at(add(now, clamp_u64(q))) }
+  end
+  if old.kind == 'f' and kind == 'f' and cmp(old.p1, p1) == 0 then
+    -- FixedWindow::rescale_from, same window: the count capped at the new limit
+    return { old.st[1], min(old.st[2], p2) }
+  end
+  if old.kind == 'c' and kind == 'c' and cmp(old.p1, p1) == 0 then
+    -- SlidingWindowCounter::rescale_from, same window: the counts as they are
+    return old.st
+  end
+  return with_used(kind, p1, p2, used_of(old))
+end
+
+-- The tier's state from `old`: as it is under the tier's own tag, fresh if absent or
+-- foreign, else rescaled.
 local function convert(old, tag)
   local kind = strsub(tag, 1, 1)
   if old == nil or old.kind == nil then return fresh(kind) end
@@ -161,26 +188,7 @@ local function convert(old, tag)
     return old.st
   end
   local _, p1, p2 = parse_tag(tag)
-  return wide(function()
-    if old.kind == 'l' and kind == 'l' then return old.view end
-    if old.kind == 't' and kind == 't' then
-      -- tat::rescale: the debt (state - now)·to/from, rounded up, not capped
-      local s = old.st[1]
-      if cmp(s, now) <= 0 then return { s } end
-      local q, r = divmod(mul(sub(s, now), p1), old.p1)
-      if not is_zero(r) then q = add(q, ONE) end
-      return { clamp_at(add(now, clamp_u64(q))) }
-    end
-    if old.kind == 'f' and kind == 'f' and cmp(old.p1, p1) == 0 then
-      -- FixedWindow::rescale_from, same window: the count capped at the new limit
-      return { old.st[1], min(old.st[2], p2) }
-    end
-    if old.kind == 'c' and kind == 'c' and cmp(old.p1, p1) == 0 then
-      -- SlidingWindowCounter::rescale_from, same window: the counts as they are
-      return old.st
-    end
-    return with_used(kind, p1, p2, used_of(old))
-  end)
+  return wide(rescaled, old, kind, p1, p2)
 end
 
 -- Writes a word state under the tier's tag, expiring when the state is fresh again
@@ -204,7 +212,7 @@ local function write_log(t, keep, record, span)
   local limit_n = arg(ARGV[t.pos + 1])
   local n = keep
   local real = not view.virtual and t.old and t.old.zset and t.old.kind == 'l'
-  local seq = view.next_seq()
+  local seq = view:next_seq()
   if real then
     if keep < view.n then redis.call('ZREMRANGEBYRANK', key, keep, view.n - 1) end
     if t.old.tag ~= t.tag then

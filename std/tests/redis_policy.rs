@@ -16,7 +16,9 @@ use std::time::Duration;
 use policy_support::{MapStore, Rng, RULES};
 use redis_support::server::{RedisCluster, RedisServer};
 use tollgate::policy::{Policy, PolicyCheck, Request};
-use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget, TimeSource};
+use tollgate::redis::{
+    FailurePolicy, RedisConfig, RedisStats, RedisStore, RedisTarget, TimeSource,
+};
 use tollgate::{ManualClock, Nanos};
 
 /// A store replaying traces: the policy's (manual) clock, TTLs padded by an hour so real
@@ -45,8 +47,15 @@ fn uncached_store(target: RedisTarget, prefix: &str) -> RedisStore {
 }
 
 /// Runs the same random trace on the reference store and on `redis`, asserting every
-/// decision equal; `reloads` rule files are applied in turn every `every` steps.
-fn replay(seed: u64, steps: usize, redis: RedisStore, reloads: &[String], every: usize) {
+/// decision equal; `reloads` rule files are applied in turn every `every` steps. Returns
+/// the store's counters.
+fn replay(
+    seed: u64,
+    steps: usize,
+    redis: RedisStore,
+    reloads: &[String],
+    every: usize,
+) -> RedisStats {
     let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
     let reference = Policy::from_toml(RULES, clock.clone())
         .unwrap()
@@ -112,6 +121,7 @@ fn replay(seed: u64, steps: usize, redis: RedisStore, reloads: &[String], every:
             ),
         }
     }
+    ours.backend().stats()
 }
 
 const ALGORITHMS: [&str; 6] = [
@@ -1028,4 +1038,21 @@ fn with_server_time_a_deny_is_cached_for_its_real_retry_time() {
     let after = policy.backend().stats();
     assert_eq!(after.deny_cache_hits, s.deny_cache_hits);
     assert_eq!(after.round_trips, s.round_trips + 1);
+}
+
+/// Random traces (every algorithm, checks, peeks, refunds, charges) with the deny cache on
+/// decide exactly as the reference store, every tier and figure, while a share of the
+/// checks is answered locally.
+#[test]
+fn traces_with_the_deny_cache_decide_exactly_and_answer_some_checks_locally() {
+    let server = RedisServer::start();
+    let mut hits = 0;
+    for seed in 5..=8u64 {
+        let redis = store(
+            RedisTarget::Single(server.url()),
+            &format!("dc-trace{seed}"),
+        );
+        hits += replay(seed, 400, redis, &[], 0).deny_cache_hits;
+    }
+    assert!(hits > 0, "no check was answered by the deny cache");
 }

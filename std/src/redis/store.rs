@@ -596,30 +596,28 @@ impl RedisStore {
         generation: u64,
         outcomes: &[TierOutcome],
     ) {
-        let tiers: Box<[Decision]> = outcomes
-            .iter()
-            .take(plan.len())
-            .map(|o| o.decision)
-            .collect();
+        let decisions = || outcomes.iter().take(plan.len()).map(|o| &o.decision);
         // Durations reaching the end of time (near `u64::MAX` ns) are clipped, not instants
         // that shift: such a deny is not cached.
         let exact = |d: Nanos| {
             d == Nanos::ZERO || sent.checked_add(d.as_u64()).is_some_and(|t| t < u64::MAX)
         };
-        if tiers.iter().all(|d| d.allowed)
-            || !tiers
-                .iter()
-                .all(|d| exact(d.retry_after) && exact(d.reset_after) && exact(d.delay))
+        if decisions().all(|d| d.allowed)
+            || !decisions().all(|d| exact(d.retry_after) && exact(d.reset_after) && exact(d.delay))
         {
             return;
         }
         let lasts = plan
             .iter()
-            .zip(tiers.iter())
+            .zip(decisions())
             .map(|(p, d)| lasts(p, d))
             .min()
             .unwrap_or(0);
         let deadline = sent.saturating_add(lasts);
+        if deadline <= sent {
+            return;
+        }
+        let tiers: Box<[Decision]> = decisions().copied().collect();
         self.shared.deny_cache.put(
             &id.text,
             id.cost,
@@ -629,15 +627,16 @@ impl RedisStore {
         );
     }
 
-    /// After a refund or charge of `calls`: invalidates the cached denies touching their
-    /// keys (see "Deny cache" on [`RedisStore`]).
+    /// After this process wrote the keys of `calls` (an admitted check, a refund, a
+    /// charge): invalidates the cached denies touching them (see "Deny cache" on
+    /// [`RedisStore`]).
     fn invalidate(&self, calls: &[Call]) {
         let shared = &self.shared;
         if !shared.deny_cache.enabled() {
             return;
         }
         // AcqRel: a check that reads this generation or a later one (Acquire, before its
-        // round trip) was sent after this refund had its answer, so Redis' deny already
+        // round trip) was sent after this write had its answer, so Redis' deny already
         // counts it; one that read an earlier generation is stamped below it.
         let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
         for key in calls.iter().flat_map(|c| &c.keys) {

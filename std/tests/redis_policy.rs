@@ -16,24 +16,46 @@ use std::time::Duration;
 use policy_support::{MapStore, Rng, RULES};
 use redis_support::server::{RedisCluster, RedisServer};
 use tollgate::policy::{Policy, PolicyCheck, Request};
-use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget, TimeSource};
+use tollgate::redis::{
+    FailurePolicy, RedisConfig, RedisStats, RedisStore, RedisTarget, TimeSource,
+};
 use tollgate::{ManualClock, Nanos};
 
 /// A store replaying traces: the policy's (manual) clock, TTLs padded by an hour so real
 /// time passing during the test never expires logical state early.
 fn store(target: RedisTarget, prefix: &str) -> RedisStore {
-    let config = RedisConfig::new(prefix)
+    RedisStore::new(target, config(prefix)).expect("store")
+}
+
+/// The configuration of [`store`].
+fn config(prefix: &str) -> RedisConfig {
+    RedisConfig::new(prefix)
         .expect("prefix")
         .with_time_source(TimeSource::Client)
         .with_timeout(Duration::from_secs(10))
         .with_connect_timeout(Duration::from_secs(5))
-        .with_ttl_slack(Duration::from_secs(3600));
-    RedisStore::new(target, config).expect("store")
+        .with_ttl_slack(Duration::from_secs(3600))
+}
+
+/// [`store`] without the deny cache: for tests that compare Redis' exact figures while
+/// another process writes the same keys, or right after a reload (states of the old
+/// version converted on every read), which a local cache by design does not see (see
+/// "Deny cache" on `RedisStore`: its answers then only stop early or deny on the strict
+/// side).
+fn uncached_store(target: RedisTarget, prefix: &str) -> RedisStore {
+    RedisStore::new(target, config(prefix).with_deny_cache(0)).expect("store")
 }
 
 /// Runs the same random trace on the reference store and on `redis`, asserting every
-/// decision equal; `reloads` rule files are applied in turn every `every` steps.
-fn replay(seed: u64, steps: usize, redis: RedisStore, reloads: &[String], every: usize) {
+/// decision equal; `reloads` rule files are applied in turn every `every` steps. Returns
+/// the store's counters.
+fn replay(
+    seed: u64,
+    steps: usize,
+    redis: RedisStore,
+    reloads: &[String],
+    every: usize,
+) -> RedisStats {
     let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
     let reference = Policy::from_toml(RULES, clock.clone())
         .unwrap()
@@ -99,6 +121,7 @@ fn replay(seed: u64, steps: usize, redis: RedisStore, reloads: &[String], every:
             ),
         }
     }
+    ours.backend().stats()
 }
 
 const ALGORITHMS: [&str; 6] = [
@@ -142,7 +165,7 @@ fn reloads_between_every_pair_of_algorithms_carry_live_keys_like_the_reference()
     for from in ALGORITHMS {
         for to in ALGORITHMS {
             pair += 1;
-            let redis = store(RedisTarget::Single(server.url()), &format!("pair{pair}"));
+            let redis = uncached_store(RedisTarget::Single(server.url()), &format!("pair{pair}"));
             // Start under `from`, move to `to` with other parameters, and back.
             let reloads = [
                 variant(from, 6, "2s"),
@@ -653,7 +676,7 @@ fn client_clocks_ahead_or_behind_shift_decisions_by_the_skew_only() {
     let on = |clock: &ManualClock, rules: &str| {
         Policy::from_toml(rules, clock.clone())
             .unwrap()
-            .store(store(RedisTarget::Single(server.url()), "skew"))
+            .store(uncached_store(RedisTarget::Single(server.url()), "skew"))
     };
     let admit = |p: &Policy<ManualClock, RedisStore>, client: &str, n: usize| {
         (0..n)
@@ -790,4 +813,246 @@ fn a_fallback_store_enforces_its_share_locally_while_redis_is_down() {
     server.restart();
     // Back on Redis (which lost its data with the restart: the key starts fresh).
     assert_eq!(until_served(&policy, "a"), 9);
+}
+
+/// Rules of the deny cache tests: a GCRA burst of 2 per second (a permit every 500 ms)
+/// and a fixed minute window that admits throughout (the clocks start 20 s into a minute).
+const HOT_RULES: &str = r#"
+    [[rules]]
+    name = "default"
+    tiers = [
+        { name = "burst", limit = 2, window = "1s" },
+        { name = "minute", limit = 40, window = "1m", algorithm = "fixed_window" },
+    ]
+"#;
+
+/// A policy on a store with the deny cache (the default capacity) and one on a store
+/// without it, on the same Redis keys and the same manual clock.
+fn cached_and_uncached(
+    server: &RedisServer,
+    prefix: &str,
+    clock: &ManualClock,
+) -> (
+    Policy<ManualClock, RedisStore>,
+    Policy<ManualClock, RedisStore>,
+) {
+    let on = |redis: RedisStore| {
+        Policy::from_toml(HOT_RULES, clock.clone())
+            .unwrap()
+            .store(redis)
+    };
+    (
+        on(store(RedisTarget::Single(server.url()), prefix)),
+        on(uncached_store(RedisTarget::Single(server.url()), prefix)),
+    )
+}
+
+/// A hot client denied once is answered locally until its retry time: no round trip, the
+/// same decisions (every tier, every figure) as a store without the cache asking Redis at
+/// the same instants; at the retry time Redis is asked again and admits.
+#[test]
+fn a_hot_denied_client_is_answered_locally_until_its_retry_time() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let (cached, uncached) = cached_and_uncached(&server, "hot", &clock);
+    assert!(cached.allow("a", "/", 1).unwrap().allowed());
+    assert!(cached.allow("a", "/", 1).unwrap().allowed());
+    let denied = cached.allow("a", "/", 1).unwrap();
+    assert!(!denied.allowed());
+    let retry = denied.retry_after().as_u64();
+    assert_eq!(retry, 500_000_000);
+    let before = cached.backend().stats();
+    assert_eq!(before.deny_cache_hits, 0);
+    let offsets = [0, 1, 10_000_000, retry / 2, retry - 1_000_000, retry - 1];
+    let mut elapsed = 0;
+    for offset in offsets {
+        clock.advance(Nanos::new(offset - elapsed));
+        elapsed = offset;
+        let local = cached.allow("a", "/", 1).unwrap();
+        let redis = uncached.allow("a", "/", 1).unwrap();
+        assert_eq!(local, redis, "{offset} ns after the deny");
+        assert!(!local.allowed());
+        assert_eq!(local.retry_after().as_u64(), retry - offset);
+    }
+    let after = cached.backend().stats();
+    assert_eq!(after.round_trips, before.round_trips, "no round trip");
+    assert_eq!(after.redis_decisions, before.redis_decisions);
+    assert_eq!(after.deny_cache_hits, offsets.len() as u64);
+    assert_eq!(after.decisions, before.decisions + offsets.len() as u64);
+    assert_eq!(uncached.backend().stats().deny_cache_hits, 0);
+    assert_eq!(
+        uncached.backend().stats().round_trips,
+        offsets.len() as u64,
+        "one call a check (the script is loaded already)"
+    );
+    // Another client, or another cost, is not answered from the cache.
+    assert!(cached.allow("b", "/", 1).unwrap().allowed());
+    assert!(!cached.allow("a", "/", 2).unwrap().allowed());
+    assert_eq!(
+        cached.backend().stats().deny_cache_hits,
+        offsets.len() as u64
+    );
+    // At the retry time Redis is asked again, and admits.
+    clock.advance(Nanos::new(retry - elapsed));
+    let trips = cached.backend().stats().round_trips;
+    assert!(cached.allow("a", "/", 1).unwrap().allowed());
+    let last = cached.backend().stats();
+    assert_eq!(last.round_trips, trips + 1);
+    assert_eq!(last.deny_cache_hits, offsets.len() as u64);
+}
+
+/// This process's refund and charge invalidate the cached deny (the next check asks
+/// Redis, and answers as the uncached store does); a reload to other limits misses it.
+#[test]
+fn refunds_charges_and_reloads_are_not_answered_from_a_stale_deny() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let (cached, uncached) = cached_and_uncached(&server, "stale", &clock);
+    let stats = || cached.backend().stats();
+    assert!(cached.allow("b", "/", 1).unwrap().allowed());
+    assert!(cached.allow("b", "/", 1).unwrap().allowed());
+    assert!(!cached.allow("b", "/", 1).unwrap().allowed());
+    clock.advance(Nanos::from_millis(100));
+    assert!(!cached.allow("b", "/", 1).unwrap().allowed());
+    assert_eq!(stats().deny_cache_hits, 1);
+
+    // A refund gives a permit back: the deny is stale, Redis admits.
+    cached.refund("b", "/", 1);
+    let s = stats();
+    assert!(cached.allow("b", "/", 1).unwrap().allowed());
+    assert_eq!(stats().deny_cache_hits, s.deny_cache_hits);
+    assert_eq!(stats().round_trips, s.round_trips + 1);
+
+    // Denied again (by Redis, then from the cache).
+    let denied = cached.allow("b", "/", 1).unwrap();
+    assert!(!denied.allowed());
+    clock.advance(Nanos::from_millis(10));
+    let local = cached.allow("b", "/", 1).unwrap();
+    assert_eq!(local, uncached.allow("b", "/", 1).unwrap());
+    assert_eq!(stats().deny_cache_hits, s.deny_cache_hits + 1);
+
+    // A charge moves the retry time later: Redis is asked, and agrees with the uncached
+    // store.
+    let now = tollgate::Clock::now(&clock);
+    cached.charge_at(&Request::new("b", "/", 1), now);
+    let s = stats();
+    let after_charge = cached.allow("b", "/", 1).unwrap();
+    assert_eq!(after_charge, uncached.allow("b", "/", 1).unwrap());
+    assert_eq!(stats().deny_cache_hits, s.deny_cache_hits);
+    assert_eq!(stats().round_trips, s.round_trips + 1);
+    assert_eq!(
+        after_charge.retry_after().as_u64(),
+        local.retry_after().as_u64() + 500_000_000
+    );
+    // ... and caches the new deny.
+    assert_eq!(cached.allow("b", "/", 1).unwrap(), after_charge);
+    assert_eq!(stats().deny_cache_hits, s.deny_cache_hits + 1);
+
+    // A reload to other limits is another request: Redis decides it.
+    let wider = HOT_RULES.replace("limit = 2,", "limit = 4,");
+    cached.reload_toml(&wider).unwrap();
+    let s = stats();
+    let reloaded = cached.allow("b", "/", 1).unwrap();
+    assert_eq!(stats().deny_cache_hits, s.deny_cache_hits);
+    assert_eq!(stats().round_trips, s.round_trips + 1);
+    assert_eq!(reloaded.tiers()[0].quota(), 4);
+}
+
+/// Many distinct denied clients never hold more entries than the configured capacity:
+/// of 200 clients denied (each cached if there is room), at most 32 are answered locally.
+#[test]
+fn the_deny_cache_holds_at_most_its_capacity() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let rules = r#"
+        [[rules]]
+        name = "default"
+        tiers = [{ name = "minute", limit = 1, window = "1m", algorithm = "fixed_window" }]
+    "#;
+    let redis = RedisStore::new(
+        RedisTarget::Single(server.url()),
+        config("capacity").with_deny_cache(32),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(rules, clock.clone())
+        .unwrap()
+        .store(redis);
+    let clients: Vec<String> = (0..200).map(|i| format!("client-{i}")).collect();
+    for client in &clients {
+        assert!(policy.allow(client, "/", 1).unwrap().allowed());
+        assert!(!policy.allow(client, "/", 1).unwrap().allowed());
+    }
+    for pass in 0..3 {
+        let s = policy.backend().stats();
+        for client in &clients {
+            assert!(!policy.allow(client, "/", 1).unwrap().allowed());
+        }
+        let after = policy.backend().stats();
+        let hits = after.deny_cache_hits - s.deny_cache_hits;
+        assert!(hits <= 32, "pass {pass}: {hits} answers from a cache of 32");
+        assert!(hits > 0, "pass {pass}: the cache holds denies");
+        assert_eq!(after.round_trips - s.round_trips, 200 - hits);
+    }
+}
+
+/// With the server's clock, the cache measures time on the store's monotonic clock, not
+/// the policy's: a policy clock that stands still does not keep a deny alive.
+#[test]
+fn with_server_time_a_deny_is_cached_for_its_real_retry_time() {
+    let server = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let redis = RedisStore::new(
+        RedisTarget::Single(server.url()),
+        config("server-time").with_time_source(TimeSource::Server),
+    )
+    .unwrap();
+    let rules = HOT_RULES.replace("limit = 2, window = \"1s\"", "limit = 20, window = \"1s\"");
+    let policy = Policy::from_toml(&rules, clock.clone())
+        .unwrap()
+        .store(redis);
+    let mut admitted = 0;
+    let (denied, sent) = loop {
+        let sent = std::time::Instant::now();
+        let d = policy.allow("s", "/", 1).unwrap();
+        if !d.allowed() {
+            break (d, sent);
+        }
+        admitted += 1;
+    };
+    assert!(admitted >= 20);
+    // A permit every 50 ms of server time: a check within the retry time (measured from
+    // before the denied one was sent) is local.
+    let s = policy.backend().stats();
+    let local = policy.allow("s", "/", 1).unwrap();
+    let after = policy.backend().stats();
+    if sent.elapsed() < denied.retry_after().as_duration() {
+        assert!(!local.allowed());
+        assert_eq!(after.deny_cache_hits, s.deny_cache_hits + 1);
+        assert_eq!(after.round_trips, s.round_trips);
+    }
+    // After the retry time in real time, Redis is asked (and admits), though the policy's
+    // clock has not moved.
+    std::thread::sleep(Duration::from_millis(120));
+    let s = policy.backend().stats();
+    assert!(policy.allow("s", "/", 1).unwrap().allowed());
+    let after = policy.backend().stats();
+    assert_eq!(after.deny_cache_hits, s.deny_cache_hits);
+    assert_eq!(after.round_trips, s.round_trips + 1);
+}
+
+/// Random traces (every algorithm, checks, peeks, refunds, charges) with the deny cache on
+/// decide exactly as the reference store, every tier and figure, while a share of the
+/// checks is answered locally.
+#[test]
+fn traces_with_the_deny_cache_decide_exactly_and_answer_some_checks_locally() {
+    let server = RedisServer::start();
+    let mut hits = 0;
+    for seed in 5..=8u64 {
+        let redis = store(
+            RedisTarget::Single(server.url()),
+            &format!("dc-trace{seed}"),
+        );
+        hits += replay(seed, 400, redis, &[], 0).deny_cache_hits;
+    }
+    assert!(hits > 0, "no check was answered by the deny cache");
 }

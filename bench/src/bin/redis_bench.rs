@@ -8,6 +8,7 @@
 //!   Redis function (`FCALL`);
 //! - a `Policy` on a `RedisStore` (server time): one exact GCRA tier, and three tiers (GCRA,
 //!   fixed window, sliding window counter) in one rule, each by `FCALL` and by `EVALSHA`;
+//!   and a hot denied client with the store's deny cache off and on;
 //! - the `RedisLimiter`: GCRA, three tiers, and a hot denied key with the deny cache off
 //!   and on.
 //!
@@ -401,7 +402,8 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
     }
 
     /// A `Policy` on a `RedisStore` (server time): one GCRA tier, and three tiers in one
-    /// rule, each by `FCALL` and by `EVALSHA`, over 10 000 clients.
+    /// rule, each by `FCALL` and by `EVALSHA`, over 10 000 clients; then one client over
+    /// its limit (1 per hour) checking as fast as it can, with the deny cache off and on.
     fn policies(server: &RedisServer, duration: Duration) {
         let one = r#"
             [[rules]]
@@ -457,6 +459,47 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                         server,
                     );
                 }
+            }
+        }
+        let closed = r#"
+            [[rules]]
+            name = "default"
+            tiers = [{ name = "d", limit = 1, window = "1h", algorithm = "gcra" }]
+        "#;
+        for (cache, state) in [(0usize, "off"), (10_000, "on")] {
+            for threads in [1usize, 16] {
+                let config = RedisConfig::new("bhot")
+                    .unwrap()
+                    .with_timeout(Duration::from_secs(5))
+                    .with_deny_cache(cache);
+                let store =
+                    RedisStore::new(RedisTarget::Single(server.url()), config).expect("store");
+                let policy = Arc::new(
+                    Policy::from_toml(closed, MonotonicClock::new())
+                        .expect("rules")
+                        .store(store),
+                );
+                // Connect, load the script and use up the hot client's hour before measuring.
+                policy.allow("hot", "/", 1).expect("warmup");
+                assert!(!policy.allow("hot", "/", 1).expect("warmup").allowed());
+                reset_server_stats(server);
+                let before = policy.backend().stats();
+                let p = policy.clone();
+                let (rate, n) = drive_blocking(threads, duration, move |_, _| {
+                    let d = p.allow("hot", "/", 1).expect("allow");
+                    assert!(!d.allowed());
+                });
+                let after = policy.backend().stats();
+                assert_eq!(after.degraded, before.degraded, "degraded decisions");
+                let trips = after.round_trips - before.round_trips;
+                report(
+                    &format!("policy on RedisStore, hot denied client, deny cache {state}"),
+                    threads,
+                    rate,
+                    Some(trips as f64 / n as f64),
+                    n,
+                    server,
+                );
             }
         }
     }

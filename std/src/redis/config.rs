@@ -101,7 +101,11 @@ impl RedisConfig {
         self
     }
 
-    /// Capacity of the local deny cache in entries; 0 disables it.
+    /// Capacity of the local deny cache in entries; 0 disables it. It applies to both the
+    /// [`RedisLimiter`](super::RedisLimiter) (an entry per key, up to 4 costs each) and the
+    /// [`RedisStore`](super::RedisStore) (an entry per plan: the keys, versions and costs
+    /// of a request's tiers, up to 4 costs each); see "Deny cache" on each for what is
+    /// cached, for how long, and what invalidates it.
     pub fn with_deny_cache(mut self, entries: usize) -> Self {
         self.deny_cache = entries;
         self

@@ -7,6 +7,14 @@
 //! deadline is measured from when the request was *sent* (the script ran later), so the
 //! cache can only stop answering early, never late. Entries are per key and cost: at most
 //! the configured number of keys, and [`COSTS_PER_KEY`] costs per key.
+//!
+//! The cache is generic over what it remembers per deny: [`RedisLimiter`] keeps one
+//! [`Decision`] and its tier ([`LimiterDeny`]), [`RedisStore`] every tier's decision of a
+//! plan. Both shift the remembered durations by the time elapsed since the request was
+//! sent ([`shift`]).
+//!
+//! [`RedisLimiter`]: super::RedisLimiter
+//! [`RedisStore`]: super::RedisStore
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -22,90 +30,125 @@ const SHARDS: usize = 16;
 pub(crate) const COSTS_PER_KEY: usize = 4;
 
 /// One cached deny.
-#[derive(Copy, Clone, Debug)]
-struct Entry {
+#[derive(Clone, Debug)]
+struct Entry<V> {
     cost: u32,
+    /// Local time the request was sent (durations in `value` are measured from it).
+    sent: u64,
     /// Local time the same request can pass (exclusive end of the cached deny).
     deadline: u64,
-    /// Local time the key is fresh again, as Redis reported it.
-    reset_at: u64,
+    value: V,
+}
+
+/// One shard: key → its cached denies (one per cost).
+type Shard<V> = HashMap<String, Vec<Entry<V>>>;
+
+/// What [`RedisLimiter`](super::RedisLimiter) remembers of a deny: the combined decision
+/// and the tier that decided it.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct LimiterDeny {
     decision: Decision,
     tier: Option<usize>,
 }
 
-/// One shard: key → its cached denies (one per cost).
-type Shard = HashMap<String, Vec<Entry>>;
-
 /// Sharded, bounded map from key to its cached denies.
+///
+/// The capacity is split exactly over the shards (the first `capacity % 16` shards hold
+/// one key more), so the cache never holds more than `capacity` keys.
 #[derive(Debug)]
-pub(crate) struct DenyCache {
-    shards: Box<[Mutex<Shard>]>,
-    per_shard: usize,
+pub(crate) struct DenyCache<V = LimiterDeny> {
+    shards: Box<[Mutex<Shard<V>>]>,
+    capacity: usize,
     hasher: RandomState,
 }
 
-impl DenyCache {
-    /// A cache of about `capacity` keys (0: disabled).
-    pub(crate) fn new(capacity: usize) -> DenyCache {
+/// `decision`, answered at local time `now` by Redis for a request sent at `sent`, as of
+/// `now`: its durations (retry of a deny, reset, delay) shortened by the time elapsed.
+/// `allowed`, `limit` and `remaining` are Redis' as reported.
+pub(crate) fn shift(mut decision: Decision, sent: u64, now: u64) -> Decision {
+    let at = |after: Nanos| Nanos::new(sent.saturating_add(after.as_u64()).saturating_sub(now));
+    if !decision.allowed {
+        decision.retry_after = at(decision.retry_after);
+    }
+    decision.reset_after = at(decision.reset_after);
+    if decision.delay != Nanos::ZERO {
+        decision.delay = at(decision.delay);
+    }
+    decision
+}
+
+impl<V> DenyCache<V> {
+    /// A cache of at most `capacity` keys (0: disabled).
+    pub(crate) fn new(capacity: usize) -> DenyCache<V> {
         DenyCache {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            per_shard: capacity.div_ceil(SHARDS),
+            capacity,
             hasher: RandomState::new(),
         }
     }
 
-    fn shard(&self, key: &str) -> std::sync::MutexGuard<'_, Shard> {
+    /// Whether the cache may hold anything (capacity above 0).
+    pub(crate) fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// The most keys shard `i` holds: the capacity split exactly over the shards.
+    fn shard_limit(&self, i: usize) -> usize {
+        self.capacity / SHARDS + usize::from(i < self.capacity % SHARDS)
+    }
+
+    fn shard(&self, key: &str) -> (usize, std::sync::MutexGuard<'_, Shard<V>>) {
         let i = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         // Poisoning only means a panic elsewhere mid-update of plain data; the map is
         // still a valid map.
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        (i, self.shards[i].lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// The cached deny for `key` and `cost` at local time `now`, with its durations
-    /// measured from `now`; expired entries are dropped.
-    pub(crate) fn lookup(
+    /// Reads the live deny cached for `key` and `cost` at local time `now` with `read`
+    /// (given the value and the local time its request was sent), under the shard's lock
+    /// (no copy of the value). If `read` answers `None` the entry is stale for the caller
+    /// and is dropped. Expired entries of `key` are dropped.
+    pub(crate) fn find<R>(
         &self,
         key: &str,
         cost: u32,
         now: u64,
-    ) -> Option<(Decision, Option<usize>)> {
-        if self.per_shard == 0 {
+        read: impl FnOnce(&V, u64) -> Option<R>,
+    ) -> Option<R> {
+        if !self.enabled() {
             return None;
         }
-        let mut shard = self.shard(key);
+        let (_, mut shard) = self.shard(key);
         let entries = shard.get_mut(key)?;
-        let found = entries.iter().find(|e| e.cost == cost).copied();
+        let found = entries
+            .iter()
+            .position(|e| e.cost == cost && e.deadline > now);
+        let answer = found.and_then(|i| read(&entries[i].value, entries[i].sent));
+        if let (Some(i), None) = (found, &answer) {
+            entries.swap_remove(i);
+        }
         entries.retain(|e| e.deadline > now);
         if entries.is_empty() {
             shard.remove(key);
         }
-        let entry = found.filter(|e| e.deadline > now)?;
-        let mut decision = entry.decision;
-        decision.retry_after = Nanos::new(entry.deadline - now);
-        decision.reset_after = Nanos::new(entry.reset_at.saturating_sub(now));
-        Some((decision, entry.tier))
+        answer
     }
 
-    /// Remembers a deny Redis gave to a request of `cost` sent at local time `sent`.
-    pub(crate) fn insert(
-        &self,
-        key: &str,
-        cost: u32,
-        sent: u64,
-        decision: Decision,
-        tier: Option<usize>,
-    ) {
-        if self.per_shard == 0 || decision.allowed {
+    /// Remembers a deny of `cost` for `key`, sent at local time `sent` and standing until
+    /// local time `deadline` (exclusive), replacing any for the same cost. Nothing if
+    /// the cache is disabled, the deadline is not after `sent`, or the shard is full of
+    /// live denies (a miss only costs a round trip).
+    pub(crate) fn put(&self, key: &str, cost: u32, sent: u64, deadline: u64, value: V) {
+        if !self.enabled() || deadline <= sent {
             return;
         }
         let entry = Entry {
             cost,
-            deadline: sent.saturating_add(decision.retry_after.as_u64()),
-            reset_at: sent.saturating_add(decision.reset_after.as_u64()),
-            decision,
-            tier,
+            sent,
+            deadline,
+            value,
         };
-        let mut shard = self.shard(key);
+        let (i, mut shard) = self.shard(key);
         if let Some(entries) = shard.get_mut(key) {
             entries.retain(|e| e.cost != cost && e.deadline > sent);
             if entries.len() >= COSTS_PER_KEY {
@@ -117,14 +160,55 @@ impl DenyCache {
             entries.push(entry);
             return;
         }
-        if shard.len() >= self.per_shard {
+        let limit = self.shard_limit(i);
+        if shard.len() >= limit {
             shard.retain(|_, entries| entries.iter().any(|e| e.deadline > sent));
-            if shard.len() >= self.per_shard {
+            if shard.len() >= limit {
                 // Full of live denies: skip caching (a miss only costs a round trip).
                 return;
             }
         }
         shard.insert(key.to_owned(), vec![entry]);
+    }
+
+    /// Keys held (live or not yet dropped), over all shards.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+}
+
+impl DenyCache<LimiterDeny> {
+    /// The cached deny for `key` and `cost` at local time `now`, with its durations
+    /// measured from `now`; expired entries are dropped.
+    pub(crate) fn lookup(
+        &self,
+        key: &str,
+        cost: u32,
+        now: u64,
+    ) -> Option<(Decision, Option<usize>)> {
+        self.find(key, cost, now, |deny, sent| {
+            Some((shift(deny.decision, sent, now), deny.tier))
+        })
+    }
+
+    /// Remembers a deny Redis gave to a request of `cost` sent at local time `sent`.
+    pub(crate) fn insert(
+        &self,
+        key: &str,
+        cost: u32,
+        sent: u64,
+        decision: Decision,
+        tier: Option<usize>,
+    ) {
+        if decision.allowed {
+            return;
+        }
+        let deadline = sent.saturating_add(decision.retry_after.as_u64());
+        self.put(key, cost, sent, deadline, LimiterDeny { decision, tier });
     }
 }
 
@@ -142,7 +226,7 @@ mod tests {
             let decision = Decision::deny(10, 0, retry, retry);
             cache.insert("k", cost, 0, decision, None);
         }
-        let shard = cache.shard("k");
+        let (_, shard) = cache.shard("k");
         let entries = shard.get("k").unwrap();
         assert_eq!(entries.len(), COSTS_PER_KEY);
         let mut costs: Vec<u32> = entries.iter().map(|e| e.cost).collect();
@@ -151,5 +235,47 @@ mod tests {
         drop(shard);
         assert!(cache.lookup("k", 10, 1).is_some());
         assert!(cache.lookup("k", 1, 1).is_none());
+    }
+
+    /// Many distinct keys never hold more than the capacity, also when it is not a
+    /// multiple of the shard count.
+    #[test]
+    fn keys_are_bounded_by_the_capacity_exactly() {
+        for capacity in [1, 5, 16, 40] {
+            let cache = DenyCache::new(capacity);
+            let retry = Nanos::new(1_000);
+            for k in 0..1_000 {
+                let decision = Decision::deny(10, 0, retry, retry);
+                cache.insert(&k.to_string(), 1, 0, decision, None);
+            }
+            assert!(cache.len() <= capacity, "{} > {capacity}", cache.len());
+        }
+        let disabled: DenyCache = DenyCache::new(0);
+        let retry = Nanos::new(1_000);
+        disabled.insert("k", 1, 0, Decision::deny(10, 0, retry, retry), None);
+        assert_eq!(disabled.len(), 0);
+        assert!(disabled.lookup("k", 1, 0).is_none());
+    }
+
+    /// A reader that finds its entry stale drops it; durations shift by the time elapsed.
+    #[test]
+    fn stale_entries_are_dropped_and_durations_shift() {
+        let cache: DenyCache<u64> = DenyCache::new(16);
+        cache.put("k", 1, 100, 1_100, 7);
+        assert_eq!(
+            cache.find("k", 1, 600, |v, sent| Some((*v, sent))),
+            Some((7, 100))
+        );
+        assert_eq!(cache.find("k", 1, 600, |_, _| None::<()>), None);
+        assert_eq!(cache.find("k", 1, 600, |v, _| Some(*v)), None);
+        assert_eq!(cache.len(), 0);
+        let d = Decision::deny(10, 0, Nanos::new(2_000), Nanos::new(1_000));
+        let s = shift(d, 100, 600);
+        assert_eq!(
+            (s.retry_after, s.reset_after),
+            (Nanos::new(500), Nanos::new(1_500))
+        );
+        let a = shift(Decision::allow(10, 3, Nanos::new(300)), 100, 600);
+        assert_eq!((a.retry_after, a.reset_after), (Nanos::ZERO, Nanos::ZERO));
     }
 }

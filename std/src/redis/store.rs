@@ -1,20 +1,22 @@
 //! [`RedisStore`]: a [`Policy`](crate::policy::Policy)'s state in Redis or Redis Cluster, so
 //! every process that runs the same rules on the same Redis shares the limits.
 
+use std::fmt::Write as _;
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use redis::Value;
 
 use super::connection::Connection;
+use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
-use super::rule::encode_algorithm;
+use super::rule::{encode_algorithm, script_algorithm};
 use super::stats::Counters;
 use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,
     TimeSource,
 };
-use crate::policy::{Partition, Plan, PlannedTier, Store, TierOutcome};
+use crate::policy::{Partition, Plan, PlannedTier, Store, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
 use crate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
 
@@ -83,6 +85,61 @@ pub use crate::policy::MAX_LOG_COST;
 /// on a single node, and on a cluster only for the hash tags of the failed call's group
 /// (one of 64), so one slow master does not degrade the keys of the others.
 ///
+/// ## Deny cache
+///
+/// A client over its limit keeps asking; each of its checks would cost a round trip only
+/// to hear the same deny. The store therefore remembers a deny Redis gave to a check
+/// ([`RedisConfig::with_deny_cache`] entries; 0 disables it) and answers the same request
+/// locally, without a round trip ([`RedisStats::deny_cache_hits`] counts these answers):
+///
+/// - **Identity.** The same request is the same plan: every tier's Redis key, its state
+///   tag and the parameters the script is given (algorithm, limit, tolerance or horizon:
+///   a reload to other parameters is another request and misses), and every tier's cost.
+///   Keys are length-prefixed in the identity, so no two plans share one. Building it is
+///   the only allocation of a cached answer (one `String`).
+/// - **Answer.** Each tier's decision as Redis gave it, its durations (`retry_after`,
+///   `reset_after`, `delay`) shortened by the time elapsed since the request was sent.
+/// - **Until when.** As long as that answer is exactly what Redis would give if no other
+///   process touched the keys: an algorithm's state only improves with time, and a tier
+///   admits a cost exactly when it is at most `remaining`. So a denying tier denies until
+///   its `retry_after`, with the same `remaining` if that cannot grow without the cost
+///   fitting (`remaining + 1 ≥ cost`, or a fixed window, which only changes at its end);
+///   a tier that admitted (reported as it stands, the request not counted) keeps its
+///   answer while it is full, or, for a fixed window, until its window ends. The entry
+///   lasts until the earliest of these; a deny with a bucket or sliding tier that is
+///   neither full nor about to pass (its `remaining` would change at instants the
+///   decision does not tell) is not cached, nor one whose durations reach the end of time
+///   (clipped, not instants). The deadline is measured from when the request was sent
+///   (before the round trip; the script ran later), so an entry can only stop early, never
+///   late; in the frame of the [`TimeSource`]: with [`TimeSource::Client`] the policy's
+///   `now` (the instant the script decides at, so the retry time is exact on the policy's
+///   clock); with [`TimeSource::Server`] the store's monotonic clock (the policy's clock may
+///   be unrelated to the server's, whose retry time is a duration of real time).
+/// - **What is cached.** Only denies in which every script call succeeded: never an answer
+///   of the failure policy, never an admission. Peeks are not cached (a peek reports the
+///   admitting tiers with the request counted, a denied check without).
+/// - **Invalidation.** Everything this process writes to a key invalidates the cached
+///   denies that touch it: an admitted check (the permits taken move other requests' retry
+///   times and `remaining`), a [`refund`](Store::refund) (which can make a deny stale) and
+///   a [`charge`](Store::charge). Each key maps to one of 16 384 invalidation stamps; a
+///   deny remembers the invalidation generation read before its request was sent, and is
+///   dropped when a stamp of one of its keys has moved past it since (a write racing with
+///   the check's round trip included). Stamps shared by other keys only cost a round trip.
+/// - **Bounds.** At most the configured number of identities, and 4 costs per identity;
+///   when the cache is full of live denies, new ones are not cached.
+///
+/// What this process cannot see is the caveat of [`RedisLimiter`](super::RedisLimiter)'s
+/// cache: another process's writes. Its admissions only make a cached deny truer (the
+/// real retry time is later, `remaining` lower: the cache stops early and asks again). Its
+/// refunds, and states written under another version of a tier (by a process running other
+/// rules, or by this one before a reload: such a state is converted on every read, and
+/// the converted view does not simply age), can make Redis admit before a cached deny
+/// ends: for at most that deny's retry time this process then denies a request Redis
+/// would admit. The strict side, never over a limit; a store that must follow such writes
+/// exactly runs without the cache.
+///
+/// ## Blocking
+///
 /// The store's methods block the calling thread until Redis answers (the policy's API is
 /// synchronous): a plain thread drives the call itself on the store's own tokio runtime;
 /// a tokio worker hands it to the store's I/O thread and waits (blocking that worker for
@@ -139,6 +196,43 @@ struct Shared {
     /// tags of that group; 0: no backoff.
     backoff_until: Box<[AtomicU64]>,
     slack_ms: String,
+    /// Denies of checks, answered locally until their retry time (see "Deny cache" on
+    /// [`RedisStore`]).
+    deny_cache: DenyCache<CachedDeny>,
+    /// Invalidation stamps: slot `fnv1a(key) % STAMPS` holds the generation of the last
+    /// refund or charge of a key mapped to it.
+    stamps: Box<[AtomicU64]>,
+    /// The invalidation generation: bumped by every refund and charge.
+    generation: AtomicU64,
+}
+
+/// Invalidation stamps of a store's deny cache (keys share a stamp by their hash; 128 KiB
+/// per store with the cache on). A write to another key sharing a stamp invalidates a
+/// cached deny needlessly, which costs one round trip: with `w` keys written per second by
+/// this process, a deny of `k` keys survives about `16384 / (w·k)` seconds (80 s at 100
+/// admitted checks of two tiers per second, 0.8 s at 10 000), against a hot client's
+/// hundreds of checks per second.
+const STAMPS: usize = 16_384;
+
+/// What the deny cache remembers of a denied check.
+#[derive(Debug)]
+struct CachedDeny {
+    /// The invalidation generation read before the request was sent.
+    generation: u64,
+    /// Each tier's decision as Redis gave it, in plan order.
+    tiers: Box<[Decision]>,
+}
+
+/// A check's identity in the deny cache (see "Deny cache" on [`RedisStore`]).
+struct Identity {
+    /// Each tier's key (length-prefixed), state tag and script parameters, and its cost if
+    /// it differs from `cost`.
+    text: String,
+    /// The first tier's cost.
+    cost: u32,
+    /// Each tier's invalidation stamp.
+    stamps: [usize; MAX_TIERS],
+    tiers: usize,
 }
 
 /// A script operation.
@@ -186,35 +280,64 @@ fn hex(value: u64) -> String {
     format!("{value:016x}")
 }
 
-/// The state tag of `algorithm` (the shape a conversion needs, see `scripts/store.lua`) and
-/// the most a window count holds in the core's layout (where a charge saturates; 0 for the
-/// others).
-fn tag(algorithm: &AnyAlgorithm) -> (String, u64) {
-    let tat = |interval: Nanos| (format!("t{}", hex(interval.as_u64())), 0);
-    match algorithm {
-        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => tat(g.emission_interval()),
-        AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => tat(t.refill_interval()),
-        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => tat(l.drain_interval()),
-        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => (
-            format!("f{}{}", hex(w.window().as_u64()), hex(w.limit())),
-            w.unpack(u64::MAX).1,
-        ),
-        AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => (
-            format!("c{}{}", hex(w.window().as_u64()), hex(w.limit())),
-            w.unpack(u64::MAX).2,
-        ),
-        AnyAlgorithm::Log(l) => (
-            format!("l{}{}", hex(l.window().as_u64()), hex(l.limit())),
-            0,
-        ),
+/// Appends the state tag of `algorithm` (the shape a conversion needs, see
+/// `scripts/store.lua`: a letter, then 16 or 32 hex digits, so it ends where its letter
+/// says) and returns the most a window count holds in the core's layout (where a charge
+/// saturates; 0 for the others).
+fn push_tag(out: &mut String, algorithm: &AnyAlgorithm) -> u64 {
+    // Writing to a `String` cannot fail.
+    let (letter, a, b, cmax) = match algorithm {
+        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => ('t', g.emission_interval(), None, 0),
+        AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => {
+            ('t', t.refill_interval(), None, 0)
+        }
+        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => ('t', l.drain_interval(), None, 0),
+        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
+            ('f', w.window(), Some(w.limit()), w.unpack(u64::MAX).1)
+        }
+        AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
+            ('c', w.window(), Some(w.limit()), w.unpack(u64::MAX).2)
+        }
+        AnyAlgorithm::Log(l) => ('l', l.window(), Some(l.limit()), 0),
+    };
+    let _ = write!(out, "{letter}{:016x}", a.as_u64());
+    if let Some(b) = b {
+        let _ = write!(out, "{b:016x}");
     }
+    cmax
+}
+
+/// Appends what, besides its state tag, decides a tier's answer in the script: the
+/// algorithm's script name, its limit, and its tolerance (GCRA, token bucket) or horizon
+/// (leaky bucket), which a bucket's tag does not name.
+fn push_params(out: &mut String, algorithm: &AnyAlgorithm) {
+    let extra = match algorithm {
+        AnyAlgorithm::Packed(PackedAlgorithm::Gcra(g)) => g.tolerance(),
+        AnyAlgorithm::Packed(PackedAlgorithm::TokenBucket(t)) => t.as_gcra().tolerance(),
+        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => l.horizon(),
+        AnyAlgorithm::Packed(
+            PackedAlgorithm::FixedWindow(_) | PackedAlgorithm::SlidingWindowCounter(_),
+        )
+        | AnyAlgorithm::Log(_) => Nanos::ZERO,
+    };
+    // Writing to a `String` cannot fail.
+    let _ = write!(
+        out,
+        "/{}/{:x}/{:x}",
+        script_algorithm(algorithm),
+        algorithm.limit(),
+        extra.as_u64()
+    );
 }
 
 /// Appends `name` with `%`, `:`, `{` and `}` escaped, so key parts cannot run together.
 fn push_escaped(key: &mut String, name: &str) {
     for c in name.chars() {
         match c {
-            '%' | ':' | '{' | '}' => key.push_str(&format!("%{:02X}", c as u32)),
+            // Writing to a `String` cannot fail.
+            '%' | ':' | '{' | '}' => {
+                let _ = write!(key, "%{:02X}", c as u32);
+            }
             c => key.push(c),
         }
     }
@@ -250,6 +373,11 @@ impl RedisStore {
                     .map(|_| AtomicU64::new(0))
                     .collect(),
                 slack_ms: config.ttl_slack().as_millis().to_string(),
+                deny_cache: DenyCache::new(config.deny_cache()),
+                stamps: (0..if config.deny_cache() > 0 { STAMPS } else { 0 })
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+                generation: AtomicU64::new(0),
                 config,
             }),
             runtime: Some(runtime),
@@ -268,7 +396,8 @@ impl RedisStore {
     }
 
     /// Counters since construction (`decisions`: checks and peeks; `round_trips`: script
-    /// calls, two for a check with client and global tiers).
+    /// calls, two for a check with client and global tiers; `deny_cache_hits`: checks
+    /// answered by the deny cache, without a round trip).
     pub fn stats(&self) -> RedisStats {
         self.shared.counters.snapshot()
     }
@@ -285,11 +414,17 @@ impl RedisStore {
     /// ```
     pub fn redis_key(&self, rule: &str, tier: &str, client: Option<&str>) -> String {
         let mut key = String::with_capacity(64);
+        self.push_key(&mut key, rule, tier, client);
+        key
+    }
+
+    /// Appends [`redis_key`](Self::redis_key)`(rule, tier, client)` to `key`.
+    fn push_key(&self, key: &mut String, rule: &str, tier: &str, client: Option<&str>) {
         key.push_str(self.shared.config.prefix());
         key.push(':');
-        push_escaped(&mut key, rule);
+        push_escaped(key, rule);
         key.push(':');
-        push_escaped(&mut key, tier);
+        push_escaped(key, tier);
         key.push(':');
         match client {
             None => key.push_str("{@}"),
@@ -299,11 +434,11 @@ impl RedisStore {
                 key.push('}');
             }
             Some(c) => {
-                key.push_str(&format!("{{#{:016x}}}:", fnv1a(c.as_bytes())));
+                // Writing to a `String` cannot fail.
+                let _ = write!(key, "{{#{:016x}}}:", fnv1a(c.as_bytes()));
                 key.push_str(c);
             }
         }
-        key
     }
 
     /// The calls `plan` needs for `op`: client tiers, then global tiers (each group one
@@ -333,7 +468,8 @@ impl RedisStore {
                 }
                 let algorithm = p.tier.algorithm();
                 call.keys.push(self.key_of(p));
-                let (tag, cmax) = tag(algorithm);
+                let mut tag = String::with_capacity(33);
+                let cmax = push_tag(&mut tag, algorithm);
                 let mut encoded = Vec::with_capacity(6);
                 encode_algorithm(algorithm, p.cost, &mut encoded);
                 let mut parts = encoded.into_iter();
@@ -357,11 +493,156 @@ impl RedisStore {
     }
 
     fn key_of(&self, p: &PlannedTier<'_>) -> String {
+        let mut key = String::with_capacity(64);
+        self.push_key_of(&mut key, p);
+        key
+    }
+
+    /// Appends the Redis key of `p` to `out`.
+    fn push_key_of(&self, out: &mut String, p: &PlannedTier<'_>) {
         let client = match p.rule.partition() {
             Partition::Global => None,
             Partition::Client => Some(p.client),
         };
-        self.redis_key(p.rule.name(), p.tier.name(), client)
+        self.push_key(out, p.rule.name(), p.tier.name(), client);
+    }
+
+    /// The identity of a check of `plan` in the deny cache: per tier, its key's length (16
+    /// hex digits) and the key, its state tag (which ends where its letter says) and script
+    /// parameters, then `;` if its cost is the first tier's, else `=`, its cost in hex and
+    /// `;`. Every part ends where the text says, so two plans never share an identity.
+    fn identity(&self, plan: &Plan<'_>) -> Identity {
+        let cost = plan.get(0).map_or(0, |p| p.cost);
+        let mut text = String::with_capacity(plan.len() * 128);
+        let mut stamps = [0; MAX_TIERS];
+        for (i, p) in plan.iter().enumerate() {
+            let at = text.len();
+            text.push_str("0000000000000000");
+            self.push_key_of(&mut text, p);
+            let key = at + 16..text.len();
+            let mut digits = [0u8; 16];
+            let mut len = key.len() as u64;
+            for d in digits.iter_mut().rev() {
+                *d = b"0123456789abcdef"[(len & 0xf) as usize];
+                len >>= 4;
+            }
+            // Hex digits are ASCII, so valid UTF-8 replacing ASCII.
+            text.replace_range(
+                at..at + 16,
+                std::str::from_utf8(&digits).unwrap_or_default(),
+            );
+            if let Some(slot) = stamps.get_mut(i) {
+                *slot = stamp_of(&text.as_bytes()[key]);
+            }
+            let algorithm = p.tier.algorithm();
+            push_tag(&mut text, algorithm);
+            push_params(&mut text, algorithm);
+            if p.cost == cost {
+                text.push(';');
+            } else {
+                // Writing to a `String` cannot fail.
+                let _ = write!(text, "={:x};", p.cost);
+            }
+        }
+        Identity {
+            text,
+            cost,
+            stamps,
+            tiers: plan.len().min(MAX_TIERS),
+        }
+    }
+
+    /// The time frame of the deny cache at the policy's `now` (see "Deny cache" on
+    /// [`RedisStore`]): the policy's clock when the script decides at it, the store's
+    /// monotonic clock when the server's `TIME` decides.
+    fn cache_now(&self, now: Nanos) -> u64 {
+        match self.shared.config.time_source() {
+            TimeSource::Client => now.as_u64(),
+            TimeSource::Server => self.shared.local_now(),
+        }
+    }
+
+    /// Writes the cached `deny` (for a request sent at `sent`) into `outcomes` as of
+    /// `now`; `None` if a refund or charge of one of its keys has invalidated it.
+    fn answer(
+        &self,
+        deny: &CachedDeny,
+        id: &Identity,
+        sent: u64,
+        now: u64,
+        outcomes: &mut [TierOutcome],
+    ) -> Option<()> {
+        let stamps = &self.shared.stamps;
+        for &slot in &id.stamps[..id.tiers] {
+            // Acquire: pairs with the Release `fetch_max` of `invalidate`, so a lookup that
+            // follows a refund sees its stamp.
+            if stamps[slot].load(Ordering::Acquire) > deny.generation {
+                return None;
+            }
+        }
+        for (outcome, decision) in outcomes.iter_mut().zip(deny.tiers.iter()) {
+            outcome.decision = shift(*decision, sent, now);
+        }
+        Some(())
+    }
+
+    /// Caches the deny now in `outcomes` of a check of `plan` sent at `sent`, after
+    /// invalidation `generation`: until the earliest retry time of its denying tiers.
+    fn remember(
+        &self,
+        plan: &Plan<'_>,
+        id: &Identity,
+        sent: u64,
+        generation: u64,
+        outcomes: &[TierOutcome],
+    ) {
+        let decisions = || outcomes.iter().take(plan.len()).map(|o| &o.decision);
+        // Durations reaching the end of time (near `u64::MAX` ns) are clipped, not instants
+        // that shift: such a deny is not cached.
+        let exact = |d: Nanos| {
+            d == Nanos::ZERO || sent.checked_add(d.as_u64()).is_some_and(|t| t < u64::MAX)
+        };
+        if decisions().all(|d| d.allowed)
+            || !decisions().all(|d| exact(d.retry_after) && exact(d.reset_after) && exact(d.delay))
+        {
+            return;
+        }
+        let lasts = plan
+            .iter()
+            .zip(decisions())
+            .map(|(p, d)| lasts(p, d))
+            .min()
+            .unwrap_or(0);
+        let deadline = sent.saturating_add(lasts);
+        if deadline <= sent {
+            return;
+        }
+        let tiers: Box<[Decision]> = decisions().copied().collect();
+        self.shared.deny_cache.put(
+            &id.text,
+            id.cost,
+            sent,
+            deadline,
+            CachedDeny { generation, tiers },
+        );
+    }
+
+    /// After this process wrote the keys of `calls` (an admitted check, a refund, a
+    /// charge): invalidates the cached denies touching them (see "Deny cache" on
+    /// [`RedisStore`]).
+    fn invalidate(&self, calls: &[Call]) {
+        let shared = &self.shared;
+        if !shared.deny_cache.enabled() {
+            return;
+        }
+        // AcqRel: a check that reads this generation or a later one (Acquire, before its
+        // round trip) was sent after this write had its answer, so Redis' deny already
+        // counts it; one that read an earlier generation is stamped below it.
+        let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        for key in calls.iter().flat_map(|c| &c.keys) {
+            // Release: pairs with the Acquire load in `answer`.
+            shared.stamps[stamp_of(key.as_bytes())].fetch_max(generation, Ordering::Release);
+        }
     }
 
     /// Runs `call` as `op`: the reply, or why Redis could not answer.
@@ -416,8 +697,8 @@ impl RedisStore {
         result
     }
 
-    /// Runs a check or peek `call`, writing each covered tier's decision; `false` if any
-    /// tier denied. A failure answers by the failure policy.
+    /// Runs a check or peek `call`, writing each covered tier's decision: whether every
+    /// tier admitted, and whether Redis decided (`false`: the failure policy answered).
     fn decide(
         &self,
         plan: &Plan<'_>,
@@ -425,7 +706,7 @@ impl RedisStore {
         op: Op,
         now: Nanos,
         outcomes: &mut [TierOutcome],
-    ) -> bool {
+    ) -> (bool, bool) {
         let limits: Vec<u64> = call
             .tiers
             .iter()
@@ -442,7 +723,7 @@ impl RedisStore {
                     all &= decision.allowed;
                     outcomes[i].decision = decision;
                 }
-                all
+                (all, true)
             }
             Err(_cause) => {
                 if let Some(fallback) = &self.fallback {
@@ -451,7 +732,7 @@ impl RedisStore {
                         Op::Peek => LocalOp::Peek,
                         Op::PeekDenied | Op::Refund | Op::Charge => LocalOp::PeekDenied,
                     };
-                    return fallback.run(plan, &call.tiers, local, now, outcomes);
+                    return (fallback.run(plan, &call.tiers, local, now, outcomes), false);
                 }
                 let policy = self.shared.config.failure_policy();
                 for (&i, limit) in call.tiers.iter().zip(&limits) {
@@ -465,7 +746,7 @@ impl RedisStore {
                         _ => Decision::allow(*limit, limit.saturating_sub(cost), Nanos::ZERO),
                     };
                 }
-                !matches!(policy, FailurePolicy::FailClosed { .. })
+                (!matches!(policy, FailurePolicy::FailClosed { .. }), false)
             }
         }
     }
@@ -490,6 +771,50 @@ impl Shared {
     }
 }
 
+/// How long tier `p`'s `decision` in a denied check stays exactly what Redis would answer
+/// (its durations shortened by the time elapsed) if no other request touches the key; 0:
+/// not at all, `u64::MAX`: for good. Every algorithm's state only improves with time, and
+/// a tier admits a cost exactly when it is at most `remaining`, so:
+///
+/// - a denying tier denies until its `retry_after` (the earliest time the cost fits), and
+///   its `remaining` holds until then if it cannot grow without making the cost fit
+///   (`remaining + 1 ≥ cost`), or in a fixed window (which changes only at its end, the
+///   retry time);
+/// - an admitting tier (reported as it stands) holds while it is full (a bucket, sliding
+///   window or log: `remaining` at the limit, and its `reset_after` runs down to 0 and stays
+///   there), and a fixed window until its window ends (`reset_after`; for good if 0);
+///   a bucket or sliding window that is not full refills at instants the decision does not
+///   tell, so not at all.
+fn lasts(p: &PlannedTier<'_>, decision: &Decision) -> u64 {
+    let fixed = matches!(
+        p.tier.algorithm(),
+        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_))
+    );
+    let reset = decision.reset_after.as_u64();
+    if !decision.allowed {
+        if fixed || decision.remaining.saturating_add(1) >= u64::from(p.cost) {
+            decision.retry_after.as_u64()
+        } else {
+            0
+        }
+    } else if fixed {
+        if reset == 0 {
+            u64::MAX
+        } else {
+            reset
+        }
+    } else if decision.remaining >= decision.limit {
+        u64::MAX
+    } else {
+        0
+    }
+}
+
+/// The invalidation stamp of a Redis key.
+fn stamp_of(key: &[u8]) -> usize {
+    (fnv1a(key) % STAMPS as u64) as usize
+}
+
 /// FNV-1a over `bytes`: the stable tag of a client that cannot be a hash tag itself.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
@@ -504,17 +829,43 @@ impl Store for RedisStore {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
+        let shared = &self.shared;
+        Counters::bump(&shared.counters.decisions);
+        // The deny cache first (see "Deny cache" on `RedisStore`): the identity is the one
+        // allocation of a cached answer.
+        let cache = if shared.deny_cache.enabled() && !plan.is_empty() {
+            let id = self.identity(plan);
+            let local = self.cache_now(now);
+            let hit = shared
+                .deny_cache
+                .find(&id.text, id.cost, local, |deny, sent| {
+                    self.answer(deny, &id, sent, local, outcomes)
+                });
+            if hit.is_some() {
+                Counters::bump(&shared.counters.deny_cache_hits);
+                return Ok(());
+            }
+            // Acquire: pairs with the AcqRel bump of `invalidate` (read before the round
+            // trip, so a refund racing with it invalidates the deny it brings).
+            let generation = shared.generation.load(Ordering::Acquire);
+            Some((id, local, generation))
+        } else {
+            None
+        };
         let calls = self.calls(plan, now, Op::Check);
-        Counters::bump(&self.shared.counters.decisions);
         let mut admitted: Vec<&Call> = Vec::with_capacity(2);
         let mut denied = false;
+        // Whether Redis made every answer (only such denies are cached).
+        let mut clean = true;
         for call in &calls {
             if denied {
                 // An earlier group denied: this one only reports.
-                self.decide(plan, call, Op::PeekDenied, now, outcomes);
+                clean &= self.decide(plan, call, Op::PeekDenied, now, outcomes).1;
                 continue;
             }
-            if self.decide(plan, call, Op::Check, now, outcomes) {
+            let (all, redis) = self.decide(plan, call, Op::Check, now, outcomes);
+            clean &= redis;
+            if all {
                 admitted.push(call);
             } else {
                 denied = true;
@@ -525,9 +876,16 @@ impl Store for RedisStore {
             for call in admitted {
                 // If Redis cannot take the refund now, it keeps the permits: the strict side
                 // (they return with the window or the drain).
-                let _ = self.run(call, Op::Refund);
-                self.decide(plan, call, Op::PeekDenied, now, outcomes);
+                clean &= self.run(call, Op::Refund).is_ok();
+                clean &= self.decide(plan, call, Op::PeekDenied, now, outcomes).1;
             }
+            if let (true, Some((id, sent, generation))) = (clean, cache) {
+                self.remember(plan, &id, sent, generation, outcomes);
+            }
+        } else {
+            // Admitted: the permits taken change what other cached denies of these keys
+            // would now hear (a retry later, fewer remaining).
+            self.invalidate(&calls);
         }
         Ok(())
     }
@@ -538,6 +896,8 @@ impl Store for RedisStore {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
+        // Not answered from the deny cache: a peek reports the admitting tiers with the
+        // request counted, a denied check without.
         Counters::bump(&self.shared.counters.decisions);
         for call in self.calls(plan, now, Op::Peek) {
             self.decide(plan, &call, Op::Peek, now, outcomes);
@@ -545,20 +905,28 @@ impl Store for RedisStore {
         Ok(())
     }
 
+    /// Also invalidates the cached denies touching the plan's keys (after the refund has
+    /// its answer: see "Deny cache" on [`RedisStore`]).
     fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        for call in self.calls(plan, now, Op::Refund) {
+        let calls = self.calls(plan, now, Op::Refund);
+        for call in &calls {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
-            let _ = self.run(&call, Op::Refund);
+            let _ = self.run(call, Op::Refund);
         }
+        self.invalidate(&calls);
     }
 
+    /// Also invalidates the cached denies touching the plan's keys, as
+    /// [`refund`](Self::refund) does.
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        for call in self.calls(plan, now, Op::Charge) {
-            if let (Err(_), Some(fallback)) = (self.run(&call, Op::Charge), &self.fallback) {
+        let calls = self.calls(plan, now, Op::Charge);
+        for call in &calls {
+            if let (Err(_), Some(fallback)) = (self.run(call, Op::Charge), &self.fallback) {
                 // Work done during an outage counts against the local share.
                 fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
             }
         }
+        self.invalidate(&calls);
     }
 }

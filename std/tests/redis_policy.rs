@@ -262,8 +262,8 @@ fn replay_from(seed: u64, steps: usize, redis: RedisStore, rules: &str, start: N
 }
 
 /// The store's script works on instants relative to the call's time while they are within
-/// 2^53 ns (104 days) of it, and on full-width values otherwise: states left 120 days
-/// behind by a jump of the clock, tiers whose debt runs more than 2^53 ns ahead (400-day
+/// about 2^52 ns (52 days) of it, and on full-width values otherwise: states left 120 days
+/// behind by a jump of the clock, tiers whose debt runs more than that ahead (400-day
 /// windows), and a clock a few seconds short of `u64::MAX` decide exactly as in-process.
 #[test]
 fn instants_far_from_now_and_near_the_end_of_time_decide_as_in_process() {

@@ -79,9 +79,9 @@
 //!   2^50;
 //! - instants are mostly *relative*: the policy store's script (unless a sliding-log tier
 //!   takes part) hands the algorithms `now = 0` and every stored instant as its distance
-//!   from the call's time, a number while it lies within 2^53 ns of it, so GCRA, token and
-//!   leaky bucket work in plain numbers; an instant 2^53 ns or more ahead is a limb value,
-//!   one as far behind sends the call to absolute mode (all instants as they are). Written
+//!   from the call's time, a number while it lies within about 2^52 ns (52 days) of it, so
+//!   GCRA, token and leaky bucket work in plain numbers; an instant further ahead is a limb
+//!   value, one as far behind sends the call to absolute mode (all instants as they are). Written
 //!   instants go back to absolute hex, and the saturation at `u64::MAX` is checked against
 //!   `u64::MAX − now`;
 //! - the window algorithms read the index of the call's time and the offset into its

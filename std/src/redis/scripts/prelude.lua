@@ -293,9 +293,9 @@ end
 -- The call's time. Algorithms take `now` as an argument and never read these; the runners
 -- and the helpers below do. NOW_ABS is the absolute time (a value), NOW_H / NOW_L its high
 -- and low 32 bits (numbers). In *relative* mode (the policy store, whenever no log tier
--- takes part) every instant an algorithm sees is `instant - NOW_ABS`, a number while it is
--- within 2^53 ns (104 days) of now, so that `now` is 0 and GCRA / leaky bucket arithmetic
--- never touches limbs; absolute mode passes instants as they are (the log, and the
+-- takes part) every instant an algorithm sees is `instant - NOW_ABS`, a number while their
+-- high 32-bit halves differ by less than 2^20 (|instant - now| < 2^52 + 2^32: about 52
+-- days), so that `now` is 0 and GCRA / leaky bucket arithmetic never touches limbs; absolute mode passes instants as they are (the log, and the
 -- RedisLimiter's runner). Instants cross in and out through inst() and inst_hex().
 local NOW_ABS, NOW_H, NOW_L, NOW_MS = 0, 0, 0, 0
 local RELATIVE = false
@@ -303,8 +303,9 @@ local ROOMY = true -- NOW_ABS <= U64MAX - 2^53: a relative number can never pass
 -- The absolute instant 0 (a fresh GCRA / leaky state, "any time not after now"): 0 in
 -- absolute mode, -2^53 in relative mode, below every relative instant inst() returns.
 local EPOCH = 0
--- Set when inst() meets an instant it cannot hold as a relative number (2^53 ns or more in
--- the past): the runner then reloads in absolute mode.
+-- Set when inst() meets an instant it cannot hold as a relative number (about 52 days or
+-- more in the past; further ahead it is a limb value): the runner then reloads in absolute
+-- mode.
 local FAR = false
 
 -- NOW_ABS, built on first use in relative mode (it is a limb array).

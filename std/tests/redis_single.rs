@@ -1,6 +1,8 @@
 //! Redis backend against one real `redis-server`: the shared vectors give the core's exact
 //! decisions, many concurrent tasks on one key admit exactly the bound, keys carry TTLs at
-//! their reset time, tiers are all or nothing, the deny cache answers exactly.
+//! their reset time, tiers are all or nothing, the deny cache answers exactly; and the
+//! policy store's script decides and writes exactly as the core at the edges of its number
+//! representation.
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -819,4 +821,399 @@ async fn deny_cache_identities_of_scoped_and_plain_keys_never_collide() {
         limiter.check_scoped("a", &["b"], 1).await.unwrap().source,
         DecisionSource::DenyCache
     );
+}
+
+/// One tier of the store script's differential below: a core algorithm and what the
+/// script is told of it (state tag letter, parameters, the most a window count holds).
+#[derive(Clone, Copy)]
+struct ScriptTier {
+    algorithm: tollgate::PackedAlgorithm,
+    name: &'static str,
+    kind: char,
+    a: u64,
+    b: u64,
+    cmax: u64,
+    extra: u64,
+    max_cost: u64,
+}
+
+impl ScriptTier {
+    fn tag(&self) -> String {
+        if self.kind == 't' {
+            format!("t{:016x}", self.a)
+        } else {
+            format!("{}{:016x}{:016x}", self.kind, self.a, self.b)
+        }
+    }
+
+    /// The stored value of core state `s` under this tier's tag.
+    fn value(&self, s: u64) -> String {
+        use tollgate::PackedAlgorithm as P;
+        let fields = match self.algorithm {
+            P::FixedWindow(f) => {
+                let (i, c) = f.unpack(s);
+                format!("{i:016x}{c:016x}")
+            }
+            P::SlidingWindowCounter(f) => {
+                let (i, p, c) = f.unpack(s);
+                format!("{i:016x}{p:016x}{c:016x}")
+            }
+            _ => format!("{s:016x}"),
+        };
+        format!("{}{fields}", self.tag())
+    }
+}
+
+/// Values where the script changes representation: 2^52, 2^53, u64::MAX − 2^53 (where a
+/// relative number could pass u64::MAX), 32-bit carries, today, the end of time.
+fn edge_value(rng: &mut Rng) -> u64 {
+    const PICKS: [u64; 12] = [
+        u64::MAX,
+        u64::MAX - (1 << 53),
+        u64::MAX - (1 << 53) + 1,
+        1 << 53,
+        1 << 52,
+        (1 << 53) - 1,
+        0,
+        1,
+        1 << 32,
+        (1 << 32) - 1,
+        (4_292_870_144u64 << 32) - 1,
+        4_292_870_144u64 << 32,
+    ];
+    match rng.below(9) {
+        0 => PICKS[rng.below(PICKS.len() as u64) as usize],
+        1 => rng.below(1 << 20),
+        2 => 1_700_000_000_000_000_000 + rng.below(1 << 40),
+        3 => u64::MAX - rng.below(1 << 40),
+        4 => (1u64 << 53) - 20 + rng.below(40),
+        5 => ((rng.below(1 << 32)) << 32) | (0xffff_fff0 + rng.below(16)),
+        6 => rng.next(),
+        7 => rng.below(1 << 53),
+        _ => 1_700_000_000_000_000_000 + rng.below(1 << 55),
+    }
+}
+
+fn edge_window(rng: &mut Rng) -> u64 {
+    match rng.below(9) {
+        0 => 1 + rng.below(5),
+        1 => 1_000_000_000,
+        2 => 60_000_000_000,
+        3 => (1u64 << 52) - 2 + rng.below(5),
+        4 => (1u64 << 53) - 2 + rng.below(5),
+        5 => 1 + rng.below(1 << 52),
+        6 => 400 * 86_400 * SEC,
+        7 => u64::MAX - rng.below(1000),
+        _ => (rng.next() >> rng.below(64)).max(1),
+    }
+}
+
+fn script_tier(rng: &mut Rng) -> Option<ScriptTier> {
+    use tollgate::Algorithm as _;
+    use tollgate::{FixedWindow, Gcra, LeakyBucket, PackedAlgorithm as P, SlidingWindowCounter};
+    let limit = |rng: &mut Rng| {
+        let most = if rng.below(2) == 0 { 10 } else { u64::MAX - 1 };
+        1 + rng.below(most)
+    };
+    Some(match rng.below(4) {
+        0 | 1 => {
+            let interval = match rng.below(3) {
+                0 => 1 + rng.below(1000),
+                1 => edge_window(rng),
+                _ => 1 + rng.below(1 << 52),
+            };
+            let most = (u64::MAX / interval).min(limit(rng));
+            let burst = 1 + rng.below(most);
+            if rng.below(2) == 0 {
+                let g = Gcra::from_interval(interval, burst).ok()?;
+                let (extra, max_cost) = (g.tolerance().as_u64(), burst);
+                ScriptTier {
+                    algorithm: P::Gcra(g),
+                    name: "gcra",
+                    kind: 't',
+                    a: interval,
+                    b: 0,
+                    cmax: 0,
+                    extra,
+                    max_cost,
+                }
+            } else {
+                let l = LeakyBucket::from_interval(Nanos::new(interval), burst - 1).ok()?;
+                let (extra, max_cost) = (l.horizon().as_u64(), P::LeakyBucket(l).max_cost());
+                ScriptTier {
+                    algorithm: P::LeakyBucket(l),
+                    name: "leaky",
+                    kind: 't',
+                    a: interval,
+                    b: 0,
+                    cmax: 0,
+                    extra,
+                    max_cost,
+                }
+            }
+        }
+        2 => {
+            let w = edge_window(rng);
+            let f = FixedWindow::new(limit(rng), Nanos::new(w))
+                .or_else(|_| FixedWindow::new(1 + rng.below(3), Nanos::new(w)))
+                .ok()?;
+            let (b, cmax) = (f.limit(), f.unpack(u64::MAX).1);
+            ScriptTier {
+                algorithm: P::FixedWindow(f),
+                name: "fixed",
+                kind: 'f',
+                a: w,
+                b,
+                cmax,
+                extra: 0,
+                max_cost: b,
+            }
+        }
+        _ => {
+            let w = edge_window(rng);
+            let f = SlidingWindowCounter::new(limit(rng), Nanos::new(w))
+                .or_else(|_| SlidingWindowCounter::new(1 + rng.below(3), Nanos::new(w)))
+                .ok()?;
+            let (b, cmax) = (f.limit(), f.unpack(u64::MAX).2);
+            ScriptTier {
+                algorithm: P::SlidingWindowCounter(f),
+                name: "swc",
+                kind: 'c',
+                a: w,
+                b,
+                cmax,
+                extra: 0,
+                max_cost: b,
+            }
+        }
+    })
+}
+
+/// A stored state of `tier` near `now`: windows now's, late, stale or anywhere; instants
+/// fresh, around 2^52 and 2^53 ns either side of now (where the script leaves relative
+/// numbers), far ahead, at the end of time.
+fn script_state(rng: &mut Rng, tier: &ScriptTier, now: u64) -> u64 {
+    use tollgate::PackedAlgorithm as P;
+    let count = |rng: &mut Rng| match rng.below(3) {
+        0 => 0,
+        1 => rng.below(tier.cmax.min(20) + 1),
+        _ => rng.below(tier.cmax.saturating_add(1).max(1)),
+    };
+    let index = |rng: &mut Rng| {
+        let (cur, last) = (now / tier.a, u64::MAX / tier.a);
+        match rng.below(5) {
+            0 => cur,
+            1 => cur.saturating_sub(1 + rng.below(3)),
+            2 => (cur + 1 + rng.below(3)).min(last),
+            3 => rng.below(last.saturating_add(1).max(1)),
+            _ => cur.saturating_sub(rng.below(1 << 53)),
+        }
+    };
+    match tier.algorithm {
+        P::FixedWindow(f) => f.pack(index(rng), count(rng)),
+        P::SlidingWindowCounter(f) => f.pack(index(rng), count(rng), count(rng)),
+        _ => {
+            const AROUND: [u64; 4] = [
+                1 << 52,
+                1 << 53,
+                (1 << 52) - (1 << 32),
+                (1 << 52) + (1 << 32),
+            ];
+            let around = AROUND[rng.below(4) as usize];
+            match rng.below(9) {
+                0 => 0,
+                1 => now.saturating_add(rng.below(tier.extra.saturating_add(2))),
+                2 => now.saturating_sub(rng.below(1 << 40)),
+                3 => now.saturating_add(rng.below(1 << 54)),
+                4 => now.saturating_sub(rng.below(1 << 54)),
+                5 => u64::MAX - rng.below(3),
+                6 => now
+                    .wrapping_sub(around)
+                    .wrapping_add(rng.below(5))
+                    .wrapping_sub(2),
+                7 => now
+                    .wrapping_add(around)
+                    .wrapping_add(rng.below(5))
+                    .wrapping_sub(2),
+                _ => edge_value(rng),
+            }
+        }
+    }
+}
+
+/// The script's argument encoding (`arg` in prelude.lua): hex, unpadded below 2^52.
+fn script_arg(v: u64) -> String {
+    if v < 1 << 52 {
+        format!("{v:x}")
+    } else {
+        format!("{v:016x}")
+    }
+}
+
+/// A reply field: an integer, or 16 hex digits.
+fn reply_u64(v: &redis::Value) -> u64 {
+    match v {
+        redis::Value::Int(i) => u64::try_from(*i).expect("non-negative"),
+        redis::Value::BulkString(b) => {
+            u64::from_str_radix(std::str::from_utf8(b).expect("utf-8"), 16).expect("hex")
+        }
+        other => panic!("unexpected reply field {other:?}"),
+    }
+}
+
+/// The policy store's script (a function library, so its per-window-length memo and cached
+/// high digits persist across calls as in production) against the core, one tier per
+/// call: random algorithms and parameters (windows of 1 ns to u64::MAX, bursts up to the
+/// layout's maximum), states near the representation edges, stored under the tier's tag
+/// or another algorithm's (a conversion: the core's `rescale`), checks, peeks, refunds
+/// and charges, at times that step, jump, go back, and land on window boundaries and near
+/// u64::MAX. Every decision and every written state equals the core's.
+#[test]
+fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
+    use tollgate::Algorithm as _;
+    let server = RedisServer::start();
+    let mut con = server.connection();
+    let script = tollgate::redis::LuaScript::for_store();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(script.library())
+        .query(&mut con)
+        .expect("FUNCTION LOAD");
+    let cases: usize = std::env::var("TOLLGATE_SCRIPT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let mut rng = Rng::new(0x5eed_2026);
+    let mut now = edge_value(&mut rng);
+    let mut done = 0;
+    while done < cases {
+        now = match rng.below(6) {
+            0 => edge_value(&mut rng),
+            1 => now.wrapping_sub(rng.below(1 << 33)),
+            2 => now.saturating_add(rng.below(1 << 50)),
+            _ => now.saturating_add(rng.below(1 << 31)),
+        };
+        let Some(tier) = script_tier(&mut rng) else {
+            continue;
+        };
+        if tier.kind != 't' && rng.below(3) == 0 {
+            // on, just before, at the end of, or after a window boundary
+            let base = (now / tier.a)
+                .saturating_add(rng.below(3))
+                .saturating_sub(1)
+                .saturating_mul(tier.a);
+            now = match rng.below(4) {
+                0 => base,
+                1 => base.saturating_sub(1),
+                2 => base.saturating_add(tier.a - 1),
+                _ => base.saturating_add(tier.a),
+            };
+        }
+        let old = if rng.below(4) == 0 {
+            match script_tier(&mut rng) {
+                Some(o) => o,
+                None => continue,
+            }
+        } else {
+            tier
+        };
+        let present = rng.below(6) != 0;
+        let stored = if present {
+            script_state(&mut rng, &old, now)
+        } else {
+            0
+        };
+        let op = ["c", "c", "c", "p", "r", "g"][rng.below(6) as usize];
+        let max_cost = tier.max_cost.min(u64::from(u32::MAX));
+        let cost = match rng.below(4) {
+            0 => 0,
+            1 => 1,
+            2 => rng.below(max_cost + 1),
+            _ => max_cost,
+        } as u32;
+        let at = Nanos::new(now);
+        // What the core does with the state as the script reads it (converted if foreign).
+        let state = if present {
+            tier.algorithm.rescale(&old.algorithm, stored, at)
+        } else {
+            0
+        };
+        let mut want_value = present.then(|| old.value(stored));
+        let mut want = None;
+        match op {
+            "c" | "p" => {
+                let out = tier
+                    .algorithm
+                    .decide(state, at, cost)
+                    .expect("cost within max_cost");
+                want = Some(out.decision);
+                if let (Some(next), "c") = (out.next, op) {
+                    want_value = Some(tier.value(next));
+                }
+            }
+            "r" => {
+                if present {
+                    want_value = Some(tier.value(tier.algorithm.refund(state, at, cost)));
+                }
+            }
+            _ => want_value = Some(tier.value(tier.algorithm.charge(state, at, cost))),
+        }
+        let mut args = vec![
+            format!("{now:016x}"),
+            "3600000".to_owned(),
+            op.to_owned(),
+            "1".to_owned(),
+            tier.name.to_owned(),
+            tier.tag(),
+            format!("{:016x}", tier.cmax),
+            script_arg(tier.a),
+        ];
+        if tier.kind == 't' {
+            let cost_t = tier.a.saturating_mul(u64::from(cost));
+            args.extend([
+                script_arg(tier.extra),
+                script_arg(cost_t),
+                script_arg(u64::from(cost)),
+            ]);
+        } else {
+            args.extend([script_arg(tier.b), script_arg(u64::from(cost))]);
+        }
+        let _: () = redis::cmd("DEL").arg("k").query(&mut con).expect("DEL");
+        if present {
+            let _: () = redis::cmd("SET")
+                .arg("k")
+                .arg(old.value(stored))
+                .query(&mut con)
+                .expect("SET");
+        }
+        let reply: redis::Value = redis::cmd("FCALL")
+            .arg(script.function_name())
+            .arg(1)
+            .arg("k")
+            .arg(&args)
+            .query(&mut con)
+            .unwrap_or_else(|e| panic!("case {done} {op} {}->{}: {e}", old.name, tier.name));
+        let what = format!(
+            "case {done}: {op} {} -> {}, now {now:#x}, stored {stored:#x}, cost {cost}",
+            old.name, tier.name
+        );
+        if let Some(d) = want {
+            let redis::Value::Array(items) = &reply else {
+                panic!("{what}: reply {reply:?}")
+            };
+            let got: Vec<u64> = items[2..7].iter().map(reply_u64).collect();
+            let expected = [
+                u64::from(d.allowed),
+                d.remaining,
+                d.reset_after.as_u64(),
+                d.retry_after.as_u64(),
+                d.delay.as_u64(),
+            ];
+            assert_eq!(got, expected, "{what}: decision");
+        }
+        let value: Option<String> = redis::cmd("GET").arg("k").query(&mut con).expect("GET");
+        assert_eq!(value, want_value, "{what}: stored state");
+        done += 1;
+    }
 }

@@ -340,20 +340,21 @@ local function inst(s)
   return EPOCH
 end
 
--- An instant as the mode sees it, written as 16 hex digits of its absolute value. The high
+-- `prefix` and an instant as the mode sees it, written as 16 hex digits of its absolute value. The high
 -- 8 digits change every 4.3 s: the library keeps the last ones (a pure cache).
 local HI_NUM, HI_HEX = -1, ''
 
-local function inst_hex(v)
-  if not RELATIVE then return tohex(v) end
-  if type(v) ~= 'number' then return tohex(add(now_abs(), v)) end
-  if v <= EPOCH then return '0000000000000000' end
+local function inst_hex(prefix, v)
+  if not RELATIVE then return prefix .. tohex(v) end
+  if type(v) ~= 'number' then return prefix .. tohex(add(now_abs(), v)) end
+  if v <= EPOCH then return prefix .. '0000000000000000' end
   local vh = floor(v / TWO32)
   local lo = NOW_L + (v - vh * TWO32)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
   if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
-  return HI_HEX .. format('%08x', lo)
+  -- one string built, not two
+  return format('%s%s%08x', prefix, HI_HEX, lo)
 end
 
 -- Whether the instant `a` (as the mode sees it) is past u64::MAX, and `a` capped there: the

@@ -196,7 +196,7 @@ end
 local function write_word(t, st, span)
   local value
   if t.kind == 't' then
-    value = t.tag .. inst_hex(st[1])
+    value = inst_hex(t.tag, st[1])
   else
     value = t.tag
     for j = 1, #st do value = value .. tohex(st[j]) end

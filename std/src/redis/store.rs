@@ -515,24 +515,14 @@ impl RedisStore {
         let cost = plan.get(0).map_or(0, |p| p.cost);
         let mut text = String::with_capacity(plan.len() * 128);
         let mut stamps = [0; MAX_TIERS];
+        let mut key = String::with_capacity(64);
         for (i, p) in plan.iter().enumerate() {
-            let at = text.len();
-            text.push_str("0000000000000000");
-            self.push_key_of(&mut text, p);
-            let key = at + 16..text.len();
-            let mut digits = [0u8; 16];
-            let mut len = key.len() as u64;
-            for d in digits.iter_mut().rev() {
-                *d = b"0123456789abcdef"[(len & 0xf) as usize];
-                len >>= 4;
-            }
-            // Hex digits are ASCII, so valid UTF-8 replacing ASCII.
-            text.replace_range(
-                at..at + 16,
-                std::str::from_utf8(&digits).unwrap_or_default(),
-            );
+            key.clear();
+            self.push_key_of(&mut key, p);
+            // Writing to a `String` cannot fail.
+            let _ = write!(text, "{:016x}{key}", key.len());
             if let Some(slot) = stamps.get_mut(i) {
-                *slot = stamp_of(&text.as_bytes()[key]);
+                *slot = stamp_of(key.as_bytes());
             }
             let algorithm = p.tier.algorithm();
             push_tag(&mut text, algorithm);

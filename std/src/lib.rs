@@ -27,6 +27,7 @@ pub use tollgate_core::*;
 
 pub mod clock;
 pub mod keyed;
+pub mod lease;
 mod rate_limiter;
 mod sync;
 

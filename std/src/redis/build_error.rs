@@ -39,6 +39,9 @@ pub enum BuildError {
     Runtime(String),
     /// The Redis URL(s) could not be parsed.
     Url(String),
+    /// A [`LeaseConfig`](super::LeaseConfig) setting is out of range (which one, and its
+    /// range).
+    InvalidLease(&'static str),
 }
 
 impl fmt::Display for BuildError {
@@ -57,6 +60,7 @@ impl fmt::Display for BuildError {
             BuildError::InvalidShare => f.write_str("fallback share must be in (0, 1]"),
             BuildError::Runtime(e) => write!(f, "cannot start the tokio runtime: {e}"),
             BuildError::Url(e) => write!(f, "invalid Redis URL: {e}"),
+            BuildError::InvalidLease(reason) => write!(f, "invalid lease configuration: {reason}"),
         }
     }
 }

@@ -184,3 +184,180 @@ impl RedisConfig {
         self.ttl_slack
     }
 }
+
+/// Settings of a [`LeasedStore`](super::LeasedStore): when a key is hot, how large its
+/// leases are and how long they last, built with `with_*` methods and validated by
+/// [`LeasedStore::new`](super::LeasedStore::new).
+///
+/// The overshoot bound follows from them: in any window, a fleet of `P` processes admits
+/// at most `limit + P × max_lease_for(limit, max_cost)` on one key (see
+/// [`LeasedStore`](super::LeasedStore)).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::redis::LeaseConfig;
+/// let config = LeaseConfig::new()
+///     .with_hot_rate(500)
+///     .with_max_lease(200)
+///     .with_share(0.05)
+///     .with_ttl(Duration::from_millis(500));
+/// // 5 % of a 10 000 limit is 500, above the 200 cap.
+/// assert_eq!(config.max_lease_for(10_000, u64::MAX), 200);
+/// // 5 % of 1 000 is 50.
+/// assert_eq!(config.max_lease_for(1_000, u64::MAX), 50);
+/// // Never above what one request may cost the tier, never below one permit.
+/// assert_eq!(config.max_lease_for(1_000, 16), 16);
+/// assert_eq!(config.max_lease_for(3, u64::MAX), 1);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeaseConfig {
+    hot_rate: u64,
+    max_lease: u32,
+    share: f64,
+    horizon: Duration,
+    ttl: Duration,
+    tick: Duration,
+    slots: usize,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> LeaseConfig {
+        LeaseConfig {
+            hot_rate: 1_000,
+            max_lease: 1_000,
+            share: 0.1,
+            horizon: Duration::from_millis(50),
+            ttl: Duration::from_secs(1),
+            tick: Duration::from_millis(10),
+            slots: 1_024,
+        }
+    }
+}
+
+impl LeaseConfig {
+    /// The defaults: a key is hot from 1 000 checks per second in this process; a lease
+    /// covers 50 ms of the local rate, at most 1 000 permits and a tenth of the limit; it
+    /// lasts 1 s; the lease thread wakes every 10 ms; 1 024 hot keys at once.
+    pub fn new() -> LeaseConfig {
+        LeaseConfig::default()
+    }
+
+    /// Checks per second of one key (one tier of it) in this process from which the key is
+    /// leased; slower keys go to Redis on every check. At least 1.
+    pub fn with_hot_rate(mut self, per_second: u64) -> Self {
+        self.hot_rate = per_second;
+        self
+    }
+
+    /// The most permits of one key this process holds at once (its leases in hand, refills
+    /// included). At least 1.
+    pub fn with_max_lease(mut self, permits: u32) -> Self {
+        self.max_lease = permits;
+        self
+    }
+
+    /// The most of a key's limit one process holds at once, as a share in `(0, 1]`.
+    pub fn with_share(mut self, share: f64) -> Self {
+        self.share = share;
+        self
+    }
+
+    /// How much of the local rate one lease covers (the lease size is the rate seen since
+    /// the last lease times this, within the bounds above). Not zero.
+    pub fn with_horizon(mut self, horizon: Duration) -> Self {
+        self.horizon = horizon;
+        self
+    }
+
+    /// How long a lease lasts before what is left of it goes back to Redis (and, if the key
+    /// is still hot, a new lease is taken). Not zero.
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How often the lease thread looks at expiries and idle keys (refills it does at
+    /// once, when asked). Not zero, at most the TTL.
+    pub fn with_tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// How many keys may be leased at once (rounded up to a power of two); a hot key that
+    /// finds no free slot goes to Redis. From 1 to 2²⁰.
+    pub fn with_slots(mut self, slots: usize) -> Self {
+        self.slots = slots;
+        self
+    }
+
+    /// The hot rate.
+    pub fn hot_rate(&self) -> u64 {
+        self.hot_rate
+    }
+
+    /// The lease cap in permits.
+    pub fn max_lease(&self) -> u32 {
+        self.max_lease
+    }
+
+    /// The lease cap as a share of the limit.
+    pub fn share(&self) -> f64 {
+        self.share
+    }
+
+    /// The lease horizon.
+    pub fn horizon(&self) -> Duration {
+        self.horizon
+    }
+
+    /// The lease lifetime.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The lease thread's period.
+    pub fn tick(&self) -> Duration {
+        self.tick
+    }
+
+    /// The slots for hot keys.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The most permits this process holds at once of a key whose tier has `limit` and
+    /// admits at most `max_cost` per request: `max_lease`, `share × limit` (rounded down)
+    /// and `max_cost`, whichever is least, and at least 1. A fleet of `P` processes
+    /// overshoots the key's limit by at most `P` times this in any window.
+    pub fn max_lease_for(&self, limit: u64, max_cost: u64) -> u64 {
+        // The product is below 2^64 (share ≤ 1); `as` saturates and truncates toward zero.
+        let share = (limit as f64 * self.share) as u64;
+        u64::from(self.max_lease)
+            .min(share)
+            .min(max_cost)
+            .min(crate::lease::MAX_PERMITS)
+            .max(1)
+    }
+
+    /// Why this configuration is rejected, if it is.
+    pub(crate) fn validate(&self) -> Result<(), BuildError> {
+        let reason = if self.hot_rate == 0 {
+            "hot_rate must be at least 1"
+        } else if self.max_lease == 0 {
+            "max_lease must be at least 1"
+        } else if !(self.share > 0.0 && self.share <= 1.0) {
+            "share must be in (0, 1]"
+        } else if self.horizon.is_zero() {
+            "horizon must not be zero"
+        } else if self.ttl.is_zero() {
+            "ttl must not be zero"
+        } else if self.tick.is_zero() || self.tick > self.ttl {
+            "tick must be in (0, ttl]"
+        } else if self.slots == 0 || self.slots > 1 << 20 {
+            "slots must be in 1..=2^20"
+        } else {
+            return Ok(());
+        };
+        Err(BuildError::InvalidLease(reason))
+    }
+}

@@ -280,6 +280,39 @@ fn hex(value: u64) -> String {
     format!("{value:016x}")
 }
 
+/// Appends one tier's script arguments: its algorithm's first encoded part, its state tag,
+/// the most its window count holds, then the rest of the encoding (see `scripts/store.lua`).
+fn push_tier_args(args: &mut Vec<String>, algorithm: &AnyAlgorithm, cost: u32) {
+    let mut tag = String::with_capacity(33);
+    let cmax = push_tag(&mut tag, algorithm);
+    let mut encoded = Vec::with_capacity(6);
+    encode_algorithm(algorithm, cost, &mut encoded);
+    let mut parts = encoded.into_iter();
+    args.extend(parts.next());
+    args.push(tag);
+    args.push(hex(cmax));
+    args.extend(parts);
+}
+
+/// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
+/// after the request that made the key hot is gone): its Redis key, backoff group and
+/// algorithm.
+#[derive(Clone, Debug)]
+pub(crate) struct TierKey {
+    key: String,
+    tag: u64,
+    algorithm: AnyAlgorithm,
+}
+
+/// What a single-tier operation of [`RedisStore::lease_op`] does.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LeaseOp {
+    /// Take `cost` permits as a check of that cost would (all or nothing).
+    Take,
+    /// Give `cost` permits back (the core's refund).
+    Return,
+}
+
 /// Appends the state tag of `algorithm` (the shape a conversion needs, see
 /// `scripts/store.lua`: a letter, then 16 or 32 hex digits, so it ends where its letter
 /// says) and returns the most a window count holds in the core's layout (where a charge
@@ -466,17 +499,8 @@ impl RedisStore {
                 if (p.rule.partition() == Partition::Global) != global {
                     continue;
                 }
-                let algorithm = p.tier.algorithm();
                 call.keys.push(self.key_of(p));
-                let mut tag = String::with_capacity(33);
-                let cmax = push_tag(&mut tag, algorithm);
-                let mut encoded = Vec::with_capacity(6);
-                encode_algorithm(algorithm, p.cost, &mut encoded);
-                let mut parts = encoded.into_iter();
-                call.args.extend(parts.next());
-                call.args.push(tag);
-                call.args.push(hex(cmax));
-                call.args.extend(parts);
+                push_tier_args(&mut call.args, p.tier.algorithm(), p.cost);
                 call.tiers.push(i);
                 call.tag = if global {
                     fnv1a(b"@")
@@ -490,6 +514,62 @@ impl RedisStore {
             }
         }
         calls
+    }
+
+    /// Tier `p` of its key, owned (see [`TierKey`]).
+    pub(crate) fn tier_key(&self, p: &PlannedTier<'_>) -> TierKey {
+        TierKey {
+            key: self.key_of(p),
+            tag: match p.rule.partition() {
+                Partition::Global => fnv1a(b"@"),
+                Partition::Client => fnv1a(p.client.as_bytes()),
+            },
+            algorithm: *p.tier.algorithm(),
+        }
+    }
+
+    /// Runs `op` of `cost` permits on one tier at `now` (the instant a client time source
+    /// decides at): Redis' decision (for a [`LeaseOp::Return`], the refund's own reply is
+    /// not a decision: an admitting one at the limit), or `None` if Redis did not answer
+    /// (the failure policy is *not* applied: a lease is only what Redis granted).
+    pub(crate) fn lease_op(
+        &self,
+        tier: &TierKey,
+        cost: u32,
+        now: Nanos,
+        op: LeaseOp,
+    ) -> Option<Decision> {
+        let shared = &self.shared;
+        let (op, code) = match op {
+            LeaseOp::Take => (Op::Check, Op::Check.code()),
+            LeaseOp::Return => (Op::Refund, Op::Refund.code()),
+        };
+        let mut call = Call {
+            tag: tier.tag,
+            keys: vec![tier.key.clone()],
+            args: vec![
+                match shared.config.time_source() {
+                    TimeSource::Client => hex(now.as_u64()),
+                    TimeSource::Server => String::new(),
+                },
+                shared.slack_ms.clone(),
+                code.to_owned(),
+                "1".to_owned(),
+            ],
+            tiers: vec![0],
+        };
+        push_tier_args(&mut call.args, &tier.algorithm, cost);
+        let reply = self.run(&call, op).ok()?;
+        let limit = tier.algorithm.limit();
+        let decision = match op {
+            Op::Refund => Decision::allow(limit, limit, Nanos::ZERO),
+            _ => decode(&[limit], &reply)?.into_iter().next()?,
+        };
+        Counters::bump(&shared.counters.redis_decisions);
+        if op == Op::Refund || decision.allowed {
+            self.invalidate(core::slice::from_ref(&call));
+        }
+        Some(decision)
     }
 
     fn key_of(&self, p: &PlannedTier<'_>) -> String {

@@ -1,0 +1,737 @@
+//! [`LeasedStore`]: a [`RedisStore`] whose hot keys are served from leases held in this
+//! process, with a stated bound on how far a fleet can overshoot.
+
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use super::store::{LeaseOp, TierKey};
+use super::{BuildError, LeaseConfig, RedisStats, RedisStore};
+use crate::lease::{LeaseCell, Spend};
+use crate::policy::{Plan, PlannedTier, Store, TierOutcome, MAX_TIERS};
+use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
+use crate::{Decision, InsufficientCapacity, Nanos};
+
+/// A [`Store`] that serves a fleet's hot keys at in-process speed: a key this process
+/// checks often gets a *lease*, a slice of its quota taken from Redis in one script call,
+/// and the process admits from the slice locally, lock-free, until it runs low and the
+/// lease thread takes the next one ahead of time. Cold keys go to the wrapped
+/// [`RedisStore`] on every check, as without leases.
+///
+/// ```no_run
+/// use tollgate::policy::Policy;
+/// use tollgate::MonotonicClock;
+/// use tollgate::redis::{LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget};
+/// let redis = RedisStore::new(
+///     RedisTarget::Single("redis://127.0.0.1:6379".into()),
+///     RedisConfig::new("api")?,
+/// )?;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "everyone"
+///     per = "global"
+///     limit = 100000
+///     window = "1s"
+///     algorithm = "fixed_window"
+/// "#, MonotonicClock::new())?
+/// .store(LeasedStore::new(redis, LeaseConfig::new())?);
+/// assert!(policy.allow("alice", "/search", 1)?.allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// ## How a key is leased
+///
+/// Each tier of a check is one *key* here: the tier's version and the Redis key it is
+/// kept under. Per key:
+///
+/// 1. **Cold.** The check goes to Redis. The key's checks are counted in a small table
+///    of counters (per 100 ms); when they reach [`LeaseConfig::with_hot_rate`] per second
+///    the key is hot and claims one of [`LeaseConfig::with_slots`] slots (a slot it finds
+///    held by another key leaves it cold).
+/// 2. **Leased.** The lease thread takes a lease: a check of cost `n` on the key's state in
+///    Redis, so Redis records `n` permits taken, exactly as `n` requests would. `n` is the
+///    key's local rate times [`LeaseConfig::with_horizon`], within
+///    [`max_lease_for`](LeaseConfig::max_lease_for) minus what the slot still holds; if
+///    fewer than `n` are left, it takes what is left. Checks then spend the slot's permits
+///    with one compare-and-swap ([`LeaseCell`]): no round trip, no lock, no allocation.
+/// 3. **Refilled ahead of time.** A spend that leaves the slot below half a lease wakes the
+///    lease thread, which takes the next lease while the rest is spent.
+/// 4. **Returned.** A lease lasts [`LeaseConfig::with_ttl`]. Then, or when the key goes
+///    idle, or when the store is dropped, what is left goes back to Redis by the core's
+///    refund, and an idle key frees its slot.
+///
+/// A check whose tiers are partly leased spends the leased ones locally and sends the rest
+/// to Redis in one call; if Redis denies, the local permits are put back (all or nothing).
+/// A check a lease cannot cover (the slot ran dry, the key's limit is spent) goes to Redis,
+/// whose answer is exact; [`RedisStore`]'s deny cache absorbs a flood of such denies.
+///
+/// ## The bound
+///
+/// Permits are counted in Redis when they are leased, so Redis never records more than the
+/// limit. What a fleet *admits* in a window can exceed it only by permits leased earlier and
+/// spent in this window: with `P` processes, at most
+///
+/// > admitted in any window ≤ `limit + P × max_lease_for(limit, max_cost)`
+///
+/// per key, where [`max_lease_for`](LeaseConfig::max_lease_for) is the most one process
+/// holds at once. Denies are exact to the same bound: a request is denied only when this
+/// process holds no permits for it and Redis has none left. Permits a process leases and
+/// never uses count as used in Redis until it returns them: a lease in hand when a process
+/// dies (`kill -9`) is never returned, and its permits are lost to the fleet until the
+/// key's state frees them (the window ends, the bucket drains), at most one lease per
+/// process.
+///
+/// What a locally admitted request reports is the **local view**: `remaining` is what the
+/// slot holds plus what Redis had left after the last lease (other processes may have taken
+/// some since), `reset_after` Redis' answer to the last lease, aged. Peeks, refunds and
+/// charges go to Redis.
+///
+/// ## Failures
+///
+/// A lease is only what Redis granted: when Redis is unreachable, no lease is taken, the
+/// permits in hand are spent, and then checks go to the wrapped store, whose
+/// [`FailurePolicy`](super::FailurePolicy) answers. A lease that cannot be returned (Redis
+/// down at its expiry) is dropped: its permits stay counted in Redis, the strict side, and
+/// nothing is counted twice. When Redis is back, keys are leased again as they are checked:
+/// no restart, no resynchronisation.
+#[derive(Debug)]
+pub struct LeasedStore {
+    inner: Arc<Inner>,
+    keeper: Option<JoinHandle<()>>,
+}
+
+/// What the store's checks and its lease thread share.
+#[derive(Debug)]
+struct Inner {
+    redis: RedisStore,
+    config: LeaseConfig,
+    slots: Box<[CachePadded<Slot>]>,
+    /// Checks per key per heat period, `[period: 32 | count: 32]`, indexed by key.
+    heat: Box<[AtomicU64]>,
+    /// Checks within one heat period that make a key hot.
+    hot_count: u64,
+    /// The lease thread, to wake.
+    keeper: OnceLock<Thread>,
+    /// Set when the store is dropped.
+    stop: AtomicBool,
+    /// The last `now` a check passed, for the lease thread's calls (a client time source
+    /// decides at it).
+    seen_now: AtomicU64,
+    counters: LeaseCounters,
+}
+
+/// One slot for a hot key.
+#[derive(Debug)]
+struct Slot {
+    cell: LeaseCell,
+    /// Set by a spender that wants a lease (the slot ran low or dry); cleared by the lease
+    /// thread once served.
+    asked: AtomicBool,
+    /// Below this many permits, a spend asks for the next lease.
+    low_water: AtomicU64,
+    /// The local view after the last lease: Redis' remaining, and the policy-clock instant
+    /// at which its `reset_after` ends; the tier's limit.
+    view_remaining: AtomicU64,
+    view_reset_at: AtomicU64,
+    limit: AtomicU64,
+    /// The lease thread's bookkeeping (a claiming check writes the target once).
+    keep: std::sync::Mutex<Keep>,
+}
+
+/// What the lease thread knows of a slot.
+#[derive(Debug, Default)]
+struct Keep {
+    /// The key's tier in Redis; `None` until the claiming check has written it.
+    target: Option<TierKey>,
+    /// The most permits the slot holds at once.
+    cap: u64,
+    /// When the current lease goes back; `None`: no lease in hand.
+    expires: Option<Instant>,
+    /// Permits granted since the slot was claimed, and returned; what the slot holds then
+    /// tells what was spent.
+    granted: u64,
+    returned: u64,
+    /// Spent (granted, minus returned, minus held) when last looked at, and at `mark`
+    /// (the last lease), for the local rate.
+    last_spent: u64,
+    spent_at_mark: u64,
+    mark: Option<Instant>,
+    /// Last time the key's spends moved.
+    active: Option<Instant>,
+    /// Not before this may a lease be asked of Redis again (after a deny or a failure).
+    next_try: Option<Instant>,
+}
+
+/// Live counters of a [`LeasedStore`].
+#[derive(Debug, Default)]
+struct LeaseCounters {
+    local: AtomicU64,
+    remote: AtomicU64,
+    leases: AtomicU64,
+    leased: AtomicU64,
+    returned: AtomicU64,
+    lost: AtomicU64,
+}
+
+/// A snapshot of a [`LeasedStore`]'s counters since it was built.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStats {
+    /// Checks answered from leases alone (no round trip).
+    pub local_checks: u64,
+    /// Checks that went to Redis (at least one tier not covered by a lease).
+    pub remote_checks: u64,
+    /// Leases taken.
+    pub leases: u64,
+    /// Permits taken by leases.
+    pub leased_permits: u64,
+    /// Permits given back to Redis (expired, idle or shut-down leases).
+    pub returned_permits: u64,
+    /// Permits of leases that could not be given back (Redis unreachable): they stay
+    /// counted in Redis until the key's state frees them.
+    pub lost_permits: u64,
+    /// Keys holding a slot now.
+    pub hot_keys: u64,
+    /// The wrapped store's counters (its round trips include the leases').
+    pub redis: RedisStats,
+}
+
+/// Heat is counted per period of this many ns.
+const HEAT_PERIOD: u64 = 100_000_000;
+
+/// 64-bit finalizer of splitmix64: spreads a key identity over the slot and heat indices.
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The key a tier of a plan is leased under: the rule and tier (their interned names),
+/// the tier's version and the key within the rule.
+#[inline]
+fn identity(p: &PlannedTier<'_>) -> u64 {
+    let rule = p.rule.name();
+    let tier = p.tier.name();
+    mix(mix(mix(rule.as_ptr() as u64 ^ rule.len() as u64)
+        ^ tier.as_ptr() as u64
+        ^ (tier.len() as u64) << 48)
+        ^ p.tier.version())
+        ^ mix(p.key)
+}
+
+impl LeasedStore {
+    /// Leases hot keys of `redis` per `config` (rejected with
+    /// [`BuildError::InvalidLease`] when a setting is out of range). Starts the lease
+    /// thread, which returns every lease in hand when the store is dropped.
+    pub fn new(redis: RedisStore, config: LeaseConfig) -> Result<LeasedStore, BuildError> {
+        config.validate()?;
+        let slots = config.slots().next_power_of_two();
+        let heat = (slots * 4).max(64);
+        // hot_rate checks per second, over one heat period, at least one.
+        let hot_count = (u128::from(config.hot_rate()) * u128::from(HEAT_PERIOD))
+            .div_ceil(1_000_000_000)
+            .clamp(1, u128::from(u32::MAX)) as u64;
+        let inner = Arc::new(Inner {
+            redis,
+            slots: (0..slots)
+                .map(|_| {
+                    CachePadded::new(Slot {
+                        cell: LeaseCell::new(),
+                        asked: AtomicBool::new(false),
+                        low_water: AtomicU64::new(0),
+                        view_remaining: AtomicU64::new(0),
+                        view_reset_at: AtomicU64::new(0),
+                        limit: AtomicU64::new(0),
+                        keep: std::sync::Mutex::new(Keep::default()),
+                    })
+                })
+                .collect(),
+            heat: (0..heat).map(|_| AtomicU64::new(0)).collect(),
+            hot_count,
+            keeper: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            seen_now: AtomicU64::new(0),
+            counters: LeaseCounters::default(),
+            config,
+        });
+        let keeper = {
+            let inner = Arc::clone(&inner);
+            thread::Builder::new()
+                .name("tollgate-lease".into())
+                .spawn(move || inner.keep_leases())
+                .map_err(|e| BuildError::Runtime(e.to_string()))?
+        };
+        // Set once, here, before any check can run.
+        let _ = inner.keeper.set(keeper.thread().clone());
+        Ok(LeasedStore {
+            inner,
+            keeper: Some(keeper),
+        })
+    }
+
+    /// The wrapped store.
+    pub fn redis(&self) -> &RedisStore {
+        &self.inner.redis
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.inner.config
+    }
+
+    /// Counters since construction.
+    pub fn stats(&self) -> LeaseStats {
+        let c = &self.inner.counters;
+        // Relaxed: statistics, read one by one.
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LeaseStats {
+            local_checks: get(&c.local),
+            remote_checks: get(&c.remote),
+            leases: get(&c.leases),
+            leased_permits: get(&c.leased),
+            returned_permits: get(&c.returned),
+            lost_permits: get(&c.lost),
+            hot_keys: self
+                .inner
+                .slots
+                .iter()
+                .filter(|s| s.cell.owner().is_some())
+                .count() as u64,
+            redis: self.inner.redis.stats(),
+        }
+    }
+
+    /// Permits this process holds now for the tiers of `plan` (leases in hand, per tier in
+    /// plan order; 0 for a tier not leased).
+    pub fn held(&self, plan: &Plan<'_>) -> [u64; MAX_TIERS] {
+        let mut held = [0; MAX_TIERS];
+        for (i, p) in plan.iter().enumerate() {
+            let id = identity(p);
+            held[i] = self
+                .inner
+                .probe(id)
+                .find(|&s| self.inner.slots[s].cell.owner() == Some(id.max(1)))
+                .map_or(0, |s| self.inner.slots[s].cell.permits());
+        }
+        held
+    }
+}
+
+impl Drop for LeasedStore {
+    /// Stops the lease thread, which first gives every lease in hand back to Redis.
+    fn drop(&mut self) {
+        // Relaxed: the unpark and join below order it.
+        self.inner.stop.store(true, Ordering::Relaxed);
+        if let Some(keeper) = self.keeper.take() {
+            keeper.thread().unpark();
+            // A panicked lease thread has nothing left to return.
+            let _ = keeper.join();
+        }
+    }
+}
+
+impl Inner {
+    /// The two slots key `id` may hold.
+    #[inline]
+    fn probe(&self, id: u64) -> impl Iterator<Item = usize> {
+        let mask = self.slots.len() - 1;
+        let h = mix(id);
+        // Truncation keeps the low bits, which the mask selects.
+        let a = h as usize & mask;
+        let b = (h >> 32) as usize & mask;
+        core::iter::once(a).chain((b != a).then_some(b))
+    }
+
+    /// Wakes the lease thread for `slot` unless it was asked already.
+    #[inline]
+    fn ask(&self, slot: &Slot, now: Nanos) {
+        // Relaxed: a hint; the swap below decides who wakes the thread.
+        if slot.asked.load(Ordering::Relaxed) {
+            return;
+        }
+        // Relaxed: the policy's clock for the lease thread's calls, a hint.
+        self.seen_now.store(now.as_u64(), Ordering::Relaxed);
+        // AcqRel: pairs with the lease thread's Acquire load, which then sees this
+        // check's `seen_now`.
+        if !slot.asked.swap(true, Ordering::AcqRel) {
+            if let Some(keeper) = self.keeper.get() {
+                keeper.unpark();
+            }
+        }
+    }
+
+    /// The local view of a slot holding `held` permits, at `now`.
+    #[inline]
+    fn view(slot: &Slot, held: u64, now: Nanos) -> Decision {
+        // Relaxed: the view is advisory (see "local view" on `LeasedStore`).
+        let remaining = slot.view_remaining.load(Ordering::Relaxed);
+        let reset_at = slot.view_reset_at.load(Ordering::Relaxed);
+        Decision::allow(
+            slot.limit.load(Ordering::Relaxed),
+            held.saturating_add(remaining),
+            Nanos::new(reset_at.saturating_sub(now.as_u64())),
+        )
+    }
+
+    /// Spends tier `p`'s cost from its lease, if one covers it: the slot and the
+    /// generation spent from, and the decision.
+    #[inline]
+    fn spend(&self, id: u64, p: &PlannedTier<'_>, now: Nanos) -> Option<(usize, u32, Decision)> {
+        for s in self.probe(id) {
+            let slot = &self.slots[s];
+            match slot.cell.spend(id, u64::from(p.cost)) {
+                Spend::Taken { left, generation } => {
+                    // Relaxed: set by the lease thread with the lease; a stale value only
+                    // asks a little early or late.
+                    if left < slot.low_water.load(Ordering::Relaxed) {
+                        self.ask(slot, now);
+                    }
+                    return Some((s, generation, Inner::view(slot, left, now)));
+                }
+                Spend::Short { .. } => {
+                    self.ask(slot, now);
+                    return None;
+                }
+                Spend::NotHeld => {}
+            }
+        }
+        None
+    }
+
+    /// Counts a check of the cold key `id`; when it turns hot, claims a slot for it.
+    fn heat(&self, id: u64, p: &PlannedTier<'_>, now: Nanos) {
+        // Periods wrap every 2^32 · 100 ms (13 years): only equality matters.
+        let period = (now.as_u64() / HEAT_PERIOD) as u32;
+        let h = mix(id ^ 0x9e37_79b9_7f4a_7c15);
+        // Truncation keeps the low bits, which the mask (the length is a power of two)
+        // selects.
+        let cell = &self.heat[h as usize & (self.heat.len() - 1)];
+        // Relaxed: a statistic; the compare-and-swap below re-reads.
+        let mut word = cell.load(Ordering::Relaxed);
+        let count = loop {
+            let count = if (word >> 32) as u32 == period {
+                (word & u64::from(u32::MAX)) + 1
+            } else {
+                1
+            };
+            let next = (u64::from(period) << 32) | count.min(u64::from(u32::MAX));
+            // Relaxed: counts only, nothing published with them.
+            match cell.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break count,
+                Err(seen) => word = seen,
+            }
+        };
+        if count != self.hot_count {
+            return;
+        }
+        for s in self.probe(id) {
+            let slot = &self.slots[s];
+            if slot.cell.owner().is_some() || !slot.cell.claim(id) {
+                continue;
+            }
+            let limit = p.tier.algorithm().limit();
+            {
+                let mut keep = lock_keep(&slot.keep);
+                *keep = Keep {
+                    target: Some(self.redis.tier_key(p)),
+                    cap: self.config.max_lease_for(limit, p.tier.max_cost()),
+                    ..Keep::default()
+                };
+            }
+            // Relaxed: published to spenders by the grant's Release (see `LeaseCell`).
+            slot.limit.store(limit, Ordering::Relaxed);
+            self.ask(slot, now);
+            return;
+        }
+    }
+
+    /// The lease thread: serves asks at once, looks at expiries and idle keys every tick,
+    /// and returns every lease when the store is dropped.
+    fn keep_leases(&self) {
+        let mut clock = PolicyClock::default();
+        loop {
+            thread::park_timeout(self.config.tick());
+            // Relaxed: set before the unpark that woke us (or seen at a later tick).
+            let stopping = self.stop.load(Ordering::Relaxed);
+            // Relaxed: a hint (see `ask`).
+            clock.observe(self.seen_now.load(Ordering::Relaxed));
+            for slot in self.slots.iter() {
+                if slot.cell.owner().is_none() {
+                    continue;
+                }
+                let mut keep = lock_keep(&slot.keep);
+                if keep.target.is_none() {
+                    // Claimed, not yet described by its check.
+                    continue;
+                }
+                if stopping {
+                    self.give_back(slot, &mut keep, &clock, true);
+                    continue;
+                }
+                self.tend(slot, &mut keep, &clock);
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+
+    /// One slot's work at a tick or an ask: expiry, idleness, refill.
+    fn tend(&self, slot: &Slot, keep: &mut Keep, clock: &PolicyClock) {
+        let at = Instant::now();
+        // Permits handed to the cell and not returned, minus what it holds: spent so far.
+        let outstanding = keep.granted - keep.returned;
+        let spent = outstanding - slot.cell.permits().min(outstanding);
+        if spent != keep.last_spent || keep.active.is_none() {
+            keep.last_spent = spent;
+            keep.active = Some(at);
+        }
+        let idle = keep
+            .active
+            .is_some_and(|t| at.duration_since(t) >= self.config.ttl());
+        if keep.expires.is_some_and(|e| at >= e) || idle {
+            self.give_back(slot, keep, clock, idle);
+            if idle {
+                return;
+            }
+        }
+        // Acquire: pairs with the AcqRel swap of `ask`.
+        if !slot.asked.load(Ordering::Acquire) && keep.expires.is_some() {
+            return;
+        }
+        if keep.next_try.is_some_and(|t| at < t) {
+            return;
+        }
+        self.refill(slot, keep, clock, at, spent);
+    }
+
+    /// Takes the next lease for `slot`.
+    fn refill(&self, slot: &Slot, keep: &mut Keep, clock: &PolicyClock, at: Instant, spent: u64) {
+        let Some(target) = keep.target.as_ref() else {
+            return;
+        };
+        // The local rate since the last lease, times the horizon.
+        let elapsed = keep.mark.map_or(Duration::ZERO, |m| at.duration_since(m));
+        let used = spent - keep.spent_at_mark.min(spent);
+        let horizon = self.config.horizon();
+        let size = if elapsed.is_zero() {
+            keep.cap
+        } else {
+            let want = u128::from(used) * horizon.as_nanos() / elapsed.as_nanos().max(1);
+            u64::try_from(want).unwrap_or(u64::MAX).clamp(1, keep.cap)
+        };
+        let held = slot.cell.permits();
+        let mut want = size.min(keep.cap.saturating_sub(held));
+        if want == 0 {
+            // Relaxed: served (the slot is full); nothing published with it.
+            slot.asked.store(false, Ordering::Relaxed);
+            return;
+        }
+        let now = clock.now();
+        for _ in 0..2 {
+            // `want` ≤ cap ≤ max_cost, which a tier keeps within u32.
+            let cost = u32::try_from(want).unwrap_or(u32::MAX);
+            match self.redis.lease_op(target, cost, now, LeaseOp::Take) {
+                Some(d) if d.allowed => {
+                    // Relaxed: the view is advisory; the grant below publishes the
+                    // permits (Release).
+                    slot.view_remaining.store(d.remaining, Ordering::Relaxed);
+                    slot.view_reset_at.store(
+                        now.as_u64().saturating_add(d.reset_after.as_u64()),
+                        Ordering::Relaxed,
+                    );
+                    slot.low_water.store(size.div_ceil(2), Ordering::Relaxed);
+                    if slot.cell.grant(want).is_err() {
+                        // Cannot happen (want ≤ cap - held ≤ MAX_PERMITS); return them.
+                        self.redis.lease_op(target, cost, now, LeaseOp::Return);
+                        return;
+                    }
+                    keep.granted += want;
+                    keep.expires.get_or_insert(at + self.config.ttl());
+                    keep.mark = Some(at);
+                    keep.spent_at_mark = spent;
+                    keep.next_try = None;
+                    // Relaxed: statistics.
+                    self.counters.leases.fetch_add(1, Ordering::Relaxed);
+                    self.counters.leased.fetch_add(want, Ordering::Relaxed);
+                    // Relaxed: served; a spend that asks again after this wakes us again.
+                    slot.asked.store(false, Ordering::Relaxed);
+                    return;
+                }
+                Some(d) if d.remaining > 0 && d.remaining < want => want = d.remaining,
+                Some(d) => {
+                    // Nothing left: ask again when Redis would have some, within a tick
+                    // and a TTL.
+                    let wait = Duration::from_nanos(d.retry_after.as_u64())
+                        .clamp(self.config.tick(), self.config.ttl());
+                    keep.next_try = Some(at + wait);
+                    return;
+                }
+                None => {
+                    keep.next_try =
+                        Some(at + self.redis.config().retry_backoff().max(self.config.tick()));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Returns what `slot` holds to Redis; `release`: and frees the slot.
+    fn give_back(&self, slot: &Slot, keep: &mut Keep, clock: &PolicyClock, release: bool) {
+        let left = if release {
+            slot.cell.release()
+        } else {
+            slot.cell.revoke()
+        };
+        keep.returned += left;
+        keep.expires = None;
+        if left > 0 {
+            let back = keep.target.as_ref().and_then(|target| {
+                // `left` ≤ cap, which a tier keeps within u32.
+                let cost = u32::try_from(left).unwrap_or(u32::MAX);
+                self.redis
+                    .lease_op(target, cost, clock.now(), LeaseOp::Return)
+            });
+            // Relaxed: statistics.
+            let counter = if back.is_some() {
+                &self.counters.returned
+            } else {
+                &self.counters.lost
+            };
+            counter.fetch_add(left, Ordering::Relaxed);
+        }
+        if release {
+            *keep = Keep::default();
+            // Relaxed: nothing is asked of a free slot.
+            slot.asked.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Gives back the permits a check spent from leases before Redis denied another of its
+    /// tiers; reports those tiers as they now stand.
+    fn undo(
+        &self,
+        spent: &[Option<(usize, u32)>],
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) {
+        for ((p, taken), outcome) in plan.iter().zip(spent).zip(outcomes.iter_mut()) {
+            if let Some((s, generation)) = *taken {
+                let slot = &self.slots[s];
+                // If the lease was revoked meanwhile, its permits went back to Redis
+                // already (or were lost with it): nothing to add.
+                slot.cell.give_back(generation, u64::from(p.cost));
+                outcome.decision = Inner::view(slot, slot.cell.permits(), now);
+            }
+        }
+    }
+}
+
+/// The lease thread's estimate of the policy's clock: the last `now` a check passed, aged
+/// by the time elapsed since it was seen.
+#[derive(Debug, Default)]
+struct PolicyClock {
+    seen: u64,
+    at: Option<Instant>,
+}
+
+impl PolicyClock {
+    fn observe(&mut self, seen: u64) {
+        if seen != self.seen || self.at.is_none() {
+            self.seen = seen;
+            self.at = Some(Instant::now());
+        }
+    }
+
+    fn now(&self) -> Nanos {
+        let elapsed = self.at.map_or(0, |t| {
+            u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        });
+        Nanos::new(self.seen.saturating_add(elapsed))
+    }
+}
+
+/// Locks a slot's bookkeeping, ignoring poisoning (each step leaves it consistent).
+fn lock_keep(keep: &std::sync::Mutex<Keep>) -> std::sync::MutexGuard<'_, Keep> {
+    keep.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Store for LeasedStore {
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        let inner = &*self.inner;
+        let mut spent: [Option<(usize, u32)>; MAX_TIERS] = [None; MAX_TIERS];
+        let mut remote = Plan::new();
+        let mut remote_of = [0usize; MAX_TIERS];
+        let mut ids = [0u64; MAX_TIERS];
+        for (i, p) in plan.iter().enumerate() {
+            let id = identity(p);
+            ids[i] = id;
+            match inner.spend(id, p, now) {
+                Some((s, generation, decision)) => {
+                    spent[i] = Some((s, generation));
+                    outcomes[i].decision = decision;
+                }
+                None => {
+                    remote_of[remote.len()] = i;
+                    remote.push(*p);
+                }
+            }
+        }
+        if remote.is_empty() {
+            // Relaxed: a statistic.
+            inner.counters.local.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        // Relaxed: a statistic.
+        inner.counters.remote.fetch_add(1, Ordering::Relaxed);
+        for (j, p) in remote.iter().enumerate() {
+            inner.heat(ids[remote_of[j]], p, now);
+        }
+        let mut sub = [TierOutcome::EMPTY; MAX_TIERS];
+        for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
+            sub[j] = outcomes[i];
+        }
+        let checked = inner.redis.check(&remote, now, &mut sub[..remote.len()]);
+        for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
+            outcomes[i].decision = sub[j].decision;
+        }
+        let admitted = sub[..remote.len()].iter().all(|o| o.decision.allowed);
+        if checked.is_err() || !admitted {
+            inner.undo(&spent[..plan.len()], plan, now, outcomes);
+        }
+        checked
+    }
+
+    /// Goes to Redis (whose answer counts the permits leased by every process as used).
+    fn peek(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.inner.redis.peek(plan, now, outcomes)
+    }
+
+    /// Goes to Redis: the permits of a locally admitted request were taken there with its
+    /// lease.
+    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
+        self.inner.redis.refund(plan, now);
+    }
+
+    /// Goes to Redis.
+    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
+        self.inner.redis.charge(plan, now);
+    }
+}

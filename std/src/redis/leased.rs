@@ -429,6 +429,13 @@ impl Inner {
         if count != self.hot_count {
             return;
         }
+        if self
+            .probe(id)
+            .any(|s| self.slots[s].cell.owner() == Some(id.max(1)))
+        {
+            // Held already (its lease ran dry, or Redis has nothing left).
+            return;
+        }
         for s in self.probe(id) {
             let slot = &self.slots[s];
             if slot.cell.owner().is_some() || !slot.cell.claim(id) {

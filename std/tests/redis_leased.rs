@@ -1,0 +1,296 @@
+//! The leased store in one process (threads, two stores on one real redis-server started on
+//! loopback): hot keys are served from leases without round trips, nothing is admitted
+//! beyond what Redis granted, unused permits go back (so a key's quota is never lost while
+//! Redis is up), and a Redis that dies and comes back costs at most the leases in hand.
+//! The fleet bound across real processes is `redis_leased_fleet.rs`.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis_support::server::RedisServer;
+use tollgate::policy::Policy;
+use tollgate::redis::{
+    BuildError, FailurePolicy, LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget,
+};
+use tollgate::MonotonicClock;
+
+/// One global rule: `limit` per hour in a fixed window (nothing refills during a test).
+fn global_rules(limit: u64) -> String {
+    format!(
+        r#"
+        [[rules]]
+        name = "all"
+        per = "global"
+        limit = {limit}
+        window = "1h"
+        algorithm = "fixed_window"
+        "#
+    )
+}
+
+fn redis(server: &RedisServer, prefix: &str) -> RedisStore {
+    RedisStore::new(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new(prefix)
+            .unwrap()
+            .with_timeout(Duration::from_secs(2))
+            .with_retry_backoff(Duration::from_millis(20)),
+    )
+    .unwrap()
+}
+
+fn leased(server: &RedisServer, prefix: &str, config: LeaseConfig) -> LeasedStore {
+    LeasedStore::new(redis(server, prefix), config).unwrap()
+}
+
+fn lease_config() -> LeaseConfig {
+    LeaseConfig::new()
+        .with_hot_rate(50)
+        .with_max_lease(100)
+        .with_share(0.1)
+        .with_ttl(Duration::from_millis(300))
+}
+
+#[test]
+fn two_stores_hammering_one_key_admit_exactly_the_limit_with_far_fewer_round_trips() {
+    let server = RedisServer::start();
+    let limit = 20_000;
+    let rules = global_rules(limit);
+    let admitted = AtomicU64::new(0);
+    let mut stats = Vec::new();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let rules = &rules;
+                let server = &server;
+                let admitted = &admitted;
+                s.spawn(move || {
+                    let policy = Policy::from_toml(rules, MonotonicClock::new())
+                        .unwrap()
+                        .store(leased(server, "fleet", lease_config()));
+                    std::thread::scope(|t| {
+                        for _ in 0..2 {
+                            t.spawn(|| {
+                                let mut denied_in_a_row = 0;
+                                while denied_in_a_row < 2_000 {
+                                    if policy.allow("c", "/", 1).unwrap().allowed() {
+                                        admitted.fetch_add(1, Ordering::Relaxed);
+                                        denied_in_a_row = 0;
+                                    } else {
+                                        denied_in_a_row += 1;
+                                    }
+                                }
+                            });
+                        }
+                    });
+                    let stats = policy.backend().stats();
+                    // Dropping the store returns what its leases still hold.
+                    drop(policy);
+                    stats
+                })
+            })
+            .collect();
+        stats = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    });
+    let admitted = admitted.load(Ordering::Relaxed);
+    // Redis granted every permit the stores admitted: never more than the limit.
+    assert!(admitted <= limit, "admitted {admitted} of {limit}");
+    // Whatever the stores held when they stopped went back: a plain store gets the rest,
+    // so the key's quota is spent exactly.
+    let plain = Policy::from_toml(&rules, MonotonicClock::new())
+        .unwrap()
+        .store(redis(&server, "fleet"));
+    let mut rest = 0;
+    while plain.allow("c", "/", 1).unwrap().allowed() {
+        rest += 1;
+    }
+    assert_eq!(admitted + rest, limit, "admitted {admitted}, then {rest}");
+    for s in &stats {
+        assert!(s.leases > 0, "{s:?}");
+        assert!(s.local_checks > 0, "{s:?}");
+        assert_eq!(s.lost_permits, 0, "{s:?}");
+        // Every local admission spent a leased permit.
+        assert!(s.leased_permits >= s.local_checks, "{s:?}");
+        // One key, one slot (a key whose lease ran dry does not claim a second).
+        assert_eq!(s.hot_keys, 1, "{s:?}");
+    }
+    eprintln!("admitted {admitted}, rest {rest}: {stats:#?}");
+    let checks: u64 = stats.iter().map(|s| s.local_checks + s.remote_checks).sum();
+    let trips: u64 = stats.iter().map(|s| s.redis.round_trips).sum();
+    // The admitted checks are mostly local; the denies after the limit hit the deny cache.
+    assert!(
+        trips * 10 <= checks,
+        "{trips} round trips for {checks} checks: {stats:?}"
+    );
+}
+
+#[test]
+fn a_cold_key_goes_to_redis_and_an_idle_hot_key_gives_its_lease_back() {
+    let server = RedisServer::start();
+    let rules = global_rules(1_000);
+    let store = leased(
+        &server,
+        "idle",
+        lease_config().with_ttl(Duration::from_millis(100)),
+    );
+    let policy = Policy::from_toml(&rules, MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    // Cold: every check a round trip, no lease.
+    for _ in 0..3 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    assert_eq!(policy.backend().stats().leases, 0);
+    assert_eq!(policy.backend().stats().remote_checks, 3);
+    // Hot: a lease comes, then checks are served locally.
+    let mut local = 0;
+    for _ in 0..10_000 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed() || local > 0);
+        local = policy.backend().stats().local_checks;
+        if local >= 10 {
+            break;
+        }
+    }
+    assert!(local >= 10, "{:?}", policy.backend().stats());
+    let admitted = policy.backend().stats().local_checks + policy.backend().stats().remote_checks;
+    // Idle: within a few TTLs the lease goes back and the slot is freed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while policy.backend().stats().hot_keys > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = policy.backend().stats();
+    assert_eq!(stats.hot_keys, 0, "{stats:?}");
+    // What the leases took and did not give back is exactly what was admitted from them.
+    assert_eq!(
+        stats.leased_permits - stats.returned_permits,
+        stats.local_checks,
+        "{stats:?}"
+    );
+    // Redis counts exactly the admitted checks again.
+    let peek = policy.peek("c", "/", 0).unwrap();
+    assert_eq!(
+        peek.tiers()[0].decision.remaining,
+        1_000 - admitted,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn a_redis_that_dies_costs_the_leases_in_hand_and_the_store_recovers_by_itself() {
+    let mut server = RedisServer::start();
+    let rules = global_rules(1_000_000);
+    let policy = Policy::from_toml(&rules, MonotonicClock::new())
+        .unwrap()
+        .store(leased(&server, "dies", lease_config()));
+    while policy.backend().stats().local_checks < 1_000 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    server.kill();
+    // The leases in hand are spent, then the failure policy (fail closed) answers.
+    let mut admitted_while_down = 0;
+    let mut denied = 0;
+    while denied < 100 {
+        if policy.allow("c", "/", 1).unwrap().allowed() {
+            admitted_while_down += 1;
+        } else {
+            denied += 1;
+        }
+    }
+    assert!(
+        admitted_while_down <= 100,
+        "at most one lease in hand: {admitted_while_down}"
+    );
+    server.restart();
+    // Back: the store leases again without a restart (an empty Redis: the state was lost
+    // with the server, as for the plain store).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let before = policy.backend().stats().leases;
+    let mut ok = false;
+    while std::time::Instant::now() < deadline {
+        if policy.allow("c", "/", 1).unwrap().allowed() && policy.backend().stats().leases > before
+        {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(ok, "{:?}", policy.backend().stats());
+}
+
+#[test]
+fn fail_open_answers_are_never_taken_for_leases() {
+    let mut server = RedisServer::start();
+    server.kill();
+    let store = LeasedStore::new(
+        RedisStore::new(
+            RedisTarget::Single(server.url()),
+            RedisConfig::new("open")
+                .unwrap()
+                .with_timeout(Duration::from_millis(50))
+                .with_failure_policy(FailurePolicy::FailOpen)
+                .unwrap(),
+        )
+        .unwrap(),
+        lease_config(),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(&global_rules(10), MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    for _ in 0..2_000 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    let stats = policy.backend().stats();
+    assert_eq!((stats.leases, stats.local_checks), (0, 0), "{stats:?}");
+}
+
+#[test]
+fn out_of_range_settings_are_typed_errors() {
+    let server = RedisServer::start();
+    for (config, reason) in [
+        (
+            LeaseConfig::new().with_hot_rate(0),
+            "hot_rate must be at least 1",
+        ),
+        (
+            LeaseConfig::new().with_max_lease(0),
+            "max_lease must be at least 1",
+        ),
+        (
+            LeaseConfig::new().with_share(0.0),
+            "share must be in (0, 1]",
+        ),
+        (
+            LeaseConfig::new().with_share(f64::NAN),
+            "share must be in (0, 1]",
+        ),
+        (
+            LeaseConfig::new().with_horizon(Duration::ZERO),
+            "horizon must not be zero",
+        ),
+        (
+            LeaseConfig::new().with_ttl(Duration::ZERO),
+            "ttl must not be zero",
+        ),
+        (
+            LeaseConfig::new().with_tick(Duration::from_secs(2)),
+            "tick must be in (0, ttl]",
+        ),
+        (
+            LeaseConfig::new().with_slots(0),
+            "slots must be in 1..=2^20",
+        ),
+        (
+            LeaseConfig::new().with_slots(usize::MAX),
+            "slots must be in 1..=2^20",
+        ),
+    ] {
+        assert_eq!(
+            LeasedStore::new(redis(&server, "bad"), config).err(),
+            Some(BuildError::InvalidLease(reason))
+        );
+    }
+}

@@ -10,13 +10,17 @@
 //!   fixed window, sliding window counter) in one rule, each by `FCALL` and by `EVALSHA`;
 //!   and a hot denied client with the store's deny cache off and on;
 //! - the `RedisLimiter`: GCRA, three tiers, and a hot denied key with the deny cache off
-//!   and on.
+//!   and on;
+//! - the `LeasedStore` against the plain `RedisStore`: one hot global key, and 10 000 cold
+//!   clients (never leased), at 1, 2 and 16 threads.
 //!
 //! Starts its own `redis-server` on a free loopback port (no persistence):
 //!
 //! ```text
 //! cargo run --release -p tollgate-bench --features redis --bin redis_bench [seconds per run]
 //! ```
+//!
+//! `TOLLGATE_REDIS_BENCH=leased` runs only the baselines and the leased-store rows.
 
 #[cfg(feature = "redis")]
 #[path = "../../../std/tests/redis_support/server.rs"]
@@ -49,7 +53,9 @@ mod bench {
 
     use redis::aio::ConnectionManager;
     use tollgate::policy::Policy;
-    use tollgate::redis::{RedisConfig, RedisLimiter, RedisRule, RedisStore, RedisTarget};
+    use tollgate::redis::{
+        LeaseConfig, LeasedStore, RedisConfig, RedisLimiter, RedisRule, RedisStore, RedisTarget,
+    };
     use tollgate::{AlgorithmConfig, MonotonicClock, Nanos};
 
     use super::server::RedisServer;
@@ -201,9 +207,16 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             "{:<58} {:>5} {:>12} {:>10} {:>12} {:>12}",
             "workload", "tasks", "decisions/s", "client RT/d", "server cmds/d", "server µs/d"
         );
+        if std::env::var("TOLLGATE_REDIS_BENCH").as_deref() == Ok("leased") {
+            // Only the leased-store rows (with the float baseline for scale).
+            baselines(&server, duration).await;
+            tokio::task::block_in_place(|| leased(&server, duration));
+            return;
+        }
         baselines(&server, duration).await;
         // The store blocks its caller and owns a runtime: run it off the async workers.
         tokio::task::block_in_place(|| policies(&server, duration));
+        tokio::task::block_in_place(|| leased(&server, duration));
         // Mostly-admitting traffic over 10 000 keys: every decision is a script call.
         let open = AlgorithmConfig::Gcra {
             limit: 1_000_000,
@@ -502,6 +515,93 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 );
             }
         }
+    }
+
+    /// The leased store against the plain one, side by side (issue #14): one global key
+    /// every check hits (a limit of 10⁹ per second, never exhausted, so every check is an
+    /// admission), then 10 000 clients each checked a few times per second (cold: never
+    /// leased). Default `LeaseConfig`. Round trips per decision count the leases' calls.
+    fn leased(server: &RedisServer, duration: Duration) {
+        let hot = r#"
+            [[rules]]
+            name = "all"
+            per = "global"
+            tiers = [{ name = "s", limit = 1000000000, window = "1s", algorithm = "gcra" }]
+        "#;
+        let cold = r#"
+            [[rules]]
+            name = "default"
+            tiers = [{ name = "s", limit = 1000000, window = "1s", algorithm = "gcra" }]
+        "#;
+        for (rules, keys, workload) in [
+            (hot, 1u64, "hot global key"),
+            (cold, 10_000, "10 000 cold clients"),
+        ] {
+            for leasing in [false, true] {
+                for threads in [1usize, 2, 16] {
+                    let config = RedisConfig::new("bl")
+                        .unwrap()
+                        .with_timeout(Duration::from_secs(5));
+                    let store =
+                        RedisStore::new(RedisTarget::Single(server.url()), config).expect("store");
+                    let policy = Policy::from_toml(rules, MonotonicClock::new()).expect("rules");
+                    let (rate, n, trips) = if leasing {
+                        let leased = LeasedStore::new(store, LeaseConfig::new()).expect("lease");
+                        let policy = Arc::new(policy.store(leased));
+                        let trips = || policy.backend().stats().redis.round_trips;
+                        let measured =
+                            drive_policy(server, &policy, threads, duration, keys, trips);
+                        assert_eq!(policy.backend().stats().redis.degraded, 0, "degraded");
+                        measured
+                    } else {
+                        let policy = Arc::new(policy.store(store));
+                        let trips = || policy.backend().stats().round_trips;
+                        let measured =
+                            drive_policy(server, &policy, threads, duration, keys, trips);
+                        assert_eq!(policy.backend().stats().degraded, 0, "degraded");
+                        measured
+                    };
+                    let how = if leasing { "LeasedStore" } else { "RedisStore" };
+                    report(
+                        &format!("{workload}, {how}"),
+                        threads,
+                        rate,
+                        Some(trips as f64 / n as f64),
+                        n,
+                        server,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Warms `policy` up for 200 ms (connect, load the script, let a hot key be leased),
+    /// then checks clients `c0..c{keys}` from `threads` threads for `duration`, every
+    /// check admitted: (decisions/s, decisions, round trips meanwhile by `trips`).
+    fn drive_policy<S: tollgate::policy::Store + 'static>(
+        server: &RedisServer,
+        policy: &Arc<Policy<MonotonicClock, S>>,
+        threads: usize,
+        duration: Duration,
+        keys: u64,
+        trips: impl Fn() -> u64,
+    ) -> (f64, u64, u64) {
+        let warm = Instant::now();
+        while warm.elapsed() < Duration::from_millis(200) {
+            assert!(policy.allow("c0", "/", 1).expect("allow").allowed());
+        }
+        reset_server_stats(server);
+        let before = trips();
+        let p = Arc::clone(policy);
+        let (rate, n) = drive_blocking(threads, duration, move |t, i| {
+            let d = if keys == 1 {
+                p.allow("c0", "/", 1)
+            } else {
+                p.allow(&format!("c{}", (t as u64 * 7919 + i) % keys), "/", 1)
+            };
+            assert!(d.expect("allow").allowed());
+        });
+        (rate, n, trips() - before)
     }
 
     fn redis_version(server: &RedisServer) -> String {

@@ -10,7 +10,7 @@ use crossbeam_utils::CachePadded;
 use super::store::{LeaseOp, TierKey};
 use super::{BuildError, LeaseConfig, RedisStats, RedisStore};
 use crate::lease::{LeaseCell, Spend};
-use crate::policy::{Plan, PlannedTier, Store, TierOutcome, MAX_TIERS};
+use crate::policy::{Plan, PlannedTier, Store, StripedCounter, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
 use crate::{Decision, InsufficientCapacity, Nanos};
 
@@ -167,7 +167,8 @@ struct Keep {
 /// Live counters of a [`LeasedStore`].
 #[derive(Debug, Default)]
 struct LeaseCounters {
-    local: AtomicU64,
+    /// Striped: every locally answered check counts here, from every thread.
+    local: StripedCounter,
     remote: AtomicU64,
     leases: AtomicU64,
     leased: AtomicU64,
@@ -290,7 +291,7 @@ impl LeasedStore {
         // Relaxed: statistics, read one by one.
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LeaseStats {
-            local_checks: get(&c.local),
+            local_checks: c.local.get(),
             remote_checks: get(&c.remote),
             leases: get(&c.leases),
             leased_permits: get(&c.leased),
@@ -697,8 +698,7 @@ impl Store for LeasedStore {
             }
         }
         if remote.is_empty() {
-            // Relaxed: a statistic.
-            inner.counters.local.fetch_add(1, Ordering::Relaxed);
+            inner.counters.local.add(1);
             return Ok(());
         }
         // Relaxed: a statistic.

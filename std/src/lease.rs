@@ -222,7 +222,9 @@ impl LeaseCell {
         // Relaxed: the compare-and-swap below re-reads.
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
-            if generation(word) != generation_taken || permits(word) + cost > MAX_PERMITS {
+            // `cost` against the room left, not `permits + cost` against the maximum: the
+            // sum could overflow (and wrap into a "fits").
+            if generation(word) != generation_taken || cost > MAX_PERMITS - permits(word) {
                 return false;
             }
             // Release: pairs with the Acquire of `spend` and `revoke` (the permits are
@@ -352,6 +354,25 @@ mod tests {
         assert_eq!(cell.release(), 2);
         assert_eq!(cell.spend(0, 1), Spend::NotHeld);
         assert!(cell.claim(9));
+    }
+
+    #[test]
+    fn a_give_back_the_cell_cannot_hold_adds_nothing() {
+        let cell = LeaseCell::new();
+        assert!(cell.claim(5));
+        cell.grant(3).unwrap();
+        let Spend::Taken { generation, .. } = cell.spend(5, 1) else {
+            panic!("held for key 5 with 3 permits");
+        };
+        // Beyond the cell's 40 bits, up to amounts whose sum with the permits held
+        // overflows a u64: refused, never wrapped into the word.
+        for cost in [MAX_PERMITS - 1, MAX_PERMITS, u64::MAX - 1, u64::MAX] {
+            assert!(!cell.give_back(generation, cost), "gave back {cost}");
+            assert_eq!(cell.permits(), 2);
+        }
+        assert!(cell.give_back(generation, MAX_PERMITS - 2));
+        assert_eq!(cell.permits(), MAX_PERMITS);
+        assert_eq!(cell.revoke(), MAX_PERMITS);
     }
 
     #[test]

@@ -72,7 +72,6 @@ use crate::sync::{AtomicU64, Ordering};
 pub const MAX_PERMITS: u64 = (1 << PERMIT_BITS) - 1;
 
 const PERMIT_BITS: u32 = 40;
-const GENERATION_ONE: u64 = 1 << PERMIT_BITS;
 
 /// The owner value of a free cell; a key whose identity is 0 is held as 1.
 const FREE: u64 = 0;

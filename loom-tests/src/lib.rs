@@ -25,6 +25,11 @@
 //! (with a key type whose contents loom tracks). Their broken twins run the same table
 //! with one protocol step switched off (`tollgate::keyed::LoomFault`, loom builds only).
 //!
+//! The lease cell (`tollgate::lease::LeaseCell`: a hot key's leased permits, spent
+//! lock-free) is modelled directly in `tests/lease_cell.rs`: spends racing a refill and an
+//! expiry, and a spend racing the cell's hand-off to another key, checked by exact permit
+//! accounting, with broken twins through `tollgate::lease::LeaseFault` (loom builds only).
+//!
 //! The policy layer (`tollgate::policy::Policy`: all-or-nothing tiers, the hot-reload swap
 //! racing checks) is modelled directly in `tests/policy.rs` through its public API, with a
 //! sequential replay as oracle and broken twins (tiers without compensation, a reload that

@@ -45,8 +45,11 @@
 //! generation moves on), store the new owner, then grant (a `Release` write of the word).
 //! A spend whose word read sees that grant therefore also sees the new owner and refuses;
 //! a spend that read an older word fails its compare-and-swap (the revoke changed the
-//! generation) or finds no permits. Checked by the loom model `lease_cell` in
-//! `loom-tests`, with a broken twin whose spend does not re-check the owner.
+//! generation) or finds no permits. Checked by the loom models of
+//! `loom-tests/tests/lease_cell.rs` (a spend racing a refill and an expiry; a spend racing
+//! the hand-off to another key), with broken twins (`LeaseFault`, loom builds only) whose
+//! spend does not re-check the owner after a failed compare-and-swap, or writes the word
+//! with a load and a plain store.
 //!
 //! ```
 //! use tollgate::lease::{LeaseCell, Spend};
@@ -67,6 +70,11 @@
 use core::fmt;
 
 use crate::sync::{AtomicU64, Ordering};
+
+#[cfg(tollgate_loom)]
+mod loom_fault;
+#[cfg(tollgate_loom)]
+pub use loom_fault::LeaseFault;
 
 /// The most permits one cell holds: the low 40 bits of its word.
 pub const MAX_PERMITS: u64 = (1 << PERMIT_BITS) - 1;
@@ -122,6 +130,9 @@ impl std::error::Error for GrantError {}
 pub struct LeaseCell {
     owner: AtomicU64,
     word: AtomicU64,
+    /// A protocol step switched off, for loom's broken-twin models only.
+    #[cfg(tollgate_loom)]
+    fault: Option<LeaseFault>,
 }
 
 impl Default for LeaseCell {
@@ -157,6 +168,8 @@ impl LeaseCell {
         LeaseCell {
             owner: AtomicU64::new(FREE),
             word: AtomicU64::new(0),
+            #[cfg(tollgate_loom)]
+            fault: None,
         }
     }
 
@@ -184,9 +197,10 @@ impl LeaseCell {
         // Acquire: pairs with the Release of `grant` (and `give_back`), so that a word
         // granted for a new owner comes with that owner visible to the load below.
         let mut word = self.word.load(Ordering::Acquire);
+        let mut retry = false;
         loop {
             // Acquire: pairs with the Release stores of `claim` / `release`.
-            if self.owner.load(Ordering::Acquire) != key {
+            if self.checks_owner(retry) && self.owner.load(Ordering::Acquire) != key {
                 return Spend::NotHeld;
             }
             let left = permits(word);
@@ -195,21 +209,61 @@ impl LeaseCell {
             }
             // cost ≤ left ≤ MAX_PERMITS: the subtraction stays inside the permit bits.
             let next = word - cost;
-            // AcqRel on success: Acquire as the load above (a retry reads a newer word);
-            // Release so a keeper's revoke that reads this word counts the spend.
-            match self
-                .word
-                .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
+            match self.swap_spent(word, next) {
+                Ok(()) => {
                     return Spend::Taken {
                         left: left - cost,
                         generation: generation(word),
                     }
                 }
-                Err(seen) => word = seen,
+                Err(seen) => {
+                    word = seen;
+                    retry = true;
+                }
             }
         }
+    }
+
+    /// Whether a spend's pass checks the owner: every pass, the first and each `retry`
+    /// after a failed compare-and-swap (in a loom broken twin, the first only).
+    #[inline(always)]
+    fn checks_owner(&self, retry: bool) -> bool {
+        #[cfg(tollgate_loom)]
+        {
+            !retry || self.fault != Some(LeaseFault::NoOwnerRecheck)
+        }
+        #[cfg(not(tollgate_loom))]
+        {
+            let _ = retry;
+            true
+        }
+    }
+
+    /// A spend's write of `next` over the `word` it read: `Err` with the word seen if
+    /// another write came between (a compare-and-swap; in a loom broken twin, a plain
+    /// store that overwrites whatever came between).
+    #[inline(always)]
+    fn swap_spent(&self, word: u64, next: u64) -> Result<(), u64> {
+        #[cfg(tollgate_loom)]
+        if self.fault == Some(LeaseFault::SpendLoadStore) {
+            // Release: as the compare-and-swap's success ordering below (pairs with the
+            // Acquire of `spend` and `revoke`); the twin drops the atomicity, not the
+            // ordering.
+            self.word.store(next, Ordering::Release);
+            return Ok(());
+        }
+        // AcqRel on success: Acquire as the load above (a retry reads a newer word);
+        // Release so a keeper's revoke that reads this word counts the spend.
+        self.word
+            .compare_exchange_weak(word, next, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+    }
+
+    /// Switches a protocol step off (loom broken twins only; `--cfg tollgate_loom`).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_inject(&mut self, fault: LeaseFault) {
+        self.fault = Some(fault);
     }
 
     /// Puts back `cost` permits taken under `generation` (a request that did not go
@@ -221,7 +275,9 @@ impl LeaseCell {
         // Relaxed: the compare-and-swap below re-reads.
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
-            if generation(word) != generation_taken || permits(word) + cost > MAX_PERMITS {
+            // `cost` against the room left, not `permits + cost` against the maximum: the
+            // sum could overflow (and wrap into a "fits").
+            if generation(word) != generation_taken || cost > MAX_PERMITS - permits(word) {
                 return false;
             }
             // Release: pairs with the Acquire of `spend` and `revoke` (the permits are
@@ -351,6 +407,25 @@ mod tests {
         assert_eq!(cell.release(), 2);
         assert_eq!(cell.spend(0, 1), Spend::NotHeld);
         assert!(cell.claim(9));
+    }
+
+    #[test]
+    fn a_give_back_the_cell_cannot_hold_adds_nothing() {
+        let cell = LeaseCell::new();
+        assert!(cell.claim(5));
+        cell.grant(3).unwrap();
+        let Spend::Taken { generation, .. } = cell.spend(5, 1) else {
+            panic!("held for key 5 with 3 permits");
+        };
+        // Beyond the cell's 40 bits, up to amounts whose sum with the permits held
+        // overflows a u64: refused, never wrapped into the word.
+        for cost in [MAX_PERMITS - 1, MAX_PERMITS, u64::MAX - 1, u64::MAX] {
+            assert!(!cell.give_back(generation, cost), "gave back {cost}");
+            assert_eq!(cell.permits(), 2);
+        }
+        assert!(cell.give_back(generation, MAX_PERMITS - 2));
+        assert_eq!(cell.permits(), MAX_PERMITS);
+        assert_eq!(cell.revoke(), MAX_PERMITS);
     }
 
     #[test]

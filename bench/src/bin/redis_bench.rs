@@ -20,7 +20,8 @@
 //! cargo run --release -p tollgate-bench --features redis --bin redis_bench [seconds per run]
 //! ```
 //!
-//! `TOLLGATE_REDIS_BENCH=leased` runs only the baselines and the leased-store rows.
+//! `TOLLGATE_REDIS_BENCH=leased` (or `store`) runs only the baselines and the leased-store
+//! (or `RedisStore`) rows.
 
 #[cfg(feature = "redis")]
 #[path = "../../../std/tests/redis_support/server.rs"]
@@ -207,11 +208,19 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             "{:<58} {:>5} {:>12} {:>10} {:>12} {:>12}",
             "workload", "tasks", "decisions/s", "client RT/d", "server cmds/d", "server µs/d"
         );
-        if std::env::var("TOLLGATE_REDIS_BENCH").as_deref() == Ok("leased") {
-            // Only the leased-store rows (with the float baseline for scale).
-            baselines(&server, duration).await;
-            tokio::task::block_in_place(|| leased(&server, duration));
-            return;
+        match std::env::var("TOLLGATE_REDIS_BENCH").as_deref() {
+            // Only one section's rows (with the baselines for scale).
+            Ok("leased") => {
+                baselines(&server, duration).await;
+                tokio::task::block_in_place(|| leased(&server, duration));
+                return;
+            }
+            Ok("store") => {
+                baselines(&server, duration).await;
+                tokio::task::block_in_place(|| policies(&server, duration));
+                return;
+            }
+            _ => {}
         }
         baselines(&server, duration).await;
         // The store blocks its caller and owns a runtime: run it off the async workers.

@@ -294,3 +294,64 @@ fn out_of_range_settings_are_typed_errors() {
         );
     }
 }
+
+#[test]
+fn a_leased_tier_gets_its_permit_back_when_a_cold_tier_denies() {
+    let server = RedisServer::start();
+    // A hot global rule and a per-client rule of 2 per hour on the same endpoint.
+    let rules = r#"
+        [[rules]]
+        name = "all"
+        endpoint = "/"
+        per = "global"
+        limit = 1000000
+        window = "1h"
+        algorithm = "fixed_window"
+        [[rules]]
+        name = "client"
+        limit = 2
+        window = "1h"
+        algorithm = "fixed_window"
+    "#;
+    // First lease: 50/s × 10 s of horizon, capped at 100; refills only below 50 held.
+    let config = LeaseConfig::new()
+        .with_hot_rate(50)
+        .with_max_lease(100)
+        .with_horizon(Duration::from_secs(10))
+        .with_ttl(Duration::from_secs(3600))
+        .with_tick(Duration::from_secs(1));
+    let policy = Policy::from_toml(rules, MonotonicClock::new())
+        .unwrap()
+        .store(leased(&server, "mixed", config));
+    // Heat the global key with distinct clients (each under its own limit).
+    let mut n = 0;
+    while policy.backend().stats().leases == 0 {
+        assert!(policy.allow(&format!("warm{n}"), "/", 1).unwrap().allowed());
+        n += 1;
+        assert!(n < 100_000, "never leased: {:?}", policy.backend().stats());
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while policy.backend().stats().held_permits != 100 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(policy.backend().stats().held_permits, 100);
+    // Client x: the global tier is spent locally, the client tier in Redis.
+    assert!(policy.allow("x", "/", 1).unwrap().allowed());
+    assert!(policy.allow("x", "/", 1).unwrap().allowed());
+    assert_eq!(policy.backend().stats().held_permits, 98);
+    let denied = policy.allow("x", "/", 1).unwrap();
+    assert!(!denied.allowed());
+    // The global permit the denied request spent locally came back.
+    assert_eq!(
+        policy.backend().stats().held_permits,
+        98,
+        "{:?}",
+        policy.backend().stats()
+    );
+    // The client tier denied; the global one is reported as it stands (admitting).
+    let allowed: Vec<bool> = denied.tiers().iter().map(|t| t.decision.allowed).collect();
+    assert_eq!(allowed.iter().filter(|a| **a).count(), 1, "{denied:?}");
+    assert_eq!(allowed.len(), 2, "{denied:?}");
+    // Every check of x had a tier in Redis: none was answered locally alone.
+    assert_eq!(policy.backend().stats().local_checks, 0);
+}

@@ -52,7 +52,8 @@ use crate::{Decision, InsufficientCapacity, Nanos};
 ///    held by another key leaves it cold).
 /// 2. **Leased.** The lease thread takes a lease: a check of cost `n` on the key's state in
 ///    Redis, so Redis records `n` permits taken, exactly as `n` requests would. `n` is the
-///    key's local rate times [`LeaseConfig::with_horizon`], within
+///    key's local rate (the hot rate for its first lease) times
+///    [`LeaseConfig::with_horizon`], within
 ///    [`max_lease_for`](LeaseConfig::max_lease_for) minus what the slot still holds; if
 ///    fewer than `n` are left, it takes what is left. Checks then spend the slot's permits
 ///    with one compare-and-swap ([`LeaseCell`]): no round trip, no lock, no allocation.
@@ -195,6 +196,8 @@ pub struct LeaseStats {
     pub lost_permits: u64,
     /// Keys holding a slot now.
     pub hot_keys: u64,
+    /// Permits in hand now (leased, not yet spent or returned), over every key.
+    pub held_permits: u64,
     /// The wrapped store's counters (its round trips include the leases').
     pub redis: RedisStats,
 }
@@ -303,23 +306,9 @@ impl LeasedStore {
                 .iter()
                 .filter(|s| s.cell.owner().is_some())
                 .count() as u64,
+            held_permits: self.inner.slots.iter().map(|s| s.cell.permits()).sum(),
             redis: self.inner.redis.stats(),
         }
-    }
-
-    /// Permits this process holds now for the tiers of `plan` (leases in hand, per tier in
-    /// plan order; 0 for a tier not leased).
-    pub fn held(&self, plan: &Plan<'_>) -> [u64; MAX_TIERS] {
-        let mut held = [0; MAX_TIERS];
-        for (i, p) in plan.iter().enumerate() {
-            let id = identity(p);
-            held[i] = self
-                .inner
-                .probe(id)
-                .find(|&s| self.inner.slots[s].cell.owner() == Some(id.max(1)))
-                .map_or(0, |s| self.inner.slots[s].cell.permits());
-        }
-        held
     }
 }
 
@@ -527,7 +516,11 @@ impl Inner {
         let elapsed = keep.mark.map_or(Duration::ZERO, |m| at.duration_since(m));
         let used = spent - keep.spent_at_mark.min(spent);
         let horizon = self.config.horizon();
-        let size = if elapsed.is_zero() {
+        let size = if keep.mark.is_none() {
+            // The first lease: the key is known to run at the hot rate at least.
+            let want = u128::from(self.config.hot_rate()) * horizon.as_nanos() / 1_000_000_000;
+            u64::try_from(want).unwrap_or(u64::MAX).clamp(1, keep.cap)
+        } else if elapsed.is_zero() {
             keep.cap
         } else {
             let want = u128::from(used) * horizon.as_nanos() / elapsed.as_nanos().max(1);

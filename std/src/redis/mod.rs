@@ -8,6 +8,9 @@
 //!   one process, for the whole fleet; states are tagged with the parameters they were
 //!   written under and converted on read when a reload or a rolling deploy changed them
 //!   (`scripts/store.lua`). This is the front end to use;
+//! - [`LeasedStore`]: a [`RedisStore`] whose hot keys are served in process from leases
+//!   (slices of their quota taken from Redis ahead of time, returned when unused), with a
+//!   stated overshoot bound per key ([`LeaseConfig::max_lease_for`]);
 //! - [`RedisLimiter`] / [`BlockingRedisLimiter`]: a flat list of [`RedisRule`]s applied to
 //!   every key (`scripts/runner.lua`, states stored bare), with a local deny cache and an
 //!   in-process fallback limiter.

@@ -17,6 +17,36 @@ use crate::{linearization, Answer, Op, Oracle, Subject};
 /// `LOOM_MAX_PREEMPTIONS` higher for a deeper, slower search.
 pub const DEFAULT_PREEMPTION_BOUND: usize = 3;
 
+/// Explores every interleaving of `body` up to the preemption bound (`LOOM_MAX_PREEMPTIONS`,
+/// else [`DEFAULT_PREEMPTION_BOUND`]) with at most `max_branches` scheduling points per
+/// execution (loom's default when `None`), and prints how many executions it explored and
+/// how long it took: the runner of the models that assert inside their own threads.
+pub fn explore(name: &str, max_branches: Option<usize>, body: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
+    }
+    if let Some(max) = max_branches {
+        builder.max_branches = max;
+    }
+    let executions = StdArc::new(AtomicUsize::new(0));
+    let counter = StdArc::clone(&executions);
+    let bound = builder.preemption_bound;
+    let started = Instant::now();
+    builder.check(move || {
+        // Relaxed: a statistic read after the model finished.
+        counter.fetch_add(1, Ordering::Relaxed);
+        body();
+    });
+    eprintln!(
+        "loom model {name}: {} executions in {:.2?} (preemption bound {})",
+        // Relaxed: the model has finished.
+        executions.load(Ordering::Relaxed),
+        started.elapsed(),
+        bound.unwrap_or(DEFAULT_PREEMPTION_BOUND)
+    );
+}
+
 /// A loom model: up to [`loom::MAX_THREADS`]` − 1` threads, each a list of operations, run
 /// concurrently against one shared [`Subject`].
 ///

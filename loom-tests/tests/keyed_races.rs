@@ -24,43 +24,20 @@
 #![cfg(tollgate_loom)]
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc as StdArc;
-use std::time::Instant;
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use tollgate::keyed::LoomFault;
 use tollgate::{KeyStorage, KeyedLimiter, MonotonicClock, Nanos, WhenFull};
 use tollgate_core::Gcra;
-use tollgate_loom_tests::{FixedHasher, DEFAULT_PREEMPTION_BOUND};
+use tollgate_loom_tests::{explore, FixedHasher};
 
 /// Runs `body` under loom (preemption bound `LOOM_MAX_PREEMPTIONS`, default 3) and prints
 /// the execution count and wall time.
 fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
-    }
     // An insert that displaces an entry walks both buckets and the mover's path: more
     // scheduling points than loom's default cap.
-    builder.max_branches = 20_000;
-    let executions = StdArc::new(AtomicUsize::new(0));
-    let counter = StdArc::clone(&executions);
-    let bound = builder.preemption_bound;
-    let started = Instant::now();
-    builder.check(move || {
-        // Relaxed: a statistic read after the model finished.
-        counter.fetch_add(1, Ordering::Relaxed);
-        body();
-    });
-    eprintln!(
-        "loom model {name}: {} executions in {:.2?} (preemption bound {})",
-        // Relaxed: the model has finished.
-        executions.load(Ordering::Relaxed),
-        started.elapsed(),
-        bound.unwrap_or(DEFAULT_PREEMPTION_BOUND)
-    );
+    explore(name, Some(20_000), body);
 }
 
 /// T = 10 ns, burst 2.

@@ -26,37 +26,14 @@
 //! `LOOM_MAX_PREEMPTIONS` (default 3), as the whole stage.
 #![cfg(tollgate_loom)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc as StdArc;
-use std::time::Instant;
-
 use loom::sync::Arc;
 use tollgate::lease::{LeaseCell, LeaseFault, Spend};
-use tollgate_loom_tests::DEFAULT_PREEMPTION_BOUND;
+use tollgate_loom_tests::explore;
 
 /// Runs `body` under loom (preemption bound `LOOM_MAX_PREEMPTIONS`, default 3) and prints
 /// the execution count and wall time.
 fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
-    }
-    let executions = StdArc::new(AtomicUsize::new(0));
-    let counter = StdArc::clone(&executions);
-    let bound = builder.preemption_bound;
-    let started = Instant::now();
-    builder.check(move || {
-        // Relaxed: a statistic read after the model finished.
-        counter.fetch_add(1, Ordering::Relaxed);
-        body();
-    });
-    eprintln!(
-        "loom model {name}: {} executions in {:.2?} (preemption bound {})",
-        // Relaxed: the model has finished.
-        executions.load(Ordering::Relaxed),
-        started.elapsed(),
-        bound.unwrap_or(DEFAULT_PREEMPTION_BOUND)
-    );
+    explore(name, None, body);
 }
 
 /// A cell with `fault` switched on (if any), claimed for `key`, holding `permits`.

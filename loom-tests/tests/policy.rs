@@ -23,12 +23,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
-use std::time::Instant;
 
 use loom::sync::Arc;
 use tollgate::policy::{FnClock, Policy, PolicyConfig};
 use tollgate::Nanos;
-use tollgate_loom_tests::DEFAULT_PREEMPTION_BOUND;
+use tollgate_loom_tests::explore;
 
 /// The clock every model reads: one instant, as racing callers share a clock reading.
 fn now() -> Nanos {
@@ -91,27 +90,9 @@ fn remaining(policy: &TestPolicy) -> Vec<u64> {
 /// Runs `body` under loom (preemption bound `LOOM_MAX_PREEMPTIONS`, default 3) and prints
 /// the execution count and wall time.
 fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
-    }
     // A reload compiles a rule set and sweeps a replaced tier's table (16 slots): more
     // scheduling points per execution than loom's default cap of 1 000 allows.
-    builder.max_branches = 20_000;
-    let executions = StdArc::new(AtomicUsize::new(0));
-    let counter = StdArc::clone(&executions);
-    let started = Instant::now();
-    builder.check(move || {
-        // Relaxed: a statistic read after the model finished.
-        counter.fetch_add(1, Ordering::Relaxed);
-        body();
-    });
-    eprintln!(
-        "loom model {name}: {} executions in {:.2?}",
-        // Relaxed: the model has finished.
-        executions.load(Ordering::Relaxed),
-        started.elapsed()
-    );
+    explore(name, Some(20_000), body);
 }
 
 /// Two callers each ask one permit of a rule whose tiers allow 3 (a) and 1 (b). Exactly one

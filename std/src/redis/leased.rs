@@ -12,6 +12,7 @@ use super::{BuildError, LeaseConfig, RedisStats, RedisStore};
 use crate::lease::{LeaseCell, Spend};
 use crate::policy::{Plan, PlannedTier, Store, StripedCounter, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{lock, Mutex};
 use crate::{Decision, InsufficientCapacity, Nanos};
 
 /// A [`Store`] that serves a fleet's hot keys at in-process speed: a key this process
@@ -138,7 +139,7 @@ struct Slot {
     view_reset_at: AtomicU64,
     limit: AtomicU64,
     /// The lease thread's bookkeeping (a claiming check writes the target once).
-    keep: std::sync::Mutex<Keep>,
+    keep: Mutex<Keep>,
 }
 
 /// What the lease thread knows of a slot.
@@ -251,7 +252,7 @@ impl LeasedStore {
                         view_remaining: AtomicU64::new(0),
                         view_reset_at: AtomicU64::new(0),
                         limit: AtomicU64::new(0),
-                        keep: std::sync::Mutex::new(Keep::default()),
+                        keep: Mutex::new(Keep::default()),
                     })
                 })
                 .collect(),
@@ -433,7 +434,7 @@ impl Inner {
             }
             let limit = p.tier.algorithm().limit();
             {
-                let mut keep = lock_keep(&slot.keep);
+                let mut keep = lock(&slot.keep);
                 *keep = Keep {
                     target: Some(self.redis.tier_key(p)),
                     cap: self.config.max_lease_for(limit, p.tier.max_cost()),
@@ -461,7 +462,7 @@ impl Inner {
                 if slot.cell.owner().is_none() {
                     continue;
                 }
-                let mut keep = lock_keep(&slot.keep);
+                let mut keep = lock(&slot.keep);
                 if keep.target.is_none() {
                     // Claimed, not yet described by its check.
                     continue;
@@ -656,12 +657,6 @@ impl PolicyClock {
         });
         Nanos::new(self.seen.saturating_add(elapsed))
     }
-}
-
-/// Locks a slot's bookkeeping, ignoring poisoning (each step leaves it consistent).
-fn lock_keep(keep: &std::sync::Mutex<Keep>) -> std::sync::MutexGuard<'_, Keep> {
-    keep.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Store for LeasedStore {

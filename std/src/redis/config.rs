@@ -335,8 +335,7 @@ impl LeaseConfig {
         u64::from(self.max_lease)
             .min(share)
             .min(max_cost)
-            .min(crate::lease::MAX_PERMITS)
-            .max(1)
+            .clamp(1, crate::lease::MAX_PERMITS)
     }
 
     /// Why this configuration is rejected, if it is.

@@ -27,7 +27,7 @@
 #![cfg(tollgate_loom)]
 
 use loom::sync::Arc;
-use tollgate::lease::{LeaseCell, LeaseFault, Spend};
+use tollgate::lease::{LeaseCell, LeaseFault, Spend, MAX_PERMITS};
 use tollgate_loom_tests::explore;
 
 /// Runs `body` under loom (preemption bound `LOOM_MAX_PREEMPTIONS`, default 3) and prints
@@ -78,7 +78,7 @@ fn spender(cell: &LeaseCell, key: u64, spends: usize, give_back: bool) -> Spent 
                 spent.taken += 1;
                 if to_give_back {
                     to_give_back = false;
-                    if cell.give_back(generation, 1) {
+                    if cell.give_back(generation, 1, MAX_PERMITS) {
                         spent.returned += 1;
                     }
                 }

@@ -60,8 +60,11 @@
 //! assert_eq!(left, 1);
 //! assert_eq!(cell.spend(8, 1), Spend::NotHeld);
 //! assert_eq!(cell.spend(7, 2), Spend::Short { left: 1 });
-//! assert!(cell.give_back(generation, 2));
-//! assert_eq!(cell.revoke(), 3);
+//! // Not above a ceiling of 2 (1 held + 2 would be 3), then within 3.
+//! assert!(!cell.give_back(generation, 2, 2));
+//! assert!(cell.give_back(generation, 2, 3));
+//! assert_eq!(cell.trim(1), 2);
+//! assert_eq!(cell.revoke(), 1);
 //! assert_eq!(cell.release(), 0);
 //! assert_eq!(cell.owner(), None);
 //! # Ok::<(), tollgate::lease::GrantError>(())
@@ -267,17 +270,20 @@ impl LeaseCell {
     }
 
     /// Puts back `cost` permits taken under `generation` (a request that did not go
-    /// through after all): `false`, and nothing added, if the lease they came from was
-    /// revoked since (its permits went back to the shared store or were lost with it) or
-    /// the cell cannot hold them.
+    /// through after all), if the cell then holds at most `ceiling` (and at most
+    /// [`MAX_PERMITS`]): `false`, and nothing added, if the lease they came from was
+    /// revoked since or the cell has no room for them under the ceiling. The caller then
+    /// returns them to the shared store itself (they are still counted there).
     #[inline]
-    pub fn give_back(&self, generation_taken: u32, cost: u64) -> bool {
+    pub fn give_back(&self, generation_taken: u32, cost: u64, ceiling: u64) -> bool {
+        let ceiling = ceiling.min(MAX_PERMITS);
         // Relaxed: the compare-and-swap below re-reads.
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
-            // `cost` against the room left, not `permits + cost` against the maximum: the
+            // `cost` against the room left, not `permits + cost` against the ceiling: the
             // sum could overflow (and wrap into a "fits").
-            if generation(word) != generation_taken || cost > MAX_PERMITS - permits(word) {
+            if generation(word) != generation_taken || cost > ceiling.saturating_sub(permits(word))
+            {
                 return false;
             }
             // Release: pairs with the Acquire of `spend` and `revoke` (the permits are
@@ -325,6 +331,56 @@ impl LeaseCell {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return Ok(held + permits_granted),
+                Err(seen) => word = seen,
+            }
+        }
+    }
+
+    /// Adds up to `permits`, as many as keep the cell at most at `ceiling` (and at most
+    /// [`MAX_PERMITS`]): how many it added (the keeper, with a lease whose size it chose
+    /// before spenders gave permits back: the rest goes back to the shared store).
+    pub fn fill(&self, permits_granted: u64, ceiling: u64) -> u64 {
+        let ceiling = ceiling.min(MAX_PERMITS);
+        // Relaxed: the compare-and-swap below re-reads.
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            let add = permits_granted.min(ceiling.saturating_sub(permits(word)));
+            if add == 0 {
+                return 0;
+            }
+            // Release: as `grant`. add ≤ MAX_PERMITS − permits: no carry.
+            match self.word.compare_exchange_weak(
+                word,
+                word + add,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return add,
+                Err(seen) => word = seen,
+            }
+        }
+    }
+
+    /// Lowers the permits held to at most `keep`, in the same generation (the keeper, when
+    /// it reviews a lease: what the key no longer needs goes back): how many it removed.
+    /// Spends go on meanwhile; permits given back later still count.
+    pub fn trim(&self, keep: u64) -> u64 {
+        // Relaxed: the compare-and-swap below re-reads.
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            let held = permits(word);
+            if held <= keep {
+                return 0;
+            }
+            // AcqRel: as `revoke` (the permits read are net of every spend before it).
+            // keep < held: the subtraction stays inside the permit bits.
+            match self.word.compare_exchange_weak(
+                word,
+                word - (held - keep),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return held - keep,
                 Err(seen) => word = seen,
             }
         }
@@ -384,7 +440,7 @@ mod tests {
             })
         );
         assert_eq!(cell.permits(), MAX_PERMITS);
-        assert!(!cell.give_back(0, 1));
+        assert!(!cell.give_back(0, 1, MAX_PERMITS));
         assert_eq!(cell.revoke(), MAX_PERMITS);
         assert_eq!(cell.permits(), 0);
     }
@@ -400,7 +456,7 @@ mod tests {
         };
         assert_eq!(left, 0);
         assert_eq!(cell.revoke(), 0);
-        assert!(!cell.give_back(generation, 5));
+        assert!(!cell.give_back(generation, 5, MAX_PERMITS));
         cell.grant(2).unwrap();
         assert_eq!(cell.spend(0, 3), Spend::Short { left: 2 });
         assert!(!cell.claim(9));
@@ -420,12 +476,36 @@ mod tests {
         // Beyond the cell's 40 bits, up to amounts whose sum with the permits held
         // overflows a u64: refused, never wrapped into the word.
         for cost in [MAX_PERMITS - 1, MAX_PERMITS, u64::MAX - 1, u64::MAX] {
-            assert!(!cell.give_back(generation, cost), "gave back {cost}");
+            assert!(
+                !cell.give_back(generation, cost, u64::MAX),
+                "gave back {cost}"
+            );
             assert_eq!(cell.permits(), 2);
         }
-        assert!(cell.give_back(generation, MAX_PERMITS - 2));
+        assert!(!cell.give_back(generation, 2, 3));
+        assert!(cell.give_back(generation, MAX_PERMITS - 2, u64::MAX));
         assert_eq!(cell.permits(), MAX_PERMITS);
         assert_eq!(cell.revoke(), MAX_PERMITS);
+    }
+
+    #[test]
+    fn a_trim_keeps_the_generation_and_what_it_is_told() {
+        let cell = LeaseCell::new();
+        assert!(cell.claim(5));
+        cell.grant(10).unwrap();
+        let Spend::Taken { generation, .. } = cell.spend(5, 4) else {
+            panic!("held for key 5 with 10 permits");
+        };
+        assert_eq!(cell.trim(8), 0);
+        assert_eq!(cell.trim(2), 4);
+        // A fill stops at its ceiling.
+        assert_eq!(cell.fill(5, 4), 2);
+        assert_eq!(cell.fill(5, 4), 0);
+        assert_eq!(cell.trim(2), 2);
+        assert_eq!(cell.permits(), 2);
+        // Same generation: the spend's permits can still come back (up to the ceiling).
+        assert!(cell.give_back(generation, 4, 6));
+        assert_eq!(cell.permits(), 6);
     }
 
     #[test]

@@ -114,8 +114,9 @@ fn two_stores_hammering_one_key_admit_exactly_the_limit_with_far_fewer_round_tri
         assert_eq!(s.lost_permits, 0, "{s:?}");
         // Every local admission spent a leased permit.
         assert!(s.leased_permits >= s.local_checks, "{s:?}");
-        // One key, one slot (a key whose lease ran dry does not claim a second).
-        assert_eq!(s.hot_keys, 1, "{s:?}");
+        // One key, at most one slot (a key whose lease ran dry does not claim a second;
+        // an idle key may have freed it already).
+        assert!(s.hot_keys <= 1, "{s:?}");
     }
     eprintln!("admitted {admitted}, rest {rest}: {stats:#?}");
     let checks: u64 = stats.iter().map(|s| s.local_checks + s.remote_checks).sum();
@@ -354,4 +355,104 @@ fn a_leased_tier_gets_its_permit_back_when_a_cold_tier_denies() {
     assert_eq!(allowed.len(), 2, "{denied:?}");
     // Every check of x had a tier in Redis: none was answered locally alone.
     assert_eq!(policy.backend().stats().local_checks, 0);
+}
+
+/// Heats the global key of a policy whose global rule covers endpoint `/` with fresh
+/// clients until it is leased.
+fn heat_global(policy: &Policy<MonotonicClock, LeasedStore>) {
+    let mut n = 0;
+    while policy.backend().stats().leases == 0 {
+        assert!(policy.allow(&format!("warm{n}"), "/", 1).unwrap().allowed());
+        n += 1;
+        assert!(n < 100_000, "never leased: {:?}", policy.backend().stats());
+    }
+}
+
+#[test]
+fn permits_a_denied_check_gives_back_never_lift_a_slot_above_its_cap() {
+    let server = RedisServer::start();
+    // A global key leased 100 at a time (refilled below 50), and a client tier of 100 per
+    // hour that client x fills to 60 with its first request.
+    let rules = r#"
+        [[rules]]
+        name = "all"
+        endpoint = "/"
+        per = "global"
+        limit = 1000000
+        window = "1h"
+        algorithm = "fixed_window"
+        [[rules]]
+        name = "client"
+        limit = 100
+        window = "1h"
+        algorithm = "fixed_window"
+    "#;
+    let config = LeaseConfig::new()
+        .with_hot_rate(50)
+        .with_max_lease(100)
+        .with_horizon(Duration::from_secs(10));
+    let policy = Policy::from_toml(rules, MonotonicClock::new())
+        .unwrap()
+        .store(leased(&server, "cap", config));
+    heat_global(&policy);
+    assert!(policy.allow("x", "/", 60).unwrap().allowed());
+    let mut most = 0;
+    for _ in 0..200 {
+        // Each check of x spends 60 global permits locally (leaving the slot below its low
+        // water, so the lease thread refills it to the cap while x's client tier is in
+        // Redis), then is denied there and gives the 60 back.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while policy.backend().stats().held_permits < 100 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(!policy.allow("x", "/", 60).unwrap().allowed());
+        most = most.max(policy.backend().stats().held_permits);
+    }
+    assert!(most <= 100, "held {most} > the cap of 100");
+}
+
+#[test]
+fn keys_checked_once_each_are_never_leased() {
+    let server = RedisServer::start();
+    let policy = Policy::from_toml(
+        r#"
+        [[rules]]
+        name = "client"
+        limit = 10
+        window = "1h"
+        algorithm = "fixed_window"
+        "#,
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(leased(&server, "once", lease_config().with_slots(16)));
+    for i in 0..2_000 {
+        assert!(policy.allow(&format!("c{i}"), "/", 1).unwrap().allowed());
+    }
+    let stats = policy.backend().stats();
+    assert_eq!((stats.hot_keys, stats.leases), (0, 0), "{stats:?}");
+}
+
+#[test]
+fn leases_in_hand_outlive_an_outage_past_their_review_and_idle_time() {
+    let mut server = RedisServer::start();
+    let config = lease_config().with_ttl(Duration::from_millis(50));
+    let policy = Policy::from_toml(&global_rules(1_000_000), MonotonicClock::new())
+        .unwrap()
+        .store(leased(&server, "outage", config));
+    while policy.backend().stats().held_permits < 10 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    server.kill();
+    // Several reviews and idle periods pass with Redis down: the permits stay in hand.
+    std::thread::sleep(Duration::from_millis(400));
+    let held = policy.backend().stats().held_permits;
+    assert!(held >= 1, "{:?}", policy.backend().stats());
+    let local = policy.backend().stats().local_checks;
+    for _ in 0..held {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    let stats = policy.backend().stats();
+    assert_eq!(stats.local_checks, local + held, "{stats:?}");
+    assert_eq!(stats.lost_permits, 0, "{stats:?}");
 }

@@ -242,8 +242,10 @@ impl LeaseConfig {
         LeaseConfig::default()
     }
 
-    /// Checks per second of one key (one tier of it) in this process from which the key is
-    /// leased; slower keys go to Redis on every check. At least 1.
+    /// Admitted checks per second of one key (one tier of it) in this process from which
+    /// the key is leased; slower keys go to Redis on every check. At least 1. Counted per
+    /// 100 ms: rates below 10 per second make a key hot on its first admitted check in a
+    /// period.
     pub fn with_hot_rate(mut self, per_second: u64) -> Self {
         self.hot_rate = per_second;
         self
@@ -256,7 +258,9 @@ impl LeaseConfig {
         self
     }
 
-    /// The most of a key's limit one process holds at once, as a share in `(0, 1]`.
+    /// The most of a key's limit one process holds at once, as a share in `(0, 1]`
+    /// (rounded down, but at least one permit: see
+    /// [`max_lease_for`](Self::max_lease_for)).
     pub fn with_share(mut self, share: f64) -> Self {
         self.share = share;
         self
@@ -269,8 +273,9 @@ impl LeaseConfig {
         self
     }
 
-    /// How long a lease lasts before what is left of it goes back to Redis (and, if the key
-    /// is still hot, a new lease is taken). Not zero.
+    /// How often a lease is reviewed (what the key's rate no longer needs goes back to
+    /// Redis), and how long a key may go unchecked before its whole lease goes back and
+    /// its slot is freed. Not zero.
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self

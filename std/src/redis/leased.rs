@@ -47,10 +47,12 @@ use crate::{Decision, InsufficientCapacity, Nanos};
 /// Each tier of a check is one *key* here: the tier's version and the Redis key it is
 /// kept under. Per key:
 ///
-/// 1. **Cold.** The check goes to Redis. The key's checks are counted in a small table
-///    of counters (per 100 ms); when they reach [`LeaseConfig::with_hot_rate`] per second
-///    the key is hot and claims one of [`LeaseConfig::with_slots`] slots (a slot it finds
-///    held by another key leaves it cold).
+/// 1. **Cold.** The check goes to Redis. The checks Redis admits for the key are counted
+///    per 100 ms (in a table of counters each tagged with the key it counts, so keys that
+///    share a counter do not add up); when they reach [`LeaseConfig::with_hot_rate`] per
+///    second the key is hot and claims one of [`LeaseConfig::with_slots`] slots (a key finding
+///    both its candidate slots held by other keys stays cold). A request costing more than
+///    the key's lease cap never makes it hot.
 /// 2. **Leased.** The lease thread takes a lease: a check of cost `n` on the key's state in
 ///    Redis, so Redis records `n` permits taken, exactly as `n` requests would. `n` is the
 ///    key's local rate (the hot rate for its first lease) times
@@ -60,9 +62,11 @@ use crate::{Decision, InsufficientCapacity, Nanos};
 ///    with one compare-and-swap ([`LeaseCell`]): no round trip, no lock, no allocation.
 /// 3. **Refilled ahead of time.** A spend that leaves the slot below half a lease wakes the
 ///    lease thread, which takes the next lease while the rest is spent.
-/// 4. **Returned.** A lease lasts [`LeaseConfig::with_ttl`]. Then, or when the key goes
-///    idle, or when the store is dropped, what is left goes back to Redis by the core's
-///    refund, and an idle key frees its slot.
+/// 4. **Reviewed, then returned.** Every [`LeaseConfig::with_ttl`] the lease thread keeps
+///    what one horizon of the key's current rate needs and gives the rest back to Redis by
+///    the core's refund (the permits kept stay spendable throughout: no round trip on the
+///    check path). A key with no check for a TTL gives everything back and frees its slot;
+///    so does every key when the store is dropped.
 ///
 /// A check whose tiers are partly leased spends the leased ones locally and sends the rest
 /// to Redis in one call; if Redis denies, the local permits are put back (all or nothing).
@@ -78,8 +82,10 @@ use crate::{Decision, InsufficientCapacity, Nanos};
 /// > admitted in any window ≤ `limit + P × max_lease_for(limit, max_cost)`
 ///
 /// per key, where [`max_lease_for`](LeaseConfig::max_lease_for) is the most one process
-/// holds at once. Denies are exact to the same bound: a request is denied only when this
-/// process holds no permits for it and Redis has none left. Permits a process leases and
+/// holds at once (a lease never brings the slot above it, and permits a denied check gives
+/// back go to Redis instead when the slot is full again). Denies are exact to the same
+/// bound: a request is denied only when this process's lease cannot cover it (it holds
+/// fewer permits than the request costs) and Redis denies it. Permits a process leases and
 /// never uses count as used in Redis until it returns them: a lease in hand when a process
 /// dies (`kill -9`) is never returned, and its permits are lost to the fleet until the
 /// key's state frees them (the window ends, the bucket drains), at most one lease per
@@ -94,10 +100,14 @@ use crate::{Decision, InsufficientCapacity, Nanos};
 ///
 /// A lease is only what Redis granted: when Redis is unreachable, no lease is taken, the
 /// permits in hand are spent, and then checks go to the wrapped store, whose
-/// [`FailurePolicy`](super::FailurePolicy) answers. A lease that cannot be returned (Redis
-/// down at its expiry) is dropped: its permits stay counted in Redis, the strict side, and
-/// nothing is counted twice. When Redis is back, keys are leased again as they are checked:
-/// no restart, no resynchronisation.
+/// [`FailurePolicy`](super::FailurePolicy) answers. Permits Redis cannot take back (a review
+/// or an idle key during the outage) stay in hand, spendable, and go back when Redis does;
+/// only at shutdown are they dropped (they stay counted in Redis: the strict side, nothing
+/// counted twice). When Redis is back, keys are leased again as they are checked: no
+/// restart, no resynchronisation.
+///
+/// With a client [`TimeSource`](super::TimeSource), the lease thread decides at the last
+/// instant a check passed, advanced by the real time since.
 #[derive(Debug)]
 pub struct LeasedStore {
     inner: Arc<Inner>,
@@ -114,6 +124,8 @@ struct Inner {
     heat: Box<[AtomicU64]>,
     /// Checks within one heat period that make a key hot.
     hot_count: u64,
+    /// Held while a hot key claims a slot (rare), so a key never claims two.
+    claiming: Mutex<()>,
     /// The lease thread, to wake.
     keeper: OnceLock<Thread>,
     /// Set when the store is dropped.
@@ -138,6 +150,8 @@ struct Slot {
     view_remaining: AtomicU64,
     view_reset_at: AtomicU64,
     limit: AtomicU64,
+    /// The most permits the slot holds (its key's `max_lease_for`).
+    cap: AtomicU64,
     /// The lease thread's bookkeeping (a claiming check writes the target once).
     keep: Mutex<Keep>,
 }
@@ -252,12 +266,14 @@ impl LeasedStore {
                         view_remaining: AtomicU64::new(0),
                         view_reset_at: AtomicU64::new(0),
                         limit: AtomicU64::new(0),
+                        cap: AtomicU64::new(0),
                         keep: Mutex::new(Keep::default()),
                     })
                 })
                 .collect(),
             heat: (0..heat).map(|_| AtomicU64::new(0)).collect(),
             hot_count,
+            claiming: Mutex::new(()),
             keeper: OnceLock::new(),
             stop: AtomicBool::new(false),
             seen_now: AtomicU64::new(0),
@@ -345,8 +361,9 @@ impl Inner {
         if slot.asked.load(Ordering::Relaxed) {
             return;
         }
-        // Relaxed: the policy's clock for the lease thread's calls, a hint.
-        self.seen_now.store(now.as_u64(), Ordering::Relaxed);
+        // Relaxed: the policy's clock for the lease thread's calls, published by the swap
+        // below. (At least 1: 0 means no check has told it yet.)
+        self.seen_now.store(now.as_u64().max(1), Ordering::Relaxed);
         // AcqRel: pairs with the lease thread's Acquire load, which then sees this
         // check's `seen_now`.
         if !slot.asked.swap(true, Ordering::AcqRel) {
@@ -394,25 +411,41 @@ impl Inner {
         None
     }
 
-    /// Counts a check of the cold key `id`; when it turns hot, claims a slot for it.
+    /// Counts an admitted check of the cold key `id` (tier `p`); when it turns hot, claims
+    /// a slot for it. Heat cells are shared by keys: each remembers a 12-bit tag of the
+    /// key it counts, and a check of another key starts the count over, so keys sharing a
+    /// cell cannot add up to a hot one.
     fn heat(&self, id: u64, p: &PlannedTier<'_>, now: Nanos) {
-        // Periods wrap every 2^32 · 100 ms (13 years): only equality matters.
-        let period = (now.as_u64() / HEAT_PERIOD) as u32;
+        let limit = p.tier.algorithm().limit();
+        let cap = self.config.max_lease_for(limit, p.tier.max_cost());
+        if u64::from(p.cost) > cap {
+            // No lease of this key could ever cover such a request.
+            return;
+        }
         let h = mix(id ^ 0x9e37_79b9_7f4a_7c15);
+        // `[period: 20 | tag: 12 | count: 32]`: periods of 100 ms wrap every 29 hours,
+        // and only equality matters.
+        let stamp = ((now.as_u64() / HEAT_PERIOD) << 12 | (h >> 52)) & 0xffff_ffff;
         // Truncation keeps the low bits, which the mask (the length is a power of two)
         // selects.
         let cell = &self.heat[h as usize & (self.heat.len() - 1)];
         // Relaxed: a statistic; the compare-and-swap below re-reads.
         let mut word = cell.load(Ordering::Relaxed);
         let count = loop {
-            let count = if (word >> 32) as u32 == period {
-                (word & u64::from(u32::MAX)) + 1
+            let count = if word >> 32 == stamp {
+                (word & u64::from(u32::MAX))
+                    .saturating_add(1)
+                    .min(u64::from(u32::MAX))
             } else {
                 1
             };
-            let next = (u64::from(period) << 32) | count.min(u64::from(u32::MAX));
             // Relaxed: counts only, nothing published with them.
-            match cell.compare_exchange_weak(word, next, Ordering::Relaxed, Ordering::Relaxed) {
+            match cell.compare_exchange_weak(
+                word,
+                stamp << 32 | count,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break count,
                 Err(seen) => word = seen,
             }
@@ -420,6 +453,9 @@ impl Inner {
         if count != self.hot_count {
             return;
         }
+        // Claims are rare (a key turning hot): one at a time, so a key never holds two
+        // slots.
+        let _claiming = lock(&self.claiming);
         if self
             .probe(id)
             .any(|s| self.slots[s].cell.owner() == Some(id.max(1)))
@@ -432,17 +468,17 @@ impl Inner {
             if slot.cell.owner().is_some() || !slot.cell.claim(id) {
                 continue;
             }
-            let limit = p.tier.algorithm().limit();
             {
                 let mut keep = lock(&slot.keep);
                 *keep = Keep {
                     target: Some(self.redis.tier_key(p)),
-                    cap: self.config.max_lease_for(limit, p.tier.max_cost()),
+                    cap,
                     ..Keep::default()
                 };
             }
-            // Relaxed: published to spenders by the grant's Release (see `LeaseCell`).
+            // Relaxed: read by spenders after the grant's Release (see `LeaseCell`).
             slot.limit.store(limit, Ordering::Relaxed);
+            slot.cap.store(cap, Ordering::Relaxed);
             self.ask(slot, now);
             return;
         }
@@ -456,8 +492,6 @@ impl Inner {
             thread::park_timeout(self.config.tick());
             // Relaxed: set before the unpark that woke us (or seen at a later tick).
             let stopping = self.stop.load(Ordering::Relaxed);
-            // Relaxed: a hint (see `ask`).
-            clock.observe(self.seen_now.load(Ordering::Relaxed));
             for slot in self.slots.iter() {
                 if slot.cell.owner().is_none() {
                     continue;
@@ -468,10 +502,10 @@ impl Inner {
                     continue;
                 }
                 if stopping {
-                    self.give_back(slot, &mut keep, &clock, true);
+                    self.retire(slot, &mut keep, &mut clock, true);
                     continue;
                 }
-                self.tend(slot, &mut keep, &clock);
+                self.tend(slot, &mut keep, &mut clock);
             }
             if stopping {
                 return;
@@ -479,8 +513,10 @@ impl Inner {
         }
     }
 
-    /// One slot's work at a tick or an ask: expiry, idleness, refill.
-    fn tend(&self, slot: &Slot, keep: &mut Keep, clock: &PolicyClock) {
+    /// One slot's work at a tick or an ask: an idle key gives its lease back and frees
+    /// the slot; a lease due for review gives back what the key's rate no longer needs; a
+    /// slot that ran low (or holds no lease) takes the next one.
+    fn tend(&self, slot: &Slot, keep: &mut Keep, clock: &mut PolicyClock) {
         let at = Instant::now();
         // Permits handed to the cell and not returned, minus what it holds: spent so far.
         let outstanding = keep.granted - keep.returned;
@@ -489,23 +525,52 @@ impl Inner {
             keep.last_spent = spent;
             keep.active = Some(at);
         }
-        let idle = keep
-            .active
-            .is_some_and(|t| at.duration_since(t) >= self.config.ttl());
-        if keep.expires.is_some_and(|e| at >= e) || idle {
-            self.give_back(slot, keep, clock, idle);
-            if idle {
-                return;
-            }
+        let ttl = self.config.ttl();
+        if keep.active.is_some_and(|t| at.duration_since(t) >= ttl) {
+            self.retire(slot, keep, clock, false);
+            return;
         }
-        // Acquire: pairs with the AcqRel swap of `ask`.
-        if !slot.asked.load(Ordering::Acquire) && keep.expires.is_some() {
+        if keep.expires.is_some_and(|e| at >= e) {
+            // Review: keep what one horizon of the local rate needs, return the rest. The
+            // permits kept stay spendable throughout (same generation, no round trip).
+            let need = self.lease_size(keep, spent, at);
+            let excess = slot.cell.trim(need);
+            keep.returned += excess;
+            if excess > 0 && !self.give_to_redis(keep, excess, clock) {
+                // Redis cannot take them now: they stay in hand, spendable (the cap held
+                // them before the trim).
+                self.keep_in_hand(slot, keep, excess);
+            }
+            keep.expires = checked_after(at, ttl);
+        }
+        // Acquire: pairs with the AcqRel swap of `ask` (and so with the `seen_now` stored
+        // before it).
+        let asked = slot.asked.load(Ordering::Acquire);
+        if !asked && keep.expires.is_some() {
             return;
         }
         if keep.next_try.is_some_and(|t| at < t) {
             return;
         }
+        // Relaxed: ordered after the `asked` load above (see `ask`).
+        clock.observe(self.seen_now.load(Ordering::Relaxed));
         self.refill(slot, keep, clock, at, spent);
+    }
+
+    /// The lease size the key's local rate asks for: the rate since the last lease times
+    /// the horizon (the hot rate for a first lease), within 1 and the slot's cap.
+    fn lease_size(&self, keep: &Keep, spent: u64, at: Instant) -> u64 {
+        let horizon = self.config.horizon().as_nanos();
+        let want = match keep.mark {
+            // The first lease: the key is known to run at the hot rate at least.
+            None => u128::from(self.config.hot_rate()).saturating_mul(horizon) / 1_000_000_000,
+            Some(mark) => {
+                let elapsed = at.duration_since(mark).as_nanos().max(1);
+                let used = spent - keep.spent_at_mark.min(spent);
+                u128::from(used).saturating_mul(horizon) / elapsed
+            }
+        };
+        u64::try_from(want).unwrap_or(u64::MAX).clamp(1, keep.cap)
     }
 
     /// Takes the next lease for `slot`.
@@ -513,20 +578,11 @@ impl Inner {
         let Some(target) = keep.target.as_ref() else {
             return;
         };
-        // The local rate since the last lease, times the horizon.
-        let elapsed = keep.mark.map_or(Duration::ZERO, |m| at.duration_since(m));
-        let used = spent - keep.spent_at_mark.min(spent);
-        let horizon = self.config.horizon();
-        let size = if keep.mark.is_none() {
-            // The first lease: the key is known to run at the hot rate at least.
-            let want = u128::from(self.config.hot_rate()) * horizon.as_nanos() / 1_000_000_000;
-            u64::try_from(want).unwrap_or(u64::MAX).clamp(1, keep.cap)
-        } else if elapsed.is_zero() {
-            keep.cap
-        } else {
-            let want = u128::from(used) * horizon.as_nanos() / elapsed.as_nanos().max(1);
-            u64::try_from(want).unwrap_or(u64::MAX).clamp(1, keep.cap)
-        };
+        if clock.seen == 0 {
+            // No check has told the policy's clock yet (a client time source decides at it).
+            return;
+        }
+        let size = self.lease_size(keep, spent, at);
         let held = slot.cell.permits();
         let mut want = size.min(keep.cap.saturating_sub(held));
         if want == 0 {
@@ -535,6 +591,7 @@ impl Inner {
             return;
         }
         let now = clock.now();
+        let ttl = self.config.ttl();
         for _ in 0..2 {
             // `want` ≤ cap ≤ max_cost, which a tier keeps within u32.
             let cost = u32::try_from(want).unwrap_or(u32::MAX);
@@ -548,19 +605,33 @@ impl Inner {
                         Ordering::Relaxed,
                     );
                     slot.low_water.store(size.div_ceil(2), Ordering::Relaxed);
-                    if slot.cell.grant(want).is_err() {
-                        // Cannot happen (want ≤ cap - held ≤ MAX_PERMITS); return them.
-                        self.redis.lease_op(target, cost, now, LeaseOp::Return);
-                        return;
+                    // Checks may have given permits back since `held` was read: what would
+                    // lift the slot above its cap goes straight back to Redis.
+                    let added = slot.cell.fill(want, keep.cap);
+                    if added < want {
+                        // `want − added` ≤ want, which fits a u32 (above).
+                        let over = u32::try_from(want - added).unwrap_or(u32::MAX);
+                        if self
+                            .redis
+                            .lease_op(target, over, now, LeaseOp::Return)
+                            .is_none()
+                        {
+                            // Relaxed: statistics.
+                            self.counters
+                                .lost
+                                .fetch_add(want - added, Ordering::Relaxed);
+                        }
                     }
-                    keep.granted += want;
-                    keep.expires.get_or_insert(at + self.config.ttl());
+                    keep.granted += added;
+                    if keep.expires.is_none() {
+                        keep.expires = checked_after(at, ttl);
+                    }
                     keep.mark = Some(at);
                     keep.spent_at_mark = spent;
                     keep.next_try = None;
                     // Relaxed: statistics.
                     self.counters.leases.fetch_add(1, Ordering::Relaxed);
-                    self.counters.leased.fetch_add(want, Ordering::Relaxed);
+                    self.counters.leased.fetch_add(added, Ordering::Relaxed);
                     // Relaxed: served; a spend that asks again after this wakes us again.
                     slot.asked.store(false, Ordering::Relaxed);
                     return;
@@ -569,53 +640,82 @@ impl Inner {
                 Some(d) => {
                     // Nothing left: ask again when Redis would have some, within a tick
                     // and a TTL.
-                    let wait = Duration::from_nanos(d.retry_after.as_u64())
-                        .clamp(self.config.tick(), self.config.ttl());
-                    keep.next_try = Some(at + wait);
+                    let wait =
+                        Duration::from_nanos(d.retry_after.as_u64()).clamp(self.config.tick(), ttl);
+                    keep.next_try = checked_after(at, wait);
                     return;
                 }
                 None => {
-                    keep.next_try =
-                        Some(at + self.redis.config().retry_backoff().max(self.config.tick()));
+                    let backoff = self.redis.config().retry_backoff().max(self.config.tick());
+                    keep.next_try = checked_after(at, backoff);
                     return;
                 }
             }
         }
     }
 
-    /// Returns what `slot` holds to Redis; `release`: and frees the slot.
-    fn give_back(&self, slot: &Slot, keep: &mut Keep, clock: &PolicyClock, release: bool) {
-        let left = if release {
-            slot.cell.release()
-        } else {
-            slot.cell.revoke()
+    /// Gives `permits` of the slot's key back to Redis: whether Redis took them.
+    fn give_to_redis(&self, keep: &Keep, permits: u64, clock: &PolicyClock) -> bool {
+        let Some(target) = keep.target.as_ref() else {
+            return false;
         };
-        keep.returned += left;
-        keep.expires = None;
-        if left > 0 {
-            let back = keep.target.as_ref().and_then(|target| {
-                // `left` ≤ cap, which a tier keeps within u32.
-                let cost = u32::try_from(left).unwrap_or(u32::MAX);
-                self.redis
-                    .lease_op(target, cost, clock.now(), LeaseOp::Return)
-            });
+        // `permits` ≤ cap, which a tier keeps within u32.
+        let cost = u32::try_from(permits).unwrap_or(u32::MAX);
+        let back = self
+            .redis
+            .lease_op(target, cost, clock.now(), LeaseOp::Return)
+            .is_some();
+        if back {
             // Relaxed: statistics.
-            let counter = if back.is_some() {
-                &self.counters.returned
-            } else {
-                &self.counters.lost
-            };
-            counter.fetch_add(left, Ordering::Relaxed);
+            self.counters.returned.fetch_add(permits, Ordering::Relaxed);
         }
-        if release {
-            *keep = Keep::default();
-            // Relaxed: nothing is asked of a free slot.
-            slot.asked.store(false, Ordering::Relaxed);
-        }
+        back
     }
 
-    /// Gives back the permits a check spent from leases before Redis denied another of its
-    /// tiers; reports those tiers as they now stand.
+    /// Returns everything the slot holds to Redis and frees it (an idle key, or the store
+    /// dropped). If Redis cannot take the permits back, an idle key keeps holding them
+    /// (spendable, tried again after the backoff); only at shutdown are they lost.
+    fn retire(&self, slot: &Slot, keep: &mut Keep, clock: &mut PolicyClock, stopping: bool) {
+        // Relaxed: the last instant a check told (see `ask`).
+        clock.observe(self.seen_now.load(Ordering::Relaxed));
+        // The owner stays until the permits are back: meanwhile spends find none and go
+        // to Redis, and no other key can claim the slot (nor wait on its bookkeeping).
+        let left = slot.cell.revoke();
+        keep.returned += left;
+        if left > 0 && !self.give_to_redis(keep, left, clock) {
+            if stopping {
+                // Relaxed: statistics.
+                self.counters.lost.fetch_add(left, Ordering::Relaxed);
+            } else {
+                self.keep_in_hand(slot, keep, left);
+                return;
+            }
+        }
+        *keep = Keep::default();
+        // Relaxed: nothing is asked of a free slot.
+        slot.asked.store(false, Ordering::Relaxed);
+        slot.cell.release();
+    }
+
+    /// Puts `left` permits Redis could not take back into the slot again (spendable), and
+    /// tries again after the backoff.
+    fn keep_in_hand(&self, slot: &Slot, keep: &mut Keep, left: u64) {
+        // They were in the cell, under the cap, a moment ago; checks may have given some
+        // back since: what no longer fits is lost (still counted in Redis: the strict side).
+        let kept = slot.cell.fill(left, keep.cap);
+        // Relaxed: statistics.
+        self.counters.lost.fetch_add(left - kept, Ordering::Relaxed);
+        keep.returned -= kept;
+        let at = Instant::now();
+        keep.active = Some(at);
+        let backoff = self.redis.config().retry_backoff().max(self.config.tick());
+        keep.next_try = checked_after(at, backoff);
+    }
+
+    /// Gives back the permits a check spent from leases before Redis denied (or failed)
+    /// another of its tiers; reports those tiers as they now stand. Permits the slot cannot
+    /// take back (its lease was revoked since, or it is at its cap again after a refill)
+    /// go back to Redis, where they are still counted.
     fn undo(
         &self,
         spent: &[Option<(usize, u32)>],
@@ -626,13 +726,22 @@ impl Inner {
         for ((p, taken), outcome) in plan.iter().zip(spent).zip(outcomes.iter_mut()) {
             if let Some((s, generation)) = *taken {
                 let slot = &self.slots[s];
-                // If the lease was revoked meanwhile, its permits went back to Redis
-                // already (or were lost with it): nothing to add.
-                slot.cell.give_back(generation, u64::from(p.cost));
+                // Relaxed: written at the claim, before the lease the spend came from.
+                let cap = slot.cap.load(Ordering::Relaxed);
+                if !slot.cell.give_back(generation, u64::from(p.cost), cap) {
+                    let mut one = Plan::new();
+                    one.push(*p);
+                    self.redis.refund(&one, now);
+                }
                 outcome.decision = Inner::view(slot, slot.cell.permits(), now);
             }
         }
     }
+}
+
+/// `at + wait`, or (for durations no `Instant` can reach) `None`: never.
+fn checked_after(at: Instant, wait: Duration) -> Option<Instant> {
+    at.checked_add(wait)
 }
 
 /// The lease thread's estimate of the policy's clock: the last `now` a check passed, aged
@@ -691,9 +800,6 @@ impl Store for LeasedStore {
         }
         // Relaxed: a statistic.
         inner.counters.remote.fetch_add(1, Ordering::Relaxed);
-        for (j, p) in remote.iter().enumerate() {
-            inner.heat(ids[remote_of[j]], p, now);
-        }
         let mut sub = [TierOutcome::EMPTY; MAX_TIERS];
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             sub[j] = outcomes[i];
@@ -701,6 +807,13 @@ impl Store for LeasedStore {
         let checked = inner.redis.check(&remote, now, &mut sub[..remote.len()]);
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             outcomes[i].decision = sub[j].decision;
+        }
+        // Heat counts the tiers Redis admitted: a key over its limit (or a flood of
+        // denies answered by the deny cache) has nothing to lease.
+        for (j, p) in remote.iter().enumerate() {
+            if sub[j].decision.allowed {
+                inner.heat(ids[remote_of[j]], p, now);
+            }
         }
         let admitted = sub[..remote.len()].iter().all(|o| o.decision.allowed);
         if checked.is_err() || !admitted {

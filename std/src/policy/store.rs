@@ -258,7 +258,7 @@ impl InProcess {
     /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
     /// if there was any: see [`give_back`](Self::give_back).
     #[cold]
-    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32) {
         if taken != 0 {
             // Relaxed: a statistic.
             self.compensations.fetch_add(1, Ordering::Relaxed);
@@ -269,7 +269,7 @@ impl InProcess {
     /// Undoes the takes of the fast path's step 2: tier `i`'s if bit `i` of `taken` is
     /// set, with the receipt of `prepared[i]`.
     #[cold]
-    fn give_back(plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+    fn give_back(plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32) {
         for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
             if taken & (1 << i) != 0 {
                 if let Some(receipt) = prepared.receipt() {

@@ -16,6 +16,7 @@
 //! `tier_store`): no allocation and no lock on the check path.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
@@ -381,7 +382,9 @@ impl Store for InProcess {
         if !self.precheck || plan.len() < 2 {
             return self.check_general(plan, now, outcomes);
         }
-        let mut prepared = [Prepared::NONE; MAX_TIERS];
+        // Left uninitialised (not zeroed: the hot path writes only the plan's tiers).
+        let mut slots = [const { MaybeUninit::<Prepared<'_>>::uninit() }; MAX_TIERS];
+        let mut filled = 0;
         let mut denied = false;
         for (i, p) in plan.iter().enumerate() {
             match p
@@ -390,12 +393,18 @@ impl Store for InProcess {
                 .prepare(p.key, now, p.cost, &mut outcomes[i].decision)
             {
                 Some(ready) => {
-                    prepared[i] = ready?;
+                    slots[i].write(ready?);
+                    filled = i + 1;
                     denied |= !outcomes[i].decision.allowed;
                 }
                 None => return self.check_general(plan, now, outcomes),
             }
         }
+        // SAFETY: each round of the loop above wrote `slots[i]` for i = 0, 1, … in turn
+        // (or returned), so `slots[..filled]` is initialised; `MaybeUninit<T>` has `T`'s
+        // layout, and `Prepared` is `Copy` (nothing to drop).
+        let prepared: &mut [Prepared<'_>] =
+            unsafe { core::slice::from_raw_parts_mut(slots.as_mut_ptr().cast(), filled) };
         if denied {
             Self::current_state(plan, outcomes, now);
             return Ok(());
@@ -415,7 +424,7 @@ impl Store for InProcess {
                 Some(Ok(false)) if outcomes[i].decision.allowed => {}
                 Some(Ok(false)) => {
                     // Another caller took the last permit since step 1: compensate.
-                    self.undo_prepared(plan, &prepared, taken);
+                    self.undo_prepared(plan, prepared, taken);
                     // Report the other tiers as they are now (after the undo).
                     for (j, p) in plan.iter().enumerate().skip(i + 1) {
                         outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
@@ -424,13 +433,13 @@ impl Store for InProcess {
                     return Ok(());
                 }
                 Some(Err(e)) => {
-                    Self::give_back(plan, &prepared, taken);
+                    Self::give_back(plan, prepared, taken);
                     return Err(e);
                 }
                 None => {
                     // The key left the table since step 1: give back what was taken and
                     // start over on the general path.
-                    self.undo_prepared(plan, &prepared, taken);
+                    self.undo_prepared(plan, prepared, taken);
                     return self.check_general(plan, now, outcomes);
                 }
             }

@@ -117,13 +117,6 @@ impl Prepared<'_> {
             hops: 0,
         })
     }
-
-    /// A placeholder.
-    pub(crate) const NONE: Prepared<'static> = Prepared {
-        state: 0,
-        seen: None,
-        next: None,
-    };
 }
 
 /// Where a store keeps its keys' state.

@@ -180,9 +180,10 @@ pub trait Store: Send + Sync + fmt::Debug {
 ///    and 2), *compensates* every tier already taken with the core's
 ///    [`undo`](tollgate_core::Algorithm::undo), using the receipt of its own take.
 ///
-/// Steps 1 and 2 each find the key once per tier, and each tier is decided once: the
-/// check path has no lock, no allocation, one clock read (by the policy) and one
-/// compare-and-swap per tier. That fast path covers keys already held by single-word
+/// Step 1 finds each tier's key once and remembers the slot it read; step 2 writes that
+/// slot directly (looking the key up again only if the slot changed since), and each tier
+/// is decided once: the check path has no lock, no allocation, one clock read (by the
+/// policy) and one compare-and-swap per tier. That fast path covers keys already held by single-word
 /// tiers (the steady state); a key's first request, a sliding-log tier, a key that left
 /// its table between the steps (whose takes are then given back first), or a plan of one
 /// tier takes the general path: peek every tier but the first (whose take, if it denies,

@@ -150,5 +150,8 @@ impl<T: core::fmt::Debug> core::fmt::Debug for SwapCell<T> {
 /// the loom models do not cover (the rule-set swap is [`SwapCell`], which they do), so they stay on `std`'s types even under
 /// `--cfg tollgate_loom` (where the keyed table above switches to loom's).
 pub(crate) mod plain {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+    // Only the Redis backend's lease flags use it.
+    #[cfg(feature = "redis")]
+    pub(crate) use std::sync::atomic::AtomicBool;
 }

@@ -140,12 +140,20 @@ impl SlidingWindowCounter {
     #[inline]
     fn remaining(&self, weighted: u128, curr: u64) -> u64 {
         let capacity = u128::from(self.limit) * u128::from(self.window);
-        let whole = capacity.saturating_sub(weighted) / u128::from(self.window);
-        // whole ≤ L, so it fits in u64.
-        (whole as u64).saturating_sub(curr)
+        let room = capacity.saturating_sub(weighted);
+        // Divided in u64 when the dividend fits (the common case: L·W < 2⁶⁴), which is the
+        // same quotient without the out-of-line u128 division.
+        let whole = match u64::try_from(room) {
+            Ok(room) => room / self.window,
+            // whole ≤ L, so it fits in u64.
+            Err(_) => (room / u128::from(self.window)) as u64,
+        };
+        whole.saturating_sub(curr)
     }
 
-    /// Time from `now` until a request of `cost` fits, given it does not fit now.
+    /// Time from `now` until a request of `cost` fits, given it does not fit now. Out of
+    /// line: only a deny asks, and the admit path inlines better without it.
+    #[inline(never)]
     fn retry_after(&self, rolled: &Rolled, cost: u64, now: u64) -> u64 {
         let window = u128::from(self.window);
         // Offset into window `w + k` from which `p·(W − e) ≤ x·W` holds: e ≥ W − ⌊x·W/p⌋.

@@ -116,7 +116,7 @@ mod table;
 mod when_full;
 
 pub(crate) use geometry::Geometry;
-pub(crate) use table::{Mode, Table, Upsert};
+pub(crate) use table::{Mode, Seen, Table, Upsert};
 
 pub use key_storage::KeyStorage;
 pub use keyed_build_error::KeyedBuildError;

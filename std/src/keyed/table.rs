@@ -66,7 +66,7 @@ use super::{KeyedError, KeyedStats, WhenFull};
 use crate::sync::{lock, loom_sc_fence, wait_a_little, AtomicUsize, Ordering};
 
 mod by_ident;
-pub(crate) use by_ident::Upsert;
+pub(crate) use by_ident::{Seen, Upsert};
 
 /// Slots the idle sweep looks at per eviction (four buckets).
 const SWEEP: usize = 16;

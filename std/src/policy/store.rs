@@ -16,6 +16,7 @@
 //! `tier_store`): no allocation and no lock on the check path.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
@@ -179,9 +180,10 @@ pub trait Store: Send + Sync + fmt::Debug {
 ///    and 2), *compensates* every tier already taken with the core's
 ///    [`undo`](tollgate_core::Algorithm::undo), using the receipt of its own take.
 ///
-/// Steps 1 and 2 each find the key once per tier, and each tier is decided once: the
-/// check path has no lock, no allocation, one clock read (by the policy) and one
-/// compare-and-swap per tier. That fast path covers keys already held by single-word
+/// Step 1 finds each tier's key once and remembers the slot it read; step 2 writes that
+/// slot directly (looking the key up again only if the slot changed since), and each tier
+/// is decided once: the check path has no lock, no allocation, one clock read (by the
+/// policy) and one compare-and-swap per tier. That fast path covers keys already held by single-word
 /// tiers (the steady state); a key's first request, a sliding-log tier, a key that left
 /// its table between the steps (whose takes are then given back first), or a plan of one
 /// tier takes the general path: peek every tier but the first (whose take, if it denies,
@@ -258,7 +260,7 @@ impl InProcess {
     /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
     /// if there was any: see [`give_back`](Self::give_back).
     #[cold]
-    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32) {
         if taken != 0 {
             // Relaxed: a statistic.
             self.compensations.fetch_add(1, Ordering::Relaxed);
@@ -269,7 +271,7 @@ impl InProcess {
     /// Undoes the takes of the fast path's step 2: tier `i`'s if bit `i` of `taken` is
     /// set, with the receipt of `prepared[i]`.
     #[cold]
-    fn give_back(plan: &Plan<'_>, prepared: &[Prepared], taken: u32) {
+    fn give_back(plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32) {
         for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
             if taken & (1 << i) != 0 {
                 if let Some(receipt) = prepared.receipt() {
@@ -381,7 +383,9 @@ impl Store for InProcess {
         if !self.precheck || plan.len() < 2 {
             return self.check_general(plan, now, outcomes);
         }
-        let mut prepared = [Prepared::NONE; MAX_TIERS];
+        // Left uninitialised (not zeroed: the hot path writes only the plan's tiers).
+        let mut slots = [const { MaybeUninit::<Prepared<'_>>::uninit() }; MAX_TIERS];
+        let mut filled = 0;
         let mut denied = false;
         for (i, p) in plan.iter().enumerate() {
             match p
@@ -390,12 +394,18 @@ impl Store for InProcess {
                 .prepare(p.key, now, p.cost, &mut outcomes[i].decision)
             {
                 Some(ready) => {
-                    prepared[i] = ready?;
+                    slots[i].write(ready?);
+                    filled = i + 1;
                     denied |= !outcomes[i].decision.allowed;
                 }
                 None => return self.check_general(plan, now, outcomes),
             }
         }
+        // SAFETY: each round of the loop above wrote `slots[i]` for i = 0, 1, … in turn
+        // (or returned), so `slots[..filled]` is initialised; `MaybeUninit<T>` has `T`'s
+        // layout, and `Prepared` is `Copy` (nothing to drop).
+        let prepared: &mut [Prepared<'_>] =
+            unsafe { core::slice::from_raw_parts_mut(slots.as_mut_ptr().cast(), filled) };
         if denied {
             Self::current_state(plan, outcomes, now);
             return Ok(());
@@ -415,7 +425,7 @@ impl Store for InProcess {
                 Some(Ok(false)) if outcomes[i].decision.allowed => {}
                 Some(Ok(false)) => {
                     // Another caller took the last permit since step 1: compensate.
-                    self.undo_prepared(plan, &prepared, taken);
+                    self.undo_prepared(plan, prepared, taken);
                     // Report the other tiers as they are now (after the undo).
                     for (j, p) in plan.iter().enumerate().skip(i + 1) {
                         outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
@@ -424,13 +434,13 @@ impl Store for InProcess {
                     return Ok(());
                 }
                 Some(Err(e)) => {
-                    Self::give_back(plan, &prepared, taken);
+                    Self::give_back(plan, prepared, taken);
                     return Err(e);
                 }
                 None => {
                     // The key left the table since step 1: give back what was taken and
                     // start over on the general path.
-                    self.undo_prepared(plan, &prepared, taken);
+                    self.undo_prepared(plan, prepared, taken);
                     return self.check_general(plan, now, outcomes);
                 }
             }

@@ -50,7 +50,7 @@ use tollgate_core::{
 
 use super::keyed_cells::{KeyedCells, KeyedValue};
 use super::tier_cell::{Receipt, TierCell};
-use crate::keyed::{Geometry, KeyedBuildError, Mode, Table, Upsert};
+use crate::keyed::{Geometry, KeyedBuildError, Mode, Seen, Table, Upsert};
 use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering};
 use crate::WhenFull;
 
@@ -96,15 +96,16 @@ fn decide_inline(
     }
 }
 
-/// What [`TierStore::prepare`] decided: the state it decided on and the state to write
-/// (`None`: nothing to write).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Prepared {
+/// What [`TierStore::prepare`] decided: the state it decided on, where it read it (so the
+/// commit writes without a second lookup) and the state to write (`None`: nothing to write).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Prepared<'t> {
     state: u64,
+    seen: Option<Seen<'t>>,
     next: Option<u64>,
 }
 
-impl Prepared {
+impl Prepared<'_> {
     /// The receipt of the take that recorded it (step 2 of a two-step take), if it wrote.
     #[inline]
     pub(crate) fn receipt(&self) -> Option<TakeReceipt> {
@@ -116,12 +117,6 @@ impl Prepared {
             hops: 0,
         })
     }
-
-    /// A placeholder.
-    pub(crate) const NONE: Prepared = Prepared {
-        state: 0,
-        next: None,
-    };
 }
 
 /// Where a store keeps its keys' state.
@@ -278,57 +273,73 @@ impl TierStore {
         now: Nanos,
         cost: u32,
         out: &mut Decision,
-    ) -> Option<Result<Prepared, InsufficientCapacity>> {
+    ) -> Option<Result<Prepared<'_>, InsufficientCapacity>> {
         let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
             return None;
         };
-        table.update_if_found(key, |state| {
-            match decide_inline(algorithm, state, now, cost) {
-                Ok(outcome) => {
-                    *out = outcome.decision;
-                    (
-                        None,
-                        Ok(Prepared {
-                            state,
-                            next: outcome.next,
-                        }),
-                    )
-                }
-                Err(e) => (None, Err(e)),
+        let seen = table.read_if_found(key)?;
+        let state = seen.state();
+        Some(decide_inline(algorithm, state, now, cost).map(|outcome| {
+            *out = outcome.decision;
+            Prepared {
+                state,
+                seen: Some(seen),
+                next: outcome.next,
             }
-        })
+        }))
     }
 
     /// Step 2 of a two-step take: records what [`prepare`](Self::prepare) decided, if the
-    /// key's state is still the one it decided on (one compare-and-swap, no second
-    /// decision); else decides again on the state found (another caller wrote meanwhile),
-    /// overwriting `out` and `prepared`. Whether something was recorded (`false`: a deny,
-    /// or an admit that writes nothing); `None` if the key is no longer resident (evicted
-    /// or moved since step 1, which recorded nothing): the caller takes the general path.
+    /// key's state is still the one it decided on (one compare-and-swap on the slot step 1
+    /// read, no second lookup and no second decision); else decides again on the state
+    /// found (another caller wrote meanwhile, or the key moved), overwriting `out` and
+    /// `prepared`. Whether something was recorded (`false`: a deny, or an admit that
+    /// writes nothing); `None` if the key is no longer resident (evicted or moved since
+    /// step 1, which recorded nothing): the caller takes the general path.
     #[inline]
-    pub(crate) fn commit(
-        &self,
+    pub(crate) fn commit<'t>(
+        &'t self,
         key: u64,
         now: Nanos,
         cost: u32,
-        prepared: &mut Prepared,
+        prepared: &mut Prepared<'t>,
         out: &mut Decision,
     ) -> Option<Result<bool, InsufficientCapacity>> {
         let Some(next) = prepared.next else {
             return Some(Ok(false));
         };
+        if prepared.seen.is_some_and(|seen| seen.replace(next)) {
+            return Some(Ok(true));
+        }
+        self.commit_again(key, now, cost, prepared, out)
+    }
+
+    /// [`commit`](Self::commit) when the slot read in step 1 changed: looks the key up
+    /// again.
+    #[inline(never)]
+    fn commit_again<'t>(
+        &'t self,
+        key: u64,
+        now: Nanos,
+        cost: u32,
+        prepared: &mut Prepared<'t>,
+        out: &mut Decision,
+    ) -> Option<Result<bool, InsufficientCapacity>> {
         let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
             return None;
         };
         table.update_if_found(key, |state| {
+            // The state decided on (the slot changed, not the state: a move), or the one
+            // decided again in an earlier round of this loop.
             if state == prepared.state {
-                return (Some(next), Ok(true));
+                return (prepared.next, Ok(prepared.next.is_some()));
             }
             match algorithm.decide(state, now, cost) {
                 Ok(outcome) => {
                     *out = outcome.decision;
                     *prepared = Prepared {
                         state,
+                        seen: None,
                         next: outcome.next,
                     };
                     (outcome.next, Ok(outcome.next.is_some()))

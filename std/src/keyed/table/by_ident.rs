@@ -10,11 +10,55 @@ use tollgate_core::{Algorithm, Nanos};
 
 use super::{update_slot, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
 use crate::keyed::shard::Shard;
-use crate::keyed::slot::BUCKET_SLOTS;
+use crate::keyed::slot::{Slot, BUCKET_SLOTS};
 use crate::sync::{lock, Ordering};
 
 /// What a state update does: the state to store (`None`: leave it) and what to return.
 pub(crate) type Step<R> = (Option<u64>, R);
+
+/// A resident identity's state as a lock-free lookup read it ([`Table::read_if_found`]):
+/// the slot and the word it held. [`replace`](Self::replace) later writes a successor state
+/// with one compare-and-swap, without looking the identity up again.
+///
+/// Sound for the reason every lock-free update of the table is (see the parent module):
+/// the word was loaded with `Acquire` and the identity re-checked after it, exactly as
+/// `update_slot` does before it decides; any change of the slot's owner since (eviction,
+/// removal, move) writes the state word, so the compare-and-swap fails and the caller
+/// looks again. The time between the read and the write does not matter to that argument
+/// (`update_slot`'s decision runs in between too).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Seen<'t> {
+    slot: &'t Slot,
+    /// The state word as stored (masked).
+    stored: u64,
+    mask: u64,
+}
+
+impl Seen<'_> {
+    /// The state read (unmasked).
+    #[inline(always)]
+    pub(crate) fn state(&self) -> u64 {
+        self.stored ^ self.mask
+    }
+
+    /// Writes `next` if the slot still holds the word read (so the same identity, with
+    /// the same state); whether it did.
+    #[inline(always)]
+    pub(crate) fn replace(&self, next: u64) -> bool {
+        // Success Relaxed: as in `update_slot` (one word's modification order linearises
+        // the key's updates; nothing else is published with it). Failure Relaxed: the
+        // caller then looks the identity up again, with its own Acquire load.
+        self.slot
+            .state
+            .compare_exchange(
+                self.stored,
+                next ^ self.mask,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+}
 
 /// How an [`Table::upsert`] ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -46,6 +90,31 @@ impl<K: Eq + Clone + 'static> Table<K> {
     #[inline]
     pub(crate) fn update_if_found<R>(&self, h: u64, f: impl FnMut(u64) -> Step<R>) -> Option<R> {
         self.update_found(h, false, f)
+    }
+
+    /// The state of resident identity `h`, read lock-free, with where it was read (for a
+    /// later [`Seen::replace`]); `None` if `h` is not resident, or was being moved or
+    /// evicted at each of a few attempts (a miss is not confirmed, as for
+    /// [`update_if_found`](Self::update_if_found)).
+    #[inline(always)]
+    pub(crate) fn read_if_found(&self, h: u64) -> Option<Seen<'_>> {
+        debug_assert!(self.mode != Mode::Exact, "identity-only tables");
+        let loc = self.locate(h);
+        for _ in 0..LOCK_FREE_ATTEMPTS {
+            let slot = self.find_ident(h, loc)?;
+            // Acquire: as in `update_slot` (pairs with the Release writes an eviction or
+            // insert makes to this word after setting the identity to empty).
+            let stored = slot.state.load(Ordering::Acquire);
+            // Relaxed: ordered after the Acquire state load above.
+            if slot.ident.load(Ordering::Relaxed) == h {
+                return Some(Seen {
+                    slot,
+                    stored,
+                    mask: self.mask(h),
+                });
+            }
+        }
+        None
     }
 
     #[inline(always)]

@@ -22,6 +22,13 @@
 //!    a spend's first pass only): A's spend reads A's word and owner, loses its
 //!    compare-and-swap to the hand-off, and retries onto B's grant.
 //!
+//! 3. **A spend racing a refill under the cap and a review.** The cell is held for K with
+//!    two permits under a cap of three; the keeper fills one more (`fill`, as a refill whose
+//!    size was chosen before a give-back), then trims to one (`trim`, a review returning
+//!    what the key no longer needs), while a spender takes a permit and gives it back under
+//!    the cap and another takes one. The cell never holds more than the cap, and kept +
+//!    trimmed + left = granted. Broken twin (`SpendLoadStore`): a lost update.
+//!
 //! Every model prints its execution count and wall time; bounded by
 //! `LOOM_MAX_PREEMPTIONS` (default 3), as the whole stage.
 #![cfg(tollgate_loom)]
@@ -150,6 +157,71 @@ fn broken_spend_without_cas_is_caught() {
     model("broken: lease spend as load + store", || {
         refill_and_expiry(Some(LeaseFault::SpendLoadStore))
     });
+}
+
+/// Model 3: the cell held for K with two permits under a cap of 3; the keeper fills one
+/// more (a refill chosen before the spenders' give-back), then trims to 1 (a review), while
+/// a spender takes a permit and gives it back under the cap and another takes one.
+fn fill_and_review(fault: Option<LeaseFault>) {
+    const K: u64 = 9;
+    const CAP: u64 = 3;
+    let cell = held_cell(fault, K, 2);
+    let spenders: Vec<_> = [true, false]
+        .into_iter()
+        .map(|give_back| {
+            let cell = Arc::clone(&cell);
+            loom::thread::spawn(move || {
+                let mut spent = Spent::default();
+                if let Spend::Taken { generation, .. } = cell.spend(K, 1) {
+                    spent.taken += 1;
+                    if give_back && cell.give_back(generation, 1, CAP) {
+                        spent.returned += 1;
+                    }
+                }
+                spent
+            })
+        })
+        .collect();
+    let filled = cell.fill(1, CAP);
+    let peak = cell.permits();
+    let trimmed = cell.trim(1);
+    let spent: Vec<Spent> = spenders
+        .into_iter()
+        .map(|s| s.join().expect("spender panicked"))
+        .collect();
+    let left = cell.permits();
+    let granted = 2 + filled;
+    let kept: u64 = spent.iter().map(Spent::kept).sum();
+    let trace = format!(
+        "filled {filled} (then {peak}), trimmed {trimmed}, {left} left, spenders: {spent:?}"
+    );
+    assert!(
+        peak <= CAP && left <= CAP,
+        "lease accounting broken: above the cap: {trace}"
+    );
+    assert_eq!(
+        kept + trimmed + left,
+        granted,
+        "lease accounting broken: kept + trimmed + left is not what was granted: {trace}"
+    );
+}
+
+#[test]
+fn lease_spend_races_fill_and_review() {
+    model("lease/spend and give-back vs fill and review", || {
+        fill_and_review(None)
+    });
+}
+
+/// With spends as a load and a plain store, loom finds a lost update against the fill or
+/// the trim.
+#[test]
+#[should_panic(expected = "lease accounting broken")]
+fn broken_spend_without_cas_is_caught_by_the_review() {
+    model(
+        "broken: lease spend as load + store vs fill and review",
+        || fill_and_review(Some(LeaseFault::SpendLoadStore)),
+    );
 }
 
 /// Model 2: the cell held for A with one permit (of two: the setup spends one to learn

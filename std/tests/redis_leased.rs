@@ -1,8 +1,9 @@
 //! The leased store in one process (threads, two stores on one real redis-server started on
 //! loopback): hot keys are served from leases without round trips, nothing is admitted
 //! beyond what Redis granted, unused permits go back (so a key's quota is never lost while
-//! Redis is up), and a Redis that dies and comes back costs at most the leases in hand.
-//! The fleet bound across real processes is `redis_leased_fleet.rs`.
+//! Redis is up), a Redis that dies and comes back costs at most the leases in hand, and hot
+//! clients on every master of a 3-master cluster spend exactly their quotas. The fleet bound
+//! across real processes is `redis_leased_fleet.rs`.
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -10,7 +11,7 @@ mod redis_support;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis_support::server::RedisServer;
+use redis_support::server::{RedisCluster, RedisServer};
 use tollgate::policy::Policy;
 use tollgate::redis::{
     BuildError, FailurePolicy, LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget,
@@ -477,4 +478,85 @@ fn leases_in_hand_outlive_an_outage_past_their_review_and_idle_time() {
     let stats = policy.backend().stats();
     assert_eq!(stats.local_checks, local + held, "{stats:?}");
     assert_eq!(stats.lost_permits, 0, "{stats:?}");
+}
+
+#[test]
+fn on_a_three_master_cluster_every_hot_client_spends_exactly_its_quota() {
+    let cluster = RedisCluster::start();
+    let limit = 3_000;
+    let rules = format!(
+        r#"
+        [[rules]]
+        name = "client"
+        limit = {limit}
+        window = "{DECADE}"
+        algorithm = "gcra"
+        "#
+    );
+    let store = |prefix: &str| {
+        RedisStore::new(
+            RedisTarget::Cluster(cluster.urls()),
+            RedisConfig::new(prefix)
+                .unwrap()
+                .with_timeout(Duration::from_secs(2)),
+        )
+        .unwrap()
+    };
+    // Clients whose keys live on every master.
+    let probe = store("cl");
+    let mut clients: Vec<String> = Vec::new();
+    let mut masters = std::collections::BTreeSet::new();
+    for i in 0.. {
+        let client = format!("c{i}");
+        let owner = cluster.owner(&probe.redis_key("client", "client", Some(&client)));
+        if masters.insert(owner) {
+            clients.push(client);
+        }
+        if masters.len() == 3 {
+            break;
+        }
+    }
+    drop(probe);
+    let admitted: Vec<AtomicU64> = clients.iter().map(|_| AtomicU64::new(0)).collect();
+    let policy = Policy::from_toml(&rules, MonotonicClock::new())
+        .unwrap()
+        .store(LeasedStore::new(store("cl"), lease_config()).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (policy, clients, admitted) = (&policy, &clients, &admitted);
+            s.spawn(move || {
+                let mut denied_in_a_row = 0;
+                let mut i = t;
+                while denied_in_a_row < 3_000 {
+                    let c = i % clients.len();
+                    i += 1;
+                    if policy.allow(&clients[c], "/", 1).unwrap().allowed() {
+                        admitted[c].fetch_add(1, Ordering::Relaxed);
+                        denied_in_a_row = 0;
+                    } else {
+                        denied_in_a_row += 1;
+                    }
+                }
+            });
+        }
+    });
+    let stats = policy.backend().stats();
+    assert!(stats.leases >= 3 && stats.local_checks > 0, "{stats:?}");
+    // Dropping the store gives back what its leases still hold.
+    drop(policy);
+    let plain = Policy::from_toml(&rules, MonotonicClock::new())
+        .unwrap()
+        .store(store("cl"));
+    for (client, admitted) in clients.iter().zip(&admitted) {
+        let mut rest = 0;
+        while plain.allow(client, "/", 1).unwrap().allowed() {
+            rest += 1;
+        }
+        let admitted = admitted.load(Ordering::Relaxed);
+        assert_eq!(
+            admitted + rest,
+            limit,
+            "{client}: admitted {admitted}, then {rest}"
+        );
+    }
 }

@@ -302,24 +302,32 @@ fn out_of_range_settings_are_typed_errors() {
     }
 }
 
-#[test]
-fn a_leased_tier_gets_its_permit_back_when_a_cold_tier_denies() {
-    let server = RedisServer::start();
-    // A hot global rule and a per-client rule of 2 per hour on the same endpoint.
-    let rules = r#"
+/// A global rule of 10⁶ on endpoint `/` (hot, leased) and a per-client rule of
+/// `client_limit` (cold), both per [`DECADE`].
+fn mixed_rules(client_limit: u64) -> String {
+    format!(
+        r#"
         [[rules]]
         name = "all"
         endpoint = "/"
         per = "global"
         limit = 1000000
-        window = "3650d"
+        window = "{DECADE}"
         algorithm = "gcra"
         [[rules]]
         name = "client"
-        limit = 2
-        window = "3650d"
+        limit = {client_limit}
+        window = "{DECADE}"
         algorithm = "gcra"
-    "#;
+        "#
+    )
+}
+
+#[test]
+fn a_leased_tier_gets_its_permit_back_when_a_cold_tier_denies() {
+    let server = RedisServer::start();
+    // A hot global rule and a per-client rule of 2 on the same endpoint.
+    let rules = mixed_rules(2);
     // First lease: 50/s × 10 s of horizon, capped at 100; refills only below 50 held.
     let config = LeaseConfig::new()
         .with_hot_rate(50)
@@ -327,7 +335,7 @@ fn a_leased_tier_gets_its_permit_back_when_a_cold_tier_denies() {
         .with_horizon(Duration::from_secs(10))
         .with_ttl(Duration::from_secs(3600))
         .with_tick(Duration::from_secs(1));
-    let policy = Policy::from_toml(rules, MonotonicClock::new())
+    let policy = Policy::from_toml(&rules, MonotonicClock::new())
         .unwrap()
         .store(leased(&server, "mixed", config));
     // Heat the global key with distinct clients (each under its own limit).
@@ -377,22 +385,9 @@ fn heat_global(policy: &Policy<MonotonicClock, LeasedStore>) {
 #[test]
 fn permits_a_denied_check_gives_back_never_lift_a_slot_above_its_cap() {
     let server = RedisServer::start();
-    // A global key leased 100 at a time (refilled below 50), and a client tier of 100 per
-    // hour that client x fills to 60 with its first request.
-    let rules = r#"
-        [[rules]]
-        name = "all"
-        endpoint = "/"
-        per = "global"
-        limit = 1000000
-        window = "3650d"
-        algorithm = "gcra"
-        [[rules]]
-        name = "client"
-        limit = 100
-        window = "3650d"
-        algorithm = "gcra"
-    "#;
+    // A global key leased 100 at a time (refilled below 50), and a client tier of 100 that
+    // client x fills to 60 with its first request.
+    let rules = mixed_rules(100);
     // (No review during the test: it would trim the slot below the cap the loop waits for.)
     let config = LeaseConfig::new()
         .with_hot_rate(50)
@@ -409,7 +404,7 @@ fn permits_a_denied_check_gives_back_never_lift_a_slot_above_its_cap() {
             .with_deny_cache(0),
     )
     .unwrap();
-    let policy = Policy::from_toml(rules, MonotonicClock::new())
+    let policy = Policy::from_toml(&rules, MonotonicClock::new())
         .unwrap()
         .store(LeasedStore::new(redis, config).unwrap());
     heat_global(&policy);

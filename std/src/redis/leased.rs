@@ -161,10 +161,8 @@ struct Slot {
 struct Keep {
     /// The key's tier in Redis; `None` until the claiming check has written it.
     target: Option<TierKey>,
-    /// The most permits the slot holds at once.
-    cap: u64,
-    /// When the current lease goes back; `None`: no lease in hand.
-    expires: Option<Instant>,
+    /// When the lease in hand is next reviewed; `None`: no lease in hand.
+    review_at: Option<Instant>,
     /// Permits granted since the slot was claimed, and returned; what the slot holds then
     /// tells what was spent.
     granted: u64,
@@ -468,23 +466,20 @@ impl Inner {
             if slot.cell.owner().is_some() || !slot.cell.claim(id) {
                 continue;
             }
-            {
-                let mut keep = lock(&slot.keep);
-                *keep = Keep {
-                    target: Some(self.redis.tier_key(p)),
-                    cap,
-                    ..Keep::default()
-                };
-            }
-            // Relaxed: read by spenders after the grant's Release (see `LeaseCell`).
+            // Relaxed: read by spenders after the grant's Release (see `LeaseCell`), and by
+            // the lease thread after it locks the bookkeeping written below.
             slot.limit.store(limit, Ordering::Relaxed);
             slot.cap.store(cap, Ordering::Relaxed);
+            *lock(&slot.keep) = Keep {
+                target: Some(self.redis.tier_key(p)),
+                ..Keep::default()
+            };
             self.ask(slot, now);
             return;
         }
     }
 
-    /// The lease thread: serves asks at once, looks at expiries and idle keys every tick,
+    /// The lease thread: serves asks at once, looks at reviews and idle keys every tick,
     /// and returns every lease when the store is dropped.
     fn keep_leases(&self) {
         let mut clock = PolicyClock::default();
@@ -530,10 +525,10 @@ impl Inner {
             self.retire(slot, keep, clock, false);
             return;
         }
-        if keep.expires.is_some_and(|e| at >= e) {
+        if keep.review_at.is_some_and(|e| at >= e) {
             // Review: keep what one horizon of the local rate needs, return the rest. The
             // permits kept stay spendable throughout (same generation, no round trip).
-            let need = self.lease_size(keep, spent, at);
+            let need = self.lease_size(slot, keep, spent, at);
             let excess = slot.cell.trim(need);
             keep.returned += excess;
             if excess > 0 && !self.give_to_redis(keep, excess, clock) {
@@ -541,12 +536,12 @@ impl Inner {
                 // them before the trim).
                 self.keep_in_hand(slot, keep, excess);
             }
-            keep.expires = checked_after(at, ttl);
+            keep.review_at = checked_after(at, ttl);
         }
         // Acquire: pairs with the AcqRel swap of `ask` (and so with the `seen_now` stored
         // before it).
         let asked = slot.asked.load(Ordering::Acquire);
-        if !asked && keep.expires.is_some() {
+        if !asked && keep.review_at.is_some() {
             return;
         }
         if keep.next_try.is_some_and(|t| at < t) {
@@ -559,7 +554,7 @@ impl Inner {
 
     /// The lease size the key's local rate asks for: the rate since the last lease times
     /// the horizon (the hot rate for a first lease), within 1 and the slot's cap.
-    fn lease_size(&self, keep: &Keep, spent: u64, at: Instant) -> u64 {
+    fn lease_size(&self, slot: &Slot, keep: &Keep, spent: u64, at: Instant) -> u64 {
         let horizon = self.config.horizon().as_nanos();
         let want = match keep.mark {
             // The first lease: the key is known to run at the hot rate at least.
@@ -570,7 +565,9 @@ impl Inner {
                 u128::from(used).saturating_mul(horizon) / elapsed
             }
         };
-        u64::try_from(want).unwrap_or(u64::MAX).clamp(1, keep.cap)
+        // Relaxed: written before the claim's bookkeeping, which the caller has locked.
+        let cap = slot.cap.load(Ordering::Relaxed);
+        u64::try_from(want).unwrap_or(u64::MAX).clamp(1, cap.max(1))
     }
 
     /// Takes the next lease for `slot`.
@@ -582,9 +579,11 @@ impl Inner {
             // No check has told the policy's clock yet (a client time source decides at it).
             return;
         }
-        let size = self.lease_size(keep, spent, at);
+        let size = self.lease_size(slot, keep, spent, at);
+        // Relaxed: as in `lease_size`.
+        let cap = slot.cap.load(Ordering::Relaxed);
         let held = slot.cell.permits();
-        let mut want = size.min(keep.cap.saturating_sub(held));
+        let mut want = size.min(cap.saturating_sub(held));
         if want == 0 {
             // Relaxed: served (the slot is full); nothing published with it.
             slot.asked.store(false, Ordering::Relaxed);
@@ -607,7 +606,7 @@ impl Inner {
                     slot.low_water.store(size.div_ceil(2), Ordering::Relaxed);
                     // Checks may have given permits back since `held` was read: what would
                     // lift the slot above its cap goes straight back to Redis.
-                    let added = slot.cell.fill(want, keep.cap);
+                    let added = slot.cell.fill(want, cap);
                     if added < want {
                         // `want − added` ≤ want, which fits a u32 (above).
                         let over = u32::try_from(want - added).unwrap_or(u32::MAX);
@@ -623,8 +622,8 @@ impl Inner {
                         }
                     }
                     keep.granted += added;
-                    if keep.expires.is_none() {
-                        keep.expires = checked_after(at, ttl);
+                    if keep.review_at.is_none() {
+                        keep.review_at = checked_after(at, ttl);
                     }
                     keep.mark = Some(at);
                     keep.spent_at_mark = spent;
@@ -702,7 +701,8 @@ impl Inner {
     fn keep_in_hand(&self, slot: &Slot, keep: &mut Keep, left: u64) {
         // They were in the cell, under the cap, a moment ago; checks may have given some
         // back since: what no longer fits is lost (still counted in Redis: the strict side).
-        let kept = slot.cell.fill(left, keep.cap);
+        // Relaxed: as in `lease_size`.
+        let kept = slot.cell.fill(left, slot.cap.load(Ordering::Relaxed));
         // Relaxed: statistics.
         self.counters.lost.fetch_add(left - kept, Ordering::Relaxed);
         keep.returned -= kept;

@@ -97,7 +97,7 @@ pub use rule::{Rule, MAX_TIERS_PER_RULE};
 pub use rule_config::RuleConfig;
 pub use rule_id::RuleId;
 pub use rule_set::{RuleSet, DEFAULT_CAPACITY, MAX_CAPACITY};
-pub use store::{InProcess, Plan, PlanIter, PlannedTier, Store};
+pub use store::{AsyncStore, InProcess, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
 pub use tier_config::TierConfig;

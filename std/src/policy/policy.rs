@@ -8,8 +8,8 @@ use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
 use super::tier_store::fingerprint;
 use super::{
-    InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
-    Request, RuleId, RuleSet, Store, Tier, TierOutcome,
+    AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
+    PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome,
 };
 use crate::sync::plain::Ordering;
 use crate::sync::{SwapCell, SwapGuard};
@@ -232,6 +232,97 @@ impl<C: Clock, S: Store> Policy<C, S> {
     }
 }
 
+/// Checks that await the store: for async servers whose store waits on the network
+/// ([`RedisStore`](crate::redis::RedisStore)), so the round trip holds no worker thread.
+/// Same rules, tiers, clock reading and decisions as the synchronous methods.
+impl<C: Clock, S: AsyncStore> Policy<C, S> {
+    /// [`allow`](Self::allow), awaiting the store.
+    ///
+    /// While it awaits, the check counts as in flight on the rule set it matched: a
+    /// [`reload`](Self::reload) waits for it (at most the store's own timeout).
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy};
+    /// use tollgate::Nanos;
+    /// let policy = Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "default"
+    ///     limit = 1
+    ///     window = "1m"
+    /// "#, FnClock(|| Nanos::ZERO))?;
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let (first, second) = runtime.block_on(async {
+    ///     (policy.allow_async("a", "/", 1).await, policy.allow_async("a", "/", 1).await)
+    /// });
+    /// assert!(first?.allowed() && !second?.allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn allow_async(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.decide_async(&Request::new(client, endpoint, cost), false)
+            .await
+    }
+
+    /// [`peek`](Self::peek), awaiting the store.
+    pub async fn peek_async(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.decide_async(&Request::new(client, endpoint, cost), true)
+            .await
+    }
+
+    /// [`refund`](Self::refund), awaiting the store.
+    pub async fn refund_async(&self, client: &str, endpoint: &str, cost: u32) {
+        let set = self.active_set_owned();
+        if let Some(plan) = refund_plan(&set, &Request::new(client, endpoint, cost)) {
+            self.store.refund_async(&plan, self.clock.now()).await;
+        }
+    }
+
+    /// Records `cost` permits for `client` on `endpoint` now whatever the limits say (work
+    /// already done; [`PolicyCheck::charge_at`]), awaiting the store.
+    pub async fn charge_async(&self, client: &str, endpoint: &str, cost: u32) {
+        let set = self.active_set_owned();
+        if let Some(plan) = charge_plan(&set, &Request::new(client, endpoint, cost)) {
+            self.store.charge_async(&plan, self.clock.now()).await;
+        }
+    }
+
+    /// [`decide`](Self::decide), awaiting the store's check (or peek); the rule set is held
+    /// by an owned reference while it waits.
+    async fn decide_async(
+        &self,
+        request: &Request<'_>,
+        peek: bool,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let set = self.active_set_owned();
+        let mut plan = Plan::new();
+        plan_into(&mut plan, &set, request, |tier| {
+            tier_cost(request, tier.max_cost())
+        })?;
+        let mut decision = PolicyDecision::empty();
+        decision.label(&plan);
+        if !plan.is_empty() {
+            let now = self.clock.now();
+            let outcomes = decision.outcomes_mut();
+            if peek {
+                self.store.peek_async(&plan, now, outcomes).await?;
+            } else {
+                self.store.check_async(&plan, now, outcomes).await?;
+            }
+        }
+        decision.settle(request.divisor);
+        Ok(decision)
+    }
+}
+
 impl<C: Clock, S: Store> Policy<C, S> {
     /// A check of `request` at the time `now()` returns, called once, after the rules are
     /// matched and the tiers' state is being fetched (so the clock read overlaps the
@@ -330,32 +421,41 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set();
-        // Work already done is recorded in full: not capped at a tier's max cost (the key
-        // goes into debt and waits it out).
-        let cost = request.cost.saturating_mul(request.divisor.max(1));
-        let mut plan = Plan::new();
-        if plan_into(&mut plan, &set, request, |_| Ok(cost)).is_ok() && !plan.is_empty() {
+        if let Some(plan) = charge_plan(&set, request) {
             self.store.charge(&plan, now);
         }
     }
 
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set();
-        // Giving back more than a tier can ever hold is giving back all of it.
-        let clamped = |tier: &Tier| {
-            let clamped = Request {
-                cost: request
-                    .cost
-                    .min(u32::try_from(tier.max_cost()).unwrap_or(u32::MAX)),
-                ..*request
-            };
-            tier_cost(&clamped, tier.max_cost())
-        };
-        let mut plan = Plan::new();
-        if plan_into(&mut plan, &set, request, clamped).is_ok() && !plan.is_empty() {
+        if let Some(plan) = refund_plan(&set, request) {
             self.store.refund(&plan, now);
         }
     }
+}
+
+/// What a charge of `request` records in each tier: the work already done, in full (not
+/// capped at a tier's max cost: the key goes into debt and waits it out). `None`: no tier.
+fn charge_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
+    let cost = request.cost.saturating_mul(request.divisor.max(1));
+    let mut plan = Plan::new();
+    (plan_into(&mut plan, set, request, |_| Ok(cost)).is_ok() && !plan.is_empty()).then_some(plan)
+}
+
+/// What a refund of `request` gives back to each tier: giving back more than a tier can
+/// ever hold is giving back all of it. `None`: no tier.
+fn refund_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
+    let clamped = |tier: &Tier| {
+        let clamped = Request {
+            cost: request
+                .cost
+                .min(u32::try_from(tier.max_cost()).unwrap_or(u32::MAX)),
+            ..*request
+        };
+        tier_cost(&clamped, tier.max_cost())
+    };
+    let mut plan = Plan::new();
+    (plan_into(&mut plan, set, request, clamped).is_ok() && !plan.is_empty()).then_some(plan)
 }
 
 /// Fills `plan` with the tiers of `request` under `set`: every tier of every matching rule
@@ -443,38 +543,71 @@ impl<C, S> Policy<C, S> {
     /// `in_flight` module docs for why the generation is read twice).
     #[inline]
     fn active_set(&self) -> ActiveSet {
+        self.enter(|| self.rules.load())
+    }
+
+    /// [`active_set`](Self::active_set), held by an owned reference: for a check that
+    /// awaits its store (a guard of the hot path is meant for short uses).
+    fn active_set_owned(&self) -> ActiveSet<Arc<RuleSet>> {
+        self.enter(|| self.rules.load_full())
+    }
+
+    /// The set `load` returns, counted in.
+    #[inline(always)]
+    fn enter<G: HoldsSet>(&self, load: impl Fn() -> G) -> ActiveSet<G> {
         loop {
             // SeqCst (both loads): see the `in_flight` module docs.
             let generation = self.generation.load(Ordering::SeqCst);
-            let set = self.rules.load();
-            let stripe = set.in_flight.enter();
+            let set = load();
+            let stripe = set.rule_set().in_flight.enter();
             if self.generation_after_enter() == generation {
                 return ActiveSet { set, stripe };
             }
-            set.in_flight.leave(stripe);
+            set.rule_set().in_flight.leave(stripe);
         }
+    }
+}
+
+/// What holds a rule set for a check: the hot path's guard, or an owned `Arc`.
+trait HoldsSet {
+    /// The set held.
+    fn rule_set(&self) -> &RuleSet;
+}
+
+#[cfg(not(tollgate_loom))]
+impl HoldsSet for SwapGuard<RuleSet> {
+    #[inline(always)]
+    fn rule_set(&self) -> &RuleSet {
+        self
+    }
+}
+
+impl HoldsSet for Arc<RuleSet> {
+    #[inline(always)]
+    fn rule_set(&self) -> &RuleSet {
+        self
     }
 }
 
 /// A rule set a check is working on: counted in the set's [`InFlight`] until dropped.
 ///
 /// [`InFlight`]: super::in_flight::InFlight
-struct ActiveSet {
-    set: SwapGuard<RuleSet>,
+struct ActiveSet<G: HoldsSet = SwapGuard<RuleSet>> {
+    set: G,
     stripe: usize,
 }
 
-impl core::ops::Deref for ActiveSet {
+impl<G: HoldsSet> core::ops::Deref for ActiveSet<G> {
     type Target = RuleSet;
     #[inline]
     fn deref(&self) -> &RuleSet {
-        &self.set
+        self.set.rule_set()
     }
 }
 
-impl Drop for ActiveSet {
+impl<G: HoldsSet> Drop for ActiveSet<G> {
     #[inline]
     fn drop(&mut self) {
-        self.set.in_flight.leave(self.stripe);
+        self.set.rule_set().in_flight.leave(self.stripe);
     }
 }

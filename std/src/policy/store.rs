@@ -14,8 +14,13 @@
 //!
 //! [`InProcess`] keeps each tier's keys in the tier's own bounded lock-free table (see
 //! `tier_store`): no allocation and no lock on the check path.
+//!
+//! A store whose operations wait on the network also implements [`AsyncStore`], so an
+//! async server awaits them ([`Policy::allow_async`](super::Policy::allow_async)) instead
+//! of blocking one of its worker threads for the round trip.
 
 use std::fmt;
+use std::future::Future;
 use std::mem::MaybeUninit;
 
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
@@ -160,6 +165,61 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Records each tier's `cost` at `now` whatever the limits say (work already done).
     fn charge(&self, plan: &Plan<'_>, now: Nanos);
+}
+
+/// A [`Store`] whose operations can be awaited: the same four operations, with the same
+/// contract, as futures. A store that talks to a server (Redis) waits for it there without
+/// holding a thread; [`InProcess`] never waits, so its futures are ready when first polled.
+/// The policy's `*_async` methods ([`Policy::allow_async`](super::Policy::allow_async),
+/// `peek_async`, `refund_async`, `charge_async`) run on it.
+///
+/// ```
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 1
+///     window = "1m"
+/// "#, FnClock(|| Nanos::ZERO))?;
+/// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+/// runtime.block_on(async {
+///     assert!(policy.allow_async("a", "/", 1).await?.allowed());
+///     assert!(!policy.allow_async("a", "/", 1).await?.allowed());
+///     Ok::<(), tollgate::InsufficientCapacity>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait AsyncStore: Store {
+    /// [`Store::check`], awaited.
+    fn check_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> impl Future<Output = Result<(), InsufficientCapacity>> + Send + 'a;
+
+    /// [`Store::peek`], awaited.
+    fn peek_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> impl Future<Output = Result<(), InsufficientCapacity>> + Send + 'a;
+
+    /// [`Store::refund`], awaited.
+    fn refund_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a;
+
+    /// [`Store::charge`], awaited.
+    fn charge_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a;
 }
 
 /// The default [`Store`]: state in this process, each tier's keys in the tier's own bounded
@@ -470,5 +530,35 @@ impl Store for InProcess {
         for p in plan {
             p.tier.store.charge(p.key, now, p.cost);
         }
+    }
+}
+
+/// The in-process store never waits: each future runs the synchronous operation when first
+/// polled, and is then ready.
+impl AsyncStore for InProcess {
+    async fn check_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.check(plan, now, outcomes)
+    }
+
+    async fn peek_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.peek(plan, now, outcomes)
+    }
+
+    async fn refund_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
+        self.refund(plan, now)
+    }
+
+    async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
+        self.charge(plan, now)
     }
 }

@@ -2,7 +2,10 @@
 //! every process that runs the same rules on the same Redis shares the limits.
 
 use std::fmt::Write as _;
-use std::sync::{mpsc, Arc};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{mpsc, Arc, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use redis::Value;
@@ -16,7 +19,7 @@ use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,
     TimeSource,
 };
-use crate::policy::{Partition, Plan, PlannedTier, Store, TierOutcome, MAX_TIERS};
+use crate::policy::{AsyncStore, Partition, Plan, PlannedTier, Store, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
 use crate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
 
@@ -260,6 +263,36 @@ impl Op {
             Op::Refund => "r",
             Op::Charge => "g",
         }
+    }
+}
+
+/// How an operation makes its script calls.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Io {
+    /// Blocking the calling thread until Redis answers (the [`Store`] methods).
+    Blocking,
+    /// Awaiting the answer, while the call runs on the store's I/O thread (the
+    /// [`AsyncStore`] methods).
+    Async,
+}
+
+/// The result of an operation made with [`Io::Blocking`]: every call in it blocks and
+/// returns a ready value, so its future completes on the first poll (a second poll is
+/// never needed; if one were, it would be polled again rather than lost).
+fn finish<F: Future>(operation: F) -> F::Output {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    static WAKER: OnceLock<Waker> = OnceLock::new();
+    let waker = WAKER.get_or_init(|| Waker::from(Arc::new(Noop)));
+    let mut cx = Context::from_waker(waker);
+    let mut operation = pin!(operation);
+    loop {
+        if let Poll::Ready(output) = operation.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -715,8 +748,13 @@ impl RedisStore {
         }
     }
 
-    /// Runs `call` as `op`: the reply, or why Redis could not answer.
+    /// Runs `call` as `op`, blocking: the reply, or why Redis could not answer.
     fn run(&self, call: &Call, op: Op) -> Result<Value, FailureCause> {
+        finish(self.call(call, op, Io::Blocking))
+    }
+
+    /// Runs `call` as `op` by `io`: the reply, or why Redis could not answer.
+    async fn call(&self, call: &Call, op: Op, io: Io) -> Result<Value, FailureCause> {
         let shared = &self.shared;
         let groups = shared.backoff_until.len() as u64;
         // `groups` ≤ BACKOFF_GROUPS, so the remainder indexes the slice.
@@ -731,20 +769,33 @@ impl RedisStore {
         };
         let mut args = call.args.clone();
         op.code().clone_into(&mut args[2]);
-        let result = if tokio::runtime::Handle::try_current().is_err() {
+        let result = match io {
             // A plain thread: drive the call on it (no hand-off to the I/O thread and back).
-            runtime.block_on(shared.eval(&call.keys, &args))
-        } else {
+            Io::Blocking if tokio::runtime::Handle::try_current().is_err() => {
+                runtime.block_on(shared.eval(&call.keys, &args))
+            }
             // Inside an async runtime, where blocking on another runtime is refused: the
             // call runs on the store's I/O thread and this thread waits for its answer.
-            let keys = call.keys.clone();
-            let task = Arc::clone(shared);
-            let (tx, rx) = mpsc::sync_channel(1);
-            runtime.spawn(async move {
-                // The receiver waits for this send; it is gone only if the caller panicked.
-                let _ = tx.send(task.eval(&keys, &args).await);
-            });
-            rx.recv().unwrap_or(Err(FailureCause::Connection))
+            Io::Blocking => {
+                let keys = call.keys.clone();
+                let task = Arc::clone(shared);
+                let (tx, rx) = mpsc::sync_channel(1);
+                runtime.spawn(async move {
+                    // The receiver waits for this send; it is gone only if the caller panicked.
+                    let _ = tx.send(task.eval(&keys, &args).await);
+                });
+                rx.recv().unwrap_or(Err(FailureCause::Connection))
+            }
+            // The call runs on the store's I/O thread (where its connection lives, whatever
+            // runtime the caller is on) and this task awaits it.
+            Io::Async => {
+                let keys = call.keys.clone();
+                let task = Arc::clone(shared);
+                runtime
+                    .spawn(async move { task.eval(&keys, &args).await })
+                    .await
+                    .unwrap_or(Err(FailureCause::Connection))
+            }
         };
         match result {
             Ok(_) => {}
@@ -769,13 +820,14 @@ impl RedisStore {
 
     /// Runs a check or peek `call`, writing each covered tier's decision: whether every
     /// tier admitted, and whether Redis decided (`false`: the failure policy answered).
-    fn decide(
+    async fn decide(
         &self,
         plan: &Plan<'_>,
         call: &Call,
         op: Op,
         now: Nanos,
         outcomes: &mut [TierOutcome],
+        io: Io,
     ) -> (bool, bool) {
         let limits: Vec<u64> = call
             .tiers
@@ -783,7 +835,8 @@ impl RedisStore {
             .filter_map(|&i| plan.get(i).map(|p| p.tier.algorithm().limit()))
             .collect();
         let decided = self
-            .run(call, op)
+            .call(call, op, io)
+            .await
             .and_then(|reply| decode(&limits, &reply).ok_or(FailureCause::Server));
         match decided {
             Ok(decisions) => {
@@ -892,13 +945,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-impl Store for RedisStore {
-    fn check(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
+impl RedisStore {
+    /// [`Store::check`] by `io`.
+    async fn check_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
         let shared = &self.shared;
         Counters::bump(&shared.counters.decisions);
         // The deny cache first (see "Deny cache" on `RedisStore`): the identity is the one
@@ -913,7 +962,7 @@ impl Store for RedisStore {
                 });
             if hit.is_some() {
                 Counters::bump(&shared.counters.deny_cache_hits);
-                return Ok(());
+                return;
             }
             // Acquire: pairs with the AcqRel bump of `invalidate` (read before the round
             // trip, so a refund racing with it invalidates the deny it brings).
@@ -930,10 +979,13 @@ impl Store for RedisStore {
         for call in &calls {
             if denied {
                 // An earlier group denied: this one only reports.
-                clean &= self.decide(plan, call, Op::PeekDenied, now, outcomes).1;
+                clean &= self
+                    .decide(plan, call, Op::PeekDenied, now, outcomes, io)
+                    .await
+                    .1;
                 continue;
             }
-            let (all, redis) = self.decide(plan, call, Op::Check, now, outcomes);
+            let (all, redis) = self.decide(plan, call, Op::Check, now, outcomes, io).await;
             clean &= redis;
             if all {
                 admitted.push(call);
@@ -946,8 +998,11 @@ impl Store for RedisStore {
             for call in admitted {
                 // If Redis cannot take the refund now, it keeps the permits: the strict side
                 // (they return with the window or the drain).
-                clean &= self.run(call, Op::Refund).is_ok();
-                clean &= self.decide(plan, call, Op::PeekDenied, now, outcomes).1;
+                clean &= self.call(call, Op::Refund, io).await.is_ok();
+                clean &= self
+                    .decide(plan, call, Op::PeekDenied, now, outcomes, io)
+                    .await
+                    .1;
             }
             if let (true, Some((id, sent, generation))) = (clean, cache) {
                 self.remember(plan, &id, sent, generation, outcomes);
@@ -957,6 +1012,52 @@ impl Store for RedisStore {
             // would now hear (a retry later, fewer remaining).
             self.invalidate(&calls);
         }
+    }
+
+    /// [`Store::peek`] by `io`.
+    async fn peek_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
+        // Not answered from the deny cache: a peek reports the admitting tiers with the
+        // request counted, a denied check without.
+        Counters::bump(&self.shared.counters.decisions);
+        for call in self.calls(plan, now, Op::Peek) {
+            self.decide(plan, &call, Op::Peek, now, outcomes, io).await;
+        }
+    }
+
+    /// [`Store::refund`] by `io`.
+    async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let calls = self.calls(plan, now, Op::Refund);
+        for call in &calls {
+            // A refund Redis cannot take is dropped: the strict side (the permits come back
+            // with the window or the drain).
+            let _ = self.call(call, Op::Refund, io).await;
+        }
+        self.invalidate(&calls);
+    }
+
+    /// [`Store::charge`] by `io`.
+    async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let calls = self.calls(plan, now, Op::Charge);
+        for call in &calls {
+            if let (Err(_), Some(fallback)) =
+                (self.call(call, Op::Charge, io).await, &self.fallback)
+            {
+                // Work done during an outage counts against the local share.
+                fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
+            }
+        }
+        self.invalidate(&calls);
+    }
+}
+
+impl Store for RedisStore {
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        finish(self.check_io(plan, now, outcomes, Io::Blocking));
         Ok(())
     }
 
@@ -966,37 +1067,51 @@ impl Store for RedisStore {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        // Not answered from the deny cache: a peek reports the admitting tiers with the
-        // request counted, a denied check without.
-        Counters::bump(&self.shared.counters.decisions);
-        for call in self.calls(plan, now, Op::Peek) {
-            self.decide(plan, &call, Op::Peek, now, outcomes);
-        }
+        finish(self.peek_io(plan, now, outcomes, Io::Blocking));
         Ok(())
     }
 
     /// Also invalidates the cached denies touching the plan's keys (after the refund has
     /// its answer: see "Deny cache" on [`RedisStore`]).
     fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        let calls = self.calls(plan, now, Op::Refund);
-        for call in &calls {
-            // A refund Redis cannot take is dropped: the strict side (the permits come back
-            // with the window or the drain).
-            let _ = self.run(call, Op::Refund);
-        }
-        self.invalidate(&calls);
+        finish(self.refund_io(plan, now, Io::Blocking));
     }
 
     /// Also invalidates the cached denies touching the plan's keys, as
     /// [`refund`](Self::refund) does.
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        let calls = self.calls(plan, now, Op::Charge);
-        for call in &calls {
-            if let (Err(_), Some(fallback)) = (self.run(call, Op::Charge), &self.fallback) {
-                // Work done during an outage counts against the local share.
-                fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
-            }
-        }
-        self.invalidate(&calls);
+        finish(self.charge_io(plan, now, Io::Blocking));
+    }
+}
+
+/// The same operations, awaited: each script call runs on the store's I/O thread while the
+/// calling task waits without holding its thread (see "Blocking" on [`RedisStore`]).
+impl AsyncStore for RedisStore {
+    async fn check_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.check_io(plan, now, outcomes, Io::Async).await;
+        Ok(())
+    }
+
+    async fn peek_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.peek_io(plan, now, outcomes, Io::Async).await;
+        Ok(())
+    }
+
+    async fn refund_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
+        self.refund_io(plan, now, Io::Async).await
+    }
+
+    async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
+        self.charge_io(plan, now, Io::Async).await
     }
 }

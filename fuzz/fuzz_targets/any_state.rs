@@ -120,13 +120,19 @@ fuzz_target!(|input: Input| {
     let _ = algorithm.used(input.state, now);
     let filled = algorithm.with_used(now, input.used);
     if input.used >= algorithm.limit() {
-        assert!(!admits_one(&algorithm, filled, now), "with_used(limit) admits");
+        assert!(
+            !admits_one(&algorithm, filled, now),
+            "with_used(limit) admits"
+        );
     }
     assert_eq!(algorithm.rescale(&algorithm, input.state, now), input.state);
     if let Some(to) = input.to.build() {
         let moved = to.rescale(&algorithm, input.state, now);
         if algorithm.used(input.state, now) >= to.limit() {
-            assert!(!admits_one(&to, moved, now), "rescale admitted past the new limit");
+            assert!(
+                !admits_one(&to, moved, now),
+                "rescale admitted past the new limit"
+            );
         }
     }
 });

@@ -54,7 +54,10 @@ fuzz_target!(|input: Input| {
     };
     // Whatever the name, every value is printable ASCII: no CR/LF reaches a header.
     for (name, value) in headers.iter() {
-        assert!(value.bytes().all(|b| (b' '..=b'~').contains(&b)), "{name}: {value:?}");
+        assert!(
+            value.bytes().all(|b| (b' '..=b'~').contains(&b)),
+            "{name}: {value:?}"
+        );
     }
     check_headers(&headers, &decision);
     assert!(headers.get("RateLimit-Policy").is_some());

@@ -1,6 +1,7 @@
-//! Redis backend against a real 3-master Redis Cluster (slots assigned by the harness):
-//! the shared vectors give the core's decisions with keys spread over all three masters,
-//! and multi-tier checks run on one slot, all or nothing.
+//! A policy on a [`RedisStore`] against a real 3-master Redis Cluster (slots assigned by
+//! the harness): the shared vectors give the core's decisions with keys spread over all
+//! three masters, a check's tiers run on one slot, all or nothing, and tasks awaiting
+//! checks of one client admit exactly the bound.
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -11,25 +12,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis_support::server::RedisCluster;
-use redis_support::vector_limiter;
 use redis_support::vectors::{self, Rng};
-use tollgate::redis::{DecisionSource, RedisConfig, RedisLimiter, RedisRule, RedisTarget};
-use tollgate::{AlgorithmConfig, AnyLimiter, Nanos};
+use redis_support::{one_rule, vector_policy};
+use tollgate::policy::Policy;
+use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
+use tollgate::{AlgorithmConfig, AnyLimiter, MonotonicClock, Nanos};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_runs_the_shared_vectors_on_all_three_masters() {
+#[test]
+fn cluster_runs_the_shared_vectors_on_all_three_masters() {
     let cluster = RedisCluster::start();
     let cases = vectors::cases(60);
     let mut owners = BTreeSet::new();
     for (i, case) in cases.iter().enumerate() {
-        let limiter = vector_limiter(
+        let policy = vector_policy(
             RedisTarget::Cluster(cluster.urls()),
             "cvec",
             &[("r", case.config)],
         );
         let key = format!("case{i}");
-        vectors::assert_case(&limiter, &key, case).await;
-        let redis_key = limiter.redis_key(0, &key).unwrap();
+        vectors::assert_case(&policy, &key, case);
+        let redis_key = policy.backend().redis_key("r", "r", Some(&key));
         owners.insert(cluster.owner(&redis_key));
         // The state really is on the owning master.
         let mut con = cluster.nodes()[cluster.owner(&redis_key)].connection();
@@ -46,8 +48,8 @@ async fn cluster_runs_the_shared_vectors_on_all_three_masters() {
     assert_eq!(owners.len(), 3, "keys spread over every master: {owners:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
+#[test]
+fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
     let cluster = RedisCluster::start();
     let tiers = [
         (
@@ -73,35 +75,19 @@ async fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
             },
         ),
     ];
-    let limiter = vector_limiter(RedisTarget::Cluster(cluster.urls()), "ctier", &tiers);
-    let mut slots_by_client = Vec::new();
-    for client in ["alice", "bob", "carol", "dave", "erin", "frank"] {
-        let slots: BTreeSet<u16> = (0..tiers.len())
-            .map(|i| cluster.slot(&limiter.redis_key(i, client).unwrap()))
+    let policy = vector_policy(RedisTarget::Cluster(cluster.urls()), "ctier", &tiers);
+    let clients = ["alice", "bob", "carol", "dave", "erin", "frank"];
+    let key = |tier: &str, client: &str| policy.backend().redis_key("r", tier, Some(client));
+    for client in clients {
+        let slots: BTreeSet<u16> = tiers
+            .iter()
+            .map(|(tier, _)| cluster.slot(&key(tier, client)))
             .collect();
         assert_eq!(slots.len(), 1, "{client}: every tier on one slot");
-        slots_by_client.push(*slots.iter().next().unwrap());
     }
-    // Scoped rules (per client, per client and endpoint) share the client's slot too.
-    let scoped: BTreeSet<u16> = ["", "/search", "/upload"]
+    let masters: BTreeSet<usize> = clients
         .iter()
-        .flat_map(|scope| (0..tiers.len()).map(move |i| (i, *scope)))
-        .map(|(i, scope)| cluster.slot(&limiter.redis_key_scoped(i, "alice", scope).unwrap()))
-        .collect();
-    assert_eq!(scoped.len(), 1);
-    let d = limiter
-        .check_scoped_at(
-            "zoe",
-            &["", "/search", "/upload"],
-            1,
-            Nanos::from_secs(1_790_000_000),
-        )
-        .await
-        .unwrap();
-    assert_eq!((d.source, d.allowed()), (DecisionSource::Redis, true));
-    let masters: BTreeSet<usize> = ["alice", "bob", "carol", "dave", "erin", "frank"]
-        .iter()
-        .map(|c| cluster.owner(&limiter.redis_key(0, c).unwrap()))
+        .map(|c| cluster.owner(&key("second", c)))
         .collect();
     assert!(
         masters.len() >= 2,
@@ -119,12 +105,9 @@ async fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
         for step in 0..300 {
             now += rng.below(2_000_000_000);
             let want = vectors::core_multi(&core, now, 1).unwrap();
-            let got = limiter
-                .check_n_at(client, 1, Nanos::new(now))
-                .await
-                .unwrap();
-            assert_eq!(got.source, DecisionSource::Redis);
-            assert_eq!(got.tiers, want, "{client} step {step}");
+            let got = policy.allow_at(client, "/", 1, Nanos::new(now)).unwrap();
+            let decisions: Vec<_> = got.tiers().iter().map(|t| t.decision).collect();
+            assert_eq!(decisions, want, "{client} step {step}");
             if got.allowed() {
                 yes += 1
             } else {
@@ -133,47 +116,49 @@ async fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
         }
         assert!(yes > 20 && no > 20, "{client}: {yes}/{no}");
     }
+    assert_eq!(policy.backend().stats().degraded, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_concurrent_tasks_admit_exactly_the_bound() {
     let cluster = RedisCluster::start();
-    let limiter = Arc::new(
-        RedisLimiter::new(
-            RedisTarget::Cluster(cluster.urls()),
-            vec![
-                RedisRule::new(
-                    "day",
-                    AlgorithmConfig::Gcra {
-                        limit: 1,
-                        period: Nanos::from_secs(86_400),
-                        burst: 50,
-                    },
-                )
-                .unwrap(),
-                RedisRule::new(
-                    "log",
-                    AlgorithmConfig::SlidingWindowLog {
-                        limit: 64,
-                        window: Nanos::from_secs(3600),
-                    },
-                )
-                .unwrap(),
-            ],
-            RedisConfig::new("cconc")
-                .unwrap()
-                .with_timeout(Duration::from_secs(10))
-                .with_deny_cache(0),
-        )
-        .unwrap(),
+    let tiers = [
+        (
+            "day",
+            AlgorithmConfig::Gcra {
+                limit: 1,
+                period: Nanos::from_secs(86_400),
+                burst: 50,
+            },
+        ),
+        (
+            "log",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 64,
+                window: Nanos::from_secs(3600),
+            },
+        ),
+    ];
+    let store = RedisStore::new(
+        RedisTarget::Cluster(cluster.urls()),
+        RedisConfig::new("cconc")
+            .unwrap()
+            .with_timeout(Duration::from_secs(10))
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    let policy = Arc::new(
+        Policy::new(one_rule(&tiers), MonotonicClock::new())
+            .unwrap()
+            .store(store),
     );
     let admitted = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..16)
         .map(|_| {
-            let (limiter, admitted) = (limiter.clone(), admitted.clone());
+            let (policy, admitted) = (policy.clone(), admitted.clone());
             tokio::spawn(async move {
                 for _ in 0..8 {
-                    if limiter.check("hot").await.unwrap().allowed() {
+                    if policy.allow_async("hot", "/", 1).await.unwrap().allowed() {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -184,5 +169,5 @@ async fn cluster_concurrent_tasks_admit_exactly_the_bound() {
         t.await.unwrap();
     }
     assert_eq!(admitted.load(Ordering::Relaxed), 50);
-    assert_eq!(limiter.stats().degraded, 0);
+    assert_eq!(policy.backend().stats().degraded, 0);
 }

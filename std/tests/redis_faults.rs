@@ -1,8 +1,10 @@
-//! Redis backend under faults, against real servers: `kill -9` mid-traffic gives the
-//! configured failure policy without panics or hangs past the timeout, a restart recovers
-//! without rebuilding the limiter, a paused or sleeping server times out into the policy,
-//! and `SCRIPT FLUSH` (on `EVALSHA`) and `FUNCTION FLUSH` (on `FCALL`) are reloaded
-//! transparently; a server without Redis Functions gets `EVALSHA`.
+//! A policy on a [`RedisStore`] under faults, awaited from tokio tasks against real
+//! servers: `kill -9` mid-traffic answers by the configured failure policy (open, closed, or
+//! the in-process fallback with its share) without panics or hangs past the timeout, and a
+//! restart recovers without rebuilding anything; a paused or sleeping server times out into
+//! the policy; `SCRIPT FLUSH` (on `EVALSHA`) and `FUNCTION FLUSH` (on `FCALL`) are reloaded
+//! transparently, one round trip per decision otherwise; a server without Redis Functions
+//! gets `EVALSHA`. (The blocking methods' fault tests are in `redis_policy.rs`.)
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -12,56 +14,70 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_support::server::RedisServer;
-use tollgate::redis::{
-    DecisionSource, FailureCause, FailurePolicy, RedisConfig, RedisDecision, RedisLimiter,
-    RedisRule, RedisTarget,
-};
-use tollgate::{AlgorithmConfig, Nanos};
+use tollgate::policy::{Policy, PolicyDecision};
+use tollgate::redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget};
+use tollgate::{MonotonicClock, Nanos};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 /// Far above the timeout: a check that needs this long is hung.
 const HANG: Duration = Duration::from_secs(5);
 
-fn limiter(server: &RedisServer, policy: FailurePolicy) -> Arc<RedisLimiter> {
-    limiter_with(server, policy, true)
+/// Ten a day per client, as a GCRA burst of ten (a fresh client has 9 left after one).
+const RULES: &str = r#"
+    [[rules]]
+    name = "default"
+    limit = 10
+    window = "1d"
+"#;
+
+type RedisPolicy = Policy<MonotonicClock, RedisStore>;
+
+fn policy(server: &RedisServer, failure: FailurePolicy) -> Arc<RedisPolicy> {
+    policy_with(server, failure, true)
 }
 
-/// `limiter`, running scripts as Redis Functions or (`functions` false) by `EVALSHA`.
-fn limiter_with(server: &RedisServer, policy: FailurePolicy, functions: bool) -> Arc<RedisLimiter> {
+/// [`policy`], running scripts as Redis Functions or (`functions` false) by `EVALSHA`.
+fn policy_with(server: &RedisServer, failure: FailurePolicy, functions: bool) -> Arc<RedisPolicy> {
     let config = RedisConfig::new("faults")
         .unwrap()
         .with_timeout(TIMEOUT)
         .with_connect_timeout(TIMEOUT)
         .with_retry_backoff(Duration::from_millis(50))
-        .with_failure_policy(policy)
+        .with_failure_policy(failure)
         .unwrap()
         .with_deny_cache(0)
         .with_functions(functions);
-    let rules = vec![RedisRule::new(
-        "day",
-        AlgorithmConfig::Gcra {
-            limit: 1,
-            period: Nanos::from_secs(86_400),
-            burst: 10,
-        },
+    let store = RedisStore::new(RedisTarget::Single(server.url()), config).unwrap();
+    Arc::new(
+        Policy::from_toml(RULES, MonotonicClock::new())
+            .unwrap()
+            .store(store),
     )
-    .unwrap()];
-    Arc::new(RedisLimiter::new(RedisTarget::Single(server.url()), rules, config).unwrap())
+}
+
+fn closed(retry_after: Duration) -> FailurePolicy {
+    FailurePolicy::FailClosed { retry_after }
 }
 
 /// A check that must answer within HANG.
-async fn check(limiter: &RedisLimiter, key: &str) -> RedisDecision {
-    tokio::time::timeout(HANG, limiter.check(key))
+async fn check(policy: &RedisPolicy, client: &str) -> PolicyDecision {
+    tokio::time::timeout(HANG, policy.allow_async(client, "/", 1))
         .await
         .expect("a check hung past the timeout")
         .expect("check")
 }
 
+/// A check, and whether Redis decided it (no other check running at the same time).
+async fn served(policy: &RedisPolicy, client: &str) -> (PolicyDecision, bool) {
+    let before = policy.backend().stats().redis_decisions;
+    let d = check(policy, client).await;
+    (d, policy.backend().stats().redis_decisions > before)
+}
+
 /// Checks until Redis decides again (bounded), proving recovery without a restart.
-async fn until_recovered(limiter: &RedisLimiter, key: &str) -> RedisDecision {
+async fn until_recovered(policy: &RedisPolicy, client: &str) -> PolicyDecision {
     for _ in 0..200 {
-        let d = check(limiter, key).await;
-        if d.source == DecisionSource::Redis {
+        if let (d, true) = served(policy, client).await {
             return d;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -69,136 +85,130 @@ async fn until_recovered(limiter: &RedisLimiter, key: &str) -> RedisDecision {
     panic!("no recovery after the server came back");
 }
 
-/// Traffic from 4 tasks; `kill -9` the server in the middle; returns every decision made
-/// while it was down.
+/// Traffic from 4 tasks on their own clients; `kill -9` of the server in the middle;
+/// returns every decision of a check that started after the kill.
 async fn kill_mid_traffic(
     server: &mut RedisServer,
-    limiter: &Arc<RedisLimiter>,
-) -> Vec<RedisDecision> {
-    assert_eq!(
-        until_recovered(limiter, "warmup").await.source,
-        DecisionSource::Redis
-    );
+    policy: &Arc<RedisPolicy>,
+) -> Vec<PolicyDecision> {
+    until_recovered(policy, "warmup").await;
     let stop = Arc::new(AtomicBool::new(false));
+    let killed_at: Arc<std::sync::OnceLock<Instant>> = Arc::default();
     let tasks: Vec<_> = (0..4)
         .map(|t| {
-            let (limiter, stop) = (limiter.clone(), stop.clone());
+            let (policy, stop, killed_at) = (policy.clone(), stop.clone(), killed_at.clone());
             tokio::spawn(async move {
-                let mut seen = Vec::new();
+                let mut after_kill = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    seen.push(check(&limiter, &format!("traffic{t}")).await);
+                    let started = Instant::now();
+                    let d = check(&policy, &format!("traffic{t}")).await;
+                    if killed_at.get().is_some_and(|&k| started > k) {
+                        after_kill.push(d);
+                    }
                 }
-                seen
+                after_kill
             })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
+    let served_before = policy.backend().stats().redis_decisions;
+    assert!(served_before > 4, "traffic reached Redis before the kill");
     server.kill();
     let killed = Instant::now();
+    killed_at.set(killed).unwrap();
     tokio::time::sleep(TIMEOUT * 3).await;
     stop.store(true, Ordering::Relaxed);
     let mut down = Vec::new();
     for t in tasks {
-        down.extend(
-            t.await
-                .expect("no task panicked")
-                .into_iter()
-                .filter(|d| d.is_degraded()),
-        );
+        down.extend(t.await.expect("no task panicked"));
     }
-    assert!(!down.is_empty(), "checks after the kill were degraded");
-    // While down, checks keep answering (each within the bound, see `check`).
-    let d = check(limiter, "while-down").await;
-    assert!(d.is_degraded());
+    assert!(!down.is_empty(), "checks went on after the kill");
+    // While down, checks keep answering (each within the bound, see `check`), by the
+    // failure policy.
+    let (_, redis) = served(policy, "while-down").await;
+    assert!(!redis);
     assert!(killed.elapsed() < HANG * 2);
+    assert!(policy.backend().stats().degraded >= down.len() as u64);
     down
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_fail_open_admits_degraded_then_recovers() {
+async fn kill_9_fail_open_admits_then_recovers() {
     let mut server = RedisServer::start();
-    let limiter = limiter(&server, FailurePolicy::FailOpen);
-    let down = kill_mid_traffic(&mut server, &limiter).await;
-    for d in &down {
-        assert!(d.allowed());
-        assert!(matches!(d.source, DecisionSource::Degraded(_)));
-    }
+    let policy = policy(&server, FailurePolicy::FailOpen);
+    let down = kill_mid_traffic(&mut server, &policy).await;
+    // Each task's client had used its ten long before: only the failure policy admits.
+    assert!(down.iter().all(PolicyDecision::allowed));
     server.restart();
-    let d = until_recovered(&limiter, "after").await;
-    assert!(d.allowed());
-    // The restarted server had no scripts: NOSCRIPT was answered by a transparent reload.
-    assert!(limiter.stats().script_reloads >= 2);
+    let d = until_recovered(&policy, "after").await;
+    assert_eq!(d.remaining(), 9);
+    // The restarted server had no functions: a transparent FUNCTION LOAD again.
+    assert!(policy.backend().stats().script_reloads >= 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_fail_closed_denies_degraded_then_recovers() {
+async fn kill_9_fail_closed_denies_then_recovers() {
     let mut server = RedisServer::start();
     let retry = Duration::from_millis(1500);
-    let limiter = limiter(&server, FailurePolicy::FailClosed { retry_after: retry });
-    let down = kill_mid_traffic(&mut server, &limiter).await;
+    let policy = policy(&server, closed(retry));
+    let down = kill_mid_traffic(&mut server, &policy).await;
     for d in &down {
         assert!(!d.allowed());
         assert_eq!(d.decision.retry_after, Nanos::from_duration(retry));
     }
     server.restart();
-    assert!(until_recovered(&limiter, "after").await.allowed());
+    assert!(until_recovered(&policy, "after").await.allowed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_fallback_enforces_the_share_locally_then_recovers() {
     let mut server = RedisServer::start();
-    let limiter = limiter(&server, FailurePolicy::Fallback { share: 0.5 });
-    kill_mid_traffic(&mut server, &limiter).await;
-    // A fresh key while Redis is down: half of the burst of 10, decided in-process.
+    let policy = policy(&server, FailurePolicy::Fallback { share: 0.5 });
+    kill_mid_traffic(&mut server, &policy).await;
+    // A fresh client while Redis is down: half of its ten, decided in-process.
     let mut admitted = 0;
     for _ in 0..20 {
-        let d = check(&limiter, "fresh").await;
-        assert!(d.is_degraded());
-        assert_eq!(d.decision.limit, 5);
-        if d.allowed() {
-            admitted += 1;
-        }
+        let (d, redis) = served(&policy, "fresh").await;
+        assert!(!redis);
+        admitted += u64::from(d.allowed());
     }
     assert_eq!(admitted, 5);
     server.restart();
-    let d = until_recovered(&limiter, "fresh").await;
-    // Redis' state for the key is its own (empty after the restart): the full limit.
-    assert_eq!(d.decision.limit, 10);
-    assert_eq!(d.decision.remaining, 9);
+    // Redis' state for the client is its own (empty after the restart): all ten.
+    assert_eq!(until_recovered(&policy, "fresh").await.remaining(), 9);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paused_server_times_out_into_the_policy() {
+async fn a_paused_server_times_out_into_the_policy() {
     let server = RedisServer::start();
-    let limiter = limiter(
-        &server,
-        FailurePolicy::FailClosed {
-            retry_after: Duration::from_secs(1),
-        },
-    );
-    assert_eq!(check(&limiter, "k").await.source, DecisionSource::Redis);
+    let policy = policy(&server, closed(Duration::from_secs(1)));
+    let (d, redis) = served(&policy, "k").await;
+    assert_eq!((d.remaining(), redis), (9, true));
     let _: String = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(1500)
         .arg("ALL")
         .query(&mut server.connection())
         .unwrap();
-    let d = check(&limiter, "k").await;
-    assert_eq!(d.source, DecisionSource::Degraded(FailureCause::Timeout));
-    assert!(!d.allowed());
+    let started = Instant::now();
+    let (d, redis) = served(&policy, "k").await;
+    assert!(!redis && !d.allowed());
+    assert!(
+        started.elapsed() >= TIMEOUT,
+        "answered by the timeout, not earlier"
+    );
     // Within the backoff Redis is not even tried.
-    let d = check(&limiter, "k").await;
-    assert!(d.is_degraded());
+    let (d, redis) = served(&policy, "k").await;
+    assert!(!redis && !d.allowed());
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    let d = until_recovered(&limiter, "k").await;
-    assert!(d.allowed());
+    assert!(until_recovered(&policy, "k").await.allowed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn debug_sleep_times_out_into_the_policy() {
+async fn a_debug_sleep_times_out_into_the_policy() {
     let server = RedisServer::start();
-    let limiter = limiter(&server, FailurePolicy::FailOpen);
-    assert_eq!(check(&limiter, "k").await.source, DecisionSource::Redis);
+    let policy = policy(&server, FailurePolicy::FailOpen);
+    assert!(served(&policy, "k").await.1);
     let mut side = server.connection();
     let sleeper = std::thread::spawn(move || {
         let _: redis::RedisResult<String> =
@@ -209,39 +219,28 @@ async fn debug_sleep_times_out_into_the_policy() {
     // out into the policy.
     let mut timed_out = false;
     while !sleeper.is_finished() && !timed_out {
-        let d = check(&limiter, "k").await;
+        let (d, redis) = served(&policy, "k").await;
         assert!(d.allowed());
-        timed_out = d.source == DecisionSource::Degraded(FailureCause::Timeout);
+        timed_out = !redis;
     }
     assert!(timed_out, "a check overlapping DEBUG SLEEP timed out");
     tokio::task::spawn_blocking(move || sleeper.join().unwrap())
         .await
         .unwrap();
-    assert_eq!(
-        until_recovered(&limiter, "k").await.source,
-        DecisionSource::Redis
-    );
+    until_recovered(&policy, "k").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_is_reloaded_transparently() {
     let server = RedisServer::start();
-    let limiter = limiter_with(
-        &server,
-        FailurePolicy::FailClosed {
-            retry_after: Duration::from_secs(1),
-        },
-        false,
-    );
+    let policy = policy_with(&server, closed(Duration::from_secs(1)), false);
     // First use on a fresh server: EVALSHA → NOSCRIPT → EVAL.
-    let d = check(&limiter, "k").await;
-    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 9));
-    let before = limiter.stats();
-    assert_eq!(before.script_reloads, 1);
-    let d = check(&limiter, "k").await;
-    assert_eq!(d.decision.remaining, 8);
+    assert_eq!(check(&policy, "k").await.remaining(), 9);
+    let before = policy.backend().stats();
+    assert_eq!((before.round_trips, before.script_reloads), (2, 1));
+    assert_eq!(check(&policy, "k").await.remaining(), 8);
     assert_eq!(
-        limiter.stats().round_trips,
+        policy.backend().stats().round_trips,
         before.round_trips + 1,
         "one round trip per decision"
     );
@@ -249,9 +248,8 @@ async fn script_flush_is_reloaded_transparently() {
         .arg("FLUSH")
         .query(&mut server.connection())
         .unwrap();
-    let d = check(&limiter, "k").await;
-    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 7));
-    let after = limiter.stats();
+    assert_eq!(check(&policy, "k").await.remaining(), 7);
+    let after = policy.backend().stats();
     assert_eq!(after.script_reloads, 2);
     assert_eq!(after.round_trips, before.round_trips + 3);
     assert_eq!(after.degraded, 0);
@@ -260,22 +258,14 @@ async fn script_flush_is_reloaded_transparently() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_flush_is_reloaded_transparently() {
     let server = RedisServer::start();
-    let limiter = limiter(
-        &server,
-        FailurePolicy::FailClosed {
-            retry_after: Duration::from_secs(1),
-        },
-    );
+    let policy = policy(&server, closed(Duration::from_secs(1)));
     // First use on a fresh server: FCALL → Function not found → FUNCTION LOAD → FCALL.
-    let d = check(&limiter, "k").await;
-    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 9));
-    let before = limiter.stats();
-    assert_eq!(before.script_reloads, 1);
-    assert_eq!(before.round_trips, 3);
-    let d = check(&limiter, "k").await;
-    assert_eq!(d.decision.remaining, 8);
+    assert_eq!(check(&policy, "k").await.remaining(), 9);
+    let before = policy.backend().stats();
+    assert_eq!((before.round_trips, before.script_reloads), (3, 1));
+    assert_eq!(check(&policy, "k").await.remaining(), 8);
     assert_eq!(
-        limiter.stats().round_trips,
+        policy.backend().stats().round_trips,
         before.round_trips + 1,
         "one round trip per decision"
     );
@@ -284,16 +274,14 @@ async fn function_flush_is_reloaded_transparently() {
         .arg("FLUSH")
         .query(&mut server.connection())
         .unwrap();
-    let d = check(&limiter, "k").await;
-    assert_eq!(d.decision.remaining, 7);
-    assert_eq!(limiter.stats().round_trips, before.round_trips + 2);
+    assert_eq!(check(&policy, "k").await.remaining(), 7);
+    assert_eq!(policy.backend().stats().round_trips, before.round_trips + 2);
     let _: String = redis::cmd("FUNCTION")
         .arg("FLUSH")
         .query(&mut server.connection())
         .unwrap();
-    let d = check(&limiter, "k").await;
-    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 6));
-    let after = limiter.stats();
+    assert_eq!(check(&policy, "k").await.remaining(), 6);
+    let after = policy.backend().stats();
     assert_eq!(after.script_reloads, 2);
     assert_eq!(after.round_trips, before.round_trips + 5);
     assert_eq!(after.degraded, 0);
@@ -316,21 +304,14 @@ async fn a_server_without_functions_gets_evalsha() {
         "FUNCTION",
         "",
     ]);
-    let limiter = limiter(
-        &server,
-        FailurePolicy::FailClosed {
-            retry_after: Duration::from_secs(1),
-        },
-    );
+    let policy = policy(&server, closed(Duration::from_secs(1)));
     // FCALL → unknown command → EVALSHA → NOSCRIPT → EVAL.
-    let d = check(&limiter, "k").await;
-    assert_eq!((d.source, d.decision.remaining), (DecisionSource::Redis, 9));
-    let before = limiter.stats();
+    assert_eq!(check(&policy, "k").await.remaining(), 9);
+    let before = policy.backend().stats();
     assert_eq!((before.round_trips, before.script_reloads), (3, 1));
     // From then on EVALSHA only: one round trip.
-    let d = check(&limiter, "k").await;
-    assert_eq!(d.decision.remaining, 8);
-    let after = limiter.stats();
+    assert_eq!(check(&policy, "k").await.remaining(), 8);
+    let after = policy.backend().stats();
     assert_eq!(after.round_trips, before.round_trips + 1);
     assert_eq!(after.degraded, 0);
 }

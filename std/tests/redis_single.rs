@@ -1,8 +1,9 @@
-//! Redis backend against one real `redis-server`: the shared vectors give the core's exact
-//! decisions, many concurrent tasks on one key admit exactly the bound, keys carry TTLs at
-//! their reset time, tiers are all or nothing, the deny cache answers exactly; and the
-//! policy store's script decides and writes exactly as the core at the edges of its number
-//! representation.
+//! A policy on a [`RedisStore`] against one real `redis-server`: the shared vectors give
+//! the core's exact decisions through the policy, several tiers are all or nothing like
+//! the core, tasks on one key admit exactly the bound for every algorithm, keys carry TTLs
+//! at their reset time, decisions at the server's time follow the core; and the store's
+//! script decides and writes exactly as the core at the edges of its number representation
+//! (its exact limb arithmetic included).
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -12,13 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis_support::server::RedisServer;
-use redis_support::vector_limiter;
 use redis_support::vectors::{self, Rng};
-use tollgate::redis::{
-    BlockingRedisLimiter, CheckError, DecisionSource, RedisConfig, RedisLimiter, RedisRule,
-    RedisTarget,
-};
-use tollgate::{AlgorithmConfig, AnyLimiter, InsufficientCapacity, Nanos};
+use redis_support::{one_rule, vector_policy};
+use tollgate::policy::Policy;
+use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
+use tollgate::{AlgorithmConfig, AnyLimiter, MonotonicClock, Nanos};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -33,24 +32,24 @@ fn pttl(server: &RedisServer, key: &str) -> i64 {
         .expect("PTTL")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shared_vectors_give_the_core_decisions() {
+#[test]
+fn shared_vectors_give_the_core_decisions() {
     let server = RedisServer::start();
     let cases = vectors::cases(200);
     let mut steps = 0;
     for (i, case) in cases.iter().enumerate() {
-        let limiter = vector_limiter(single(&server), "vec", &[("r", case.config)]);
-        vectors::assert_case(&limiter, &format!("case{i}"), case).await;
+        let policy = vector_policy(single(&server), "vec", &[("r", case.config)]);
+        vectors::assert_case(&policy, &format!("case{i}"), case);
         steps += case.trace.len();
         // One decision per step, one round trip each (plus, on the server's first use, the
         // function load and the retried FCALL).
-        assert!(limiter.stats().round_trips <= case.trace.len() as u64 + 2);
+        assert!(policy.backend().stats().round_trips <= case.trace.len() as u64 + 2);
     }
     assert!(steps > 10_000, "{steps} steps");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_tier_checks_are_all_or_nothing_like_the_core() {
+#[test]
+fn multi_tier_checks_are_all_or_nothing_like_the_core() {
     let server = RedisServer::start();
     let tiers = [
         (
@@ -82,16 +81,8 @@ async fn multi_tier_checks_are_all_or_nothing_like_the_core() {
                 window: Nanos::from_secs(20),
             },
         ),
-        (
-            "shaper",
-            AlgorithmConfig::LeakyBucket {
-                amount: 3,
-                period: Nanos::from_secs(1),
-                queue: 4,
-            },
-        ),
     ];
-    let limiter = vector_limiter(single(&server), "multi", &tiers);
+    let policy = vector_policy(single(&server), "multi", &tiers);
     let core: Vec<AnyLimiter<{ vectors::RING }>> = tiers
         .iter()
         .map(|(_, c)| AnyLimiter::new(c.build().unwrap()).unwrap())
@@ -103,14 +94,13 @@ async fn multi_tier_checks_are_all_or_nothing_like_the_core() {
         now += rng.below(3 * SEC);
         let cost = if rng.below(5) == 0 { 2 } else { 1 };
         let want = vectors::core_multi(&core, now, cost).expect("cost within every tier");
-        let got = limiter
-            .check_n_at("client", cost, Nanos::new(now))
-            .await
+        let got = policy
+            .allow_at("client", "/", cost, Nanos::new(now))
             .expect("check");
-        assert_eq!(got.source, DecisionSource::Redis);
-        assert_eq!(got.tiers, want, "step {step}");
+        let tiers: Vec<_> = got.tiers().iter().map(|t| t.decision).collect();
+        assert_eq!(tiers, want, "step {step}");
         let all = want.iter().all(|d| d.allowed);
-        assert_eq!(got.decision.allowed, all, "step {step}");
+        assert_eq!(got.allowed(), all, "step {step}");
         if all {
             admitted += 1
         } else {
@@ -121,18 +111,21 @@ async fn multi_tier_checks_are_all_or_nothing_like_the_core() {
         admitted > 50 && denied > 50,
         "trace exercises both: {admitted} / {denied}"
     );
+    assert_eq!(policy.backend().stats().degraded, 0);
     // Every tier's key of one check shares the hash tag.
-    for i in 0..tiers.len() {
-        assert!(limiter
-            .redis_key(i, "client")
-            .unwrap()
+    for (name, _) in tiers {
+        assert!(policy
+            .backend()
+            .redis_key("r", name, Some("client"))
             .ends_with(":{client}"));
     }
 }
 
 /// Configurations whose bound over a short test is exact with the server's clock: no
-/// window boundary and no refill can fall inside the test (refill ≥ 14 min).
+/// window boundary and no refill can fall inside the test (refill ≥ 14 min; the windows
+/// are ten years long, so a boundary falls in one in 10⁸ runs of a second).
 fn bounded_configs() -> Vec<(&'static str, AlgorithmConfig, u64)> {
+    let decade = Nanos::from_secs(10 * 365 * 86_400);
     vec![
         (
             "gcra",
@@ -169,32 +162,51 @@ fn bounded_configs() -> Vec<(&'static str, AlgorithmConfig, u64)> {
             },
             60,
         ),
+        (
+            "fixed",
+            AlgorithmConfig::FixedWindow {
+                limit: 90,
+                window: decade,
+            },
+            90,
+        ),
+        (
+            "swc",
+            AlgorithmConfig::SlidingWindowCounter {
+                limit: 70,
+                window: decade,
+            },
+            70,
+        ),
     ]
 }
 
+/// 32 tasks awaiting checks of one client, the server's clock deciding: exactly the bound
+/// admitted, for every algorithm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_tasks_on_one_key_admit_exactly_the_bound() {
     let server = RedisServer::start();
     for (name, config, bound) in bounded_configs() {
-        let limiter = Arc::new(
-            RedisLimiter::new(
-                single(&server),
-                vec![RedisRule::new(name, config).unwrap()],
-                RedisConfig::new("conc")
-                    .unwrap()
-                    .with_timeout(Duration::from_secs(10))
-                    .with_deny_cache(0),
-            )
-            .unwrap(),
+        let store = RedisStore::new(
+            single(&server),
+            RedisConfig::new("conc")
+                .unwrap()
+                .with_timeout(Duration::from_secs(10))
+                .with_deny_cache(0),
+        )
+        .unwrap();
+        let policy = Arc::new(
+            Policy::new(one_rule(&[(name, config)]), MonotonicClock::new())
+                .unwrap()
+                .store(store),
         );
         let admitted = Arc::new(AtomicU64::new(0));
         let tasks: Vec<_> = (0..32)
             .map(|_| {
-                let (limiter, admitted) = (limiter.clone(), admitted.clone());
+                let (policy, admitted) = (policy.clone(), admitted.clone());
                 tokio::spawn(async move {
                     for _ in 0..10 {
-                        let d = limiter.check("hot").await.expect("check");
-                        assert_eq!(d.source, DecisionSource::Redis);
+                        let d = policy.allow_async("hot", "/", 1).await.expect("check");
                         if d.allowed() {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
@@ -206,332 +218,137 @@ async fn concurrent_tasks_on_one_key_admit_exactly_the_bound() {
             t.await.expect("task");
         }
         assert_eq!(admitted.load(Ordering::Relaxed), bound, "{name}");
-    }
-    // Window algorithms, with a fixed client time so no boundary can interfere.
-    for (name, config, bound) in [
-        (
-            "fixed",
-            AlgorithmConfig::FixedWindow {
-                limit: 90,
-                window: Nanos::from_secs(60),
-            },
-            90,
-        ),
-        (
-            "swc",
-            AlgorithmConfig::SlidingWindowCounter {
-                limit: 70,
-                window: Nanos::from_secs(60),
-            },
-            70,
-        ),
-    ] {
-        let limiter = Arc::new(vector_limiter(single(&server), "concw", &[(name, config)]));
-        let admitted = Arc::new(AtomicU64::new(0));
-        let tasks: Vec<_> = (0..32)
-            .map(|_| {
-                let (limiter, admitted) = (limiter.clone(), admitted.clone());
-                tokio::spawn(async move {
-                    for _ in 0..10 {
-                        let d = limiter
-                            .check_n_at("hot", 1, Nanos::from_secs(1_790_000_010))
-                            .await
-                            .unwrap();
-                        if d.allowed() {
-                            admitted.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        assert_eq!(admitted.load(Ordering::Relaxed), bound, "{name}");
+        let stats = policy.backend().stats();
+        assert_eq!((stats.redis_decisions, stats.degraded), (320, 0), "{name}");
     }
 }
 
 #[test]
-fn blocking_api_from_many_threads_admits_exactly_the_bound() {
+fn every_write_sets_a_ttl_at_the_reset_time() {
     let server = RedisServer::start();
-    let limiter = Arc::new(
-        BlockingRedisLimiter::new(
-            single(&server),
-            vec![RedisRule::new(
-                "gcra",
-                AlgorithmConfig::Gcra {
-                    limit: 1,
-                    period: Nanos::from_secs(86_400),
-                    burst: 40,
-                },
-            )
-            .unwrap()],
-            RedisConfig::new("blocking")
-                .unwrap()
-                .with_timeout(Duration::from_secs(10)),
-        )
-        .unwrap(),
-    );
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let limiter = limiter.clone();
-            std::thread::spawn(move || {
-                (0..15)
-                    .filter(|_| limiter.check("k").expect("check").allowed())
-                    .count()
-            })
-        })
-        .collect();
-    let admitted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
-    assert_eq!(admitted, 40);
-    let stats = limiter.stats();
-    assert_eq!(stats.decisions, 120);
-    // Denies of one cost are answered locally until their retry time (about 36 min away).
-    assert_eq!(stats.redis_decisions + stats.deny_cache_hits, 120);
-    assert!(stats.deny_cache_hits > 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blocking_api_refuses_to_block_inside_a_runtime() {
-    let limiter = BlockingRedisLimiter::new(
-        RedisTarget::Single("redis://127.0.0.1:1".into()),
-        vec![RedisRule::new(
-            "r",
-            AlgorithmConfig::FixedWindow {
-                limit: 1,
-                window: Nanos::from_secs(1),
-            },
-        )
-        .unwrap()],
-        RedisConfig::default(),
-    );
-    // Building inside a runtime is fine; blocking in it is refused, not a panic.
-    let limiter = limiter.unwrap();
-    assert_eq!(
-        limiter.check("k").unwrap_err(),
-        CheckError::BlockingInAsyncContext
-    );
-    tokio::task::spawn_blocking(move || drop(limiter))
-        .await
-        .unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_write_sets_a_ttl_at_the_reset_time() {
-    let server = RedisServer::start();
-    let rules = vec![
-        RedisRule::new(
+    let tiers = [
+        (
             "g",
             AlgorithmConfig::Gcra {
                 limit: 10,
                 period: Nanos::from_secs(1),
                 burst: 10,
             },
-        )
-        .unwrap(),
-        RedisRule::new(
+        ),
+        (
             "f",
             AlgorithmConfig::FixedWindow {
                 limit: 5,
                 window: Nanos::from_secs(3600),
             },
-        )
-        .unwrap(),
-        RedisRule::new(
+        ),
+        (
             "s",
             AlgorithmConfig::SlidingWindowCounter {
                 limit: 5,
                 window: Nanos::from_secs(60),
             },
-        )
-        .unwrap(),
-        RedisRule::new(
+        ),
+        (
             "l",
             AlgorithmConfig::SlidingWindowLog {
                 limit: 5,
                 window: Nanos::from_secs(30),
             },
-        )
-        .unwrap(),
-        RedisRule::new(
+        ),
+        (
             "q",
             AlgorithmConfig::LeakyBucket {
                 amount: 4,
                 period: Nanos::from_secs(1),
                 queue: 3,
             },
-        )
-        .unwrap(),
+        ),
     ];
-    let limiter =
-        RedisLimiter::new(single(&server), rules, RedisConfig::new("ttl").unwrap()).unwrap();
-    let d = limiter.check("user").await.unwrap();
-    assert!(d.allowed());
-    for (i, tier) in d.tiers.iter().enumerate() {
-        let key = limiter.redis_key(i, "user").unwrap();
-        let ttl = pttl(&server, &key);
-        let reset_ms = tier.reset_after.as_u64().div_ceil(1_000_000) as i64;
-        assert!(ttl > 0, "{key} has no TTL ({ttl})");
-        assert!(
-            ttl <= reset_ms + 3,
-            "{key}: ttl {ttl} ms beyond reset {reset_ms} ms"
-        );
+    // At most four tiers per rule: the shaper gets a policy of its own.
+    let (four, shaper) = tiers.split_at(4);
+    let policies: Vec<_> = [four, shaper]
+        .iter()
+        .map(|tiers| {
+            let store = RedisStore::new(single(&server), RedisConfig::new("ttl").unwrap());
+            Policy::new(one_rule(tiers), MonotonicClock::new())
+                .unwrap()
+                .store(store.unwrap())
+        })
+        .collect();
+    let key = |tier: &str| policies[0].backend().redis_key("r", tier, Some("user"));
+    for (policy, tiers) in policies.iter().zip([four, shaper]) {
+        let d = policy.allow("user", "/", 1).unwrap();
+        assert!(d.allowed());
+        for ((name, _), tier) in tiers.iter().zip(d.tiers()) {
+            let ttl = pttl(&server, &key(name));
+            let reset_ms = tier.decision.reset_after.as_u64().div_ceil(1_000_000) as i64;
+            assert!(ttl > 0, "{name} has no TTL ({ttl})");
+            assert!(
+                ttl <= reset_ms + 3,
+                "{name}: ttl {ttl} ms beyond reset {reset_ms} ms"
+            );
+        }
     }
     // GCRA's key (100 ms) and the shaper's (250 ms) disappear once the state is fresh again.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    std::thread::sleep(Duration::from_millis(400));
     let mut con = server.connection();
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg(limiter.redis_key(0, "user").unwrap())
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(exists, 0);
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg(limiter.redis_key(4, "user").unwrap())
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(exists, 0);
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg(limiter.redis_key(1, "user").unwrap())
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(exists, 1);
-    // A sliding log stays bounded to L members.
+    let exists = |con: &mut redis::Connection, tier: &str| -> i64 {
+        redis::cmd("EXISTS").arg(key(tier)).query(con).unwrap()
+    };
+    assert_eq!(exists(&mut con, "g"), 0);
+    assert_eq!(exists(&mut con, "q"), 0);
+    assert_eq!(exists(&mut con, "f"), 1);
+    // A sliding log stays bounded to L members (and its tag).
     for _ in 0..20 {
-        limiter.check("user").await.unwrap();
+        policies[0].allow("user", "/", 1).unwrap();
     }
-    let card: i64 = redis::cmd("ZCARD")
-        .arg(limiter.redis_key(3, "user").unwrap())
-        .query(&mut con)
-        .unwrap();
-    assert!(card <= 5, "{card}");
+    let card: i64 = redis::cmd("ZCARD").arg(key("l")).query(&mut con).unwrap();
+    assert!(card <= 5 + 1, "{card}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_time_decisions_follow_the_core_rules() {
     let server = RedisServer::start();
-    let limiter = RedisLimiter::new(
+    let store = RedisStore::new(
         single(&server),
-        vec![RedisRule::new(
-            "g",
-            AlgorithmConfig::Gcra {
-                limit: 1,
-                period: Nanos::from_secs(3600),
-                burst: 3,
-            },
-        )
-        .unwrap()],
         RedisConfig::new("srv").unwrap().with_deny_cache(0),
     )
     .unwrap();
-    let remaining: Vec<u64> = {
-        let mut v = Vec::new();
-        for _ in 0..3 {
-            let d = limiter.check("k").await.unwrap();
-            assert!(d.allowed());
-            v.push(d.decision.remaining);
-        }
-        v
+    let gcra = AlgorithmConfig::Gcra {
+        limit: 1,
+        period: Nanos::from_secs(3600),
+        burst: 3,
     };
+    let policy = Policy::new(one_rule(&[("g", gcra)]), MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    let mut remaining = Vec::new();
+    for _ in 0..3 {
+        let d = policy.allow_async("k", "/", 1).await.unwrap();
+        assert!(d.allowed());
+        remaining.push(d.remaining());
+    }
     assert_eq!(remaining, vec![2, 1, 0]);
-    let denied = limiter.check("k").await.unwrap();
+    let denied = policy.allow_async("k", "/", 1).await.unwrap();
     assert!(!denied.allowed());
     // The next permit is one emission interval (1 h) after the first, minus the time the
     // checks took: just under an hour, never more.
     let retry = denied.decision.retry_after.as_u64();
     assert!(retry <= 3600 * SEC && retry > 3500 * SEC, "{retry}");
     // A peek consumes nothing.
-    let other = limiter.peek_n("other", 1).await.unwrap();
-    assert_eq!(other.decision.remaining, 2);
-    assert_eq!(limiter.check("other").await.unwrap().decision.remaining, 2);
+    let other = policy.peek_async("other", "/", 1).await.unwrap();
+    assert_eq!(other.remaining(), 2);
+    assert_eq!(
+        policy
+            .allow_async("other", "/", 1)
+            .await
+            .unwrap()
+            .remaining(),
+        2
+    );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deny_cache_answers_locally_until_the_retry_time_exactly() {
-    let server = RedisServer::start();
-    let config = RedisConfig::new("dc")
-        .unwrap()
-        .with_ttl_slack(Duration::from_secs(3600));
-    let limiter = RedisLimiter::new(
-        single(&server),
-        vec![RedisRule::new(
-            "g",
-            AlgorithmConfig::Gcra {
-                limit: 10,
-                period: Nanos::from_secs(1),
-                burst: 2,
-            },
-        )
-        .unwrap()],
-        config,
-    )
-    .unwrap();
-    let t0 = 1_790_000_000 * SEC;
-    let at = |ms: u64| Nanos::new(t0 + ms * 1_000_000);
-    assert!(limiter.check_n_at("k", 1, at(0)).await.unwrap().allowed());
-    assert!(limiter.check_n_at("k", 1, at(0)).await.unwrap().allowed());
-    let denied = limiter.check_n_at("k", 1, at(0)).await.unwrap();
-    assert_eq!(denied.source, DecisionSource::Redis);
-    assert_eq!(denied.decision.retry_after, Nanos::from_millis(100));
-    let trips = limiter.stats().round_trips;
-    for ms in [0, 10, 50, 99] {
-        let d = limiter.check_n_at("k", 1, at(ms)).await.unwrap();
-        assert_eq!(d.source, DecisionSource::DenyCache);
-        assert!(!d.allowed());
-        assert_eq!(d.decision.retry_after, Nanos::from_millis(100 - ms));
-    }
-    assert_eq!(
-        limiter.stats().round_trips,
-        trips,
-        "cached denies cost no round trip"
-    );
-    // A different cost is not answered from the cache.
-    let d2 = limiter.check_n_at("k", 2, at(99)).await.unwrap();
-    assert_eq!(d2.source, DecisionSource::Redis);
-    // At the retry time Redis is asked again, and admits.
-    let d = limiter.check_n_at("k", 1, at(100)).await.unwrap();
-    assert_eq!(d.source, DecisionSource::Redis);
-    assert!(d.allowed());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_costs_and_keys_are_errors_not_decisions() {
-    let limiter = RedisLimiter::new(
-        RedisTarget::Single("redis://127.0.0.1:1".into()),
-        vec![RedisRule::new(
-            "g",
-            AlgorithmConfig::Gcra {
-                limit: 10,
-                period: Nanos::from_secs(1),
-                burst: 4,
-            },
-        )
-        .unwrap()],
-        RedisConfig::default(),
-    )
-    .unwrap();
-    assert_eq!(
-        limiter.check_n("k", 5).await.unwrap_err(),
-        CheckError::InsufficientCapacity(InsufficientCapacity { max_cost: 4 })
-    );
-    assert_eq!(limiter.check("").await.unwrap_err(), CheckError::InvalidKey);
-    assert_eq!(
-        limiter.check("}x").await.unwrap_err(),
-        CheckError::InvalidKey
-    );
-    // A `}` inside would let key "a}:s" and key "a" scoped "s}" share one Redis key.
-    assert_eq!(
-        limiter.check("a}:s").await.unwrap_err(),
-        CheckError::InvalidKey
-    );
-    assert_eq!(
-        limiter.redis_key(0, "a}:s"),
-        limiter.redis_key_scoped(0, "a", "s}")
-    );
-    assert_eq!(limiter.stats().round_trips, 0);
-}
-
-/// The prelude's limb arithmetic on its own, against Rust's u128: for random x, y, z < y,
-/// `(x·y + z) divmod y` must give back exactly (x, z), over full-width and small operands.
 #[test]
 fn lua_limb_arithmetic_is_exact() {
     let server = RedisServer::start();
@@ -590,237 +407,6 @@ return out
         }
     }
     assert_eq!(checked, 6000);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scoped_multi_rule_checks_are_all_or_nothing() {
-    let server = RedisServer::start();
-    let hour = Nanos::from_secs(3600);
-    let limiter = RedisLimiter::new(
-        single(&server),
-        vec![
-            RedisRule::new(
-                "client",
-                AlgorithmConfig::FixedWindow {
-                    limit: 5,
-                    window: hour,
-                },
-            )
-            .unwrap(),
-            RedisRule::new(
-                "endpoint",
-                AlgorithmConfig::FixedWindow {
-                    limit: 3,
-                    window: hour,
-                },
-            )
-            .unwrap(),
-        ],
-        RedisConfig::new("scoped")
-            .unwrap()
-            .with_ttl_slack(Duration::from_secs(3600)),
-    )
-    .unwrap();
-    let now = Nanos::from_secs(1_790_000_000);
-    let check = |scope: &'static str, client: &'static str| {
-        let limiter = &limiter;
-        async move {
-            limiter
-                .check_scoped_at(client, &["", scope], 1, now)
-                .await
-                .unwrap()
-        }
-    };
-    for i in 0..3 {
-        let d = check("/search", "alice").await;
-        assert!(d.allowed(), "search {i}");
-    }
-    let d = check("/search", "alice").await;
-    assert!(!d.allowed());
-    assert_eq!(d.tier, Some(1), "the endpoint rule denies");
-    // Nothing was consumed by the denied check: the client rule still has 2.
-    let d = check("/upload", "alice").await;
-    assert!(d.allowed());
-    assert_eq!(d.tiers[0].remaining, 1);
-    assert!(check("/upload", "alice").await.allowed());
-    let d = check("/upload", "alice").await;
-    assert!(!d.allowed());
-    assert_eq!(d.tier, Some(0), "the client rule denies");
-    assert!(check("/search", "bob").await.allowed());
-    let count: String = redis::cmd("GET")
-        .arg(limiter.redis_key(0, "alice").unwrap())
-        .query(&mut server.connection())
-        .unwrap();
-    assert!(count.ends_with("0000000000000005"), "{count}");
-    assert_eq!(
-        limiter.redis_key_scoped(1, "alice", "/search").unwrap(),
-        "scoped:endpoint:{alice}:/search"
-    );
-    assert_eq!(
-        limiter.check_scoped("alice", &["x"], 1).await.unwrap_err(),
-        CheckError::ScopeCount {
-            rules: 2,
-            scopes: 1
-        }
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_time_source_sends_this_process_clock() {
-    let server = RedisServer::start();
-    let limiter = RedisLimiter::new(
-        single(&server),
-        vec![RedisRule::new(
-            "g",
-            AlgorithmConfig::Gcra {
-                limit: 1,
-                period: Nanos::from_secs(60),
-                burst: 1,
-            },
-        )
-        .unwrap()],
-        RedisConfig::new("clienttime")
-            .unwrap()
-            .with_time_source(tollgate::redis::TimeSource::Client),
-    )
-    .unwrap();
-    let before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    assert!(limiter.check("k").await.unwrap().allowed());
-    let after = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    // The stored TAT is the client's clock at the check plus one interval (60 s).
-    let tat: String = redis::cmd("GET")
-        .arg(limiter.redis_key(0, "k").unwrap())
-        .query(&mut server.connection())
-        .unwrap();
-    let tat = u64::from_str_radix(&tat, 16).unwrap();
-    let interval = 60 * SEC;
-    assert!(
-        tat >= before.as_nanos() as u64 + interval && tat <= after.as_nanos() as u64 + interval
-    );
-    assert!(!limiter.check("k").await.unwrap().allowed());
-}
-
-/// A limit lowered under a live key (a config reload that keeps the key's state): the
-/// state then holds more than the new limit, and Redis must still decide as the core does
-/// when its transition runs on the old state with the new parameters.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lowered_limits_under_live_keys_decide_like_the_core() {
-    use tollgate::{Algorithm, AnyAlgorithm, LogRing};
-    let server = RedisServer::start();
-    let w = Nanos::from_secs(1);
-    let pairs = [
-        (
-            AlgorithmConfig::SlidingWindowCounter {
-                limit: 10,
-                window: w,
-            },
-            AlgorithmConfig::SlidingWindowCounter {
-                limit: 3,
-                window: w,
-            },
-        ),
-        (
-            AlgorithmConfig::Gcra {
-                limit: 10,
-                period: w,
-                burst: 10,
-            },
-            AlgorithmConfig::Gcra {
-                limit: 10,
-                period: w,
-                burst: 3,
-            },
-        ),
-        (
-            AlgorithmConfig::LeakyBucket {
-                amount: 10,
-                period: w,
-                queue: 6,
-            },
-            AlgorithmConfig::LeakyBucket {
-                amount: 10,
-                period: w,
-                queue: 1,
-            },
-        ),
-        (
-            AlgorithmConfig::SlidingWindowLog {
-                limit: 10,
-                window: w,
-            },
-            AlgorithmConfig::SlidingWindowLog {
-                limit: 3,
-                window: w,
-            },
-        ),
-    ];
-    let mut rng = Rng::new(99);
-    for (n, (old, new)) in pairs.iter().enumerate() {
-        let mut word = 0u64;
-        let ring = LogRing::<64>::new();
-        let mut now = 1_790_000_000 * SEC;
-        for (phase, config) in [old, new].into_iter().enumerate() {
-            let limiter = vector_limiter(single(&server), "reload", &[("r", *config)]);
-            let algorithm = config.build().unwrap();
-            for step in 0..150 {
-                now += rng.below(SEC / 8);
-                let cost = if rng.below(4) == 0 { 0 } else { 1 };
-                let want = match algorithm {
-                    AnyAlgorithm::Packed(a) => {
-                        let outcome = a.decide(word, Nanos::new(now), cost).unwrap();
-                        if let Some(next) = outcome.next {
-                            word = next;
-                        }
-                        outcome.decision
-                    }
-                    AnyAlgorithm::Log(log) => ring.check_at(&log, Nanos::new(now), cost).unwrap(),
-                };
-                let got = limiter
-                    .check_n_at(&format!("live{n}"), cost, Nanos::new(now))
-                    .await
-                    .unwrap();
-                assert_eq!(got.decision, want, "pair {n} phase {phase} step {step}");
-            }
-        }
-    }
-}
-
-/// The deny cache tells a scoped check from an unscoped key that spells the same bytes: key
-/// `a` scoped `b` and the key `a\0b` (which the old `key ‖ NUL ‖ scope` identity merged).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deny_cache_identities_of_scoped_and_plain_keys_never_collide() {
-    let server = RedisServer::start();
-    let rule = RedisRule::new(
-        "one",
-        AlgorithmConfig::FixedWindow {
-            limit: 1,
-            window: Nanos::from_secs(3600),
-        },
-    )
-    .unwrap();
-    let limiter = RedisLimiter::new(
-        RedisTarget::Single(server.url()),
-        vec![rule],
-        RedisConfig::new("ident").unwrap(),
-    )
-    .unwrap();
-    assert!(limiter
-        .check_scoped("a", &["b"], 1)
-        .await
-        .unwrap()
-        .allowed());
-    let denied = limiter.check_scoped("a", &["b"], 1).await.unwrap();
-    assert!(!denied.allowed());
-    // Cached now; a different key of the same bytes is its own fresh key.
-    assert!(limiter.check("a\0b").await.unwrap().allowed());
-    assert_eq!(
-        limiter.check_scoped("a", &["b"], 1).await.unwrap().source,
-        DecisionSource::DenyCache
-    );
 }
 
 /// One tier of the store script's differential below: a core algorithm and what the

@@ -1,41 +1,26 @@
-//! [`BuildError`]: why a Redis limiter, rule or configuration was rejected.
+//! [`BuildError`]: why a Redis store or its configuration was rejected.
 
 use std::fmt;
 
-use crate::ConfigError;
-
-/// A Redis limiter could not be built: every variant is a configuration mistake found at
-/// construction, never at check time.
+/// A Redis store (or its configuration) could not be built: every variant is a
+/// configuration mistake found at construction, never at check time.
 ///
 /// ```
-/// use tollgate::redis::{BuildError, RedisRule};
-/// use tollgate::{AlgorithmConfig, ConfigError, Nanos};
-/// let zero = AlgorithmConfig::FixedWindow { limit: 0, window: Nanos::from_secs(1) };
-/// assert_eq!(RedisRule::new("api", zero).err(), Some(BuildError::Config(ConfigError::ZeroLimit)));
-/// let ok = AlgorithmConfig::FixedWindow { limit: 1, window: Nanos::from_secs(1) };
-/// assert!(matches!(RedisRule::new("a{b", ok), Err(BuildError::InvalidName(_))));
+/// use tollgate::redis::{BuildError, FailurePolicy, RedisConfig};
+/// assert!(matches!(RedisConfig::new("a{b"), Err(BuildError::InvalidName(_))));
+/// let half = FailurePolicy::Fallback { share: 1.5 };
+/// assert_eq!(RedisConfig::new("api")?.with_failure_policy(half).err(), Some(BuildError::InvalidShare));
+/// # Ok::<(), BuildError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// The algorithm's numbers were rejected by the core.
-    Config(ConfigError),
-    /// A rule name or key prefix is empty or contains `{`, `}` or `:` (they would break the
-    /// `{prefix}:{rule}:{{key}}` layout and its hash tag).
+    /// A key prefix is empty or contains `{`, `}` or `:` (they would break the
+    /// `{prefix}:{rule}:{tier}:{{client}}` layout and its hash tag).
     InvalidName(String),
-    /// Two rules of one limiter share a name (they would share a Redis key).
-    DuplicateRule(String),
-    /// A limiter needs at least one rule.
-    NoRules,
-    /// A sliding window log limit above [`MAX_LOG_LIMIT`](super::MAX_LOG_LIMIT) (one sorted
-    /// set member per permit).
-    LogTooLarge {
-        /// The largest accepted limit.
-        max: u64,
-    },
     /// The fallback share must be a number in `(0, 1]`.
     InvalidShare,
-    /// The tokio runtime of a blocking limiter could not be started.
+    /// The tokio runtime of the store's I/O thread could not be started.
     Runtime(String),
     /// The Redis URL(s) could not be parsed.
     Url(String),
@@ -47,16 +32,10 @@ pub enum BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::Config(e) => write!(f, "invalid limit: {e}"),
             BuildError::InvalidName(name) => write!(
                 f,
                 "invalid name {name:?}: must be non-empty, without '{{', '}}' or ':'"
             ),
-            BuildError::DuplicateRule(name) => write!(f, "two rules are named {name:?}"),
-            BuildError::NoRules => f.write_str("a limiter needs at least one rule"),
-            BuildError::LogTooLarge { max } => {
-                write!(f, "sliding window log limit above {max}")
-            }
             BuildError::InvalidShare => f.write_str("fallback share must be in (0, 1]"),
             BuildError::Runtime(e) => write!(f, "cannot start the tokio runtime: {e}"),
             BuildError::Url(e) => write!(f, "invalid Redis URL: {e}"),
@@ -66,9 +45,3 @@ impl fmt::Display for BuildError {
 }
 
 impl std::error::Error for BuildError {}
-
-impl From<ConfigError> for BuildError {
-    fn from(e: ConfigError) -> BuildError {
-        BuildError::Config(e)
-    }
-}

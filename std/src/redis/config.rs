@@ -1,12 +1,12 @@
 //! [`RedisConfig`]: key prefix, timeouts, failure policy, clock and caches of a Redis
-//! limiter.
+//! store.
 
 use std::time::Duration;
 
 use super::rule::validate_name;
 use super::{BuildError, FailurePolicy, TimeSource};
 
-/// Settings of a [`RedisLimiter`](super::RedisLimiter), built with `with_*` methods.
+/// Settings of a [`RedisStore`](super::RedisStore), built with `with_*` methods.
 ///
 /// ```
 /// use std::time::Duration;
@@ -101,17 +101,16 @@ impl RedisConfig {
         self
     }
 
-    /// Capacity of the local deny cache in entries; 0 disables it. It applies to both the
-    /// [`RedisLimiter`](super::RedisLimiter) (an entry per key, up to 4 costs each) and the
-    /// [`RedisStore`](super::RedisStore) (an entry per plan: the keys, versions and costs
-    /// of a request's tiers, up to 4 costs each); see "Deny cache" on each for what is
-    /// cached, for how long, and what invalidates it.
+    /// Capacity of the local deny cache in entries (an entry per plan: the keys, versions
+    /// and costs of a request's tiers, up to 4 costs each); 0 disables it. See "Deny cache"
+    /// on [`RedisStore`](super::RedisStore) for what is cached, for how long, and what
+    /// invalidates it.
     pub fn with_deny_cache(mut self, entries: usize) -> Self {
         self.deny_cache = entries;
         self
     }
 
-    /// Most keys the fallback limiter tracks at once (only with
+    /// Most keys the in-process fallback tracks per tier at once (only with
     /// [`FailurePolicy::Fallback`]).
     pub fn with_fallback_keys(mut self, keys: usize) -> Self {
         self.fallback_keys = keys;
@@ -144,6 +143,30 @@ impl RedisConfig {
         &self.prefix
     }
 
+    /// The Redis key a store with this configuration keeps `tier` of `rule` in, for `client`
+    /// (`None`: a `per = "global"` rule): `{prefix}:{rule}:{tier}:{{client}}`, the rule and
+    /// tier names with `%`, `:`, `{` and `}` escaped as `%XX` (so the parts cannot run
+    /// together), the client as the Redis Cluster hash tag (so every per-client tier of a
+    /// check is on one slot). A global rule's tag is `@`. A client that is empty, is `@` or
+    /// holds `{` or `}` cannot be a tag itself: its tag is `#` and its 64-bit FNV-1a in
+    /// hex, followed by `:` and the client. Distinct (rule, tier, client) triples never
+    /// share a key (fuzzed by `redis_wire`).
+    ///
+    /// ```
+    /// # use tollgate::redis::RedisConfig;
+    /// let config = RedisConfig::new("api")?;
+    /// assert_eq!(config.redis_key("default", "minute", Some("alice")), "api:default:minute:{alice}");
+    /// assert_eq!(config.redis_key("all", "second", None), "api:all:second:{@}");
+    /// assert_eq!(config.redis_key("a:b", "t", Some("")), "api:a%3Ab:t:{#cbf29ce484222325}:");
+    /// assert_ne!(config.redis_key("all", "second", Some("@")), config.redis_key("all", "second", None));
+    /// # Ok::<(), tollgate::redis::BuildError>(())
+    /// ```
+    pub fn redis_key(&self, rule: &str, tier: &str, client: Option<&str>) -> String {
+        let mut key = String::with_capacity(64);
+        super::store::push_key(&mut key, self.prefix(), rule, tier, client);
+        key
+    }
+
     /// The connect timeout.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
@@ -174,7 +197,7 @@ impl RedisConfig {
         self.deny_cache
     }
 
-    /// The fallback limiter's key capacity.
+    /// The in-process fallback's key capacity per tier.
     pub fn fallback_keys(&self) -> usize {
         self.fallback_keys
     }

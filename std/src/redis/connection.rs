@@ -74,7 +74,7 @@ impl Connection {
                 let manager = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(config.connect_timeout()))
                     .set_response_timeout(Some(config.timeout()))
-                    // Reconnect quickly and keep trying: the limiter's own backoff decides
+                    // Reconnect quickly and keep trying: the store's own backoff decides
                     // how often a check waits for Redis.
                     .set_min_delay(std::time::Duration::from_millis(10))
                     .set_max_delay(

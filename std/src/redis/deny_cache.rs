@@ -8,12 +8,10 @@
 //! cache can only stop answering early, never late. Entries are per key and cost: at most
 //! the configured number of keys, and [`COSTS_PER_KEY`] costs per key.
 //!
-//! The cache is generic over what it remembers per deny: [`RedisLimiter`] keeps one
-//! [`Decision`] and its tier ([`LimiterDeny`]), [`RedisStore`] every tier's decision of a
-//! plan. Both shift the remembered durations by the time elapsed since the request was
-//! sent ([`shift`]).
+//! The cache is generic over what it remembers per deny ([`RedisStore`] keeps every tier's
+//! decision of a plan); the remembered durations are shifted by the time elapsed since the
+//! request was sent ([`shift`]).
 //!
-//! [`RedisLimiter`]: super::RedisLimiter
 //! [`RedisStore`]: super::RedisStore
 
 use std::collections::hash_map::RandomState;
@@ -43,20 +41,12 @@ struct Entry<V> {
 /// One shard: key → its cached denies (one per cost).
 type Shard<V> = HashMap<String, Vec<Entry<V>>>;
 
-/// What [`RedisLimiter`](super::RedisLimiter) remembers of a deny: the combined decision
-/// and the tier that decided it.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct LimiterDeny {
-    decision: Decision,
-    tier: Option<usize>,
-}
-
 /// Sharded, bounded map from key to its cached denies.
 ///
 /// The capacity is split exactly over the shards (the first `capacity % 16` shards hold
 /// one key more), so the cache never holds more than `capacity` keys.
 #[derive(Debug)]
-pub(crate) struct DenyCache<V = LimiterDeny> {
+pub(crate) struct DenyCache<V> {
     shards: Box<[Mutex<Shard<V>>]>,
     capacity: usize,
     hasher: RandomState,
@@ -181,37 +171,6 @@ impl<V> DenyCache<V> {
     }
 }
 
-impl DenyCache<LimiterDeny> {
-    /// The cached deny for `key` and `cost` at local time `now`, with its durations
-    /// measured from `now`; expired entries are dropped.
-    pub(crate) fn lookup(
-        &self,
-        key: &str,
-        cost: u32,
-        now: u64,
-    ) -> Option<(Decision, Option<usize>)> {
-        self.find(key, cost, now, |deny, sent| {
-            Some((shift(deny.decision, sent, now), deny.tier))
-        })
-    }
-
-    /// Remembers a deny Redis gave to a request of `cost` sent at local time `sent`.
-    pub(crate) fn insert(
-        &self,
-        key: &str,
-        cost: u32,
-        sent: u64,
-        decision: Decision,
-        tier: Option<usize>,
-    ) {
-        if decision.allowed {
-            return;
-        }
-        let deadline = sent.saturating_add(decision.retry_after.as_u64());
-        self.put(key, cost, sent, deadline, LimiterDeny { decision, tier });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,11 +179,9 @@ mod tests {
     /// latest deadlines.
     #[test]
     fn entries_per_key_are_bounded() {
-        let cache = DenyCache::new(16);
+        let cache: DenyCache<u32> = DenyCache::new(16);
         for cost in 1..=10u32 {
-            let retry = Nanos::new(1_000 * u64::from(cost));
-            let decision = Decision::deny(10, 0, retry, retry);
-            cache.insert("k", cost, 0, decision, None);
+            cache.put("k", cost, 0, 1_000 * u64::from(cost), cost);
         }
         let (_, shard) = cache.shard("k");
         let entries = shard.get("k").unwrap();
@@ -233,8 +190,8 @@ mod tests {
         costs.sort_unstable();
         assert_eq!(costs, [7, 8, 9, 10]);
         drop(shard);
-        assert!(cache.lookup("k", 10, 1).is_some());
-        assert!(cache.lookup("k", 1, 1).is_none());
+        assert_eq!(cache.find("k", 10, 1, |v, _| Some(*v)), Some(10));
+        assert_eq!(cache.find("k", 1, 1, |v, _| Some(*v)), None);
     }
 
     /// Many distinct keys never hold more than the capacity, also when it is not a
@@ -242,19 +199,16 @@ mod tests {
     #[test]
     fn keys_are_bounded_by_the_capacity_exactly() {
         for capacity in [1, 5, 16, 40] {
-            let cache = DenyCache::new(capacity);
-            let retry = Nanos::new(1_000);
+            let cache: DenyCache<()> = DenyCache::new(capacity);
             for k in 0..1_000 {
-                let decision = Decision::deny(10, 0, retry, retry);
-                cache.insert(&k.to_string(), 1, 0, decision, None);
+                cache.put(&k.to_string(), 1, 0, 1_000, ());
             }
             assert!(cache.len() <= capacity, "{} > {capacity}", cache.len());
         }
-        let disabled: DenyCache = DenyCache::new(0);
-        let retry = Nanos::new(1_000);
-        disabled.insert("k", 1, 0, Decision::deny(10, 0, retry, retry), None);
+        let disabled: DenyCache<()> = DenyCache::new(0);
+        disabled.put("k", 1, 0, 1_000, ());
         assert_eq!(disabled.len(), 0);
-        assert!(disabled.lookup("k", 1, 0).is_none());
+        assert!(disabled.find("k", 1, 0, |_, _| Some(())).is_none());
     }
 
     /// A reader that finds its entry stale drops it; durations shift by the time elapsed.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-/// What to answer while Redis is unreachable or too slow. Every such decision is marked
-/// degraded ([`DecisionSource::Degraded`](super::DecisionSource::Degraded)).
+/// What to answer while Redis is unreachable or too slow. Every such decision is counted
+/// in [`RedisStats::degraded`](super::RedisStats::degraded).
 ///
 /// ```
 /// use std::time::Duration;
@@ -26,8 +26,7 @@ pub enum FailurePolicy {
         /// The `retry_after` of the degraded denies.
         retry_after: Duration,
     },
-    /// Decide with an in-process `tollgate_core` limiter per key holding `share` (in
-    /// `(0, 1]`) of every rule's limit, e.g. `1 / number of servers`. Its state starts
+    /// Decide in this process, per key, with `share` (in `(0, 1]`) of every tier's limit, e.g. `1 / number of servers`. Its state starts
     /// fresh when Redis fails and is not merged back when Redis returns.
     Fallback {
         /// The fraction of each limit (limit, burst, capacity, refill, queue) enforced
@@ -37,8 +36,8 @@ pub enum FailurePolicy {
 }
 
 impl Default for FailurePolicy {
-    /// [`FailurePolicy::FailClosed`] with a one-second `retry_after`: a limiter that
-    /// cannot see its state does not admit.
+    /// [`FailurePolicy::FailClosed`] with a one-second `retry_after`: a store that cannot
+    /// see its state does not admit.
     fn default() -> Self {
         FailurePolicy::FailClosed {
             retry_after: Duration::from_secs(1),

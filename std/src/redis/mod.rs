@@ -1,36 +1,55 @@
 //! # Redis and Redis Cluster backend (feature `redis`)
 //!
 //! When a fleet of stateless servers must share limits, the state moves to Redis and the
-//! core's transitions run there, as Lua scripts, atomically. Two front ends share them:
+//! core's transitions run there, as Lua scripts, atomically. The policy is the same one
+//! that runs in one process; only its [`Store`](crate::policy::Store) changes:
 //!
-//! - [`RedisStore`]: a [`Policy`](crate::policy::Policy)'s [`Store`](crate::policy::Store).
-//!   The same rules file, tiers, reloads, peeks, refunds, charges and reservations as in
-//!   one process, for the whole fleet; states are tagged with the parameters they were
-//!   written under and converted on read when a reload or a rolling deploy changed them
-//!   (`scripts/store.lua`). This is the front end to use;
+//! - [`RedisStore`]: the same rules file, tiers, reloads, peeks, refunds, charges and
+//!   reservations as in one process, for the whole fleet; states are tagged with the
+//!   parameters they were written under and converted on read when a reload or a rolling
+//!   deploy changed them (`scripts/store.lua`). Called from blocking code
+//!   ([`Policy::allow`](crate::policy::Policy::allow)) or awaited from async code
+//!   ([`Policy::allow_async`](crate::policy::Policy::allow_async): the round trip holds no
+//!   worker thread);
 //! - [`LeasedStore`]: a [`RedisStore`] whose hot keys are served in process from leases
 //!   (slices of their quota taken from Redis ahead of time, returned when unused), with a
-//!   stated overshoot bound per key ([`LeaseConfig::max_lease_for`]);
-//! - [`RedisLimiter`] / [`BlockingRedisLimiter`]: a flat list of [`RedisRule`]s applied to
-//!   every key (`scripts/runner.lua`, states stored bare), with a local deny cache and an
-//!   in-process fallback limiter.
+//!   stated overshoot bound per key ([`LeaseConfig::max_lease_for`]).
 //!
-//! What both share:
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tollgate::policy::Policy;
+//! use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
+//! use tollgate::MonotonicClock;
+//! let store = RedisStore::new(RedisTarget::Single("redis://127.0.0.1:6379".into()), RedisConfig::new("api")?)?;
+//! let policy = Policy::from_toml(r#"
+//!     [[rules]]
+//!     name = "default"
+//!     tiers = [
+//!         { name = "second", limit = 10, window = "1s" },
+//!         { name = "day", limit = 10000, window = "1d", algorithm = "fixed_window" },
+//!     ]
+//! "#, MonotonicClock::new())?
+//! .store(store);
+//! let d = policy.allow_async("customer-42", "/search", 1).await?;
+//! if !d.allowed() {
+//!     println!("429, retry after {}", d.decision.retry_after);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! How it works:
 //!
 //! - **One file per algorithm** (`scripts/*.lua`): its pure transition (state in, decision
 //!   and next state out), mirroring the core's `decide` line by line, with its `refund`
-//!   and `charge` next to it; the token bucket runs GCRA's, as in the core. A limiter sends
-//!   the script of the algorithms its rules use; the store sends all of them. The clock is the server's `TIME`
-//!   ([`TimeSource::Server`]); a client-supplied time is an explicit option
-//!   ([`RedisLimiter::check_n_at`], [`TimeSource::Client`]).
-//! - **Keys** `{prefix}:{rule}:{{key}}`: the client key is the hash tag, so every tier of one
-//!   check lives in one Redis Cluster slot. A key must be non-empty and contain no `}`
-//!   ([`CheckError::InvalidKey`]), so the tag is exactly the key and no two (key, scope)
-//!   pairs share a Redis key. Every write sets a TTL at the key's reset time
-//!   (rounded up, plus 3 ms for Redis' millisecond expiry clock, plus
-//!   [`RedisConfig::with_ttl_slack`]), so idle state disappears and memory is bounded by
-//!   the active keys. A deny writes nothing.
-//! - **Redis Functions**: each script is a function library named after its SHA-1
+//!   and `charge` next to it; the token bucket runs GCRA's, as in the core. The clock is
+//!   the server's `TIME` ([`TimeSource::Server`]); the policy's clock is an explicit option
+//!   ([`TimeSource::Client`]).
+//! - **Keys** `{prefix}:{rule}:{tier}:{{client}}` (see [`RedisStore::redis_key`]): the
+//!   client is the hash tag, so every per-client tier of one check lives in one Redis
+//!   Cluster slot. Every write sets a TTL at the key's reset time (rounded up, plus 3 ms
+//!   for Redis' millisecond expiry clock, plus [`RedisConfig::with_ttl_slack`]), so idle
+//!   state disappears and memory is bounded by the active keys. A deny writes nothing.
+//! - **Redis Functions**: the script is a function library named after its SHA-1
 //!   ([`LuaScript::library`]), loaded with `FUNCTION LOAD REPLACE` on the server (in a
 //!   cluster: the slot's master) that answers `Function not found` (first use, restart,
 //!   failover, `FUNCTION FLUSH`), then called with `FCALL`; the prelude and the algorithms
@@ -38,18 +57,17 @@
 //!   disabled ([`RedisConfig::with_functions`]): **`EVALSHA`**, and on `NOSCRIPT` (restart,
 //!   failover, `SCRIPT FLUSH`) one `EVAL` of the body, which caches it again. Either reload
 //!   is transparent and counted in [`RedisStats::script_reloads`].
-//! - **Tiers, all or nothing, one round trip**: the runner decides every rule, then writes
-//!   all of them only if all admit ([`RedisDecision`] says how they combine).
+//! - **Tiers, all or nothing, one round trip** per hash tag: the script decides every tier,
+//!   then writes all of them only if all admit (combined by the core's one rule, as in
+//!   process).
 //! - **Failures** (connect timeout, per-check timeout, connection loss, server errors) go
-//!   to the [`FailurePolicy`]: fail open, fail closed, or an in-process `tollgate_core`
-//!   limiter with a share of each limit; such decisions carry
-//!   [`DecisionSource::Degraded`]. After a failure Redis is skipped for the retry backoff,
-//!   then tried again: recovery needs no restart.
+//!   to the [`FailurePolicy`]: fail open, fail closed, or the in-process fallback with a
+//!   share of each limit; they are counted in [`RedisStats::degraded`]. After a failure the
+//!   failed keys' group is skipped for the retry backoff, then tried again: recovery needs
+//!   no restart.
 //! - **Deny cache**: a deny is remembered until its `retry_after` has passed (measured from
-//!   when the request was sent, so never too long); meanwhile the same key and cost are
-//!   answered locally ([`DecisionSource::DenyCache`]) with the same `retry_after`
-//!   deadline. Exact, because nothing another client does can admit that request sooner.
-//!   Locally answered denies carry the `remaining` Redis last reported (a lower bound).
+//!   when the request was sent, so never too long); meanwhile the same request is answered
+//!   locally with the same deadline (see "Deny cache" on [`RedisStore`]).
 //!
 //! Built on the [`redis`](https://docs.rs/redis) crate (features `tokio-comp`,
 //! `connection-manager`, `cluster-async`, `script`) and tokio; the feature therefore needs
@@ -109,7 +127,8 @@
 //!   computed by the client in checked `u64` (the core already bounds them), so the
 //!   scripts only add, compare and divide in the hot path.
 //!
-//! The state a script stores is the core's state, unpacked: GCRA / token bucket / leaky
+//! The state a script stores is the core's state, unpacked, after a tag naming the
+//! parameters it was written under (see `scripts/store.lua`): GCRA / token bucket / leaky
 //! bucket keep their one instant; the fixed window keeps (index, count) and the sliding
 //! window counter (index, prev, curr) as hex fields of one string (no bit packing needed,
 //! so no layout limits beyond the core's own validation); the sliding window log keeps a
@@ -120,23 +139,19 @@
 //! indistinguishable from fresh, so expiry never changes a decision.
 //!
 //! The shared test vectors (`tests/redis_support/vectors.rs`) replay the same traces
-//! through the core cell and through Redis with client-supplied time, including instants
+//! through the core cell and through a policy on Redis deciding at the policy's time
+//! (single node and cluster), including instants
 //! near `u64::MAX`, late callers and `u128` intermediates, and require identical
 //! [`Decision`](crate::Decision)s.
 
-mod blocking;
 mod build_error;
-mod check_error;
 mod config;
 mod connection;
-mod decision;
-mod decision_source;
 mod deny_cache;
 mod failure_cause;
 mod failure_policy;
 mod fallback;
 mod leased;
-mod limiter;
 mod reply;
 mod rule;
 mod script;
@@ -145,24 +160,14 @@ mod store;
 mod target;
 mod time_source;
 
-pub use blocking::BlockingRedisLimiter;
 pub use build_error::BuildError;
-pub use check_error::CheckError;
 pub use config::{LeaseConfig, RedisConfig};
-pub use decision::RedisDecision;
-pub use decision_source::DecisionSource;
 pub use failure_cause::FailureCause;
 pub use failure_policy::FailurePolicy;
 pub use leased::{LeaseStats, LeasedStore};
-pub use limiter::RedisLimiter;
 pub use reply::decode_reply;
-pub use rule::RedisRule;
 pub use script::LuaScript;
 pub use stats::RedisStats;
 pub use store::{RedisStore, MAX_LOG_COST};
 pub use target::RedisTarget;
 pub use time_source::TimeSource;
-
-/// The largest sliding window log limit the Redis backend accepts (one sorted-set member
-/// per permit in the window).
-pub const MAX_LOG_LIMIT: u64 = 1 << 20;

@@ -1,17 +1,13 @@
-//! [`LuaScript`]: the server-side transition of a set of algorithms, as one Lua script and
-//! its SHA-1 (what `EVALSHA` names), and the same script as a function library (what
+//! [`LuaScript`]: the store's server-side transitions, as one Lua script and its SHA-1
+//! (what `EVALSHA` names), and the same script as a function library (what
 //! `FUNCTION LOAD` installs and `FCALL` calls).
 //!
 //! Each algorithm's transition lives in its own file under `scripts/` and mirrors the core's
 //! `decide` line by line; `prelude.lua` supplies exact multi-limb integer arithmetic (see the
-//! [module docs](super) for why) and `runner.lua` decides every tier, then writes all or
-//! nothing. A limiter with one rule runs the script of that one algorithm; a multi-tier
-//! limiter runs one script holding the algorithms its tiers use.
-
-use super::RedisRule;
+//! [module docs](super) for why) and `store.lua` runs one operation on every tier of a plan
+//! (tagged states converted on read), all or nothing.
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
-const RUNNER: &str = include_str!("scripts/runner.lua");
 const STORE: &str = include_str!("scripts/store.lua");
 
 /// Every algorithm source, in the order they are concatenated.
@@ -31,19 +27,12 @@ const ALGORITHMS: [(&str, &str); 5] = [
 /// so loading it runs the definitions once; the body ends in `return main(KEYS, ARGV)`.
 ///
 /// ```
-/// use tollgate::redis::{LuaScript, RedisRule};
-/// use tollgate::{AlgorithmConfig, Nanos};
-/// let rule = RedisRule::new(
-///     "api",
-///     AlgorithmConfig::FixedWindow { limit: 10, window: Nanos::from_secs(1) },
-/// )?;
-/// let script = LuaScript::for_rules(std::slice::from_ref(&rule));
+/// use tollgate::redis::LuaScript;
+/// let script = LuaScript::for_store();
 /// assert_eq!(script.sha().len(), 40);
 /// assert!(script.body().contains("ALGOS['fixed']"));
-/// assert!(!script.body().contains("ALGOS['gcra']"));
 /// assert_eq!(script.function_name(), format!("tollgate_{}", script.sha()));
 /// assert!(script.library().starts_with(&format!("#!lua name={}\n", script.function_name())));
-/// # Ok::<(), tollgate::redis::BuildError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LuaScript {
@@ -54,23 +43,6 @@ pub struct LuaScript {
 }
 
 impl LuaScript {
-    /// The script for the algorithms `rules` use (each algorithm included once).
-    pub fn for_rules(rules: &[RedisRule]) -> LuaScript {
-        // Limbs per number (see prelude.lua): 3 (72 bits) hold every intermediate except
-        // the sliding window counter's products of a count (< 2^31) and a duration
-        // (< 2^64), which need 4 (96 bits).
-        let limbs = if rules.iter().any(|rule| rule.script_algorithm() == "swc") {
-            4
-        } else {
-            3
-        };
-        let algorithms = ALGORITHMS
-            .iter()
-            .filter(|(name, _)| rules.iter().any(|rule| rule.script_algorithm() == *name))
-            .map(|(_, source)| *source);
-        LuaScript::assemble(limbs, algorithms, RUNNER)
-    }
-
     /// The policy store's script ([`RedisStore`](super::RedisStore)): every algorithm and
     /// the tagged-state runner, with 4 limbs (conversions widen to 6 where they need
     /// `u128`).

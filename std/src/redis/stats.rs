@@ -1,9 +1,9 @@
-//! [`RedisStats`]: counters of a Redis limiter (round trips, cache hits, degraded
+//! [`RedisStats`]: counters of a Redis store (round trips, cache hits, degraded
 //! decisions, script reloads), for benchmarks, tests and metrics.
 
 use crate::sync::plain::{AtomicU64, Ordering};
 
-/// A snapshot of a limiter's counters since it was built.
+/// A snapshot of a store's counters since it was built.
 ///
 /// ```
 /// use tollgate::redis::RedisStats;
@@ -22,7 +22,7 @@ pub struct RedisStats {
     pub deny_cache_hits: u64,
     /// Decisions made by the failure policy.
     pub degraded: u64,
-    /// Times a `Function not found` (or, on `EVALSHA`, `NOSCRIPT`) answer made the limiter
+    /// Times a `Function not found` (or, on `EVALSHA`, `NOSCRIPT`) answer made the store
     /// send the script again (`FUNCTION LOAD`, or `EVAL` of the body).
     pub script_reloads: u64,
 }

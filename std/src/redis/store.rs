@@ -32,8 +32,8 @@ pub use crate::policy::MAX_LOG_COST;
 /// prefix.
 ///
 /// The policy matches rules and compiles a plan exactly as in-process; the store runs the
-/// plan's tiers in `scripts/store.lua`, which reuses the per-algorithm transitions of the
-/// limiter's script (each the mirror of the core's `decide`, `refund` and `charge`; see the
+/// plan's tiers in `scripts/store.lua`, with one Lua file per algorithm's transition
+/// (each the mirror of the core's `decide`, `refund` and `charge`; see the
 /// [module docs](super) for the exact arithmetic).
 ///
 /// ## Keys and round trips
@@ -41,8 +41,9 @@ pub use crate::policy::MAX_LOG_COST;
 /// A tier's state lives at `{prefix}:{rule}:{tier}:{{client}}` (rule and tier names with
 /// `%`, `:`, `{` and `}` escaped as `%XX`). The client is the Redis Cluster hash tag, so all
 /// per-client tiers of a check share one slot and run in **one round trip**, all or
-/// nothing. A client that is empty or contains `{` or `}` cannot be a tag by itself; its
-/// tag is then `#` and its 64-bit fingerprint in hex, followed by `:` and the client.
+/// nothing. A client that is empty, is `@` or contains `{` or `}` cannot be a tag by
+/// itself; its tag is then `#` and its 64-bit fingerprint in hex, followed by `:` and the
+/// client (see [`RedisConfig::redis_key`]).
 ///
 /// Tiers of `per = "global"` rules have one key for all clients,
 /// `{prefix}:{rule}:{tier}:{@}`: every global key shares the tag `@`, so all global tiers of
@@ -131,8 +132,7 @@ pub use crate::policy::MAX_LOG_COST;
 /// - **Bounds.** At most the configured number of identities, and 4 costs per identity;
 ///   when the cache is full of live denies, new ones are not cached.
 ///
-/// What this process cannot see is the caveat of [`RedisLimiter`](super::RedisLimiter)'s
-/// cache: another process's writes. Its admissions only make a cached deny truer (the
+/// What this process cannot see is another process's writes. Its admissions only make a cached deny truer (the
 /// real retry time is later, `remaining` lower: the cache stops early and asks again). Its
 /// refunds, and states written under another version of a tier (by a process running other
 /// rules, or by this one before a reload: such a state is converted on every read, and
@@ -409,9 +409,41 @@ fn push_escaped(key: &mut String, name: &str) {
     }
 }
 
+/// Appends the Redis key of `tier` of `rule` for `client` under `prefix` to `key` (see
+/// [`RedisConfig::redis_key`]).
+pub(crate) fn push_key(
+    key: &mut String,
+    prefix: &str,
+    rule: &str,
+    tier: &str,
+    client: Option<&str>,
+) {
+    key.push_str(prefix);
+    key.push(':');
+    push_escaped(key, rule);
+    key.push(':');
+    push_escaped(key, tier);
+    key.push(':');
+    match client {
+        None => key.push_str("{@}"),
+        // `@` is the global rules' tag: a client of that name is hashed, so it never shares
+        // a key with the global state of a rule that a reload made per-client.
+        Some(c) if !c.is_empty() && c != "@" && !c.contains(['{', '}']) => {
+            key.push('{');
+            key.push_str(c);
+            key.push('}');
+        }
+        Some(c) => {
+            // Writing to a `String` cannot fail.
+            let _ = write!(key, "{{#{:016x}}}:", fnv1a(c.as_bytes()));
+            key.push_str(c);
+        }
+    }
+}
+
 /// The per-tier decisions of a check or peek reply (`None` if malformed).
 fn decode(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
-    super::reply::decode_limits(limits, reply)
+    super::reply::decode_reply(limits, reply)
 }
 
 impl RedisStore {
@@ -468,43 +500,10 @@ impl RedisStore {
         self.shared.counters.snapshot()
     }
 
-    /// The Redis key holding `tier` of `rule` for `client` (`None`: the rule is global).
-    ///
-    /// ```
-    /// # use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
-    /// let store = RedisStore::new(RedisTarget::Single("redis://127.0.0.1:1".into()), RedisConfig::new("api")?)?;
-    /// assert_eq!(store.redis_key("default", "minute", Some("alice")), "api:default:minute:{alice}");
-    /// assert_eq!(store.redis_key("all", "second", None), "api:all:second:{@}");
-    /// assert_eq!(store.redis_key("a:b", "t", Some("")), "api:a%3Ab:t:{#cbf29ce484222325}:");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
+    /// The Redis key holding `tier` of `rule` for `client` (`None`: the rule is global):
+    /// [`RedisConfig::redis_key`] of the store's configuration.
     pub fn redis_key(&self, rule: &str, tier: &str, client: Option<&str>) -> String {
-        let mut key = String::with_capacity(64);
-        self.push_key(&mut key, rule, tier, client);
-        key
-    }
-
-    /// Appends [`redis_key`](Self::redis_key)`(rule, tier, client)` to `key`.
-    fn push_key(&self, key: &mut String, rule: &str, tier: &str, client: Option<&str>) {
-        key.push_str(self.shared.config.prefix());
-        key.push(':');
-        push_escaped(key, rule);
-        key.push(':');
-        push_escaped(key, tier);
-        key.push(':');
-        match client {
-            None => key.push_str("{@}"),
-            Some(c) if !c.is_empty() && !c.contains(['{', '}']) => {
-                key.push('{');
-                key.push_str(c);
-                key.push('}');
-            }
-            Some(c) => {
-                // Writing to a `String` cannot fail.
-                let _ = write!(key, "{{#{:016x}}}:", fnv1a(c.as_bytes()));
-                key.push_str(c);
-            }
-        }
+        self.shared.config.redis_key(rule, tier, client)
     }
 
     /// The calls `plan` needs for `op`: client tiers, then global tiers (each group one
@@ -617,7 +616,13 @@ impl RedisStore {
             Partition::Global => None,
             Partition::Client => Some(p.client),
         };
-        self.push_key(out, p.rule.name(), p.tier.name(), client);
+        push_key(
+            out,
+            self.shared.config.prefix(),
+            p.rule.name(),
+            p.tier.name(),
+            client,
+        );
     }
 
     /// The identity of a check of `plan` in the deny cache: per tier, its key's length (16

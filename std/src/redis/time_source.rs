@@ -12,10 +12,9 @@ pub enum TimeSource {
     /// the fleet shares one clock and client clock skew cannot matter. The default.
     #[default]
     Server,
-    /// The caller's clock, sent with each call: this process' wall clock for a
-    /// [`RedisLimiter`](super::RedisLimiter) (`SystemTime` since the Unix epoch, ns), the
-    /// policy's clock for a [`RedisStore`](super::RedisStore). For servers or proxies that
-    /// forbid `TIME` in scripts, and for replaying traces.
+    /// The caller's clock, sent with each call: the policy's clock (by default Unix time,
+    /// see [`MonotonicClock`](crate::MonotonicClock)). For servers or proxies that forbid
+    /// `TIME` in scripts, and for replaying traces.
     ///
     /// Clients' clocks must then agree. What a skew of `s` does (the transitions take
     /// `max(stored, now)`, so no state ever moves back):

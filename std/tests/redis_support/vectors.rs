@@ -1,8 +1,10 @@
 //! Shared test vectors: (algorithm, parameters, trace of (time, cost)) cases, run through
-//! the core's in-process cell as the reference and through Redis with client-supplied time.
+//! the core's in-process cell as the reference and through a policy on Redis with
+//! client-supplied time.
 #![allow(dead_code)]
 
-use tollgate::redis::{CheckError, RedisLimiter};
+use tollgate::policy::Policy;
+use tollgate::redis::RedisStore;
 use tollgate::{
     AlgorithmConfig, AnyAlgorithm, AnyLimiter, Decision, InsufficientCapacity, Nanos,
     PackedAlgorithm,
@@ -333,17 +335,19 @@ pub fn core_decisions(case: &Case) -> Vec<Result<Decision, InsufficientCapacity>
         .collect()
 }
 
-/// Replays `case` through `limiter` (one rule, deny cache off) on `key` and asserts every
-/// decision equals the core's.
-pub async fn assert_case(limiter: &RedisLimiter, key: &str, case: &Case) {
+/// Replays `case` through `policy` (one rule of the case's one tier, on a store without
+/// deny cache, deciding at the policy's time) for client `key`, and asserts every decision
+/// equals the core's.
+pub fn assert_case<C: tollgate::Clock>(policy: &Policy<C, RedisStore>, key: &str, case: &Case) {
     let expected = core_decisions(case);
     for (i, (&(t, cost), want)) in case.trace.iter().zip(&expected).enumerate() {
-        let got = limiter.check_n_at(key, cost, ns(t)).await;
+        let served = policy.backend().stats().redis_decisions;
+        let got = policy.allow_at(key, "/", cost, ns(t));
         match (want, got) {
             (Ok(want), Ok(got)) => {
                 assert_eq!(
-                    got.source,
-                    tollgate::redis::DecisionSource::Redis,
+                    policy.backend().stats().redis_decisions,
+                    served + 1,
                     "{}: step {i} not decided by redis",
                     case.name
                 );
@@ -352,21 +356,10 @@ pub async fn assert_case(limiter: &RedisLimiter, key: &str, case: &Case) {
                     "{}: step {i} (t={t}, cost={cost})",
                     case.name
                 );
-                assert_eq!(
-                    got.tiers.as_slice(),
-                    std::slice::from_ref(want),
-                    "{}: step {i}",
-                    case.name
-                );
+                assert_eq!(got.tiers().len(), 1);
+                assert_eq!(&got.tiers()[0].decision, want, "{}: step {i}", case.name);
             }
-            (Err(want), Err(got)) => {
-                assert_eq!(
-                    got,
-                    CheckError::InsufficientCapacity(*want),
-                    "{}: step {i}",
-                    case.name
-                )
-            }
+            (Err(want), Err(got)) => assert_eq!(&got, want, "{}: step {i}", case.name),
             (want, got) => panic!(
                 "{}: step {i} (t={t}, cost={cost}): core {want:?}, redis {got:?}",
                 case.name
@@ -376,20 +369,34 @@ pub async fn assert_case(limiter: &RedisLimiter, key: &str, case: &Case) {
 }
 
 /// All-or-nothing reference for tiers: peek every tier, then consume every tier only if
-/// all admit (what one Redis script call does).
+/// all admit (what one Redis script call does). When one denies, the tiers that would
+/// have admitted report their state as it stands (a peek of cost 0: the request did not
+/// count).
 pub fn core_multi(
     limiters: &[AnyLimiter<RING>],
     now: u64,
     cost: u32,
 ) -> Result<Vec<Decision>, InsufficientCapacity> {
+    let now = Nanos::new(now);
     let peeks: Vec<Decision> = limiters
         .iter()
-        .map(|l| l.peek_n_at(Nanos::new(now), cost))
+        .map(|l| l.peek_n_at(now, cost))
         .collect::<Result<_, _>>()?;
     if peeks.iter().all(|d| d.allowed) {
         for l in limiters {
-            let _ = l.check_n_at(Nanos::new(now), cost)?;
+            let _ = l.check_n_at(now, cost)?;
         }
+        return Ok(peeks);
     }
-    Ok(peeks)
+    limiters
+        .iter()
+        .zip(peeks)
+        .map(|(l, d)| {
+            if d.allowed {
+                l.peek_n_at(now, 0)
+            } else {
+                Ok(d)
+            }
+        })
+        .collect()
 }

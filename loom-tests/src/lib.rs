@@ -65,7 +65,7 @@ pub use keyed_oracle::KeyedOracle;
 pub use keyed_subject::{FixedHasher, KeyedSubject};
 pub use log_oracle::LogOracle;
 pub use log_subject::LogSubject;
-pub use model_run::{explore, ModelRun, DEFAULT_PREEMPTION_BOUND};
+pub use model_run::{explore, explore_within, ModelRun, DEFAULT_PREEMPTION_BOUND};
 pub use op::Op;
 pub use oracle::Oracle;
 pub use reference_model::ReferenceModel;

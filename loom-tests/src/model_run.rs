@@ -22,10 +22,24 @@ pub const DEFAULT_PREEMPTION_BOUND: usize = 3;
 /// execution (loom's default when `None`), and prints how many executions it explored and
 /// how long it took: the runner of the models that assert inside their own threads.
 pub fn explore(name: &str, max_branches: Option<usize>, body: impl Fn() + Sync + Send + 'static) {
+    explore_within(name, max_branches, usize::MAX, body);
+}
+
+/// [`explore`] with the preemption bound capped at `max_preemptions` (for a model of three
+/// threads whose full bound would take many minutes; `LOOM_MAX_PREEMPTIONS` still lowers
+/// it).
+pub fn explore_within(
+    name: &str,
+    max_branches: Option<usize>,
+    max_preemptions: usize,
+    body: impl Fn() + Sync + Send + 'static,
+) {
     let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(DEFAULT_PREEMPTION_BOUND);
-    }
+    let bound = builder
+        .preemption_bound
+        .unwrap_or(DEFAULT_PREEMPTION_BOUND)
+        .min(max_preemptions);
+    builder.preemption_bound = Some(bound);
     if let Some(max) = max_branches {
         builder.max_branches = max;
     }

@@ -7,9 +7,12 @@
 //!   racing one or two checking threads: a raised limit, a lowered limit, a changed
 //!   algorithm ([`ReloadRace`]), and a broken twin (a reload that snapshots state into a
 //!   fresh policy, then swaps);
-//! - a reload racing a *two-tier* check: a reload must not convert tier states between a
-//!   check's take and its compensation (the policy waits for checks on the old rule set
-//!   before any key moves: the grace period of `tollgate`'s `policy::in_flight`).
+//! - a reload racing *two-tier* checks: no key may move to the new rule set's store between
+//!   a check's take in the old store and its compensation (the policy waits for checks on
+//!   the old rule set before any key moves: the grace period of `tollgate`'s
+//!   `policy::in_flight`, during which the new stores' gates are held), with two checks on
+//!   both sides of the reload and a broken twin that skips the gate
+//!   (`tollgate::policy::PolicyFault`, loom builds only).
 //!
 //! These models are only meaningful when the policy's rule-set swap (`SwapCell`), per-key
 //! cells and shard locks are `tollgate`'s `sync.rs` types, which `--cfg tollgate_loom` swaps
@@ -25,9 +28,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
 
 use loom::sync::Arc;
-use tollgate::policy::{FnClock, Policy, PolicyConfig};
+use tollgate::policy::{FnClock, Policy, PolicyConfig, PolicyFault};
 use tollgate::Nanos;
-use tollgate_loom_tests::explore;
+use tollgate_loom_tests::{explore, explore_within};
 
 /// The clock every model reads: one instant, as racing callers share a clock reading.
 fn now() -> Nanos {
@@ -90,8 +93,8 @@ fn remaining(policy: &TestPolicy) -> Vec<u64> {
 /// Runs `body` under loom (preemption bound `LOOM_MAX_PREEMPTIONS`, default 3) and prints
 /// the execution count and wall time.
 fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
-    // A reload compiles a rule set and sweeps a replaced tier's table (16 slots): more
-    // scheduling points per execution than loom's default cap of 1 000 allows.
+    // A reload compiles a rule set and scans the replaced tier's table (16 slots) for live
+    // keys: more scheduling points per execution than loom's default cap of 1 000 allows.
     explore(name, Some(20_000), body);
 }
 
@@ -409,11 +412,27 @@ struct ReloadRace {
 /// Across all executions, every admitted count the contract allows must occur (the model
 /// reaches the reload before, between and after the checks).
 fn reload_race(name: &str, race: ReloadRace) {
+    reload_race_with(name, race, None, usize::MAX);
+}
+
+/// [`reload_race`] on policies with a reload step switched off (a broken twin), if
+/// `fault`, and at most `max_preemptions` preemptions.
+fn reload_race_with(
+    name: &str,
+    race: ReloadRace,
+    fault: Option<PolicyFault>,
+    max_preemptions: usize,
+) {
     let race = StdArc::new(race);
     let seen = StdArc::new(std::sync::Mutex::new(Vec::<u32>::new()));
     let (expected, record) = (StdArc::clone(&race), StdArc::clone(&seen));
-    model(name, move || {
-        let shared = Arc::new(policy_of(&race.before));
+    // See `model` for the branch cap.
+    explore_within(name, Some(20_000), max_preemptions, move || {
+        let mut policy = policy_of(&race.before);
+        if let Some(fault) = fault {
+            policy.loom_inject(fault);
+        }
+        let shared = Arc::new(policy);
         for _ in 0..race.used {
             assert!(shared.allow("c", "/e", 1).unwrap().allowed());
         }
@@ -612,7 +631,7 @@ fn policy_reload_races_a_two_tier_check() {
             before: two_tier_rule("gcra", 3, 2),
             used: 1,
             after: two_tier_rule("fixed_window", 3, 1),
-            checks: vec![1],
+            checks: vec![1, 1],
             admitted: &[0, 1],
             left_after: |_| 0,
         },
@@ -635,9 +654,58 @@ fn policy_reload_races_a_two_tier_check_with_a_capped_tier() {
             before: tiers_of(("fixed_window", 4), ("fixed_window", 3)),
             used: 2,
             after: tiers_of(("fixed_window", 2), ("fixed_window", 1)),
-            checks: vec![1],
+            checks: vec![1, 1],
             admitted: &[0, 1],
             left_after: |_| 0,
         },
+    );
+}
+
+/// Two checks racing a reload that raises both tiers (fixed windows, `a` 4/h to 8/h, `b`
+/// 3/h to 6/h) of a key that used 2. In order: both before the reload admit one (`b` is
+/// full) and leave 3; one before and one after, or both after, admit two and leave 2.
+/// Racing, one check may be on the old set and one on the new: the new one must not carry
+/// the key out of the old stores while the old one is between its precheck and its takes
+/// (it would then take from a fresh state that nobody carries: a lost take, one permit too
+/// many afterwards). The reload's gate makes the new check wait for the grace period.
+///
+/// Three threads: explored with at most 2 preemptions (at 3 it passes too, in 1.14 million
+/// executions, about 10 minutes on 2 cores), which its broken twin shows is enough to find
+/// the lost take.
+#[test]
+fn policy_reload_races_two_checks_raising_two_tiers() {
+    reload_race_with(
+        "policy_reload_races_two_checks_raising_two_tiers",
+        raising_two_tiers(),
+        None,
+        2,
+    );
+}
+
+/// The race of [`policy_reload_races_two_checks_raising_two_tiers`].
+fn raising_two_tiers() -> ReloadRace {
+    ReloadRace {
+        before: tiers_of(("fixed_window", 4), ("fixed_window", 3)),
+        used: 2,
+        after: tiers_of(("fixed_window", 8), ("fixed_window", 6)),
+        checks: vec![1, 1],
+        admitted: &[1, 2],
+        left_after: |admitted| 4 - admitted,
+    }
+}
+
+/// The broken twin of [`policy_reload_races_two_checks_raising_two_tiers`]: a reload that
+/// does not hold the new stores' gates through the grace period lets the check on the new
+/// rule set carry the key out of the old stores while the check on the old set is between
+/// its precheck and its takes; loom finds the execution where that take lands on a fresh
+/// state nobody carries, and the key gets one permit more than any sequential order gives.
+#[test]
+#[should_panic]
+fn broken_policy_reload_without_the_grace_gate() {
+    reload_race_with(
+        "broken_policy_reload_without_the_grace_gate",
+        raising_two_tiers(),
+        Some(PolicyFault::NoReloadGate),
+        2,
     );
 }

@@ -148,11 +148,18 @@ impl<V: KeyedValue<X>, X> KeyedCells<V, X> {
             .remove(&h)
     }
 
-    /// Removes every entry of shard `s`; `None` once `s` is past the last shard.
-    pub(crate) fn drain_shard(&self, s: usize) -> Option<Vec<(u64, V)>> {
-        let shard = self.shards.get(s)?;
-        let mut map = shard.write().unwrap_or_else(PoisonError::into_inner);
-        Some(map.drain().collect())
+    /// The keys whose value is not idle at `now`.
+    pub(crate) fn live_keys(&self, now: Nanos) -> Vec<u64> {
+        self.shards
+            .iter()
+            .flat_map(|shard| {
+                let map = shard.read().unwrap_or_else(PoisonError::into_inner);
+                map.iter()
+                    .filter(|(_, value)| !value.is_idle(&self.ctx, now))
+                    .map(|(&h, _)| h)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// Keys currently held.
@@ -227,8 +234,11 @@ mod tests {
             |_, c| c.0.load(Ordering::Relaxed),
         );
         assert_eq!(seeded, Upsert::Done(5));
+        cells.with(8, Nanos::ZERO, || true, || None, |_, _| ());
+        // 8 holds a fresh (idle) value: only 7 is live.
+        assert_eq!(cells.live_keys(Nanos::ZERO), [7]);
         assert_eq!(cells.extract(7).map(|c| c.0.into_inner()), Some(5));
-        assert_eq!(cells.len(), 0);
-        assert!(cells.drain_shard(SHARDS).is_none());
+        assert_eq!(cells.len(), 1);
+        assert!(cells.live_keys(Nanos::ZERO).is_empty());
     }
 }

@@ -53,6 +53,8 @@ mod headers;
 mod in_flight;
 mod intern;
 mod keyed_cells;
+#[cfg(tollgate_loom)]
+mod loom_fault;
 mod metered;
 mod partition;
 mod penalty_config;
@@ -84,6 +86,8 @@ pub use duration::parse_duration;
 pub use fn_clock::FnClock;
 pub use header_name_error::HeaderNameError;
 pub use headers::RateLimitHeaders;
+#[cfg(tollgate_loom)]
+pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
 pub use partition::Partition;
 pub use penalty_config::{PenaltyConfig, PenaltyConfigError};

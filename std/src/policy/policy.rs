@@ -57,10 +57,12 @@ struct Registry {
 /// (`arc-swap`); checks in flight finish on the set they started with. State is keyed by
 /// (rule name, tier name): every tier whose names survive keeps its per-key state, so a key
 /// keeps its state across the swap. Where a tier's algorithm or numbers changed, the tier
-/// gets a new store and every key's state is carried over to it once, converted: by the
-/// first check that needs it, or by the reload's sweep before `reload` returns. Checks of
-/// keys already in place never wait, and nothing is lost or double-counted (the protocol
-/// is in the `tier_store` module docs):
+/// gets a new store, and each key's state is converted when a request first touches it
+/// there (and carried over when one first records something): at the request's time,
+/// exactly as the Redis store converts a state written under another version, so both
+/// answer the same trace identically. No sweep: checks of keys already in place never
+/// wait, and nothing is lost or double-counted (the protocol is in the `tier_store`
+/// module docs):
 ///
 /// - **same algorithm, new numbers** — the key keeps the permits it has used:
 ///   GCRA / token bucket / leaky bucket keep their debt in permits (`debt · T_new / T_old`,
@@ -75,8 +77,8 @@ struct Registry {
 ///   (except the fixed window's capped count within one window).
 /// - **changed algorithm (or window length of a window algorithm)** — the key starts
 ///   conservatively: its used count under the old algorithm (`limit − remaining`, rounded
-///   against the client) is recorded at the swap instant in a fresh state of the new one,
-///   capped at the new limit. A key that was exhausted stays exhausted; none gains a fresh
+///   against the client) is recorded, at the instant the key is converted, in a fresh
+///   state of the new one, capped at the new limit. A key that was exhausted stays exhausted; none gains a fresh
 ///   burst, but the new algorithm's own refill (or window boundary) applies from then on.
 ///
 /// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
@@ -90,6 +92,9 @@ pub struct Policy<C, S = InProcess> {
     /// Bumped by every reload after it publishes a set (see `in_flight`); loom's atomic
     /// under `--cfg tollgate_loom`.
     generation: crate::sync::AtomicU64,
+    /// A reload step switched off for a loom model's broken twin.
+    #[cfg(tollgate_loom)]
+    fault: Option<super::PolicyFault>,
 }
 
 impl<C: Clock> Policy<C> {
@@ -104,6 +109,8 @@ impl<C: Clock> Policy<C> {
             registry: Mutex::new(registry),
             store: InProcess::new(),
             generation: crate::sync::AtomicU64::new(0),
+            #[cfg(tollgate_loom)]
+            fault: None,
         })
     }
 
@@ -138,7 +145,16 @@ impl<C, S> Policy<C, S> {
             registry: self.registry,
             store,
             generation: self.generation,
+            #[cfg(tollgate_loom)]
+            fault: self.fault,
         }
+    }
+
+    /// Switches a step of the reload protocol off (loom models' broken twins only).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_inject(&mut self, fault: super::PolicyFault) {
+        self.fault = Some(fault);
     }
 
     /// The store the policy's state lives in.
@@ -163,19 +179,22 @@ impl<C: Clock, S: Store> Policy<C, S> {
         let old = self.rules.load_full();
         set.adopt_state(&old);
         let set = Arc::new(set);
-        {
-            // No key of a changed tier moves until every check that may still use the old
-            // set is done (it may yet undo a take in an old store): the grace period.
-            let _holds = set.hold_migrations();
-            self.rules.store(Arc::clone(&set));
-            // SeqCst: in one total order with the checks' generation loads and their
-            // count increments (see the `in_flight` module docs).
-            self.generation.fetch_add(1, Ordering::SeqCst);
-            old.in_flight.wait_idle();
-        }
-        // Then carry the keys of replaced stores over (checks meanwhile carry the keys they
-        // need themselves), so the replaced stores can go.
-        set.absorb_predecessors(self.clock.now());
+        // No key of a changed tier moves until every check that may still use the old set
+        // is done (it may yet undo a take in an old store): the grace period, through which
+        // the reload holds the new stores' gates (a miss in one meanwhile waits).
+        #[cfg(not(tollgate_loom))]
+        let _gates = set.hold_gates();
+        #[cfg(tollgate_loom)]
+        let _gates =
+            (self.fault != Some(super::PolicyFault::NoReloadGate)).then(|| set.hold_gates());
+        self.rules.store(Arc::clone(&set));
+        // SeqCst: in one total order with the checks' generation loads and their count
+        // increments (see the `in_flight` module docs).
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        old.in_flight.wait_idle();
+        // Then keys may move, each converted when a request that records something first
+        // touches it (no sweep): the same instant the Redis store rewrites it at.
+        set.settle_predecessors(self.clock.now());
         Ok(())
     }
 

@@ -169,7 +169,7 @@ impl RuleSet {
     /// keeps its keyed state: the same store where the algorithm is unchanged, else its own
     /// fresh store as the old one's successor, which converts the old keys as they are
     /// carried over (see [`Policy::reload`](super::Policy::reload) and
-    /// [`absorb_predecessors`](Self::absorb_predecessors)).
+    /// [`settle_predecessors`](Self::settle_predecessors)).
     pub(crate) fn adopt_state(&mut self, old: &RuleSet) {
         for rule in &mut self.rules {
             let Some(old_rule) = old.rule(rule.name()) else {
@@ -189,21 +189,22 @@ impl RuleSet {
         }
     }
 
-    /// The migration locks of every tier store that replaces one of the old set's: a reload
-    /// holds them through the grace period (see the `tier_store` module docs).
-    pub(crate) fn hold_migrations(&self) -> Vec<impl Drop + '_> {
+    /// The gates of every tier store that replaces one of the old set's: a reload holds
+    /// them through the grace period (see `TierStore::hold_gate`).
+    pub(crate) fn hold_gates(&self) -> Vec<impl Drop + '_> {
         self.rules
             .iter()
             .flat_map(|rule| rule.tiers())
-            .filter_map(|tier| tier.store.hold_migration())
+            .filter_map(|tier| tier.store.hold_gate())
             .collect()
     }
 
-    /// Carries every key still held by a replaced store over to its successor (after the
-    /// set is published), so the replaced stores can be dropped.
-    pub(crate) fn absorb_predecessors(&self, now: Nanos) {
+    /// After the grace period of a reload that published this set: lets the keys of every
+    /// replaced store move (each on its first touch) and drops the old generations that
+    /// hold nothing live (see `TierStore::settle_predecessors`).
+    pub(crate) fn settle_predecessors(&self, now: Nanos) {
         for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
-            tier.store.absorb_predecessor(now);
+            tier.store.settle_predecessors(now);
         }
     }
 }

@@ -213,25 +213,25 @@ impl<K: Eq + Clone + 'static> Table<K> {
         Some(self.evict_now(shard, idx, true, false, &mut victims) ^ self.mask(h))
     }
 
-    /// Removes every entry of shard `s` and returns them as `(identity, state)` pairs (as
-    /// [`extract`](Self::extract) does for one). `None` once `s` is past the last shard.
-    pub(crate) fn drain_shard(&self, s: usize) -> Option<Vec<(u64, u64)>> {
-        let shard = self.shards.get(s)?;
+    /// Every resident `(identity, state)` pair, read shard by shard under the shard's lock
+    /// (a snapshot: states may change after their shard is read).
+    pub(crate) fn resident(&self) -> Vec<(u64, u64)> {
         let span = self.buckets_per_shard * BUCKET_SLOTS;
-        // Identity-only: no key is stored, so none is ever evicted into it.
-        let mut victims = Victims::new();
-        let _local = lock(&shard.lock);
-        let mut drained = Vec::with_capacity(shard.len());
-        for idx in s * span..(s + 1) * span {
-            if !self.occupied(idx) {
-                continue;
+        let mut out = Vec::new();
+        for (s, shard) in self.shards.iter().enumerate() {
+            let _local = lock(&shard.lock);
+            for idx in s * span..(s + 1) * span {
+                if !self.occupied(idx) {
+                    continue;
+                }
+                let slot = self.slot(idx);
+                // Relaxed: under the shard lock, which orders every identity change.
+                let h = slot.ident.load(Ordering::Relaxed);
+                // Acquire: pairs with the Release stores and CASes of the state.
+                out.push((h, slot.state.load(Ordering::Acquire) ^ self.mask(h)));
             }
-            // Relaxed: under the shard lock, which orders every identity change.
-            let h = self.slot(idx).ident.load(Ordering::Relaxed);
-            let stored = self.evict_now(shard, idx, true, false, &mut victims);
-            drained.push((h, stored ^ self.mask(h)));
         }
-        Some(drained)
+        out
     }
 
     /// The index of the slot holding identity `h`, if resident (under the shard lock).

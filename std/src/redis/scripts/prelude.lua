@@ -25,21 +25,34 @@ local TWO32 = 4294967296
 -- The globals the prelude uses, as locals. A function library's top level (run by
 -- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
 -- calls bind() on first use (`globals` is defined before the locals that shadow them).
-local function globals() return math.floor, type, tonumber, string.sub, string.format end
-local floor, type, tonumber, strsub, format
-local function bind()
-  floor, type, tonumber, strsub, format = globals()
+local function globals()
+  return math.floor, type, tonumber, string.sub, string.format, setmetatable
 end
+local floor, type, tonumber, strsub, format
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
--- array part once, instead of growing (and rehashing) it slot by slot.
+-- array part once, instead of growing (and rehashing) it slot by slot. Each is a key of
+-- LIMB (weak keys, so it does not keep them alive): `LIMB[x]` tells a limb array from a
+-- number in one table lookup, where `type(x) == 'number'` is a C call that also interns its
+-- result (many times the cost, in every arithmetic helper).
+local LIMB = {}
+local function mark(t)
+  LIMB[t] = true
+  return t
+end
+
+local function bind()
+  local setmeta
+  floor, type, tonumber, strsub, format, setmeta = globals()
+  setmeta(LIMB, { __mode = 'k' })
+end
 
 -- Limb routines (L_*): arrays in, arrays out.
 
 local function limbs(x)
   -- a value as limbs; a number must be a non-negative integer (any size a double holds)
-  if type(x) ~= 'number' then return x end
-  local t = { 0, 0, 0, 0, 0, 0 }
+  if LIMB[x] then return x end
+  local t = mark({ 0, 0, 0, 0, 0, 0 })
   for i = 1, NL do
     local q = floor(x / B)
     t[i] = x - q * B
@@ -68,7 +81,7 @@ local function L_cmp(a, b)
 end
 
 local function L_add(a, b)
-  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  local t, c = mark({ 0, 0, 0, 0, 0, 0 }), 0
   for i = 1, NL do
     local s = a[i] + b[i] + c
     if s >= B then t[i] = s - B; c = 1 else t[i] = s; c = 0 end
@@ -78,7 +91,7 @@ end
 
 local function L_sub(a, b)
   -- requires a >= b
-  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  local t, c = mark({ 0, 0, 0, 0, 0, 0 }), 0
   for i = 1, NL do
     local s = a[i] - b[i] - c
     if s < 0 then t[i] = s + B; c = 1 else t[i] = s; c = 0 end
@@ -88,7 +101,7 @@ end
 
 local function L_mul(a, b)
   -- callers guarantee the product fits in NL limbs
-  local acc = { 0, 0, 0, 0, 0, 0 }
+  local acc = mark({ 0, 0, 0, 0, 0, 0 })
   for i = 1, NL do
     local x = a[i]
     if x ~= 0 then
@@ -138,14 +151,14 @@ end
 
 local ZERO = 0
 local ONE = 1
-local U64MAX = { B - 1, B - 1, 65535, 0, 0, 0 }
+local U64MAX = mark({ B - 1, B - 1, 65535, 0, 0, 0 })
 
 local function from_halves(hi, lo)
   -- hi·2^32 + lo as a value (hi, lo < 2^32)
   if hi < 2097152 then return hi * TWO32 + lo end -- below 2^53
   local lo_top = floor(lo / B)
   local hi_low = hi % 65536
-  return { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 }
+  return mark({ lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 })
 end
 
 local function hex(s)
@@ -161,7 +174,7 @@ local function arg(s)
 end
 
 local function cmp(a, b)
-  local na, nb = type(a) == 'number', type(b) == 'number'
+  local na, nb = not LIMB[a], not LIMB[b]
   if na and nb then
     if a < b then return -1 elseif a > b then return 1 else return 0 end
   end
@@ -175,7 +188,7 @@ local function is_zero(a)
 end
 
 local function over_u64(a)
-  if type(a) == 'number' then return false end
+  if not LIMB[a] then return false end
   if a[3] >= 65536 then return true end
   for i = 4, NL do
     if a[i] ~= 0 then return true end
@@ -184,7 +197,7 @@ local function over_u64(a)
 end
 
 local function add(a, b)
-  if type(a) == 'number' and type(b) == 'number' then
+  if not LIMB[a] and not LIMB[b] then
     -- a rounded sum below 2^53 is exact (a true sum of 2^53 or more never rounds below)
     local s = a + b
     if s < EXACT then return s end
@@ -194,7 +207,7 @@ end
 
 local function sub(a, b)
   -- requires a >= b
-  if type(a) == 'number' then return a - b end
+  if not LIMB[a] then return a - b end
   return norm(L_sub(a, limbs(b)))
 end
 
@@ -215,7 +228,7 @@ end
 
 local function mul(a, b)
   -- callers guarantee the product fits in NL limbs
-  if type(a) == 'number' and type(b) == 'number' then
+  if not LIMB[a] and not LIMB[b] then
     local p = a * b
     if p < EXACT then return p end
   end
@@ -223,13 +236,13 @@ local function mul(a, b)
 end
 
 local function tonum(a)
-  if type(a) == 'number' then return a end
+  if not LIMB[a] then return a end
   return L_tonum(a)
 end
 
 local function divmod(a, b)
   -- b must be non-zero; returns floor(a / b), a mod b
-  if type(a) == 'number' and type(b) == 'number' and a < SMALL then
+  if not LIMB[a] and not LIMB[b] and a < SMALL then
     -- a < 2^52 and b <= a (else q = 0): q*b <= a + b < 2^53, so the remainder is exact
     -- and one correction step fixes any rounding of the quotient.
     if a < b then return 0, a end
@@ -238,7 +251,7 @@ local function divmod(a, b)
     if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
     return q, r
   end
-  if type(b) ~= 'number' and type(a) == 'number' then return 0, a end
+  if LIMB[b] and not LIMB[a] then return 0, a end
   local q, r = L_divmod(limbs(a), limbs(b))
   return norm(q), norm(r)
 end
@@ -255,7 +268,7 @@ end
 
 local function tohex(a)
   -- a < 2^64
-  if type(a) == 'number' then
+  if not LIMB[a] then
     local hi = floor(a / TWO32)
     return format('%08x%08x', hi, a - hi * TWO32)
   end
@@ -346,7 +359,7 @@ local HI_NUM, HI_HEX = -1, ''
 
 local function inst_hex(prefix, v)
   if not RELATIVE then return prefix .. tohex(v) end
-  if type(v) ~= 'number' then return prefix .. tohex(add(now_abs(), v)) end
+  if LIMB[v] then return prefix .. tohex(add(now_abs(), v)) end
   if v <= EPOCH then return prefix .. '0000000000000000' end
   local vh = floor(v / TWO32)
   local lo = NOW_L + (v - vh * TWO32)
@@ -361,7 +374,7 @@ end
 -- saturating adds of the core's TAT arithmetic.
 local function over_at(a)
   if not RELATIVE then return over_u64(a) end
-  if type(a) == 'number' then
+  if not LIMB[a] then
     if a < 0 or ROOMY then return false end
   end
   return over_u64(add(now_abs(), a))
@@ -383,7 +396,7 @@ local WINDOWS, WINDOW_COUNT = {}, 0
 
 local function window_of(w)
   local c = nil
-  if type(w) == 'number' then c = WINDOWS[w] end
+  if not LIMB[w] then c = WINDOWS[w] end
   if c then
     local dh = NOW_H - c[2]
     if dh >= 0 and dh < 1048576 then
@@ -391,7 +404,7 @@ local function window_of(w)
       if d >= 0 then
         if d < w then return c[1], d end
         local k, e = divmod(d, w)
-        if type(k) == 'number' then
+        if not LIMB[k] then
           -- move the memo k windows on: its start by d - e (< 2^53)
           local step = d - e
           local sh = floor(step / TWO32)
@@ -405,7 +418,7 @@ local function window_of(w)
     end
   end
   local index, into = divmod(now_abs(), w)
-  if type(w) == 'number' then
+  if not LIMB[w] then
     -- the window's start, NOW_ABS - into (into < w < 2^53), as halves
     local ih = floor(into / TWO32)
     local lo = NOW_L - (into - ih * TWO32)
@@ -445,10 +458,10 @@ end
 local function put_decision(reply, i, d)
   local base = 5 * i - 2
   local a, b, c, e = d[2], d[3], d[4], d[5]
-  if type(a) ~= 'number' then a = tohex(a) end
-  if type(b) ~= 'number' then b = tohex(b) end
-  if type(c) ~= 'number' then c = tohex(c) end
-  if type(e) ~= 'number' then e = tohex(e) end
+  if LIMB[a] then a = tohex(a) end
+  if LIMB[b] then b = tohex(b) end
+  if LIMB[c] then c = tohex(c) end
+  if LIMB[e] then e = tohex(e) end
   reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = d[1], a, b, c, e
 end
 

@@ -94,26 +94,24 @@ else
   -- the library's top level runs once (FUNCTION LOAD), then every FCALL calls main
   main = assert(loadstring(src .. '\nreturn main\n', 'store'))()
   local tiers = {}
+  -- store.rs push_tier_args: one spec per tier, the algorithm name, tag, cmax, arguments
   -- GCRA: limit 1 000 000 per 1 s, burst = limit: T = 1 µs, tau = (burst - 1)·T
-  tiers[1] = { 'gcra', 't' .. hex16(1000), hex16(0), argx(1000), argx(999999000), argx(1000), argx(1) }
+  tiers[1] = { 'gcra', 't' .. hex16(1000), argx(0), argx(1000), argx(999999000), argx(1000), argx(1) }
   if workload == 'tiers3' then
     local w, l = 60e9, 2 ^ 30
-    tiers[2] = { 'fixed', 'f' .. hex16(w) .. hex16(l), hex16(2 ^ 32 - 1), argx(w), argx(l), argx(1) }
+    tiers[2] = { 'fixed', 'f' .. hex16(w) .. hex16(l), argx(2 ^ 32 - 1), argx(w), argx(l), argx(1) }
     w, l = 3600e9, 1e6
-    tiers[3] = { 'swc', 'c' .. hex16(w) .. hex16(l), hex16(2 ^ 21 - 1), argx(w), argx(l), argx(1) }
+    tiers[3] = { 'swc', 'c' .. hex16(w) .. hex16(l), argx(2 ^ 21 - 1), argx(w), argx(l), argx(1) }
   end
-  argv = { '', '0', 'c', tostring(#tiers) }
-  for _, t in ipairs(tiers) do
-    -- store.rs push_tier_args: name, tag, cmax, then the algorithm's arguments
-    for _, a in ipairs(t) do argv[#argv + 1] = a end
-  end
+  argv = { '', '0', 'c' }
+  for _, t in ipairs(tiers) do argv[#argv + 1] = table.concat(t, ' ') end
   keys_of = function(c)
     local k = {}
     for i = 1, #tiers do k[i] = '{c' .. c .. '}:bp:default:' .. i end
     return k
   end
 end
-if os.getenv('HARNESS_ARGV') then print(table.concat(argv, ' ')) end
+if os.getenv('HARNESS_ARGV') then print(table.concat(argv, ' | ')) end
 
 local keys = {}
 for c = 0, 9999 do keys[c] = keys_of(c) end

@@ -10,7 +10,7 @@ use redis::Value;
 use super::connection::Connection;
 use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
-use super::rule::{encode_algorithm, script_algorithm};
+use super::rule::{arg, encode_algorithm, script_algorithm};
 use super::stats::Counters;
 use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,
@@ -280,18 +280,27 @@ fn hex(value: u64) -> String {
     format!("{value:016x}")
 }
 
-/// Appends one tier's script arguments: its algorithm's first encoded part, its state tag,
-/// the most its window count holds, then the rest of the encoding (see `scripts/store.lua`).
+/// Appends one tier's script argument, its *spec* (see `scripts/store.lua`): one string of
+/// space-separated words, its algorithm's first encoded part, its state tag, the most its
+/// window count holds, then the rest of the encoding. The script parses a spec once and
+/// remembers it, so a tier costs one argument, read by one table lookup.
 fn push_tier_args(args: &mut Vec<String>, algorithm: &AnyAlgorithm, cost: u32) {
     let mut tag = String::with_capacity(33);
     let cmax = push_tag(&mut tag, algorithm);
     let mut encoded = Vec::with_capacity(6);
     encode_algorithm(algorithm, cost, &mut encoded);
     let mut parts = encoded.into_iter();
-    args.extend(parts.next());
-    args.push(tag);
-    args.push(hex(cmax));
-    args.extend(parts);
+    let mut spec = String::with_capacity(80);
+    spec.extend(parts.next());
+    spec.push(' ');
+    spec.push_str(&tag);
+    spec.push(' ');
+    spec.push_str(&arg(cmax));
+    for part in parts {
+        spec.push(' ');
+        spec.push_str(&part);
+    }
+    args.push(spec);
 }
 
 /// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
@@ -491,7 +500,6 @@ impl RedisStore {
                     now_arg.clone(),
                     shared.slack_ms.clone(),
                     op.code().to_owned(),
-                    String::new(),
                 ],
                 tiers: Vec::new(),
             };
@@ -509,7 +517,6 @@ impl RedisStore {
                 };
             }
             if !call.tiers.is_empty() {
-                call.args[3] = call.tiers.len().to_string();
                 calls.push(call);
             }
         }
@@ -554,7 +561,6 @@ impl RedisStore {
                 },
                 shared.slack_ms.clone(),
                 code.to_owned(),
-                "1".to_owned(),
             ],
             tiers: vec![0],
         };

@@ -26,9 +26,9 @@ local TWO32 = 4294967296
 -- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
 -- calls bind() on first use (`globals` is defined before the locals that shadow them).
 local function globals()
-  return math.floor, type, tonumber, string.sub, string.format, setmetatable
+  return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable
 end
-local floor, type, tonumber, strsub, format
+local floor, type, tonumber, strsub, format, gmatch
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
 -- array part once, instead of growing (and rehashing) it slot by slot. Each is a key of
@@ -43,7 +43,7 @@ end
 
 local function bind()
   local setmeta
-  floor, type, tonumber, strsub, format, setmeta = globals()
+  floor, type, tonumber, strsub, format, gmatch, setmeta = globals()
   setmeta(LIMB, { __mode = 'k' })
 end
 

@@ -11,9 +11,9 @@
 --   * otherwise (prev > L) the core's formulas are used as they are, in 96-bit limbs;
 --   * (index + k)*W - now is (index - cur + k - 1)*W + (W - into), cur being now's window
 --     and `into` the ns since its start; W - min(floor(x*W/p), W) is 0 when x >= p.
--- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`cmax`:
+-- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`p.cmax`:
 -- the most the core's packed counts hold, where a charge saturates).
--- Arguments (3, each as arg() reads it): W, L, cost.
+-- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
 local swc = { fields = 3, args = 3 }
 ALGOS['swc'] = swc
 
@@ -43,11 +43,11 @@ local function earliest(x, p, window)
   return sub(window, div(mul(x, window), p))
 end
 
-function swc.decide(st, a, pos, now, zero)
-  local window = arg(a[pos])
-  local limit = arg(a[pos + 1])
+function swc.decide(st, p, now, zero)
+  local window = p[1]
+  local limit = p[2]
   local cost = ZERO
-  if not zero then cost = arg(a[pos + 2]) end
+  if not zero then cost = p[3] end
   local index, prev, curr, elapsed, ahead, into = swc_roll(st, window)
   -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
   local room, over = nil, false
@@ -89,17 +89,17 @@ function swc.decide(st, a, pos, now, zero)
   return deny(sat_sub(room, curr), reset, retry), nil, nil
 end
 
-function swc.refund(st, a, pos, now)
-  local cost = arg(a[pos + 2])
-  local index = window_of(arg(a[pos]))
+function swc.refund(st, p, now)
+  local cost = p[3]
+  local index = window_of(p[1])
   if cmp(st[1], index) == 0 then return { st[1], st[2], sat_sub(st[3], cost) } end
   if cmp(st[1], add(index, ONE)) == 0 then return { st[1], sat_sub(st[2], cost), st[3] } end
   return st
 end
 
-function swc.charge(st, a, pos, now, cmax)
-  local cost = arg(a[pos + 2])
+function swc.charge(st, p, now)
+  local cost = p[3]
   if is_zero(cost) then return st end
-  local index, prev, curr = swc_roll(st, arg(a[pos]))
-  return { index, prev, min(add(curr, cost), cmax) }
+  local index, prev, curr = swc_roll(st, p[1])
+  return { index, prev, min(add(curr, cost), p.cmax) }
 end

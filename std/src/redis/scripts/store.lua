@@ -15,9 +15,14 @@
 --
 -- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, operation
 -- ('c' check, 'p' peek, 'q' peek of a request denied elsewhere: admitting tiers report their
--- state at cost 0, 'r' refund, 'g' charge), tier count, then per tier: algorithm name,
--- tag, cmax (16-hex, the most a window count holds, where a charge saturates), and the
--- algorithm's arguments. KEYS: one per tier.
+-- state at cost 0, 'r' refund, 'g' charge), then per tier its *spec*: one string of
+-- space-separated words, the algorithm name, the tag, cmax (the most a window count holds,
+-- where a charge saturates) and the algorithm's arguments, each number as the prelude's
+-- arg() reads it. KEYS: one per tier (so there are #KEYS tiers).
+--
+-- A spec is parsed once: the function library keeps the parsed parameters of the last
+-- specs it met (at most 256, keyed by the spec string; a pure cache, so replicas and the
+-- EVAL fallback, which starts empty each call, compute the same).
 -- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
 -- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
 -- digits).
@@ -201,7 +206,7 @@ local function write_word(t, st, span)
     value = t.tag
     for j = 1, #st do value = value .. tohex(st[j]) end
   end
-  if span == nil then span = t.algo.decide(st, ARGV, t.pos, now, true)[3] end
+  if span == nil then span = t.algo.decide(st, t.p, now, true)[3] end
   redis.call('SET', t.key, value, 'PX', ttl_ms(span, slack))
 end
 
@@ -209,7 +214,7 @@ end
 -- ({ stamp, count }) appended, at most L kept, the tag member refreshed.
 local function write_log(t, keep, record, span)
   local view, key = t.state, t.key
-  local limit_n = arg(ARGV[t.pos + 1])
+  local limit_n = t.p[2]
   local n = keep
   local real = not view.virtual and t.old and t.old.zset and t.old.kind == 'l'
   local seq = view:next_seq()
@@ -230,7 +235,7 @@ local function write_log(t, keep, record, span)
   end
   if n > limit_n then redis.call('ZREMRANGEBYRANK', key, 0, n - limit_n - 1) end
   if span == nil then
-    span = t.algo.decide(zset_view(key, math.min(n, limit_n), 0), ARGV, t.pos, now, true)[3]
+    span = t.algo.decide(zset_view(key, math.min(n, limit_n), 0), t.p, now, true)[3]
   end
   redis.call('PEXPIRE', key, ttl_ms(span, slack))
 end
@@ -249,6 +254,42 @@ local function load_all(tier, tiers, hi, lo, relative)
   return absolute or FAR
 end
 
+-- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
+-- (the algorithm's parameters) }, or nil and an error message.
+local SPECS, SPEC_COUNT = {}, 0
+
+local function parse_spec(s)
+  local w, n = {}, 0
+  for word in gmatch(s, '[^ ]+') do
+    n = n + 1
+    w[n] = word
+  end
+  local algo = ALGOS[w[1]]
+  if algo == nil then return nil, 'unknown algorithm ' .. tostring(w[1]) end
+  local tag = w[2] or ''
+  local kind = strsub(tag, 1, 1)
+  if TAG_LEN[kind] ~= #tag or (kind == 'l') ~= (algo.fields == 0) then
+    return nil, 'bad tag ' .. tag
+  end
+  if n ~= 3 + algo.args then return nil, 'bad tier ' .. s end
+  local _, p1, p2 = parse_tag(tag)
+  local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]) }
+  for j = 1, algo.args do p[j] = arg(w[3 + j]) end
+  return p
+end
+
+local function spec(s)
+  local p = SPECS[s]
+  if p then return p end
+  local err
+  p, err = parse_spec(s)
+  if p == nil then return nil, err end
+  if SPEC_COUNT >= 256 then SPECS, SPEC_COUNT = {}, 0 end
+  SPECS[s] = p
+  SPEC_COUNT = SPEC_COUNT + 1
+  return p
+end
+
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
 local function main(keys, args)
   if floor == nil then bind() end
@@ -258,27 +299,20 @@ local function main(keys, args)
   if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
   slack = tonumber(ARGV[2], 10)
   local op = ARGV[3]
-  local tiers = tonumber(ARGV[4], 10)
+  local tiers = #KEYS
 
-  -- The plan's tiers, parsed.
+  -- The plan's tiers, their specs parsed (or remembered).
   local tier = {}
-  local pos = 5
   local relative = true
   for i = 1, tiers do
-    local name, tag = ARGV[pos], ARGV[pos + 1]
-    local algo = ALGOS[name]
-    if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(name)) end
-    local kind = strsub(tag, 1, 1)
-    if TAG_LEN[kind] ~= #tag or (kind == 'l') ~= (algo.fields == 0) then
-      return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
-    end
-    if kind == 'l' then relative = false end
+    local p, err = spec(ARGV[3 + i] or '')
+    if p == nil then return redis.error_reply('ERR tollgate: ' .. err) end
+    if p.kind == 'l' then relative = false end
     -- every field the call sets later is named here, so the table is sized once
     tier[i] = {
-      key = KEYS[i], algo = algo, tag = tag, kind = kind, pos = pos + 3,
+      key = KEYS[i], p = p, algo = p.algo, tag = p.tag, kind = p.kind,
       old = false, state = false, d = false, next = false, span = false,
     }
-    pos = pos + 3 + algo.args
   end
 
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
@@ -295,14 +329,14 @@ local function main(keys, args)
       if op == 'g' or t.old ~= nil then
         if t.kind == 'l' then
           if op == 'r' then
-            write_log(t, t.state.n - t.algo.refund(t.state, ARGV, t.pos, now), nil)
+            write_log(t, t.state.n - t.algo.refund(t.state, t.p, now), nil)
           else
-            write_log(t, t.state.n, t.algo.charge(t.state, ARGV, t.pos, now))
+            write_log(t, t.state.n, t.algo.charge(t.state, t.p, now))
           end
         elseif op == 'r' then
-          write_word(t, t.algo.refund(t.state, ARGV, t.pos, now))
+          write_word(t, t.algo.refund(t.state, t.p, now))
         else
-          write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, hex(ARGV[t.pos - 1])))
+          write_word(t, t.algo.charge(t.state, t.p, now))
         end
       end
     end
@@ -313,7 +347,7 @@ local function main(keys, args)
   if tiers == 1 then reply = { 1, NOW_MS, 0, 0, 0, 0, 0 } else reply = { 1, NOW_MS } end
   for i = 1, tiers do
     local t = tier[i]
-    t.d, t.next, t.span = t.algo.decide(t.state, ARGV, t.pos, now, false)
+    t.d, t.next, t.span = t.algo.decide(t.state, t.p, now, false)
     if t.d[1] == 0 or op == 'q' then reply[1] = 0 end
   end
   for i = 1, tiers do
@@ -326,7 +360,7 @@ local function main(keys, args)
     elseif d[1] == 1 and op ~= 'p' then
       -- the request did not count: an admitting tier reports its current state (a peek
       -- reports what each tier would decide)
-      d = t.algo.decide(t.state, ARGV, t.pos, now, true)
+      d = t.algo.decide(t.state, t.p, now, true)
     end
     put_decision(reply, i, d)
   end

@@ -31,11 +31,11 @@ function fixed.decide(st, p, now, zero)
   if cmp(new_count, limit) <= 0 then
     local next = nil
     if not is_zero(cost) then next = { index, new_count } end
-    return allow(sub(limit, new_count), reset), next, reset
+    return next, reset, allow(sub(limit, new_count), reset)
   end
   -- saturating: a count above a lowered limit must not underflow (the core subtracts
   -- plainly there, which can only happen after a limit was lowered under a live key)
-  return deny(sat_sub(limit, count), reset, reset), nil, nil
+  return nil, nil, deny(sat_sub(limit, count), reset, reset)
 end
 
 function fixed.refund(st, p, now)

@@ -18,12 +18,12 @@ function gcra.decide(st, p, now, zero)
   if fits and cmp(ahead, tolerance) <= 0 then
     local next = nil
     if cost > 0 then next = { new_tat } end
-    return allow(div(sub(tolerance, ahead), interval), ahead), next, ahead
+    return next, ahead, allow(div(sub(tolerance, ahead), interval), ahead)
   end
   local current = sub(tat, now)
   local retry = U64MAX
   if fits then retry = sub(ahead, tolerance) end
-  return deny(div(sat_sub(tolerance, current), interval), current, retry), nil, nil
+  return nil, nil, deny(div(sat_sub(tolerance, current), interval), current, retry)
 end
 
 function gcra.refund(st, p, now)

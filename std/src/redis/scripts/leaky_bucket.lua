@@ -22,11 +22,11 @@ function leaky.decide(st, p, now, zero)
     end
     local next = nil
     if cost > 0 then next = { drained_at } end
-    return allow(remaining, backlog, wait), next, backlog
+    return next, backlog, allow(remaining, backlog, wait)
   end
   local retry = U64MAX
   if cmp(wait, horizon) > 0 then retry = sub(wait, horizon) end
-  return deny(ZERO, wait, retry), nil, nil
+  return nil, nil, deny(ZERO, wait, retry)
 end
 
 function leaky.refund(st, p, now)

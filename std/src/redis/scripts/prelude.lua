@@ -29,6 +29,7 @@ local function globals()
   return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable
 end
 local floor, type, tonumber, strsub, format, gmatch
+local WIDE -- see hex_at
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
 -- array part once, instead of growing (and rehashing) it slot by slot. Each is a key of
@@ -45,6 +46,7 @@ local function bind()
   local setmeta
   floor, type, tonumber, strsub, format, gmatch, setmeta = globals()
   setmeta(LIMB, { __mode = 'k' })
+  WIDE = tonumber('fffffffffffff', 16) == 4503599627370495
 end
 
 -- Limb routines (L_*): arrays in, arrays out.
@@ -164,6 +166,17 @@ end
 local function hex(s)
   -- s: exactly 16 hex digits
   return from_halves(tonumber(strsub(s, 1, 8), 16), tonumber(strsub(s, 9, 16), 16))
+end
+
+-- The 16 hex digits of `s` from position `i`, as a value. Where C's unsigned long has 64
+-- bits (WIDE, checked once), one tonumber reads them: exact below 2^53, and 2^53 or more
+-- (rounded) otherwise, which then reads again exactly by halves.
+local function hex_at(s, i)
+  if WIDE then
+    local v = tonumber(strsub(s, i, i + 15), 16)
+    if v < EXACT then return v end
+  end
+  return from_halves(tonumber(strsub(s, i, i + 7), 16), tonumber(strsub(s, i + 8, i + 15), 16))
 end
 
 -- An algorithm argument: hex without padding when below 2^52 (at most 13 digits), else 16
@@ -340,14 +353,14 @@ local function set_now(hi, lo, relative)
   FAR = false
 end
 
--- A stored instant (16 hex digits) as the mode sees it.
-local function inst(s)
-  if not RELATIVE then return hex(s) end
-  local hi = tonumber(strsub(s, 1, 8), 16)
-  local lo = tonumber(strsub(s, 9, 16), 16)
+-- A stored instant (the 16 hex digits of `s` from position `i`) as the mode sees it.
+local function inst(s, i)
+  if not RELATIVE then return hex_at(s, i) end
+  local hi = tonumber(strsub(s, i, i + 7), 16)
+  local lo = tonumber(strsub(s, i + 8, i + 15), 16)
   local dh = hi - NOW_H
   if dh > -1048576 and dh < 1048576 then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53
-  if dh > 0 then return sub(hex(s), now_abs()) end
+  if dh > 0 then return sub(from_halves(hi, lo), now_abs()) end
   if hi == 0 and lo == 0 then return EPOCH end
   FAR = true
   return EPOCH
@@ -441,28 +454,29 @@ local function ttl_ms(reset, slack)
   return floor(tonum(reset) / 1000000) + 3 + slack
 end
 
--- A decision as the core's Decision: allowed, remaining, reset_after, retry_after, delay.
+-- A decision as the core's Decision, as five values (no table): allowed (1 or 0),
+-- remaining, reset_after, retry_after, delay. An algorithm's decide returns its next state
+-- and span, then these (`return next, span, allow(...)`).
 local function allow(remaining, reset, delay)
-  return { 1, remaining, reset, ZERO, delay or ZERO }
+  return 1, remaining, reset, ZERO, delay or ZERO
 end
 
 local function deny(remaining, reset, retry)
   -- Decision::deny: a deny always says to wait at least 1 ns
   if is_zero(retry) then retry = ONE end
-  return { 0, remaining, reset, retry, ZERO }
+  return 0, remaining, reset, retry, ZERO
 end
 
--- Writes decision `d` as tier `i`'s five reply fields (after the flag and the time): an
+-- Writes a decision as tier `i`'s five reply fields (after the flag and the time): an
 -- integer reply for a number (below 2^53, so Redis' conversion of a Lua number to an
 -- integer reply is exact), 16 hex digits for limbs.
-local function put_decision(reply, i, d)
+local function put_decision(reply, i, ok, a, b, c, e)
   local base = 5 * i - 2
-  local a, b, c, e = d[2], d[3], d[4], d[5]
   if LIMB[a] then a = tohex(a) end
   if LIMB[b] then b = tohex(b) end
   if LIMB[c] then c = tohex(c) end
   if LIMB[e] then e = tohex(e) end
-  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = d[1], a, b, c, e
+  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

@@ -69,7 +69,7 @@ function swc.decide(st, p, now, zero)
     end
     local next = nil
     if not is_zero(cost) then next = { index, prev, new_curr } end
-    return allow(sub(room, new_curr), reset), next, reset
+    return next, reset, allow(sub(room, new_curr), reset)
   end
   local reset
   if not is_zero(curr) then
@@ -86,7 +86,7 @@ function swc.decide(st, p, now, zero)
   end
   -- (index + k)*W + offset - now, 0 if passed, saturating
   local retry = clamp_u64(sat_sub(add(mul(add(ahead, k), window), offset), into))
-  return deny(sat_sub(room, curr), reset, retry), nil, nil
+  return nil, nil, deny(sat_sub(room, curr), reset, retry)
 end
 
 function swc.refund(st, p, now)

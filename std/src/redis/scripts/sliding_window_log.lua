@@ -55,14 +55,14 @@ function log.decide(view, p, now, zero)
     end
     local record = nil
     if cost > 0 then record = { stamp, cost } end
-    return allow(small(limit_n - count - cost), reset), record, reset
+    return record, reset, allow(small(limit_n - count - cost), reset)
   end
   local reset = ZERO
   if newest then reset = until_out(newest, window, now) end
   local retry = reset
   local blocking = n + cost - limit_n - 1
   if blocking >= n - math.min(n, limit_n) then retry = until_out(view:stamp_at(blocking), window, now) end
-  return deny(small(limit_n - count), reset, retry), nil, nil
+  return nil, nil, deny(small(limit_n - count), reset, retry)
 end
 
 function log.refund(view, p, now)

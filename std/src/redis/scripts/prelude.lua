@@ -279,15 +279,40 @@ local function clamp_u64(a)
   return a
 end
 
+-- Hex output. HEX2, the two hex digits of each byte, is built from the eighth call of a
+-- loaded library on (so the EVAL fallback, which runs these definitions per call, never
+-- builds it): then 8 digits are four lookups, not a format (a C call several times the
+-- cost).
+local HEX2, HEX2_CALLS = nil, 0
+
+local function hex8(x)
+  -- x < 2^32 as 8 hex digits
+  if x == 0 then return '00000000' end
+  if HEX2 == nil then
+    HEX2_CALLS = HEX2_CALLS + 1
+    if HEX2_CALLS < 8 then return format('%08x', x) end
+    HEX2 = {}
+    for b = 0, 255 do HEX2[b] = format('%02x', b) end
+  end
+  local d = x % 256
+  x = (x - d) / 256
+  local c = x % 256
+  x = (x - c) / 256
+  local b = x % 256
+  return HEX2[(x - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d]
+end
+
 local function tohex(a)
   -- a < 2^64
+  local hi, lo
   if not LIMB[a] then
-    local hi = floor(a / TWO32)
-    return format('%08x%08x', hi, a - hi * TWO32)
+    hi = floor(a / TWO32)
+    lo = a - hi * TWO32
+  else
+    lo = a[1] + (a[2] % 256) * B
+    hi = floor(a[2] / 256) + a[3] * 65536
   end
-  local lo = a[1] + (a[2] % 256) * B
-  local hi = floor(a[2] / 256) + a[3] * 65536
-  return format('%08x%08x', hi, lo)
+  return hex8(hi) .. hex8(lo)
 end
 
 -- Nanos::span_to(at, now): at - now, 0 if passed, saturating at u64::MAX.
@@ -299,16 +324,22 @@ end
 -- read with an explicit base: an integer parse, where base 10 by default is a strtod). With
 -- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
 -- so every step is exact in a double.
+-- The library keeps the last second's string and its part of the sum (a pure cache: the
+-- seconds change once a second, the µs every call).
+local TIME_S, TIME_HI, TIME_LO = nil, 0, 0
+
 local function server_time()
   local t = redis.call('TIME')
-  local s, us = tonumber(t[1], 10), tonumber(t[2], 10)
-  local sl = s % 65536
-  local x = (s - sl) / 65536 * 1000000000
-  local xl = x % 65536
-  local hi = (x - xl) / 65536
-  local lo = xl * 65536 + sl * 1000000000 + us * 1000
+  if t[1] ~= TIME_S then
+    local s = tonumber(t[1], 10)
+    local sl = s % 65536
+    local x = (s - sl) / 65536 * 1000000000
+    local xl = x % 65536
+    TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
+  end
+  local lo = TIME_LO + tonumber(t[2], 10) * 1000
   local c = floor(lo / TWO32)
-  return hi + c, lo - c * TWO32
+  return TIME_HI + c, lo - c * TWO32
 end
 
 -- 16 hex digits as their high and low 32 bits.
@@ -379,8 +410,7 @@ local function inst_hex(prefix, v)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
   if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
-  -- one string built, not two
-  return format('%s%s%08x', prefix, HI_HEX, lo)
+  return prefix .. HI_HEX .. hex8(lo)
 end
 
 -- Whether the instant `a` (as the mode sees it) is past u64::MAX, and `a` capped there: the

@@ -232,8 +232,8 @@ local function write_word(i, st, span)
   if p.kind == 't' then
     value = inst_hex(p.tag, st[1])
   else
-    value = p.tag
-    for j = 1, FIELDS[p.kind] do value = value .. tohex(st[j]) end
+    value = p.tag .. tohex(st[1]) .. tohex(st[2])
+    if p.kind == 'c' then value = value .. tohex(st[3]) end
   end
   if span == nil then
     local _, _, _, _, reset = p.algo.decide(st, p, now, true)

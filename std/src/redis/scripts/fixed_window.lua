@@ -24,6 +24,28 @@ function fixed.decide(st, p, now, zero)
   local limit = p[2]
   local cost = ZERO
   if not zero then cost = p[3] end
+  if FAST and p.num then
+    -- the number path (see the prelude's FAST)
+    local index, count = st[1], st[2]
+    local cur, into = window_of(window)
+    if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
+      local ahead = 0
+      if index < cur then index, count = cur, 0 else ahead = index - cur end
+      local reset = ahead * window + (window - into)
+      local new_count = count + cost
+      if reset < EXACT and new_count < EXACT then
+        if new_count <= limit then
+          local next = nil
+          if cost ~= 0 then next = { index, new_count } end
+          return next, reset, 1, limit - new_count, reset, 0, 0
+        end
+        -- reset >= W - into >= 1: the deny's retry as it is
+        local room = limit - count
+        if room < 0 then room = 0 end
+        return nil, nil, 0, room, reset, reset, 0
+      end
+    end
+  end
   local index, count, ahead, into = fixed_current(st, window)
   -- (index+1)*W - now = ahead*W + (W - into), saturating
   local reset = clamp_u64(add(mul(ahead, window), sub(window, into)))

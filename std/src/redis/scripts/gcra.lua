@@ -10,7 +10,28 @@ function gcra.decide(st, p, now, zero)
   local tolerance = p[2]
   local cost_t, cost = ZERO, 0
   if not zero then cost_t, cost = p[3], p[4] end
-  local tat = max(st[1], now)
+  local s = st[1]
+  if FAST and p.num and not LIMB[s] then
+    -- the number path (see the prelude's FAST): tat >= now >= 0, and below 2^53 new_tat
+    -- is not past u64::MAX (fits)
+    local tat = s
+    if tat < now then tat = now end
+    local new_tat = tat + cost_t
+    if new_tat < EXACT then
+      local ahead = new_tat - now
+      if ahead <= tolerance then
+        local next = nil
+        if cost > 0 then next = { new_tat } end
+        return next, ahead, 1, ndiv(tolerance - ahead, interval), ahead, 0, 0
+      end
+      -- retry = ahead - tolerance > 0
+      local current = tat - now
+      local room = tolerance - current
+      if room < 0 then room = 0 end
+      return nil, nil, 0, ndiv(room, interval), current, ahead - tolerance, 0
+    end
+  end
+  local tat = max(s, now)
   local new_tat = add(tat, cost_t)
   local fits = not over_at(new_tat)
   local ahead = U64MAX

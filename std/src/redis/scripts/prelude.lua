@@ -274,6 +274,16 @@ local function div(a, b)
   return q
 end
 
+-- div for numbers, a < 2^52 and b >= 1: divmod's first branch, for the algorithms' number
+-- paths (see FAST).
+local function ndiv(a, b)
+  if a < b then return 0 end
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  return q
+end
+
 local function clamp_u64(a)
   if over_u64(a) then return U64MAX end
   return a
@@ -364,6 +374,13 @@ local EPOCH = 0
 -- more in the past; further ahead it is a limb value): the runner then reloads in absolute
 -- mode.
 local FAR = false
+-- The call's time is a number (relative mode, or NOW_ABS below 2^53) and no instant that is a
+-- number (below 2^53) can be past u64::MAX (absolute mode, or relative and ROOMY): then an
+-- algorithm may take its *number path*, the same steps in plain double arithmetic while
+-- every value is a number and each sum or product that could reach 2^53 is checked below it
+-- (a rounded result below 2^53 is exact), falling back to the general steps otherwise. A
+-- spec's `num` says its parameters are numbers below 2^52.
+local FAST = false
 
 -- NOW_ABS, built on first use in relative mode (it is a limb array).
 local function now_abs()
@@ -382,6 +399,7 @@ local function set_now(hi, lo, relative)
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
   FAR = false
+  FAST = relative and ROOMY or not relative and not LIMB[NOW_ABS]
 end
 
 -- A stored instant (the 16 hex digits of `s` from position `i`) as the mode sees it.

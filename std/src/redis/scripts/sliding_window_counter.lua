@@ -48,6 +48,41 @@ function swc.decide(st, p, now, zero)
   local limit = p[2]
   local cost = ZERO
   if not zero then cost = p[3] end
+  if FAST and p.num then
+    -- the number path (see the prelude's FAST) of an admission with prev <= L; anything
+    -- else takes the general steps
+    local index, prev, curr = st[1], st[2], st[3]
+    local cur, into = window_of(window)
+    if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
+      -- swc_roll
+      local elapsed, ahead = into, 0
+      if index > cur then
+        elapsed, ahead = 0, index - cur
+      elseif index < cur then
+        if index + 1 == cur then prev = curr else prev = 0 end
+        index, curr = cur, 0
+      end
+      local weighed = prev * elapsed
+      if prev <= limit and weighed < SMALL then
+        local room = (limit - prev) + ndiv(weighed, window)
+        local new_curr = curr + cost
+        if new_curr <= room then
+          -- until_window(ahead, 2 or 1, window, into)
+          local reset = 0
+          if new_curr ~= 0 then
+            reset = (ahead + 1) * window + (window - into)
+          elseif prev ~= 0 then
+            reset = ahead * window + (window - into)
+          end
+          if reset < EXACT then
+            local next = nil
+            if cost ~= 0 then next = { index, prev, new_curr } end
+            return next, reset, 1, room - new_curr, reset, 0, 0
+          end
+        end
+      end
+    end
+  end
   local index, prev, curr, elapsed, ahead, into = swc_roll(st, window)
   -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
   local room, over = nil, false

@@ -288,7 +288,8 @@ local function load_all(tiers, hi, lo, relative)
 end
 
 -- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
--- (the algorithm's parameters) }, or nil and an error message.
+-- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
+-- FAST) }, or nil and an error message.
 local SPECS, SPEC_COUNT = {}, 0
 
 local function parse_spec(s)
@@ -306,8 +307,12 @@ local function parse_spec(s)
   end
   if n ~= 3 + algo.args then return nil, 'bad tier ' .. s end
   local _, p1, p2 = parse_tag(tag)
-  local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]) }
-  for j = 1, algo.args do p[j] = arg(w[3 + j]) end
+  local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]), num = true }
+  for j = 1, algo.args do
+    local v = arg(w[3 + j])
+    p[j] = v
+    if LIMB[v] or v >= SMALL then p.num = false end
+  end
   return p
 end
 

@@ -1176,12 +1176,8 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
         } else {
             spec.extend([script_arg(tier.b), script_arg(u64::from(cost))]);
         }
-        let args = [
-            format!("{now:016x}"),
-            "3600000".to_owned(),
-            op.to_owned(),
-            spec.join(" "),
-        ];
+        // The mode (operation and TTL slack), the spec, the client's time.
+        let args = [format!("{op}3600000"), spec.join(" "), format!("{now:016x}")];
         let _: () = redis::cmd("DEL").arg("k").query(&mut con).expect("DEL");
         if present {
             let _: () = redis::cmd("SET")

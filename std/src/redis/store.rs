@@ -272,6 +272,8 @@ struct Call {
     /// FNV-1a of the call's hash tag (the client, or `@`): its backoff group.
     tag: u64,
     keys: Vec<String>,
+    /// The arguments after the mode (which [`RedisStore::run`] puts first): one spec per
+    /// tier, then the client's time unless the server's is used (see `scripts/store.lua`).
     args: Vec<String>,
     tiers: Vec<usize>,
 }
@@ -488,19 +490,15 @@ impl RedisStore {
     fn calls(&self, plan: &Plan<'_>, now: Nanos, op: Op) -> Vec<Call> {
         let shared = &self.shared;
         let now_arg = match shared.config.time_source() {
-            TimeSource::Client => hex(now.as_u64()),
-            TimeSource::Server => String::new(),
+            TimeSource::Client => Some(hex(now.as_u64())),
+            TimeSource::Server => None,
         };
         let mut calls: Vec<Call> = Vec::with_capacity(2);
         for global in [false, true] {
             let mut call = Call {
                 tag: 0,
                 keys: Vec::new(),
-                args: vec![
-                    now_arg.clone(),
-                    shared.slack_ms.clone(),
-                    op.code().to_owned(),
-                ],
+                args: Vec::new(),
                 tiers: Vec::new(),
             };
             for (i, p) in plan.iter().enumerate() {
@@ -517,6 +515,7 @@ impl RedisStore {
                 };
             }
             if !call.tiers.is_empty() {
+                call.args.extend(now_arg.clone());
                 calls.push(call);
             }
         }
@@ -547,24 +546,20 @@ impl RedisStore {
         op: LeaseOp,
     ) -> Option<Decision> {
         let shared = &self.shared;
-        let (op, code) = match op {
-            LeaseOp::Take => (Op::Check, Op::Check.code()),
-            LeaseOp::Return => (Op::Refund, Op::Refund.code()),
+        let op = match op {
+            LeaseOp::Take => Op::Check,
+            LeaseOp::Return => Op::Refund,
         };
         let mut call = Call {
             tag: tier.tag,
             keys: vec![tier.key.clone()],
-            args: vec![
-                match shared.config.time_source() {
-                    TimeSource::Client => hex(now.as_u64()),
-                    TimeSource::Server => String::new(),
-                },
-                shared.slack_ms.clone(),
-                code.to_owned(),
-            ],
+            args: Vec::with_capacity(2),
             tiers: vec![0],
         };
         push_tier_args(&mut call.args, &tier.algorithm, cost);
+        if shared.config.time_source() == TimeSource::Client {
+            call.args.push(hex(now.as_u64()));
+        }
         let reply = self.run(&call, op).ok()?;
         let limit = tier.algorithm.limit();
         let decision = match op {
@@ -735,8 +730,10 @@ impl RedisStore {
         let Some(runtime) = self.runtime.as_ref() else {
             return Err(FailureCause::Connection);
         };
-        let mut args = call.args.clone();
-        op.code().clone_into(&mut args[2]);
+        // The mode first: the operation's code and the TTL slack (see `scripts/store.lua`).
+        let mut args = Vec::with_capacity(call.args.len() + 1);
+        args.push(format!("{}{}", op.code(), shared.slack_ms));
+        args.extend(call.args.iter().cloned());
         let result = if tokio::runtime::Handle::try_current().is_err() {
             // A plain thread: drive the call on it (no hand-off to the I/O thread and back).
             runtime.block_on(shared.eval(&call.keys, &args))

@@ -13,16 +13,17 @@
 --                                        member of score 1, which ranks after them all
 -- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F).
 --
--- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, operation
--- ('c' check, 'p' peek, 'q' peek of a request denied elsewhere: admitting tiers report their
--- state at cost 0, 'r' refund, 'g' charge), then per tier its *spec*: one string of
+-- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
+-- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge) then
+-- the TTL slack in ms (decimal), as in 'c0'; then per tier its *spec*: one string of
 -- space-separated words, the algorithm name, the tag, cmax (the most a window count holds,
 -- where a charge saturates) and the algorithm's arguments, each number as the prelude's
--- arg() reads it. KEYS: one per tier (so there are #KEYS tiers).
+-- arg() reads it; then the client's time (16 hex digits), absent to use the server's TIME.
+-- KEYS: one per tier (so there are #KEYS tiers).
 --
--- A spec is parsed once: the function library keeps the parsed parameters of the last
--- specs it met (at most 256, keyed by the spec string; a pure cache, so replicas and the
--- EVAL fallback, which starts empty each call, compute the same).
+-- Modes and specs are parsed once: the function library keeps the parsed parameters of the
+-- last ones it met (at most 256 specs and 16 modes, keyed by their strings; a pure cache,
+-- so replicas and the EVAL fallback, which starts empty each call, compute the same).
 -- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
 -- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
 -- digits).
@@ -328,25 +329,38 @@ local function spec(s)
   return p
 end
 
--- The TTL slack: its last decimal string and value (a pure cache).
-local SLACK_S, SLACK = nil, 0
+-- A mode parsed: { op, slack }.
+local MODES, MODE_COUNT = {}, 0
+
+local function mode(s)
+  local m = MODES[s]
+  if m then return m end
+  m = { op = strsub(s, 1, 1), slack = tonumber(strsub(s, 2), 10) }
+  if m.slack == nil then return nil end
+  if MODE_COUNT >= 16 then MODES, MODE_COUNT = {}, 0 end
+  MODES[s] = m
+  MODE_COUNT = MODE_COUNT + 1
+  return m
+end
 
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
 local function main(keys, args)
   if floor == nil then bind() end
   KEYS, ARGV = keys, args
   NL = BASE_NL
-  local hi, lo
-  if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
-  if ARGV[2] ~= SLACK_S then SLACK_S, SLACK = ARGV[2], tonumber(ARGV[2], 10) end
-  slack = SLACK
-  local op = ARGV[3]
+  local m = mode(ARGV[1] or '')
+  if m == nil then return redis.error_reply('ERR tollgate: bad mode') end
+  local op = m.op
+  slack = m.slack
   local tiers = #KEYS
+  local hi, lo
+  local client = ARGV[tiers + 2]
+  if client == nil then hi, lo = server_time() else hi, lo = halves(client) end
 
   -- The plan's tiers, their specs parsed (or remembered).
   local relative = true
   for i = 1, tiers do
-    local p, err = spec(ARGV[3 + i] or '')
+    local p, err = spec(ARGV[1 + i] or '')
     if p == nil then return redis.error_reply('ERR tollgate: ' .. err) end
     if p.kind == 'l' then relative = false end
     T_P[i] = p

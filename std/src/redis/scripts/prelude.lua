@@ -312,16 +312,26 @@ local function hex8(x)
   return HEX2[(x - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d]
 end
 
+-- The 16 digits of the numbers tohex printed last (at most 1024, a pure cache): a state's
+-- window index and small counts repeat from key to key.
+local HEXN, HEXN_COUNT = {}, 0
+
 local function tohex(a)
   -- a < 2^64
   local hi, lo
   if not LIMB[a] then
+    local h = HEXN[a]
+    if h then return h end
     hi = floor(a / TWO32)
     lo = a - hi * TWO32
-  else
-    lo = a[1] + (a[2] % 256) * B
-    hi = floor(a[2] / 256) + a[3] * 65536
+    h = hex8(hi) .. hex8(lo)
+    if HEXN_COUNT >= 1024 then HEXN, HEXN_COUNT = {}, 0 end
+    HEXN[a] = h
+    HEXN_COUNT = HEXN_COUNT + 1
+    return h
   end
+  lo = a[1] + (a[2] % 256) * B
+  hi = floor(a[2] / 256) + a[3] * 65536
   return hex8(hi) .. hex8(lo)
 end
 
@@ -428,7 +438,14 @@ local function inst_hex(prefix, v)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
   if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
-  return prefix .. HI_HEX .. hex8(lo)
+  if HEX2 == nil then return prefix .. HI_HEX .. hex8(lo) end
+  -- hex8(lo), in the one concatenation
+  local d = lo % 256
+  lo = (lo - d) / 256
+  local c = lo % 256
+  lo = (lo - c) / 256
+  local b = lo % 256
+  return prefix .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d]
 end
 
 -- Whether the instant `a` (as the mode sees it) is past u64::MAX, and `a` capped there: the
@@ -499,7 +516,8 @@ end
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
 -- margins for Redis' millisecond expiry clock, plus the configured slack.
 local function ttl_ms(reset, slack)
-  return floor(tonum(reset) / 1000000) + 3 + slack
+  if LIMB[reset] then reset = L_tonum(reset) end
+  return floor(reset / 1000000) + 3 + slack
 end
 
 -- A decision as the core's Decision, as five values (no table): allowed (1 or 0),

@@ -348,7 +348,7 @@ local function main(keys, args)
   if floor == nil then bind() end
   KEYS, ARGV = keys, args
   NL = BASE_NL
-  local m = mode(ARGV[1] or '')
+  local m = MODES[ARGV[1]] or mode(ARGV[1] or '')
   if m == nil then return redis.error_reply('ERR tollgate: bad mode') end
   local op = m.op
   slack = m.slack
@@ -360,8 +360,12 @@ local function main(keys, args)
   -- The plan's tiers, their specs parsed (or remembered).
   local relative = true
   for i = 1, tiers do
-    local p, err = spec(ARGV[1 + i] or '')
-    if p == nil then return redis.error_reply('ERR tollgate: ' .. err) end
+    local p = SPECS[ARGV[1 + i]]
+    if p == nil then
+      local err
+      p, err = spec(ARGV[1 + i] or '')
+      if p == nil then return redis.error_reply('ERR tollgate: ' .. err) end
+    end
     if p.kind == 'l' then relative = false end
     T_P[i] = p
   end
@@ -369,7 +373,11 @@ local function main(keys, args)
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
   -- part, or a state holds an instant too far in the past for it (then read again).
   if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
-  for i = 1, tiers do T_STATE[i] = convert(i, T_OLD[i]) end
+  for i = 1, tiers do
+    -- a state under the tier's own tag as it is (convert's first case, inlined)
+    local old = T_OLD[i]
+    if old == T_P[i] then T_STATE[i] = T_ST[i] else T_STATE[i] = convert(i, old) end
+  end
 
   if op == 'r' or op == 'g' then
     for i = 1, tiers do

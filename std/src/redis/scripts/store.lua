@@ -240,7 +240,9 @@ local function write_word(i, st, span)
     local _, _, _, _, reset = p.algo.decide(st, p, now, true)
     span = reset
   end
-  redis.call('SET', KEYS[i], value, 'PX', ttl_ms(span, slack))
+  -- ttl_ms(span, slack), inlined
+  if LIMB[span] then span = L_tonum(span) end
+  redis.call('SET', KEYS[i], value, 'PX', floor(span / 1000000) + 3 + slack)
 end
 
 -- Writes tier i's log: the oldest `keep` permits of its current view, then `record`
@@ -411,30 +413,43 @@ local function main(keys, args)
     reply = { 1, NOW_MS }
   end
   local all = 1
+  if op == 'q' then all = 0 end
   for i = 1, tiers do
     local p = T_P[i]
     local next, span, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, false)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
-    if ok == 0 or op == 'q' then all = 0 end
-    put_decision(reply, i, ok, a, b, c, e)
+    if ok == 0 then all = 0 end
+    -- put_decision, inlined
+    local base = 5 * i - 2
+    if LIMB[a] then a = tohex(a) end
+    if LIMB[b] then b = tohex(b) end
+    if LIMB[c] then c = tohex(c) end
+    if LIMB[e] then e = tohex(e) end
+    reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
   end
   reply[1] = all
-  for i = 1, tiers do
-    if all == 1 then
-      local next = T_NEXT[i]
-      if op == 'c' and next then
-        if T_P[i].kind == 'l' then
-          write_log(i, T_STATE[i].n, next, T_SPAN[i])
-        else
-          write_word(i, next, T_SPAN[i])
+  if all == 1 then
+    if op == 'c' then
+      for i = 1, tiers do
+        local next = T_NEXT[i]
+        if next then
+          if T_P[i].kind == 'l' then
+            write_log(i, T_STATE[i].n, next, T_SPAN[i])
+          else
+            write_word(i, next, T_SPAN[i])
+          end
         end
       end
-    elseif T_OK[i] == 1 and op ~= 'p' then
-      -- the request did not count: an admitting tier reports its current state (a peek
-      -- reports what each tier would decide)
-      local p = T_P[i]
-      local _, _, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, true)
-      put_decision(reply, i, ok, a, b, c, e)
+    end
+  elseif op ~= 'p' then
+    for i = 1, tiers do
+      if T_OK[i] == 1 then
+        -- the request did not count: an admitting tier reports its current state (a peek
+        -- reports what each tier would decide)
+        local p = T_P[i]
+        local _, _, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, true)
+        put_decision(reply, i, ok, a, b, c, e)
+      end
     end
   end
   return reply

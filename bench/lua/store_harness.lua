@@ -94,7 +94,7 @@ else
   -- the library's top level runs once (FUNCTION LOAD), then every FCALL calls main
   main = assert(loadstring(src .. '\nreturn main\n', 'store'))()
   local tiers = {}
-  -- store.rs push_tier_args: one spec per tier (the algorithm name, tag, cmax, arguments)
+  -- store.rs push_tier_spec: a spec per tier (the algorithm name, tag, cmax, arguments)
   -- GCRA: limit 1 000 000 per 1 s, burst = limit: T = 1 µs, tau = (burst - 1)·T
   tiers[1] = { 'gcra', 't' .. hex16(1000), argx(0), argx(1000), argx(999999000), argx(1000), argx(1) }
   if workload == 'tiers3' then
@@ -103,9 +103,10 @@ else
     w, l = 3600e9, 1e6
     tiers[3] = { 'swc', 'c' .. hex16(w) .. hex16(l), argx(2 ^ 21 - 1), argx(w), argx(l), argx(1) }
   end
-  -- the mode (check, no TTL slack), the specs, no client time (the server's TIME)
-  argv = { 'c0' }
-  for _, t in ipairs(tiers) do argv[#argv + 1] = table.concat(t, ' ') end
+  -- the mode (check, no TTL slack), the plan (the specs), no client time (the server's TIME)
+  local specs = {}
+  for i, t in ipairs(tiers) do specs[i] = table.concat(t, ' ') end
+  argv = { 'c0', table.concat(specs, ';') }
   keys_of = function(c)
     local k = {}
     for i = 1, #tiers do k[i] = '{c' .. c .. '}:bp:default:' .. i end

@@ -272,8 +272,9 @@ struct Call {
     /// FNV-1a of the call's hash tag (the client, or `@`): its backoff group.
     tag: u64,
     keys: Vec<String>,
-    /// The arguments after the mode (which [`RedisStore::run`] puts first): one spec per
-    /// tier, then the client's time unless the server's is used (see `scripts/store.lua`).
+    /// The arguments after the mode (which [`RedisStore::run`] puts first): the plan (the
+    /// tiers' specs), then the client's time unless the server's is used (see
+    /// `scripts/store.lua`).
     args: Vec<String>,
     tiers: Vec<usize>,
 }
@@ -282,17 +283,20 @@ fn hex(value: u64) -> String {
     format!("{value:016x}")
 }
 
-/// Appends one tier's script argument, its *spec* (see `scripts/store.lua`): one string of
-/// space-separated words, its algorithm's first encoded part, its state tag, the most its
-/// window count holds, then the rest of the encoding. The script parses a spec once and
-/// remembers it, so a tier costs one argument, read by one table lookup.
-fn push_tier_args(args: &mut Vec<String>, algorithm: &AnyAlgorithm, cost: u32) {
+/// Appends one tier's *spec* to a call's plan argument (see `scripts/store.lua`), after a `;`
+/// if it is not the first: space-separated words, its algorithm's first encoded part, its
+/// state tag, the most its window count holds, then the rest of the encoding. The script
+/// parses a plan once and remembers it, so the tiers of a call cost one argument, read by
+/// one table lookup.
+fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
     let mut tag = String::with_capacity(33);
     let cmax = push_tag(&mut tag, algorithm);
     let mut encoded = Vec::with_capacity(6);
     encode_algorithm(algorithm, cost, &mut encoded);
     let mut parts = encoded.into_iter();
-    let mut spec = String::with_capacity(80);
+    if !spec.is_empty() {
+        spec.push(';');
+    }
     spec.extend(parts.next());
     spec.push(' ');
     spec.push_str(&tag);
@@ -302,7 +306,6 @@ fn push_tier_args(args: &mut Vec<String>, algorithm: &AnyAlgorithm, cost: u32) {
         spec.push(' ');
         spec.push_str(&part);
     }
-    args.push(spec);
 }
 
 /// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
@@ -498,15 +501,16 @@ impl RedisStore {
             let mut call = Call {
                 tag: 0,
                 keys: Vec::new(),
-                args: Vec::new(),
+                args: Vec::with_capacity(2),
                 tiers: Vec::new(),
             };
+            let mut specs = String::with_capacity(80);
             for (i, p) in plan.iter().enumerate() {
                 if (p.rule.partition() == Partition::Global) != global {
                     continue;
                 }
                 call.keys.push(self.key_of(p));
-                push_tier_args(&mut call.args, p.tier.algorithm(), p.cost);
+                push_tier_spec(&mut specs, p.tier.algorithm(), p.cost);
                 call.tiers.push(i);
                 call.tag = if global {
                     fnv1a(b"@")
@@ -515,6 +519,7 @@ impl RedisStore {
                 };
             }
             if !call.tiers.is_empty() {
+                call.args.push(specs);
                 call.args.extend(now_arg.clone());
                 calls.push(call);
             }
@@ -556,7 +561,9 @@ impl RedisStore {
             args: Vec::with_capacity(2),
             tiers: vec![0],
         };
-        push_tier_args(&mut call.args, &tier.algorithm, cost);
+        let mut specs = String::with_capacity(80);
+        push_tier_spec(&mut specs, &tier.algorithm, cost);
+        call.args.push(specs);
         if shared.config.time_source() == TimeSource::Client {
             call.args.push(hex(now.as_u64()));
         }

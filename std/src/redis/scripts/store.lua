@@ -15,15 +15,16 @@
 --
 -- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
 -- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge) then
--- the TTL slack in ms (decimal), as in 'c0'; then per tier its *spec*: one string of
--- space-separated words, the algorithm name, the tag, cmax (the most a window count holds,
--- where a charge saturates) and the algorithm's arguments, each number as the prelude's
--- arg() reads it; then the client's time (16 hex digits), absent to use the server's TIME.
--- KEYS: one per tier (so there are #KEYS tiers).
+-- the TTL slack in ms (decimal), as in 'c0'; then the *plan*, the tiers' specs separated
+-- by ';', each space-separated words: the algorithm name, the tag, cmax (the most a window
+-- count holds, where a charge saturates) and the algorithm's arguments, each number as the
+-- prelude's arg() reads it; then the client's time (16 hex digits), absent to use the
+-- server's TIME. KEYS: one per tier, in the plan's order.
 --
--- Modes and specs are parsed once: the function library keeps the parsed parameters of the
--- last ones it met (at most 256 specs and 16 modes, keyed by their strings; a pure cache,
--- so replicas and the EVAL fallback, which starts empty each call, compute the same).
+-- Modes, plans and specs are parsed once: the function library keeps the parsed parameters
+-- of the last ones it met (at most 16 modes, 256 plans and 256 specs, keyed by their
+-- strings; a pure cache, so replicas and the EVAL fallback, which starts empty each call,
+-- compute the same).
 -- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
 -- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
 -- digits).
@@ -33,10 +34,11 @@
 -- the helpers read as upvalues.
 local KEYS, ARGV, now, slack
 
--- The call's tiers, by index (scratch arrays every call overwrites from 1 to #KEYS before
--- reading: no table per tier per call): the parsed spec, the stored state as read (`old`,
--- see load), the fields of a state under the tier's own tag, the state the tier decides
--- on, and a check's outcome (next state, span, allowed).
+-- The call's tiers, by index: T_P is the call's parsed plan (its specs, see `plan`; read
+-- only), the others scratch arrays every call overwrites from 1 to #KEYS before reading
+-- (no table per tier per call): the stored state as read (`old`, see load), the fields of
+-- a state under the tier's own tag, the state the tier decides on, and a check's outcome
+-- (next state, span, allowed).
 local T_P, T_OLD, T_ST, T_STATE, T_NEXT, T_SPAN, T_OK = {}, {}, {}, {}, {}, {}, {}
 
 -- Instants in a state: a GCRA / leaky bucket state is one (read with inst, written with
@@ -331,6 +333,26 @@ local function spec(s)
   return p
 end
 
+-- A plan parsed: its specs in order, n (how many), relative (no log tier: see load_all).
+-- Never written to once made (main reads the call's tiers from it as T_P).
+local PLANS, PLAN_COUNT = {}, 0
+
+local function plan(s)
+  local t, n = { relative = true }, 0
+  for part in gmatch(s, '[^;]+') do
+    local p, err = spec(part)
+    if p == nil then return nil, err end
+    n = n + 1
+    t[n] = p
+    if p.kind == 'l' then t.relative = false end
+  end
+  t.n = n
+  if PLAN_COUNT >= 256 then PLANS, PLAN_COUNT = {}, 0 end
+  PLANS[s] = t
+  PLAN_COUNT = PLAN_COUNT + 1
+  return t
+end
+
 -- A mode parsed: { op, slack }.
 local MODES, MODE_COUNT = {}, 0
 
@@ -356,21 +378,19 @@ local function main(keys, args)
   slack = m.slack
   local tiers = #KEYS
   local hi, lo
-  local client = ARGV[tiers + 2]
+  local client = ARGV[3]
   if client == nil then hi, lo = server_time() else hi, lo = halves(client) end
 
   -- The plan's tiers, their specs parsed (or remembered).
-  local relative = true
-  for i = 1, tiers do
-    local p = SPECS[ARGV[1 + i]]
-    if p == nil then
-      local err
-      p, err = spec(ARGV[1 + i] or '')
-      if p == nil then return redis.error_reply('ERR tollgate: ' .. err) end
-    end
-    if p.kind == 'l' then relative = false end
-    T_P[i] = p
+  local pl = PLANS[ARGV[2]]
+  if pl == nil then
+    local err
+    pl, err = plan(ARGV[2] or '')
+    if pl == nil then return redis.error_reply('ERR tollgate: ' .. err) end
   end
+  if pl.n ~= tiers then return redis.error_reply('ERR tollgate: a key per tier') end
+  T_P = pl
+  local relative = pl.relative
 
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
   -- part, or a state holds an instant too far in the past for it (then read again).

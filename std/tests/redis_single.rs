@@ -1177,7 +1177,11 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
             spec.extend([script_arg(tier.b), script_arg(u64::from(cost))]);
         }
         // The mode (operation and TTL slack), the spec, the client's time.
-        let args = [format!("{op}3600000"), spec.join(" "), format!("{now:016x}")];
+        let args = [
+            format!("{op}3600000"),
+            spec.join(" "),
+            format!("{now:016x}"),
+        ];
         let _: () = redis::cmd("DEL").arg("k").query(&mut con).expect("DEL");
         if present {
             let _: () = redis::cmd("SET")

@@ -488,9 +488,9 @@ impl RedisStore {
         }
     }
 
-    /// The calls `plan` needs for `op`: client tiers, then global tiers (each group one
-    /// slot), each with the tier indices it covers.
-    fn calls(&self, plan: &Plan<'_>, now: Nanos, op: Op) -> Vec<Call> {
+    /// The calls `plan` needs (any operation: [`run`](Self::run) adds the mode): client
+    /// tiers, then global tiers (each group one slot), each with the tier indices it covers.
+    fn calls(&self, plan: &Plan<'_>, now: Nanos) -> Vec<Call> {
         let shared = &self.shared;
         let now_arg = match shared.config.time_source() {
             TimeSource::Client => Some(hex(now.as_u64())),
@@ -932,7 +932,7 @@ impl Store for RedisStore {
         } else {
             None
         };
-        let calls = self.calls(plan, now, Op::Check);
+        let calls = self.calls(plan, now);
         let mut admitted: Vec<&Call> = Vec::with_capacity(2);
         let mut denied = false;
         // Whether Redis made every answer (only such denies are cached).
@@ -979,7 +979,7 @@ impl Store for RedisStore {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         Counters::bump(&self.shared.counters.decisions);
-        for call in self.calls(plan, now, Op::Peek) {
+        for call in self.calls(plan, now) {
             self.decide(plan, &call, Op::Peek, now, outcomes);
         }
         Ok(())
@@ -988,7 +988,7 @@ impl Store for RedisStore {
     /// Also invalidates the cached denies touching the plan's keys (after the refund has
     /// its answer: see "Deny cache" on [`RedisStore`]).
     fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        let calls = self.calls(plan, now, Op::Refund);
+        let calls = self.calls(plan, now);
         for call in &calls {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
@@ -1000,7 +1000,7 @@ impl Store for RedisStore {
     /// Also invalidates the cached denies touching the plan's keys, as
     /// [`refund`](Self::refund) does.
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        let calls = self.calls(plan, now, Op::Charge);
+        let calls = self.calls(plan, now);
         for call in &calls {
             if let (Err(_), Some(fallback)) = (self.run(call, Op::Charge), &self.fallback) {
                 // Work done during an outage counts against the local share.

@@ -396,9 +396,16 @@ local function main(keys, args)
   -- part, or a state holds an instant too far in the past for it (then read again).
   if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
   for i = 1, tiers do
-    -- a state under the tier's own tag as it is (convert's first case, inlined)
-    local old = T_OLD[i]
-    if old == T_P[i] then T_STATE[i] = T_ST[i] else T_STATE[i] = convert(i, old) end
+    -- convert's common cases inlined: a state under the tier's own tag as it is, an absent
+    -- GCRA / leaky bucket state fresh
+    local old, p = T_OLD[i], T_P[i]
+    if old == p then
+      T_STATE[i] = T_ST[i]
+    elseif old == nil and p.kind == 't' then
+      if RELATIVE then T_STATE[i] = FRESH_T_REL else T_STATE[i] = FRESH_T_ABS end
+    else
+      T_STATE[i] = convert(i, old)
+    end
   end
 
   if op == 'r' or op == 'g' then

@@ -745,26 +745,29 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
             }
             _ => want_value = Some(tier.value(tier.algorithm.charge(state, at, cost))),
         }
-        let mut args = vec![
-            format!("{now:016x}"),
-            "3600000".to_owned(),
-            op.to_owned(),
-            "1".to_owned(),
+        // The tier's spec: name, tag, cmax and arguments, space-separated (store.lua).
+        let mut spec = vec![
             tier.name.to_owned(),
             tier.tag(),
-            format!("{:016x}", tier.cmax),
+            script_arg(tier.cmax),
             script_arg(tier.a),
         ];
         if tier.kind == 't' {
             let cost_t = tier.a.saturating_mul(u64::from(cost));
-            args.extend([
+            spec.extend([
                 script_arg(tier.extra),
                 script_arg(cost_t),
                 script_arg(u64::from(cost)),
             ]);
         } else {
-            args.extend([script_arg(tier.b), script_arg(u64::from(cost))]);
+            spec.extend([script_arg(tier.b), script_arg(u64::from(cost))]);
         }
+        // The mode (operation and TTL slack), the spec, the client's time.
+        let args = [
+            format!("{op}3600000"),
+            spec.join(" "),
+            format!("{now:016x}"),
+        ];
         let _: () = redis::cmd("DEL").arg("k").query(&mut con).expect("DEL");
         if present {
             let _: () = redis::cmd("SET")

@@ -16,7 +16,7 @@ pub(crate) fn validate_name(name: &str) -> Result<(), BuildError> {
 /// An algorithm argument as the scripts' `arg` reads it (prelude.lua): below 2^52, hex
 /// without padding (at most 13 digits: one `tonumber(s, 16)`, exact in a Lua double, and
 /// cheaper there than a decimal), else 16 hex digits.
-fn arg(value: u64) -> String {
+pub(crate) fn arg(value: u64) -> String {
     if value < 1 << 52 {
         format!("{value:x}")
     } else {

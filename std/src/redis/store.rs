@@ -13,7 +13,7 @@ use redis::Value;
 use super::connection::Connection;
 use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
-use super::rule::{encode_algorithm, script_algorithm};
+use super::rule::{arg, encode_algorithm, script_algorithm};
 use super::stats::Counters;
 use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,
@@ -305,6 +305,9 @@ struct Call {
     /// FNV-1a of the call's hash tag (the client, or `@`): its backoff group.
     tag: u64,
     keys: Vec<String>,
+    /// The arguments after the mode (which [`RedisStore::run`] puts first): the plan (the
+    /// tiers' specs), then the client's time unless the server's is used (see
+    /// `scripts/store.lua`).
     args: Vec<String>,
     tiers: Vec<usize>,
 }
@@ -313,18 +316,29 @@ fn hex(value: u64) -> String {
     format!("{value:016x}")
 }
 
-/// Appends one tier's script arguments: its algorithm's first encoded part, its state tag,
-/// the most its window count holds, then the rest of the encoding (see `scripts/store.lua`).
-fn push_tier_args(args: &mut Vec<String>, algorithm: &AnyAlgorithm, cost: u32) {
+/// Appends one tier's *spec* to a call's plan argument (see `scripts/store.lua`), after a `;`
+/// if it is not the first: space-separated words, its algorithm's first encoded part, its
+/// state tag, the most its window count holds, then the rest of the encoding. The script
+/// parses a plan once and remembers it, so the tiers of a call cost one argument, read by
+/// one table lookup.
+fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
     let mut tag = String::with_capacity(33);
     let cmax = push_tag(&mut tag, algorithm);
     let mut encoded = Vec::with_capacity(6);
     encode_algorithm(algorithm, cost, &mut encoded);
     let mut parts = encoded.into_iter();
-    args.extend(parts.next());
-    args.push(tag);
-    args.push(hex(cmax));
-    args.extend(parts);
+    if !spec.is_empty() {
+        spec.push(';');
+    }
+    spec.extend(parts.next());
+    spec.push(' ');
+    spec.push_str(&tag);
+    spec.push(' ');
+    spec.push_str(&arg(cmax));
+    for part in parts {
+        spec.push(' ');
+        spec.push_str(&part);
+    }
 }
 
 /// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
@@ -506,33 +520,29 @@ impl RedisStore {
         self.shared.config.redis_key(rule, tier, client)
     }
 
-    /// The calls `plan` needs for `op`: client tiers, then global tiers (each group one
-    /// slot), each with the tier indices it covers.
-    fn calls(&self, plan: &Plan<'_>, now: Nanos, op: Op) -> Vec<Call> {
+    /// The calls `plan` needs (any operation: [`run`](Self::run) adds the mode): client
+    /// tiers, then global tiers (each group one slot), each with the tier indices it covers.
+    fn calls(&self, plan: &Plan<'_>, now: Nanos) -> Vec<Call> {
         let shared = &self.shared;
         let now_arg = match shared.config.time_source() {
-            TimeSource::Client => hex(now.as_u64()),
-            TimeSource::Server => String::new(),
+            TimeSource::Client => Some(hex(now.as_u64())),
+            TimeSource::Server => None,
         };
         let mut calls: Vec<Call> = Vec::with_capacity(2);
         for global in [false, true] {
             let mut call = Call {
                 tag: 0,
                 keys: Vec::new(),
-                args: vec![
-                    now_arg.clone(),
-                    shared.slack_ms.clone(),
-                    op.code().to_owned(),
-                    String::new(),
-                ],
+                args: Vec::with_capacity(2),
                 tiers: Vec::new(),
             };
+            let mut specs = String::with_capacity(80);
             for (i, p) in plan.iter().enumerate() {
                 if (p.rule.partition() == Partition::Global) != global {
                     continue;
                 }
                 call.keys.push(self.key_of(p));
-                push_tier_args(&mut call.args, p.tier.algorithm(), p.cost);
+                push_tier_spec(&mut specs, p.tier.algorithm(), p.cost);
                 call.tiers.push(i);
                 call.tag = if global {
                     fnv1a(b"@")
@@ -541,7 +551,8 @@ impl RedisStore {
                 };
             }
             if !call.tiers.is_empty() {
-                call.args[3] = call.tiers.len().to_string();
+                call.args.push(specs);
+                call.args.extend(now_arg.clone());
                 calls.push(call);
             }
         }
@@ -572,25 +583,22 @@ impl RedisStore {
         op: LeaseOp,
     ) -> Option<Decision> {
         let shared = &self.shared;
-        let (op, code) = match op {
-            LeaseOp::Take => (Op::Check, Op::Check.code()),
-            LeaseOp::Return => (Op::Refund, Op::Refund.code()),
+        let op = match op {
+            LeaseOp::Take => Op::Check,
+            LeaseOp::Return => Op::Refund,
         };
         let mut call = Call {
             tag: tier.tag,
             keys: vec![tier.key.clone()],
-            args: vec![
-                match shared.config.time_source() {
-                    TimeSource::Client => hex(now.as_u64()),
-                    TimeSource::Server => String::new(),
-                },
-                shared.slack_ms.clone(),
-                code.to_owned(),
-                "1".to_owned(),
-            ],
+            args: Vec::with_capacity(2),
             tiers: vec![0],
         };
-        push_tier_args(&mut call.args, &tier.algorithm, cost);
+        let mut specs = String::with_capacity(80);
+        push_tier_spec(&mut specs, &tier.algorithm, cost);
+        call.args.push(specs);
+        if shared.config.time_source() == TimeSource::Client {
+            call.args.push(hex(now.as_u64()));
+        }
         let reply = self.run(&call, op).ok()?;
         let limit = tier.algorithm.limit();
         let decision = match op {
@@ -772,8 +780,10 @@ impl RedisStore {
         let Some(runtime) = self.runtime.as_ref() else {
             return Err(FailureCause::Connection);
         };
-        let mut args = call.args.clone();
-        op.code().clone_into(&mut args[2]);
+        // The mode first: the operation's code and the TTL slack (see `scripts/store.lua`).
+        let mut args = Vec::with_capacity(call.args.len() + 1);
+        args.push(format!("{}{}", op.code(), shared.slack_ms));
+        args.extend(call.args.iter().cloned());
         let result = match io {
             // A plain thread: drive the call on it (no hand-off to the I/O thread and back).
             Io::Blocking if tokio::runtime::Handle::try_current().is_err() => {
@@ -976,7 +986,7 @@ impl RedisStore {
         } else {
             None
         };
-        let calls = self.calls(plan, now, Op::Check);
+        let calls = self.calls(plan, now);
         let mut admitted: Vec<&Call> = Vec::with_capacity(2);
         let mut denied = false;
         // Whether Redis made every answer (only such denies are cached).
@@ -1024,14 +1034,14 @@ impl RedisStore {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         Counters::bump(&self.shared.counters.decisions);
-        for call in self.calls(plan, now, Op::Peek) {
+        for call in self.calls(plan, now) {
             self.decide(plan, &call, Op::Peek, now, outcomes, io).await;
         }
     }
 
     /// [`Store::refund`] by `io`.
     async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
-        let calls = self.calls(plan, now, Op::Refund);
+        let calls = self.calls(plan, now);
         for call in &calls {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
@@ -1042,7 +1052,7 @@ impl RedisStore {
 
     /// [`Store::charge`] by `io`.
     async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
-        let calls = self.calls(plan, now, Op::Charge);
+        let calls = self.calls(plan, now);
         for call in &calls {
             if let (Err(_), Some(fallback)) =
                 (self.call(call, Op::Charge, io).await, &self.fallback)

@@ -1,8 +1,8 @@
 -- Fixed window: state {window index, count}.
 -- decide mirrors tollgate_core::FixedWindow::decide; refund and charge mirror
--- FixedWindow::refund and FixedWindow::charge (`cmax`: the most the core's packed count
+-- FixedWindow::refund and FixedWindow::charge (`p.cmax`: the most the core's packed count
 -- holds, where a charge saturates).
--- Arguments (3, each as arg() reads it): W, L, cost.
+-- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
 local fixed = { fields = 2, args = 3 }
 ALGOS['fixed'] = fixed
 
@@ -19,11 +19,33 @@ local function fixed_current(st, window)
 end
 fixed.current = fixed_current
 
-function fixed.decide(st, a, pos, now, zero)
-  local window = arg(a[pos])
-  local limit = arg(a[pos + 1])
+function fixed.decide(st, p, now, zero)
+  local window = p[1]
+  local limit = p[2]
   local cost = ZERO
-  if not zero then cost = arg(a[pos + 2]) end
+  if not zero then cost = p[3] end
+  if FAST and p.num then
+    -- the number path (see the prelude's FAST)
+    local index, count = st[1], st[2]
+    local cur, into = window_of(window)
+    if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
+      local ahead = 0
+      if index < cur then index, count = cur, 0 else ahead = index - cur end
+      local reset = ahead * window + (window - into)
+      local new_count = count + cost
+      if reset < EXACT and new_count < EXACT then
+        if new_count <= limit then
+          local next = nil
+          if cost ~= 0 then next = { index, new_count } end
+          return next, reset, 1, limit - new_count, reset, 0, 0
+        end
+        -- reset >= W - into >= 1: the deny's retry as it is
+        local room = limit - count
+        if room < 0 then room = 0 end
+        return nil, nil, 0, room, reset, reset, 0
+      end
+    end
+  end
   local index, count, ahead, into = fixed_current(st, window)
   -- (index+1)*W - now = ahead*W + (W - into), saturating
   local reset = clamp_u64(add(mul(ahead, window), sub(window, into)))
@@ -31,23 +53,23 @@ function fixed.decide(st, a, pos, now, zero)
   if cmp(new_count, limit) <= 0 then
     local next = nil
     if not is_zero(cost) then next = { index, new_count } end
-    return allow(sub(limit, new_count), reset), next, reset
+    return next, reset, allow(sub(limit, new_count), reset)
   end
   -- saturating: a count above a lowered limit must not underflow (the core subtracts
   -- plainly there, which can only happen after a limit was lowered under a live key)
-  return deny(sat_sub(limit, count), reset, reset), nil, nil
+  return nil, nil, deny(sat_sub(limit, count), reset, reset)
 end
 
-function fixed.refund(st, a, pos, now)
-  if cmp(st[1], (window_of(arg(a[pos])))) == 0 then
-    return { st[1], sat_sub(st[2], arg(a[pos + 2])) }
+function fixed.refund(st, p, now)
+  if cmp(st[1], (window_of(p[1]))) == 0 then
+    return { st[1], sat_sub(st[2], p[3]) }
   end
   return st
 end
 
-function fixed.charge(st, a, pos, now, cmax)
-  local cost = arg(a[pos + 2])
+function fixed.charge(st, p, now)
+  local cost = p[3]
   if is_zero(cost) then return st end
-  local index, count = fixed_current(st, arg(a[pos]))
-  return { index, min(add(count, cost), cmax) }
+  local index, count = fixed_current(st, p[1])
+  return { index, min(add(count, cost), p.cmax) }
 end

@@ -1,15 +1,16 @@
 -- Leaky bucket (shaper): state {F}, the time the queue drains.
 -- decide mirrors tollgate_core::LeakyBucket::decide; refund and charge mirror the core's
 -- tat::give_back and tat::charge (LeakyBucket::refund / LeakyBucket::charge).
--- Arguments (4, each as arg() reads it): drain interval, horizon = Q/r, cost*interval, cost.
+-- Parameters (p[1..4], parsed once per tier spec by the runner): drain interval,
+-- horizon = Q/r, cost*interval, cost.
 local leaky = { fields = 1, args = 4 }
 ALGOS['leaky'] = leaky
 
-function leaky.decide(st, a, pos, now, zero)
-  local interval = arg(a[pos])
-  local horizon = arg(a[pos + 1])
+function leaky.decide(st, p, now, zero)
+  local interval = p[1]
+  local horizon = p[2]
   local drain, cost = ZERO, 0
-  if not zero then drain, cost = arg(a[pos + 2]), arg(a[pos + 3]) end
+  if not zero then drain, cost = p[3], p[4] end
   local start = max(st[1], now)
   local wait = sub(start, now)
   local drained_at = add(start, drain)
@@ -21,17 +22,17 @@ function leaky.decide(st, a, pos, now, zero)
     end
     local next = nil
     if cost > 0 then next = { drained_at } end
-    return allow(remaining, backlog, wait), next, backlog
+    return next, backlog, allow(remaining, backlog, wait)
   end
   local retry = U64MAX
   if cmp(wait, horizon) > 0 then retry = sub(wait, horizon) end
-  return deny(ZERO, wait, retry), nil, nil
+  return nil, nil, deny(ZERO, wait, retry)
 end
 
-function leaky.refund(st, a, pos, now)
-  return { tat_give_back(st[1], now, arg(a[pos + 2])) }
+function leaky.refund(st, p, now)
+  return { tat_give_back(st[1], now, p[3]) }
 end
 
-function leaky.charge(st, a, pos, now)
-  return { tat_charge(st[1], now, arg(a[pos + 2]), arg(a[pos + 3])) }
+function leaky.charge(st, p, now)
+  return { tat_charge(st[1], now, p[3], p[4]) }
 end

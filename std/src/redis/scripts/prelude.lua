@@ -25,21 +25,36 @@ local TWO32 = 4294967296
 -- The globals the prelude uses, as locals. A function library's top level (run by
 -- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
 -- calls bind() on first use (`globals` is defined before the locals that shadow them).
-local function globals() return math.floor, type, tonumber, string.sub, string.format end
-local floor, type, tonumber, strsub, format
-local function bind()
-  floor, type, tonumber, strsub, format = globals()
+local function globals()
+  return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable
 end
+local floor, type, tonumber, strsub, format, gmatch
+local WIDE -- see hex_at
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
--- array part once, instead of growing (and rehashing) it slot by slot.
+-- array part once, instead of growing (and rehashing) it slot by slot. Each is a key of
+-- LIMB (weak keys, so it does not keep them alive): `LIMB[x]` tells a limb array from a
+-- number in one table lookup, where `type(x) == 'number'` is a C call that also interns its
+-- result (many times the cost, in every arithmetic helper).
+local LIMB = {}
+local function mark(t)
+  LIMB[t] = true
+  return t
+end
+
+local function bind()
+  local setmeta
+  floor, type, tonumber, strsub, format, gmatch, setmeta = globals()
+  setmeta(LIMB, { __mode = 'k' })
+  WIDE = tonumber('fffffffffffff', 16) == 4503599627370495
+end
 
 -- Limb routines (L_*): arrays in, arrays out.
 
 local function limbs(x)
   -- a value as limbs; a number must be a non-negative integer (any size a double holds)
-  if type(x) ~= 'number' then return x end
-  local t = { 0, 0, 0, 0, 0, 0 }
+  if LIMB[x] then return x end
+  local t = mark({ 0, 0, 0, 0, 0, 0 })
   for i = 1, NL do
     local q = floor(x / B)
     t[i] = x - q * B
@@ -68,7 +83,7 @@ local function L_cmp(a, b)
 end
 
 local function L_add(a, b)
-  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  local t, c = mark({ 0, 0, 0, 0, 0, 0 }), 0
   for i = 1, NL do
     local s = a[i] + b[i] + c
     if s >= B then t[i] = s - B; c = 1 else t[i] = s; c = 0 end
@@ -78,7 +93,7 @@ end
 
 local function L_sub(a, b)
   -- requires a >= b
-  local t, c = { 0, 0, 0, 0, 0, 0 }, 0
+  local t, c = mark({ 0, 0, 0, 0, 0, 0 }), 0
   for i = 1, NL do
     local s = a[i] - b[i] - c
     if s < 0 then t[i] = s + B; c = 1 else t[i] = s; c = 0 end
@@ -88,7 +103,7 @@ end
 
 local function L_mul(a, b)
   -- callers guarantee the product fits in NL limbs
-  local acc = { 0, 0, 0, 0, 0, 0 }
+  local acc = mark({ 0, 0, 0, 0, 0, 0 })
   for i = 1, NL do
     local x = a[i]
     if x ~= 0 then
@@ -138,19 +153,30 @@ end
 
 local ZERO = 0
 local ONE = 1
-local U64MAX = { B - 1, B - 1, 65535, 0, 0, 0 }
+local U64MAX = mark({ B - 1, B - 1, 65535, 0, 0, 0 })
 
 local function from_halves(hi, lo)
   -- hi·2^32 + lo as a value (hi, lo < 2^32)
   if hi < 2097152 then return hi * TWO32 + lo end -- below 2^53
   local lo_top = floor(lo / B)
   local hi_low = hi % 65536
-  return { lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 }
+  return mark({ lo - lo_top * B, lo_top + hi_low * 256, (hi - hi_low) / 65536, 0, 0, 0 })
 end
 
 local function hex(s)
   -- s: exactly 16 hex digits
   return from_halves(tonumber(strsub(s, 1, 8), 16), tonumber(strsub(s, 9, 16), 16))
+end
+
+-- The 16 hex digits of `s` from position `i`, as a value. Where C's unsigned long has 64
+-- bits (WIDE, checked once), one tonumber reads them: exact below 2^53, and 2^53 or more
+-- (rounded) otherwise, which then reads again exactly by halves.
+local function hex_at(s, i)
+  if WIDE then
+    local v = tonumber(strsub(s, i, i + 15), 16)
+    if v < EXACT then return v end
+  end
+  return from_halves(tonumber(strsub(s, i, i + 7), 16), tonumber(strsub(s, i + 8, i + 15), 16))
 end
 
 -- An algorithm argument: hex without padding when below 2^52 (at most 13 digits), else 16
@@ -161,7 +187,7 @@ local function arg(s)
 end
 
 local function cmp(a, b)
-  local na, nb = type(a) == 'number', type(b) == 'number'
+  local na, nb = not LIMB[a], not LIMB[b]
   if na and nb then
     if a < b then return -1 elseif a > b then return 1 else return 0 end
   end
@@ -175,7 +201,7 @@ local function is_zero(a)
 end
 
 local function over_u64(a)
-  if type(a) == 'number' then return false end
+  if not LIMB[a] then return false end
   if a[3] >= 65536 then return true end
   for i = 4, NL do
     if a[i] ~= 0 then return true end
@@ -184,7 +210,7 @@ local function over_u64(a)
 end
 
 local function add(a, b)
-  if type(a) == 'number' and type(b) == 'number' then
+  if not LIMB[a] and not LIMB[b] then
     -- a rounded sum below 2^53 is exact (a true sum of 2^53 or more never rounds below)
     local s = a + b
     if s < EXACT then return s end
@@ -194,7 +220,7 @@ end
 
 local function sub(a, b)
   -- requires a >= b
-  if type(a) == 'number' then return a - b end
+  if not LIMB[a] then return a - b end
   return norm(L_sub(a, limbs(b)))
 end
 
@@ -215,7 +241,7 @@ end
 
 local function mul(a, b)
   -- callers guarantee the product fits in NL limbs
-  if type(a) == 'number' and type(b) == 'number' then
+  if not LIMB[a] and not LIMB[b] then
     local p = a * b
     if p < EXACT then return p end
   end
@@ -223,13 +249,13 @@ local function mul(a, b)
 end
 
 local function tonum(a)
-  if type(a) == 'number' then return a end
+  if not LIMB[a] then return a end
   return L_tonum(a)
 end
 
 local function divmod(a, b)
   -- b must be non-zero; returns floor(a / b), a mod b
-  if type(a) == 'number' and type(b) == 'number' and a < SMALL then
+  if not LIMB[a] and not LIMB[b] and a < SMALL then
     -- a < 2^52 and b <= a (else q = 0): q*b <= a + b < 2^53, so the remainder is exact
     -- and one correction step fixes any rounding of the quotient.
     if a < b then return 0, a end
@@ -238,7 +264,7 @@ local function divmod(a, b)
     if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
     return q, r
   end
-  if type(b) ~= 'number' and type(a) == 'number' then return 0, a end
+  if LIMB[b] and not LIMB[a] then return 0, a end
   local q, r = L_divmod(limbs(a), limbs(b))
   return norm(q), norm(r)
 end
@@ -248,20 +274,65 @@ local function div(a, b)
   return q
 end
 
+-- div for numbers, a < 2^52 and b >= 1: divmod's first branch, for the algorithms' number
+-- paths (see FAST).
+local function ndiv(a, b)
+  if a < b then return 0 end
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  return q
+end
+
 local function clamp_u64(a)
   if over_u64(a) then return U64MAX end
   return a
 end
 
+-- Hex output. HEX2, the two hex digits of each byte, is built from the eighth call of a
+-- loaded library on (so the EVAL fallback, which runs these definitions per call, never
+-- builds it): then 8 digits are four lookups, not a format (a C call several times the
+-- cost).
+local HEX2, HEX2_CALLS = nil, 0
+
+local function hex8(x)
+  -- x < 2^32 as 8 hex digits
+  if x == 0 then return '00000000' end
+  if HEX2 == nil then
+    HEX2_CALLS = HEX2_CALLS + 1
+    if HEX2_CALLS < 8 then return format('%08x', x) end
+    HEX2 = {}
+    for b = 0, 255 do HEX2[b] = format('%02x', b) end
+  end
+  local d = x % 256
+  x = (x - d) / 256
+  local c = x % 256
+  x = (x - c) / 256
+  local b = x % 256
+  return HEX2[(x - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d]
+end
+
+-- The 16 digits of the numbers tohex printed last (at most 1024, a pure cache): a state's
+-- window index and small counts repeat from key to key.
+local HEXN, HEXN_COUNT = {}, 0
+
 local function tohex(a)
   -- a < 2^64
-  if type(a) == 'number' then
-    local hi = floor(a / TWO32)
-    return format('%08x%08x', hi, a - hi * TWO32)
+  local hi, lo
+  if not LIMB[a] then
+    local h = HEXN[a]
+    if h then return h end
+    hi = floor(a / TWO32)
+    lo = a - hi * TWO32
+    h = hex8(hi) .. hex8(lo)
+    if HEXN_COUNT >= 1024 then HEXN, HEXN_COUNT = {}, 0 end
+    HEXN[a] = h
+    HEXN_COUNT = HEXN_COUNT + 1
+    return h
   end
-  local lo = a[1] + (a[2] % 256) * B
-  local hi = floor(a[2] / 256) + a[3] * 65536
-  return format('%08x%08x', hi, lo)
+  lo = a[1] + (a[2] % 256) * B
+  hi = floor(a[2] / 256) + a[3] * 65536
+  return hex8(hi) .. hex8(lo)
 end
 
 -- Nanos::span_to(at, now): at - now, 0 if passed, saturating at u64::MAX.
@@ -273,16 +344,22 @@ end
 -- read with an explicit base: an integer parse, where base 10 by default is a strtod). With
 -- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
 -- so every step is exact in a double.
+-- The library keeps the last second's string and its part of the sum (a pure cache: the
+-- seconds change once a second, the µs every call).
+local TIME_S, TIME_HI, TIME_LO = nil, 0, 0
+
 local function server_time()
   local t = redis.call('TIME')
-  local s, us = tonumber(t[1], 10), tonumber(t[2], 10)
-  local sl = s % 65536
-  local x = (s - sl) / 65536 * 1000000000
-  local xl = x % 65536
-  local hi = (x - xl) / 65536
-  local lo = xl * 65536 + sl * 1000000000 + us * 1000
+  if t[1] ~= TIME_S then
+    local s = tonumber(t[1], 10)
+    local sl = s % 65536
+    local x = (s - sl) / 65536 * 1000000000
+    local xl = x % 65536
+    TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
+  end
+  local lo = TIME_LO + tonumber(t[2], 10) * 1000
   local c = floor(lo / TWO32)
-  return hi + c, lo - c * TWO32
+  return TIME_HI + c, lo - c * TWO32
 end
 
 -- 16 hex digits as their high and low 32 bits.
@@ -290,13 +367,14 @@ local function halves(s)
   return tonumber(strsub(s, 1, 8), 16), tonumber(strsub(s, 9, 16), 16)
 end
 
--- The call's time. Algorithms take `now` as an argument and never read these; the runners
+-- The call's time. Algorithms take `now` as an argument and never read these; the runner
 -- and the helpers below do. NOW_ABS is the absolute time (a value), NOW_H / NOW_L its high
--- and low 32 bits (numbers). In *relative* mode (the policy store, whenever no log tier
--- takes part) every instant an algorithm sees is `instant - NOW_ABS`, a number while their
--- high 32-bit halves differ by less than 2^20 (|instant - now| < 2^52 + 2^32: about 52
--- days), so that `now` is 0 and GCRA / leaky bucket arithmetic never touches limbs; absolute mode passes instants as they are (the log, and the
--- RedisLimiter's runner). Instants cross in and out through inst() and inst_hex().
+-- and low 32 bits (numbers). In *relative* mode (whenever no log tier takes part) every
+-- instant an algorithm sees is `instant - NOW_ABS`, a number while their high 32-bit
+-- halves differ by less than 2^20 (|instant - now| < 2^52 + 2^32: about 52 days), so that
+-- `now` is 0 and GCRA / leaky bucket arithmetic never touches limbs; absolute mode (a log
+-- tier) passes instants as they are. Instants cross in and out through inst() and
+-- inst_hex().
 local NOW_ABS, NOW_H, NOW_L, NOW_MS = 0, 0, 0, 0
 local RELATIVE = false
 local ROOMY = true -- NOW_ABS <= U64MAX - 2^53: a relative number can never pass U64MAX
@@ -307,6 +385,13 @@ local EPOCH = 0
 -- more in the past; further ahead it is a limb value): the runner then reloads in absolute
 -- mode.
 local FAR = false
+-- The call's time is a number (relative mode, or NOW_ABS below 2^53) and no instant that is a
+-- number (below 2^53) can be past u64::MAX (absolute mode, or relative and ROOMY): then an
+-- algorithm may take its *number path*, the same steps in plain double arithmetic while
+-- every value is a number and each sum or product that could reach 2^53 is checked below it
+-- (a rounded result below 2^53 is exact), falling back to the general steps otherwise. A
+-- spec's `num` says its parameters are numbers below 2^52.
+local FAST = false
 
 -- NOW_ABS, built on first use in relative mode (it is a limb array).
 local function now_abs()
@@ -325,16 +410,17 @@ local function set_now(hi, lo, relative)
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
   FAR = false
+  FAST = relative and ROOMY or not relative and not LIMB[NOW_ABS]
 end
 
--- A stored instant (16 hex digits) as the mode sees it.
-local function inst(s)
-  if not RELATIVE then return hex(s) end
-  local hi = tonumber(strsub(s, 1, 8), 16)
-  local lo = tonumber(strsub(s, 9, 16), 16)
+-- A stored instant (the 16 hex digits of `s` from position `i`) as the mode sees it.
+local function inst(s, i)
+  if not RELATIVE then return hex_at(s, i) end
+  local hi = tonumber(strsub(s, i, i + 7), 16)
+  local lo = tonumber(strsub(s, i + 8, i + 15), 16)
   local dh = hi - NOW_H
   if dh > -1048576 and dh < 1048576 then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53
-  if dh > 0 then return sub(hex(s), now_abs()) end
+  if dh > 0 then return sub(from_halves(hi, lo), now_abs()) end
   if hi == 0 and lo == 0 then return EPOCH end
   FAR = true
   return EPOCH
@@ -346,22 +432,28 @@ local HI_NUM, HI_HEX = -1, ''
 
 local function inst_hex(prefix, v)
   if not RELATIVE then return prefix .. tohex(v) end
-  if type(v) ~= 'number' then return prefix .. tohex(add(now_abs(), v)) end
+  if LIMB[v] then return prefix .. tohex(add(now_abs(), v)) end
   if v <= EPOCH then return prefix .. '0000000000000000' end
   local vh = floor(v / TWO32)
   local lo = NOW_L + (v - vh * TWO32)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
   if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
-  -- one string built, not two
-  return format('%s%s%08x', prefix, HI_HEX, lo)
+  if HEX2 == nil then return prefix .. HI_HEX .. hex8(lo) end
+  -- hex8(lo), in the one concatenation
+  local d = lo % 256
+  lo = (lo - d) / 256
+  local c = lo % 256
+  lo = (lo - c) / 256
+  local b = lo % 256
+  return prefix .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d]
 end
 
 -- Whether the instant `a` (as the mode sees it) is past u64::MAX, and `a` capped there: the
 -- saturating adds of the core's TAT arithmetic.
 local function over_at(a)
   if not RELATIVE then return over_u64(a) end
-  if type(a) == 'number' then
+  if not LIMB[a] then
     if a < 0 or ROOMY then return false end
   end
   return over_u64(add(now_abs(), a))
@@ -383,7 +475,7 @@ local WINDOWS, WINDOW_COUNT = {}, 0
 
 local function window_of(w)
   local c = nil
-  if type(w) == 'number' then c = WINDOWS[w] end
+  if not LIMB[w] then c = WINDOWS[w] end
   if c then
     local dh = NOW_H - c[2]
     if dh >= 0 and dh < 1048576 then
@@ -391,7 +483,7 @@ local function window_of(w)
       if d >= 0 then
         if d < w then return c[1], d end
         local k, e = divmod(d, w)
-        if type(k) == 'number' then
+        if not LIMB[k] then
           -- move the memo k windows on: its start by d - e (< 2^53)
           local step = d - e
           local sh = floor(step / TWO32)
@@ -405,7 +497,7 @@ local function window_of(w)
     end
   end
   local index, into = divmod(now_abs(), w)
-  if type(w) == 'number' then
+  if not LIMB[w] then
     -- the window's start, NOW_ABS - into (into < w < 2^53), as halves
     local ih = floor(into / TWO32)
     local lo = NOW_L - (into - ih * TWO32)
@@ -425,31 +517,33 @@ end
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
 -- margins for Redis' millisecond expiry clock, plus the configured slack.
 local function ttl_ms(reset, slack)
-  return floor(tonum(reset) / 1000000) + 3 + slack
+  if LIMB[reset] then reset = L_tonum(reset) end
+  return floor(reset / 1000000) + 3 + slack
 end
 
--- A decision as the core's Decision: allowed, remaining, reset_after, retry_after, delay.
+-- A decision as the core's Decision, as five values (no table): allowed (1 or 0),
+-- remaining, reset_after, retry_after, delay. An algorithm's decide returns its next state
+-- and span, then these (`return next, span, allow(...)`).
 local function allow(remaining, reset, delay)
-  return { 1, remaining, reset, ZERO, delay or ZERO }
+  return 1, remaining, reset, ZERO, delay or ZERO
 end
 
 local function deny(remaining, reset, retry)
   -- Decision::deny: a deny always says to wait at least 1 ns
   if is_zero(retry) then retry = ONE end
-  return { 0, remaining, reset, retry, ZERO }
+  return 0, remaining, reset, retry, ZERO
 end
 
--- Writes decision `d` as tier `i`'s five reply fields (after the flag and the time): an
+-- Writes a decision as tier `i`'s five reply fields (after the flag and the time): an
 -- integer reply for a number (below 2^53, so Redis' conversion of a Lua number to an
 -- integer reply is exact), 16 hex digits for limbs.
-local function put_decision(reply, i, d)
+local function put_decision(reply, i, ok, a, b, c, e)
   local base = 5 * i - 2
-  local a, b, c, e = d[2], d[3], d[4], d[5]
-  if type(a) ~= 'number' then a = tohex(a) end
-  if type(b) ~= 'number' then b = tohex(b) end
-  if type(c) ~= 'number' then c = tohex(c) end
-  if type(e) ~= 'number' then e = tohex(e) end
-  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = d[1], a, b, c, e
+  if LIMB[a] then a = tohex(a) end
+  if LIMB[b] then b = tohex(b) end
+  if LIMB[c] then c = tohex(c) end
+  if LIMB[e] then e = tohex(e) end
+  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

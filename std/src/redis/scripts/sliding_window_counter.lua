@@ -11,9 +11,9 @@
 --   * otherwise (prev > L) the core's formulas are used as they are, in 96-bit limbs;
 --   * (index + k)*W - now is (index - cur + k - 1)*W + (W - into), cur being now's window
 --     and `into` the ns since its start; W - min(floor(x*W/p), W) is 0 when x >= p.
--- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`cmax`:
+-- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`p.cmax`:
 -- the most the core's packed counts hold, where a charge saturates).
--- Arguments (3, each as arg() reads it): W, L, cost.
+-- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
 local swc = { fields = 3, args = 3 }
 ALGOS['swc'] = swc
 
@@ -43,11 +43,46 @@ local function earliest(x, p, window)
   return sub(window, div(mul(x, window), p))
 end
 
-function swc.decide(st, a, pos, now, zero)
-  local window = arg(a[pos])
-  local limit = arg(a[pos + 1])
+function swc.decide(st, p, now, zero)
+  local window = p[1]
+  local limit = p[2]
   local cost = ZERO
-  if not zero then cost = arg(a[pos + 2]) end
+  if not zero then cost = p[3] end
+  if FAST and p.num then
+    -- the number path (see the prelude's FAST) of an admission with prev <= L; anything
+    -- else takes the general steps
+    local index, prev, curr = st[1], st[2], st[3]
+    local cur, into = window_of(window)
+    if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
+      -- swc_roll
+      local elapsed, ahead = into, 0
+      if index > cur then
+        elapsed, ahead = 0, index - cur
+      elseif index < cur then
+        if index + 1 == cur then prev = curr else prev = 0 end
+        index, curr = cur, 0
+      end
+      local weighed = prev * elapsed
+      if prev <= limit and weighed < SMALL then
+        local room = (limit - prev) + ndiv(weighed, window)
+        local new_curr = curr + cost
+        if new_curr <= room then
+          -- until_window(ahead, 2 or 1, window, into)
+          local reset = 0
+          if new_curr ~= 0 then
+            reset = (ahead + 1) * window + (window - into)
+          elseif prev ~= 0 then
+            reset = ahead * window + (window - into)
+          end
+          if reset < EXACT then
+            local next = nil
+            if cost ~= 0 then next = { index, prev, new_curr } end
+            return next, reset, 1, room - new_curr, reset, 0, 0
+          end
+        end
+      end
+    end
+  end
   local index, prev, curr, elapsed, ahead, into = swc_roll(st, window)
   -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
   local room, over = nil, false
@@ -69,7 +104,7 @@ function swc.decide(st, a, pos, now, zero)
     end
     local next = nil
     if not is_zero(cost) then next = { index, prev, new_curr } end
-    return allow(sub(room, new_curr), reset), next, reset
+    return next, reset, allow(sub(room, new_curr), reset)
   end
   local reset
   if not is_zero(curr) then
@@ -86,20 +121,20 @@ function swc.decide(st, a, pos, now, zero)
   end
   -- (index + k)*W + offset - now, 0 if passed, saturating
   local retry = clamp_u64(sat_sub(add(mul(add(ahead, k), window), offset), into))
-  return deny(sat_sub(room, curr), reset, retry), nil, nil
+  return nil, nil, deny(sat_sub(room, curr), reset, retry)
 end
 
-function swc.refund(st, a, pos, now)
-  local cost = arg(a[pos + 2])
-  local index = window_of(arg(a[pos]))
+function swc.refund(st, p, now)
+  local cost = p[3]
+  local index = window_of(p[1])
   if cmp(st[1], index) == 0 then return { st[1], st[2], sat_sub(st[3], cost) } end
   if cmp(st[1], add(index, ONE)) == 0 then return { st[1], sat_sub(st[2], cost), st[3] } end
   return st
 end
 
-function swc.charge(st, a, pos, now, cmax)
-  local cost = arg(a[pos + 2])
+function swc.charge(st, p, now)
+  local cost = p[3]
   if is_zero(cost) then return st end
-  local index, prev, curr = swc_roll(st, arg(a[pos]))
-  return { index, prev, min(add(curr, cost), cmax) }
+  local index, prev, curr = swc_roll(st, p[1])
+  return { index, prev, min(add(curr, cost), p.cmax) }
 end

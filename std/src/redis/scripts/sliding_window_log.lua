@@ -9,7 +9,7 @@
 -- executor runs) and returns the record to append ({ stamp, count }); count mirrors
 -- SlidingWindowLog::used, refund returns how many of the newest permits to remove
 -- (SlidingWindowLog::refund) and charge the record to append (SlidingWindowLog::charge).
--- Arguments (3, each as arg() reads it): W, L, cost.
+-- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
 local log = { fields = 0, args = 3 }
 ALGOS['log'] = log
 
@@ -35,11 +35,11 @@ local function until_out(t, window, now)
   return span_to(add(t, window), now)
 end
 
-function log.decide(view, a, pos, now, zero)
-  local window = arg(a[pos])
-  local limit_n = arg(a[pos + 1])
+function log.decide(view, p, now, zero)
+  local window = p[1]
+  local limit_n = p[2]
   local cost = 0
-  if not zero then cost = arg(a[pos + 2]) end
+  if not zero then cost = p[3] end
   local n = view.n
   local count, first = log_count(view, window, limit_n, now)
   local newest = nil
@@ -55,23 +55,23 @@ function log.decide(view, a, pos, now, zero)
     end
     local record = nil
     if cost > 0 then record = { stamp, cost } end
-    return allow(small(limit_n - count - cost), reset), record, reset
+    return record, reset, allow(small(limit_n - count - cost), reset)
   end
   local reset = ZERO
   if newest then reset = until_out(newest, window, now) end
   local retry = reset
   local blocking = n + cost - limit_n - 1
   if blocking >= n - math.min(n, limit_n) then retry = until_out(view:stamp_at(blocking), window, now) end
-  return deny(small(limit_n - count), reset, retry), nil, nil
+  return nil, nil, deny(small(limit_n - count), reset, retry)
 end
 
-function log.refund(view, a, pos, now)
-  local count = log_count(view, arg(a[pos]), arg(a[pos + 1]), now)
-  return math.min(count, arg(a[pos + 2]))
+function log.refund(view, p, now)
+  local count = log_count(view, p[1], p[2], now)
+  return math.min(count, p[3])
 end
 
-function log.charge(view, a, pos, now)
+function log.charge(view, p, now)
   local stamp = now
   if view.n > 0 then stamp = max(view:stamp_at(view.n - 1), now) end
-  return { stamp, math.min(arg(a[pos + 2]), arg(a[pos + 1])) }
+  return { stamp, math.min(p[3], p[2]) }
 end

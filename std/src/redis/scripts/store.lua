@@ -13,11 +13,18 @@
 --                                        member of score 1, which ranks after them all
 -- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F).
 --
--- ARGV: now (16-hex client time, or '' for the server's TIME), TTL slack in ms, operation
--- ('c' check, 'p' peek, 'q' peek of a request denied elsewhere: admitting tiers report their
--- state at cost 0, 'r' refund, 'g' charge), tier count, then per tier: algorithm name,
--- tag, cmax (16-hex, the most a window count holds, where a charge saturates), and the
--- algorithm's arguments. KEYS: one per tier.
+-- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
+-- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge) then
+-- the TTL slack in ms (decimal), as in 'c0'; then the *plan*, the tiers' specs separated
+-- by ';', each space-separated words: the algorithm name, the tag, cmax (the most a window
+-- count holds, where a charge saturates) and the algorithm's arguments, each number as the
+-- prelude's arg() reads it; then the client's time (16 hex digits), absent to use the
+-- server's TIME. KEYS: one per tier, in the plan's order.
+--
+-- Modes, plans and specs are parsed once: the function library keeps the parsed parameters
+-- of the last ones it met (at most 16 modes, 256 plans and 256 specs, keyed by their
+-- strings; a pure cache, so replicas and the EVAL fallback, which starts empty each call,
+-- compute the same).
 -- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
 -- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
 -- digits).
@@ -26,6 +33,13 @@
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
 -- the helpers read as upvalues.
 local KEYS, ARGV, now, slack
+
+-- The call's tiers, by index: T_P is the call's parsed plan (its specs, see `plan`; read
+-- only), the others scratch arrays every call overwrites from 1 to #KEYS before reading
+-- (no table per tier per call): the stored state as read (`old`, see load), the fields of
+-- a state under the tier's own tag, the state the tier decides on, and a check's outcome
+-- (next state, span, allowed).
+local T_P, T_OLD, T_ST, T_STATE, T_NEXT, T_SPAN, T_OK = {}, {}, {}, {}, {}, {}, {}
 
 -- Instants in a state: a GCRA / leaky bucket state is one (read with inst, written with
 -- inst_hex: relative to now in relative mode); window states hold indices and counts.
@@ -51,9 +65,11 @@ local function wide(f, a, b, c, d)
   return r
 end
 
--- The stored state of `key`: nil if absent; otherwise { kind, p1, p2, tag, st (fields) or
--- view (a log), zset (the key is a sorted set) }. A value this runner did not write reads
--- as kind nil (fresh, replaced by the next write).
+-- The stored state of tier i's key: nil if absent; the tier's spec itself (whose kind and
+-- tag are the state's) for a word state under the tier's own tag (the common case), its
+-- fields then in T_ST[i]; otherwise { kind, p1, p2, tag, st (fields) or view (a log), zset
+-- (the key is a sorted set) }. A value this runner did not write reads as kind nil (fresh,
+-- replaced by the next write).
 local function load_log(key, n)
   -- a sorted set of n members: a log if its top member is our tag
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -66,9 +82,9 @@ local function load_log(key, n)
   return { zset = true }
 end
 
-local function load(t)
-  local key = t.key
-  if t.kind == 'l' then
+local function load(i)
+  local key, p = KEYS[i], T_P[i]
+  if p.kind == 'l' then
     local n = redis.pcall('ZCARD', key)
     if type(n) == 'number' then
       if n == 0 then return nil end
@@ -81,26 +97,37 @@ local function load(t)
     -- not a string: a sorted set (a log), or a script error for a value of another type
     return load_log(key, redis.call('ZCARD', key))
   end
-  -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
-  local kind, p1, p2, len
-  if strsub(raw, 1, #t.tag) == t.tag then
-    kind, len = t.kind, #t.tag
-  else
-    kind, p1, p2, len = parse_tag(raw)
+  local tag = p.tag
+  local len = #tag
+  if strsub(raw, 1, len) == tag then
+    -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
+    local nf = FIELDS[p.kind]
+    if #raw ~= len + 16 * nf then return {} end
+    local st = T_ST[i]
+    if st == nil then
+      st = { 0, 0, 0 }
+      T_ST[i] = st
+    end
+    if nf == 1 then
+      st[1] = inst(raw, len + 1)
+    else
+      st[1], st[2] = hex_at(raw, len + 1), hex_at(raw, len + 17)
+      if nf == 3 then st[3] = hex_at(raw, len + 33) end
+    end
+    return p
   end
+  local kind, p1, p2
+  kind, p1, p2, len = parse_tag(raw)
   local nf = kind and FIELDS[kind]
   if nf == nil or #raw ~= len + 16 * nf then return {} end
   -- constructors size each table once (filling one slot at a time grows it step by step)
   local st
   if kind == 't' then
-    st = { inst(strsub(raw, len + 1, len + 16)) }
+    st = { inst(raw, len + 1) }
   elseif nf == 2 then
-    st = { hex(strsub(raw, len + 1, len + 16)), hex(strsub(raw, len + 17, len + 32)) }
+    st = { hex_at(raw, len + 1), hex_at(raw, len + 17) }
   else
-    st = {
-      hex(strsub(raw, len + 1, len + 16)), hex(strsub(raw, len + 17, len + 32)),
-      hex(strsub(raw, len + 33, len + 48)),
-    }
+    st = { hex_at(raw, len + 1), hex_at(raw, len + 17), hex_at(raw, len + 33) }
   end
   return { kind = kind, p1 = p1, p2 = p2, tag = strsub(raw, 1, len), st = st }
 end
@@ -116,11 +143,19 @@ local function virtual_log(stamp, count)
   }
 end
 
+-- Fresh states. No algorithm writes to a state it is given, so these are shared.
+local FRESH_T_REL, FRESH_T_ABS = { -EXACT }, { 0 }
+local FRESH_F, FRESH_C = { ZERO, ZERO }, { ZERO, ZERO, ZERO }
+
 local function fresh(kind)
   if kind == 'l' then return virtual_log(ZERO, 0) end
-  if kind == 't' then return { EPOCH } end
-  if kind == 'f' then return { ZERO, ZERO } end
-  return { ZERO, ZERO, ZERO }
+  if kind == 't' then
+    -- { EPOCH }
+    if RELATIVE then return FRESH_T_REL end
+    return FRESH_T_ABS
+  end
+  if kind == 'f' then return FRESH_F end
+  return FRESH_C
 end
 
 -- Permits used at `now` under the state's own shape: the core's Algorithm::used
@@ -178,51 +213,58 @@ local function rescaled(old, kind, p1, p2)
   return with_used(kind, p1, p2, used_of(old))
 end
 
--- The tier's state from `old`: as it is under the tier's own tag, fresh if absent or
--- foreign, else rescaled.
-local function convert(old, tag)
-  local kind = strsub(tag, 1, 1)
+-- Tier i's state from `old` (see load): as it is under the tier's own tag, fresh if absent
+-- or foreign, else rescaled.
+local function convert(i, old)
+  local p = T_P[i]
+  if old == p then return T_ST[i] end
+  local kind = p.kind
   if old == nil or old.kind == nil then return fresh(kind) end
-  if old.tag == tag then
+  if old.tag == p.tag then
     if kind == 'l' then return old.view end
     return old.st
   end
-  local _, p1, p2 = parse_tag(tag)
-  return wide(rescaled, old, kind, p1, p2)
+  return wide(rescaled, old, kind, p.p1, p.p2)
 end
 
--- Writes a word state under the tier's tag, expiring when the state is fresh again
+-- Writes tier i's word state under its tag, expiring when the state is fresh again
 -- (`span` from now, if the caller knows it).
-local function write_word(t, st, span)
+local function write_word(i, st, span)
+  local p = T_P[i]
   local value
-  if t.kind == 't' then
-    value = inst_hex(t.tag, st[1])
+  if p.kind == 't' then
+    value = inst_hex(p.tag, st[1])
   else
-    value = t.tag
-    for j = 1, #st do value = value .. tohex(st[j]) end
+    value = p.tag .. tohex(st[1]) .. tohex(st[2])
+    if p.kind == 'c' then value = value .. tohex(st[3]) end
   end
-  if span == nil then span = t.algo.decide(st, ARGV, t.pos, now, true)[3] end
-  redis.call('SET', t.key, value, 'PX', ttl_ms(span, slack))
+  if span == nil then
+    local _, _, _, _, reset = p.algo.decide(st, p, now, true)
+    span = reset
+  end
+  -- ttl_ms(span, slack), inlined
+  if LIMB[span] then span = L_tonum(span) end
+  redis.call('SET', KEYS[i], value, 'PX', floor(span / 1000000) + 3 + slack)
 end
 
--- Writes the tier's log: the oldest `keep` permits of its current view, then `record`
+-- Writes tier i's log: the oldest `keep` permits of its current view, then `record`
 -- ({ stamp, count }) appended, at most L kept, the tag member refreshed.
-local function write_log(t, keep, record, span)
-  local view, key = t.state, t.key
-  local limit_n = arg(ARGV[t.pos + 1])
+local function write_log(i, keep, record, span)
+  local p, view, key, old = T_P[i], T_STATE[i], KEYS[i], T_OLD[i]
+  local limit_n = p[2]
   local n = keep
-  local real = not view.virtual and t.old and t.old.zset and t.old.kind == 'l'
+  local real = not view.virtual and old and old.zset and old.kind == 'l'
   local seq = view:next_seq()
   if real then
     if keep < view.n then redis.call('ZREMRANGEBYRANK', key, keep, view.n - 1) end
-    if t.old.tag ~= t.tag then
-      redis.call('ZREM', key, t.old.tag)
-      redis.call('ZADD', key, 1, t.tag)
+    if old.tag ~= p.tag then
+      redis.call('ZREM', key, old.tag)
+      redis.call('ZADD', key, 1, p.tag)
     end
   else
     redis.call('DEL', key)
     zset_append(key, view.stamp, keep, ZERO)
-    redis.call('ZADD', key, 1, t.tag)
+    redis.call('ZADD', key, 1, p.tag)
   end
   if record then
     zset_append(key, record[1], record[2], seq)
@@ -230,23 +272,99 @@ local function write_log(t, keep, record, span)
   end
   if n > limit_n then redis.call('ZREMRANGEBYRANK', key, 0, n - limit_n - 1) end
   if span == nil then
-    span = t.algo.decide(zset_view(key, math.min(n, limit_n), 0), ARGV, t.pos, now, true)[3]
+    local _, _, _, _, reset = p.algo.decide(zset_view(key, math.min(n, limit_n), 0), p, now, true)
+    span = reset
   end
   redis.call('PEXPIRE', key, ttl_ms(span, slack))
 end
 
 -- Reads every tier's state (mode and `now` as set_now sets them). Returns whether absolute
 -- mode is needed: a log state, or an instant too far in the past for relative mode.
-local function load_all(tier, tiers, hi, lo, relative)
+local function load_all(tiers, hi, lo, relative)
   set_now(hi, lo, relative)
   if relative then now = 0 else now = NOW_ABS end
   local absolute = FAR
   for i = 1, tiers do
-    local t = tier[i]
-    t.old = load(t)
-    if t.old and t.old.kind == 'l' then absolute = true end
+    local old = load(i)
+    T_OLD[i] = old
+    if old and old.kind == 'l' then absolute = true end
   end
   return absolute or FAR
+end
+
+-- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
+-- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
+-- FAST) }, or nil and an error message.
+local SPECS, SPEC_COUNT = {}, 0
+
+local function parse_spec(s)
+  local w, n = {}, 0
+  for word in gmatch(s, '[^ ]+') do
+    n = n + 1
+    w[n] = word
+  end
+  local algo = ALGOS[w[1]]
+  if algo == nil then return nil, 'unknown algorithm ' .. tostring(w[1]) end
+  local tag = w[2] or ''
+  local kind = strsub(tag, 1, 1)
+  if TAG_LEN[kind] ~= #tag or (kind == 'l') ~= (algo.fields == 0) then
+    return nil, 'bad tag ' .. tag
+  end
+  if n ~= 3 + algo.args then return nil, 'bad tier ' .. s end
+  local _, p1, p2 = parse_tag(tag)
+  local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]), num = true }
+  for j = 1, algo.args do
+    local v = arg(w[3 + j])
+    p[j] = v
+    if LIMB[v] or v >= SMALL then p.num = false end
+  end
+  return p
+end
+
+local function spec(s)
+  local p = SPECS[s]
+  if p then return p end
+  local err
+  p, err = parse_spec(s)
+  if p == nil then return nil, err end
+  if SPEC_COUNT >= 256 then SPECS, SPEC_COUNT = {}, 0 end
+  SPECS[s] = p
+  SPEC_COUNT = SPEC_COUNT + 1
+  return p
+end
+
+-- A plan parsed: its specs in order, n (how many), relative (no log tier: see load_all).
+-- Never written to once made (main reads the call's tiers from it as T_P).
+local PLANS, PLAN_COUNT = {}, 0
+
+local function plan(s)
+  local t, n = { relative = true }, 0
+  for part in gmatch(s, '[^;]+') do
+    local p, err = spec(part)
+    if p == nil then return nil, err end
+    n = n + 1
+    t[n] = p
+    if p.kind == 'l' then t.relative = false end
+  end
+  t.n = n
+  if PLAN_COUNT >= 256 then PLANS, PLAN_COUNT = {}, 0 end
+  PLANS[s] = t
+  PLAN_COUNT = PLAN_COUNT + 1
+  return t
+end
+
+-- A mode parsed: { op, slack }.
+local MODES, MODE_COUNT = {}, 0
+
+local function mode(s)
+  local m = MODES[s]
+  if m then return m end
+  m = { op = strsub(s, 1, 1), slack = tonumber(strsub(s, 2), 10) }
+  if m.slack == nil then return nil end
+  if MODE_COUNT >= 16 then MODES, MODE_COUNT = {}, 0 end
+  MODES[s] = m
+  MODE_COUNT = MODE_COUNT + 1
+  return m
 end
 
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
@@ -254,81 +372,112 @@ local function main(keys, args)
   if floor == nil then bind() end
   KEYS, ARGV = keys, args
   NL = BASE_NL
+  local m = MODES[ARGV[1]] or mode(ARGV[1] or '')
+  if m == nil then return redis.error_reply('ERR tollgate: bad mode') end
+  local op = m.op
+  slack = m.slack
+  local tiers = #KEYS
   local hi, lo
-  if ARGV[1] == '' then hi, lo = server_time() else hi, lo = halves(ARGV[1]) end
-  slack = tonumber(ARGV[2], 10)
-  local op = ARGV[3]
-  local tiers = tonumber(ARGV[4], 10)
+  local client = ARGV[3]
+  if client == nil then hi, lo = server_time() else hi, lo = halves(client) end
 
-  -- The plan's tiers, parsed.
-  local tier = {}
-  local pos = 5
-  local relative = true
-  for i = 1, tiers do
-    local name, tag = ARGV[pos], ARGV[pos + 1]
-    local algo = ALGOS[name]
-    if algo == nil then return redis.error_reply('ERR tollgate: unknown algorithm ' .. tostring(name)) end
-    local kind = strsub(tag, 1, 1)
-    if TAG_LEN[kind] ~= #tag or (kind == 'l') ~= (algo.fields == 0) then
-      return redis.error_reply('ERR tollgate: bad tag ' .. tostring(tag))
-    end
-    if kind == 'l' then relative = false end
-    -- every field the call sets later is named here, so the table is sized once
-    tier[i] = {
-      key = KEYS[i], algo = algo, tag = tag, kind = kind, pos = pos + 3,
-      old = false, state = false, d = false, next = false, span = false,
-    }
-    pos = pos + 3 + algo.args
+  -- The plan's tiers, their specs parsed (or remembered).
+  local pl = PLANS[ARGV[2]]
+  if pl == nil then
+    local err
+    pl, err = plan(ARGV[2] or '')
+    if pl == nil then return redis.error_reply('ERR tollgate: ' .. err) end
   end
+  if pl.n ~= tiers then return redis.error_reply('ERR tollgate: a key per tier') end
+  T_P = pl
+  local relative = pl.relative
 
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
   -- part, or a state holds an instant too far in the past for it (then read again).
-  if load_all(tier, tiers, hi, lo, relative) and relative then load_all(tier, tiers, hi, lo, false) end
+  if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
   for i = 1, tiers do
-    local t = tier[i]
-    t.state = convert(t.old, t.tag)
+    -- convert's common cases inlined: a state under the tier's own tag as it is, an absent
+    -- GCRA / leaky bucket state fresh
+    local old, p = T_OLD[i], T_P[i]
+    if old == p then
+      T_STATE[i] = T_ST[i]
+    elseif old == nil and p.kind == 't' then
+      if RELATIVE then T_STATE[i] = FRESH_T_REL else T_STATE[i] = FRESH_T_ABS end
+    else
+      T_STATE[i] = convert(i, old)
+    end
   end
 
   if op == 'r' or op == 'g' then
     for i = 1, tiers do
-      local t = tier[i]
-      if op == 'g' or t.old ~= nil then
-        if t.kind == 'l' then
+      local p, state = T_P[i], T_STATE[i]
+      if op == 'g' or T_OLD[i] ~= nil then
+        if p.kind == 'l' then
           if op == 'r' then
-            write_log(t, t.state.n - t.algo.refund(t.state, ARGV, t.pos, now), nil)
+            write_log(i, state.n - p.algo.refund(state, p, now), nil)
           else
-            write_log(t, t.state.n, t.algo.charge(t.state, ARGV, t.pos, now))
+            write_log(i, state.n, p.algo.charge(state, p, now))
           end
         elseif op == 'r' then
-          write_word(t, t.algo.refund(t.state, ARGV, t.pos, now))
+          write_word(i, p.algo.refund(state, p, now))
         else
-          write_word(t, t.algo.charge(t.state, ARGV, t.pos, now, hex(ARGV[t.pos - 1])))
+          write_word(i, p.algo.charge(state, p, now))
         end
       end
     end
     return { 1, NOW_MS }
   end
 
+  -- the reply sized by its constructor for up to 3 tiers
   local reply
-  if tiers == 1 then reply = { 1, NOW_MS, 0, 0, 0, 0, 0 } else reply = { 1, NOW_MS } end
-  for i = 1, tiers do
-    local t = tier[i]
-    t.d, t.next, t.span = t.algo.decide(t.state, ARGV, t.pos, now, false)
-    if t.d[1] == 0 or op == 'q' then reply[1] = 0 end
+  if tiers == 1 then
+    reply = { 1, NOW_MS, 0, 0, 0, 0, 0 }
+  elseif tiers == 2 then
+    reply = { 1, NOW_MS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  elseif tiers == 3 then
+    reply = { 1, NOW_MS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  else
+    reply = { 1, NOW_MS }
   end
+  local all = 1
+  if op == 'q' then all = 0 end
   for i = 1, tiers do
-    local t = tier[i]
-    local d, next, span = t.d, t.next, t.span
-    if reply[1] == 1 then
-      if op == 'c' and next then
-        if t.kind == 'l' then write_log(t, t.state.n, next, span) else write_word(t, next, span) end
+    local p = T_P[i]
+    local next, span, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, false)
+    T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
+    if ok == 0 then all = 0 end
+    -- put_decision, inlined
+    local base = 5 * i - 2
+    if LIMB[a] then a = tohex(a) end
+    if LIMB[b] then b = tohex(b) end
+    if LIMB[c] then c = tohex(c) end
+    if LIMB[e] then e = tohex(e) end
+    reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
+  end
+  reply[1] = all
+  if all == 1 then
+    if op == 'c' then
+      for i = 1, tiers do
+        local next = T_NEXT[i]
+        if next then
+          if T_P[i].kind == 'l' then
+            write_log(i, T_STATE[i].n, next, T_SPAN[i])
+          else
+            write_word(i, next, T_SPAN[i])
+          end
+        end
       end
-    elseif d[1] == 1 and op ~= 'p' then
-      -- the request did not count: an admitting tier reports its current state (a peek
-      -- reports what each tier would decide)
-      d = t.algo.decide(t.state, ARGV, t.pos, now, true)
     end
-    put_decision(reply, i, d)
+  elseif op ~= 'p' then
+    for i = 1, tiers do
+      if T_OK[i] == 1 then
+        -- the request did not count: an admitting tier reports its current state (a peek
+        -- reports what each tier would decide)
+        local p = T_P[i]
+        local _, _, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, true)
+        put_decision(reply, i, ok, a, b, c, e)
+      end
+    end
   end
   return reply
 end

@@ -214,9 +214,10 @@ fn raise_and_lower_mid_traffic_never_over_admits() {
 
 /// Changes a rule's algorithm back and forth (fixed window ↔ sliding window counter, both
 /// 50 per minute, clock at 0 so the carried used count is exact both ways) while three
-/// threads spread requests over 64 keys: every key's state moves to a new store on each
-/// swap, some carried by the checks that need them, the rest by the reload's sweep. Nothing
-/// is lost or granted twice: exactly 50 per key pass, and every key ends exhausted.
+/// threads spread requests over 64 keys: a key's state moves to the newest store when a
+/// check records for it, from whichever older generation holds it (denied checks read it
+/// there, converted). Nothing is lost or granted twice: exactly 50 per key pass, and every
+/// key ends exhausted.
 #[test]
 fn changed_algorithm_mid_traffic_carries_every_key_exactly() {
     const KEYS: usize = 64;
@@ -263,8 +264,6 @@ fn changed_algorithm_mid_traffic_carries_every_key_exactly() {
         total += drain(&policy, key) as u64;
     }
     assert_eq!(total, (KEYS * 50) as u64, "after {swaps} swaps");
-    let set = policy.rule_set();
-    assert_eq!(set.rules()[0].tiers()[0].keys(), KEYS);
 }
 
 /// A reload that changes a tier's algorithm moves nothing by itself: a key stays in the

@@ -58,7 +58,7 @@
 //! at that reload. So a tier holds at most `MAX_GENERATIONS + 1` tables, and between
 //! reloads the replaced table of a changed tier stays allocated.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use tollgate_core::{
     Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, Outcome, PackedAlgorithm,
@@ -159,8 +159,8 @@ pub(crate) struct TierStore {
     cells: OnceLock<Cells>,
     /// Set when a reload replaced this store: it inserts no key any more.
     retired: AtomicBool,
-    /// The store that replaced this one (set before `retired`).
-    successor: Mutex<Option<Arc<TierStore>>>,
+    /// The store that replaced this one (set before `retired`; weak, see `succeed`).
+    successor: Mutex<Option<Weak<TierStore>>>,
     /// Whether `predecessor` may still hold entries to carry over (a hint for misses).
     migrating: AtomicBool,
     /// The store this one replaced (through its own `predecessor`, older generations too),
@@ -253,7 +253,9 @@ impl TierStore {
         self.predecessor.store(Arc::new(Some(Arc::clone(old))));
         // Release: pairs with the Acquire load in `predecessor`.
         self.migrating.store(true, Ordering::Release);
-        *lock(&old.successor) = Some(Arc::clone(self));
+        // Weak: the successor holds its predecessor (strongly, until a later reload drops
+        // it); a strong link back would make the two a cycle that is never freed.
+        *lock(&old.successor) = Some(Arc::downgrade(self));
     }
 
     /// The gate, while the predecessor is not yet retired: a reload holds it through the
@@ -781,8 +783,11 @@ impl TierStore {
         self.retired.load(Ordering::Acquire)
     }
 
+    /// The store that replaced this one, while it lives (only checks on the old rule set
+    /// reach a retired store, and the grace period waits for them, so a successor that is
+    /// gone has nobody left to forward to).
     fn successor(&self) -> Option<Arc<TierStore>> {
-        lock(&self.successor).clone()
+        lock(&self.successor).as_ref().and_then(Weak::upgrade)
     }
 
     /// The most keys it holds.

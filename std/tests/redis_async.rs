@@ -261,3 +261,48 @@ async fn awaited_checks_answer_by_the_failure_policy_when_redis_is_down() {
     assert_eq!(stats.redis_decisions, 0);
     assert!(stats.degraded >= 3);
 }
+
+/// A runtime built with neither timers nor I/O (`Builder::new_current_thread().build()`,
+/// no `enable_all`): awaited checks still connect, decide, and time out into the failure
+/// policy while the server is paused, because the call's timer, socket and reconnects
+/// belong to the store's own runtime. A timer of the caller's runtime would panic here.
+#[test]
+fn a_runtime_without_timers_or_io_awaits_checks_and_their_timeouts() {
+    let server = RedisServer::start();
+    let config = RedisConfig::new("bare")
+        .unwrap()
+        .with_timeout(Duration::from_millis(300))
+        .with_retry_backoff(Duration::from_millis(50))
+        .with_failure_policy(FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(3),
+        })
+        .unwrap();
+    let store = RedisStore::new(RedisTarget::Single(server.url()), config).unwrap();
+    let policy = Policy::from_toml(HOT_RULES, MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    let bare = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let admitted = bare.block_on(async {
+        let mut admitted = 0;
+        for _ in 0..400 {
+            admitted += u64::from(policy.allow_async("k", "/", 1).await.unwrap().allowed());
+        }
+        admitted
+    });
+    assert_eq!(admitted, 300);
+    assert_eq!(policy.backend().stats().degraded, 0);
+    let _: String = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("ALL")
+        .query(&mut server.connection())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let d = bare.block_on(policy.allow_async("other", "/", 1)).unwrap();
+    assert!(!d.allowed());
+    assert_eq!(d.decision.retry_after, Nanos::from_secs(3));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(policy.backend().stats().degraded, 1);
+}

@@ -271,8 +271,8 @@ impl Op {
 enum Io {
     /// Blocking the calling thread until Redis answers (the [`Store`] methods).
     Blocking,
-    /// Awaiting the answer, while the call runs on the store's I/O thread (the
-    /// [`AsyncStore`] methods).
+    /// Awaiting the answer in the caller's task, the connection driven by the store's I/O
+    /// thread (the [`AsyncStore`] methods).
     Async,
 }
 
@@ -801,15 +801,18 @@ impl RedisStore {
                 });
                 rx.recv().unwrap_or(Err(FailureCause::Connection))
             }
-            // The call runs on the store's I/O thread (where its connection lives, whatever
-            // runtime the caller is on) and this task awaits it.
+            // This task makes the call itself, polled inside the store's runtime context:
+            // whatever the caller's runtime (or its lack of timers), the timeout's timer,
+            // a connect's socket and a reconnect's task belong to the store's runtime,
+            // whose I/O thread drives the connection. No task is spawned per call.
             Io::Async => {
-                let keys = call.keys.clone();
-                let task = Arc::clone(shared);
-                runtime
-                    .spawn(async move { task.eval(&keys, &args).await })
-                    .await
-                    .unwrap_or(Err(FailureCause::Connection))
+                let handle = runtime.handle();
+                let mut eval = pin!(shared.eval(&call.keys, &args));
+                std::future::poll_fn(|cx| {
+                    let _context = handle.enter();
+                    eval.as_mut().poll(cx)
+                })
+                .await
             }
         };
         match result {
@@ -1099,8 +1102,9 @@ impl Store for RedisStore {
     }
 }
 
-/// The same operations, awaited: each script call runs on the store's I/O thread while the
-/// calling task waits without holding its thread (see "Blocking" on [`RedisStore`]).
+/// The same operations, awaited: the calling task sends each script call on the store's
+/// connection (driven by the store's I/O thread) and waits for its reply without holding
+/// its thread; no task is spawned per call (see "Blocking" on [`RedisStore`]).
 impl AsyncStore for RedisStore {
     async fn check_async<'a>(
         &'a self,

@@ -192,7 +192,7 @@ async fn main() -> Result<(), BoxError> {
             let url = args.get(i + 1).ok_or("--redis needs a URL")?.clone();
             redis_run(url, enforced, shadow, rules).await
         }
-        None => run(Arc::new(enforced), shadow, rules).await,
+        None => run(Arc::new(enforced), RateLimitLayer::new, shadow, rules).await,
     }
 }
 
@@ -213,7 +213,14 @@ async fn redis_run(
     let config = RedisConfig::new(&prefix)?.with_time_source(TimeSource::Client);
     let store = RedisStore::new(RedisTarget::Single(url.clone()), config)?;
     println!("state in Redis at {url}, keys {prefix}:*");
-    run(Arc::new(enforced.store(store)), shadow, rules).await
+    // Awaited: a check's round trip to Redis holds no worker thread.
+    run(
+        Arc::new(enforced.store(store)),
+        RateLimitLayer::awaited,
+        shadow,
+        rules,
+    )
+    .await
 }
 
 #[cfg(not(feature = "redis"))]
@@ -228,10 +235,11 @@ async fn redis_run(
 
 async fn run<S: Store + 'static>(
     policy: Arc<Policy<ManualClock, S>>,
+    layer_over: impl FnOnce(Arc<Policy<ManualClock, S>>) -> RateLimitLayer,
     shadow: Policy<ManualClock>,
     rules: String,
 ) -> Result<(), BoxError> {
-    let layer = RateLimitLayer::new(Arc::clone(&policy))
+    let layer = layer_over(Arc::clone(&policy))
         .shadow(shadow)
         .key(ClientKey::header("x-api-key")?)
         .expose_admission();

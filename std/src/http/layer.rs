@@ -17,8 +17,9 @@ use tower_service::Service;
 
 use super::response::{bad_request, cost_too_large, too_many_requests, Fields};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, Settle};
-use crate::policy::{Delay, PolicyCheck, PolicyDecision};
+use crate::policy::{AsyncStore, Delay, Policy, PolicyCheck, PolicyDecision, Store};
 use crate::sync::plain::{AtomicU64, Ordering};
+use tollgate_core::Clock;
 
 /// The response body of a [`RateLimit`] service: the inner service's body, or the
 /// layer's own problem body (429, 400, 413).
@@ -41,6 +42,96 @@ trait Check: Send + Sync {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity>;
+    /// Whether the layer awaits this policy's answers (its store makes remote calls)
+    /// rather than taking them from the methods above.
+    fn awaited(&self) -> bool {
+        false
+    }
+    /// The operation, as a future owning what it needs. The default runs the synchronous
+    /// method and returns its answer ready (a shadow or in-process policy next to an
+    /// awaited one).
+    fn run(self: Arc<Self>, op: Op, client: String, endpoint: String, cost: u32) -> Answer {
+        let answer = match op {
+            Op::Check => Some(self.check(&client, &endpoint, cost)),
+            Op::Peek => Some(self.peek(&client, &endpoint, cost)),
+            Op::Refund => {
+                self.refund(&client, &endpoint, cost);
+                None
+            }
+            Op::Charge => {
+                self.charge(&client, &endpoint, cost);
+                None
+            }
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+/// A policy operation the layer runs (see [`Check::run`]).
+#[derive(Copy, Clone, Debug)]
+enum Op {
+    Check,
+    Peek,
+    Refund,
+    Charge,
+}
+
+/// The answer of an awaited operation: the decision of a check or peek, `None` for a
+/// refund or charge.
+type Answer =
+    Pin<Box<dyn Future<Output = Option<Result<PolicyDecision, InsufficientCapacity>>> + Send>>;
+
+/// A policy whose store is awaited ([`AsyncStore`]): see [`RateLimitLayer::awaited`].
+struct Awaited<C, S>(Arc<Policy<C, S>>);
+
+impl<C, S> Check for Awaited<C, S>
+where
+    C: Clock + Send + Sync + 'static,
+    S: Store + AsyncStore + Send + Sync + 'static,
+{
+    // The blocking forms, for completeness: the layer runs this policy through `run`.
+    fn check(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        PolicyCheck::allow(&*self.0, client, endpoint, cost)
+    }
+    fn refund(&self, client: &str, endpoint: &str, cost: u32) {
+        PolicyCheck::refund(&*self.0, client, endpoint, cost)
+    }
+    fn charge(&self, client: &str, endpoint: &str, cost: u32) {
+        Check::charge(&*self.0, client, endpoint, cost)
+    }
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        PolicyCheck::peek(&*self.0, client, endpoint, cost)
+    }
+    fn awaited(&self) -> bool {
+        true
+    }
+    fn run(self: Arc<Self>, op: Op, client: String, endpoint: String, cost: u32) -> Answer {
+        Box::pin(async move {
+            let policy = &self.0;
+            match op {
+                Op::Check => Some(policy.allow_async(&client, &endpoint, cost).await),
+                Op::Peek => Some(policy.peek_async(&client, &endpoint, cost).await),
+                Op::Refund => {
+                    policy.refund_async(&client, &endpoint, cost).await;
+                    None
+                }
+                Op::Charge => {
+                    policy.charge_async(&client, &endpoint, cost).await;
+                    None
+                }
+            }
+        })
+    }
 }
 
 impl<P: PolicyCheck + Send + Sync> Check for P {
@@ -258,9 +349,58 @@ impl RateLimitLayer {
     /// `Arc` of one to keep a handle for reloads) with the defaults: peer-IP keys, route
     /// templates, draft-11 headers, 400 on a missing key, cost 1.
     pub fn new<P: PolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
+        RateLimitLayer::with_check(Arc::new(policy))
+    }
+
+    /// A layer over a `policy` whose store is awaited ([`AsyncStore`]: a `RedisStore`,
+    /// feature `redis`), with the defaults of [`new`](Self::new). Each request's check (and
+    /// its settlement's refund or charge, and a cancelled request's refund) is awaited in
+    /// the response future, so a round trip to Redis holds no worker thread: on a runtime
+    /// with one worker, other requests go on while one waits. The rest is as with
+    /// [`new`](Self::new); shadow rules ([`shadow`](Self::shadow)) stay synchronous (keep
+    /// them in process).
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "redis")]
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use tollgate::http::RateLimitLayer;
+    /// use tollgate::policy::Policy;
+    /// use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
+    /// use tollgate::MonotonicClock;
+    ///
+    /// let store = RedisStore::new(
+    ///     RedisTarget::Single("redis://127.0.0.1:6379".into()),
+    ///     RedisConfig::new("api")?,
+    /// )?;
+    /// let policy = Arc::new(Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "default"
+    ///     limit = 100
+    ///     window = "1m"
+    /// "#, MonotonicClock::new())?.store(store));
+    /// let layer = RateLimitLayer::awaited(Arc::clone(&policy));
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hi" }))
+    ///     .layer(layer);
+    /// # let _ = app;
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(feature = "redis"))]
+    /// # fn main() {}
+    /// ```
+    pub fn awaited<C, S>(policy: impl Into<Arc<Policy<C, S>>>) -> RateLimitLayer
+    where
+        C: Clock + Send + Sync + 'static,
+        S: Store + AsyncStore + Send + Sync + 'static,
+    {
+        RateLimitLayer::with_check(Arc::new(Awaited(policy.into())))
+    }
+
+    fn with_check(policy: Arc<dyn Check>) -> RateLimitLayer {
         RateLimitLayer {
             shared: Arc::new(Shared {
-                policy: Arc::new(policy),
+                policy,
                 shadow: None,
                 key: ClientKey::default(),
                 endpoint: Endpoint::default(),
@@ -421,6 +561,75 @@ impl Charge {
     }
 }
 
+impl Charge {
+    /// [`settle`](Self::settle) on a policy whose store is awaited: the refund or charge,
+    /// then the peek, each awaited; the rate-limit fields of the state afterwards.
+    async fn settle_awaited(self: Box<Self>, actual: u32) -> Option<Fields> {
+        let Charge {
+            shared,
+            client,
+            endpoint,
+            cost,
+            shadow_taken,
+        } = *self;
+        let counters = &shared.counters;
+        let (op, n) = if actual < cost {
+            Counters::add(&counters.refunded, u64::from(cost - actual));
+            (Op::Refund, cost - actual)
+        } else {
+            // Recorded whatever the limits say, as in `settle`.
+            Counters::add(&counters.charged, u64::from(actual - cost));
+            (Op::Charge, actual - cost)
+        };
+        if n > 0 {
+            let run = |check: &Arc<dyn Check>| {
+                Arc::clone(check).run(op, client.clone(), endpoint.clone(), n)
+            };
+            run(&shared.policy).await;
+            if shadow_taken {
+                if let Some(shadow) = &shared.shadow {
+                    run(shadow).await;
+                }
+            }
+        }
+        let after = Arc::clone(&shared.policy)
+            .run(Op::Peek, client.clone(), endpoint, 0)
+            .await?
+            .ok()?;
+        Some(shared.style.fields(&after, &[], &client))
+    }
+
+    /// Gives the whole charge back: awaited on a spawned task when the policy's store is
+    /// awaited and a tokio runtime is at hand (a drop cannot wait), else here.
+    fn give_back(self: Box<Self>) {
+        Counters::add(&self.shared.counters.cancelled, 1);
+        if self.shared.policy.awaited() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let Charge {
+                        shared,
+                        client,
+                        endpoint,
+                        cost,
+                        shadow_taken,
+                    } = *self;
+                    let policy = Arc::clone(&shared.policy);
+                    policy
+                        .run(Op::Refund, client.clone(), endpoint.clone(), cost)
+                        .await;
+                    if let (true, Some(shadow)) = (shadow_taken, &shared.shadow) {
+                        Arc::clone(shadow)
+                            .run(Op::Refund, client, endpoint, cost)
+                            .await;
+                    }
+                });
+                return;
+            }
+        }
+        self.refund(self.cost);
+    }
+}
+
 /// A [`Charge`] that gives its permits back when dropped, unless taken out first: held
 /// while a delayed request waits, so a cancelled wait leaves nothing consumed.
 struct Held(Option<Box<Charge>>);
@@ -434,8 +643,7 @@ impl Held {
 impl Drop for Held {
     fn drop(&mut self) {
         if let Some(charge) = self.0.take() {
-            charge.refund(charge.cost);
-            Counters::add(&charge.shared.counters.cancelled, 1);
+            charge.give_back();
         }
     }
 }
@@ -461,6 +669,154 @@ fn sleep(d: Nanos) -> Sleep {
     }
 }
 
+/// What an admitted request carries on with: its rate-limit fields, the permits to give
+/// back or settle, the delay to wait out first, the admission to expose.
+struct Admitted {
+    fields: Fields,
+    charge: Option<Box<Charge>>,
+    delay: Nanos,
+    admission: Option<Admission>,
+}
+
+/// What the layer does with a request once the policy decided.
+enum Verdict {
+    /// Pass it on (see [`forward`]).
+    Forward(Admitted),
+    /// Answer it without calling the service.
+    Answer(Response<Full<Bytes>>),
+}
+
+/// The layer's verdict on the policy's `decision` for a request: the response that ends it
+/// (denied: 429; a cost beyond the limits: 413), or, once the shadow rules are checked,
+/// what the admitted request carries on with.
+fn admit(
+    shared: &Arc<Shared>,
+    decision: Result<PolicyDecision, InsufficientCapacity>,
+    client: &str,
+    endpoint: &str,
+    cost: u32,
+) -> Verdict {
+    let counters = &shared.counters;
+    let decision = match decision {
+        Ok(d) => d,
+        Err(e) => {
+            Counters::add(&counters.too_costly, 1);
+            return Verdict::Answer(cost_too_large(cost, e.max_cost));
+        }
+    };
+    if !decision.allowed() {
+        Counters::add(&counters.denied, 1);
+        let mut response = too_many_requests(&decision);
+        shared
+            .style
+            .fields(&decision, &[], client)
+            .insert_into(response.headers_mut());
+        return Verdict::Answer(response);
+    }
+    Counters::add(&counters.admitted, 1);
+    let shadow = shared
+        .shadow
+        .as_ref()
+        .map(|s| s.check(client, endpoint, cost));
+    let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
+    let shadow_denied =
+        matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
+    if shadow_denied {
+        Counters::add(&counters.shadow_denied, 1);
+    }
+    let shadow_tiers = match &shadow {
+        Some(Ok(d)) => d.tiers(),
+        _ => &[],
+    };
+    let fields = shared.style.fields(&decision, shadow_tiers, client);
+    let delay = decision.delay();
+    let admission = shared.admission.then(|| Admission {
+        delay,
+        remaining: decision.remaining(),
+        limit: decision.limit(),
+        cost,
+        shadow_denied,
+    });
+    let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
+    let charge = needs_charge.then(|| {
+        Box::new(Charge {
+            shared: Arc::clone(shared),
+            client: client.to_owned(),
+            endpoint: endpoint.to_owned(),
+            cost,
+            shadow_taken,
+        })
+    });
+    Verdict::Forward(Admitted {
+        fields,
+        charge,
+        delay,
+        admission,
+    })
+}
+
+/// Passes an admitted request on to the readied service `inner`: at once, or after its
+/// delay (then a clone of `inner` takes the readied one's place).
+fn forward<S, B>(
+    shared: &Shared,
+    admitted: Admitted,
+    mut request: Request<B>,
+    inner: &mut S,
+) -> ResponseFuture<S, B>
+where
+    S: Service<Request<B>> + Clone,
+{
+    let Admitted {
+        fields,
+        charge,
+        delay,
+        admission,
+    } = admitted;
+    if let Some(admission) = admission {
+        request.extensions_mut().insert(admission);
+    }
+    if delay > Nanos::ZERO {
+        Counters::add(&shared.counters.delayed, 1);
+        // The readied service waits with the request; a clone takes its place.
+        let clone = inner.clone();
+        let ready = std::mem::replace(inner, clone);
+        return ResponseFuture {
+            state: State::Waiting {
+                wait: Box::new(Waiting {
+                    sleep: sleep(delay),
+                    inner: Some(ready),
+                    request: Some(request),
+                    held: Held(charge),
+                }),
+            },
+            fields,
+            charge: None,
+        };
+    }
+    ResponseFuture {
+        state: State::Calling {
+            future: inner.call(request),
+        },
+        fields,
+        charge,
+    }
+}
+
+/// A request whose check is awaited (see [`RateLimitLayer::awaited`]): the answer to come,
+/// the readied service and the request it will get, and the key the answer is for.
+struct Deciding<S, B> {
+    answer: Answer,
+    shared: Arc<Shared>,
+    inner: Option<S>,
+    request: Option<Request<B>>,
+    client: String,
+    endpoint: String,
+    cost: u32,
+}
+
+/// The rate-limit fields after an awaited settlement (`None`: keep the admission's).
+type Settled = Pin<Box<dyn Future<Output = Option<Fields>> + Send>>;
+
 pin_project! {
     /// The future of [`RateLimit::call`].
     pub struct ResponseFuture<S, B>
@@ -468,7 +824,7 @@ pin_project! {
         S: Service<Request<B>>,
     {
         #[pin]
-        state: State<S, B, S::Future>,
+        state: State<S, B, S::Future, S::Response>,
         fields: Fields,
         charge: Option<Box<Charge>>,
     }
@@ -476,11 +832,15 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<S, B, F> {
+    enum State<S, B, F, R> {
         Answer { response: Option<Response<Full<Bytes>>> },
+        // Boxed: only awaited checks pay for the room it takes.
+        Deciding { deciding: Box<Deciding<S, B>> },
         // Boxed: only delayed requests pay for the room it takes.
         Waiting { wait: Box<Waiting<S, B>> },
         Calling { #[pin] future: F },
+        // An awaited settlement, with the response it completes.
+        Settling { settled: Settled, response: Option<R> },
     }
 }
 
@@ -501,7 +861,7 @@ where
 
 impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
-    S: Service<Request<B>, Response = Response<ResBody>>,
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
 {
     type Output = Result<Response<RateLimitBody<ResBody>>, S::Error>;
 
@@ -515,6 +875,33 @@ where
                         // Polled after completion.
                         None => Poll::Pending,
                     };
+                }
+                StateProj::Deciding { deciding } => {
+                    let Poll::Ready(answer) = deciding.answer.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let (Some(mut service), Some(request)) =
+                        (deciding.inner.take(), deciding.request.take())
+                    else {
+                        // Polled after completion.
+                        return Poll::Pending;
+                    };
+                    // A check always answers with a decision.
+                    let decision = answer.unwrap_or(Err(InsufficientCapacity { max_cost: 0 }));
+                    let shared = Arc::clone(&deciding.shared);
+                    let next = match admit(
+                        &shared,
+                        decision,
+                        &deciding.client,
+                        &deciding.endpoint,
+                        deciding.cost,
+                    ) {
+                        Verdict::Forward(admitted) => {
+                            forward(&shared, admitted, request, &mut service)
+                        }
+                        Verdict::Answer(response) => ResponseFuture::answer(response),
+                    };
+                    self.set(next);
                 }
                 StateProj::Waiting { wait } => {
                     if wait.sleep.as_mut().poll(cx).is_pending() {
@@ -539,18 +926,38 @@ where
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                         Poll::Ready(Ok(r)) => r,
                     };
-                    let mut fields = std::mem::take(this.fields);
                     if let Some(charge) = this.charge.take() {
                         if let Some(settle) = &charge.shared.settle {
                             if let Some(actual) = settle.actual(&mut response) {
                                 // The fields report the settled cost, not the estimate.
+                                if charge.shared.policy.awaited() {
+                                    let settled = Box::pin(charge.settle_awaited(actual));
+                                    self.as_mut().project().state.set(State::Settling {
+                                        settled,
+                                        response: Some(response),
+                                    });
+                                    continue;
+                                }
                                 if let Some(after) = charge.settle(actual) {
-                                    fields =
+                                    *this.fields =
                                         charge.shared.style.fields(&after, &[], &charge.client);
                                 }
                             }
                         }
                     }
+                    let fields = std::mem::take(this.fields);
+                    fields.insert_into(response.headers_mut());
+                    return Poll::Ready(Ok(response.map(Either::Left)));
+                }
+                StateProj::Settling { settled, response } => {
+                    let Poll::Ready(after) = settled.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let Some(mut response) = response.take() else {
+                        // Polled after completion.
+                        return Poll::Pending;
+                    };
+                    let fields = after.unwrap_or_else(|| std::mem::take(this.fields));
                     fields.insert_into(response.headers_mut());
                     return Poll::Ready(Ok(response.map(Either::Left)));
                 }
@@ -571,17 +978,16 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> ResponseFuture<S, B> {
+    fn call(&mut self, request: Request<B>) -> ResponseFuture<S, B> {
         let shared = &self.shared;
-        let counters = &shared.counters;
         // Everything read from the request borrows it; only what must outlive the call
-        // (a charge to refund or settle) is copied out.
-        let (fields, charge, delay, admission) = {
+        // (a charge to refund or settle, or an awaited check's key) is copied out.
+        let admitted = {
             let head = Head::of(&request);
             let client = match shared.key.extract(&head) {
                 Ok(key) => key,
                 Err(e) => {
-                    Counters::add(&counters.bad_key, 1);
+                    Counters::add(&shared.counters.bad_key, 1);
                     match &shared.on_bad_key {
                         OnBadKey::Reject => {
                             return ResponseFuture::answer(bad_request(&e.to_string()))
@@ -592,85 +998,40 @@ where
             };
             let endpoint = shared.endpoint.extract(&head);
             let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
-            let decision = match shared.policy.check(&client, &endpoint, cost) {
-                Ok(d) => d,
-                Err(e) => {
-                    Counters::add(&counters.too_costly, 1);
-                    return ResponseFuture::answer(cost_too_large(cost, e.max_cost));
-                }
-            };
-            if !decision.allowed() {
-                Counters::add(&counters.denied, 1);
-                let mut response = too_many_requests(&decision);
-                shared
-                    .style
-                    .fields(&decision, &[], &client)
-                    .insert_into(response.headers_mut());
-                return ResponseFuture::answer(response);
-            }
-            Counters::add(&counters.admitted, 1);
-            let shadow = shared
-                .shadow
-                .as_ref()
-                .map(|s| s.check(&client, &endpoint, cost));
-            let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
-            let shadow_denied =
-                matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
-            if shadow_denied {
-                Counters::add(&counters.shadow_denied, 1);
-            }
-            let shadow_tiers = match &shadow {
-                Some(Ok(d)) => d.tiers(),
-                _ => &[],
-            };
-            let fields = shared.style.fields(&decision, shadow_tiers, &client);
-            let delay = decision.delay();
-            let admission = shared.admission.then(|| Admission {
-                delay,
-                remaining: decision.remaining(),
-                limit: decision.limit(),
-                cost,
-                shadow_denied,
-            });
-            let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
-            let charge = needs_charge.then(|| {
-                Box::new(Charge {
-                    shared: Arc::clone(shared),
-                    client: client.into_owned(),
-                    endpoint: endpoint.into_owned(),
+            if shared.policy.awaited() {
+                // The check is awaited in the response future, with the readied service
+                // and the request; this service takes the readied one's place.
+                let (client, endpoint) = (client.into_owned(), endpoint.into_owned());
+                let answer = Arc::clone(&shared.policy).run(
+                    Op::Check,
+                    client.clone(),
+                    endpoint.clone(),
                     cost,
-                    shadow_taken,
-                })
-            });
-            (fields, charge, delay, admission)
+                );
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                return ResponseFuture {
+                    state: State::Deciding {
+                        deciding: Box::new(Deciding {
+                            answer,
+                            shared: Arc::clone(shared),
+                            inner: Some(ready),
+                            request: Some(request),
+                            client,
+                            endpoint,
+                            cost,
+                        }),
+                    },
+                    fields: Fields::default(),
+                    charge: None,
+                };
+            }
+            let decision = shared.policy.check(&client, &endpoint, cost);
+            match admit(shared, decision, &client, &endpoint, cost) {
+                Verdict::Forward(admitted) => admitted,
+                Verdict::Answer(response) => return ResponseFuture::answer(response),
+            }
         };
-        if let Some(admission) = admission {
-            request.extensions_mut().insert(admission);
-        }
-        if delay > Nanos::ZERO {
-            Counters::add(&counters.delayed, 1);
-            // The readied service waits with the request; this one takes its place.
-            let clone = self.inner.clone();
-            let ready = std::mem::replace(&mut self.inner, clone);
-            return ResponseFuture {
-                state: State::Waiting {
-                    wait: Box::new(Waiting {
-                        sleep: sleep(delay),
-                        inner: Some(ready),
-                        request: Some(request),
-                        held: Held(charge),
-                    }),
-                },
-                fields,
-                charge: None,
-            };
-        }
-        ResponseFuture {
-            state: State::Calling {
-                future: self.inner.call(request),
-            },
-            fields,
-            charge,
-        }
+        forward(shared, admitted, request, &mut self.inner)
     }
 }

@@ -1,0 +1,317 @@
+//! `tollgate::http` on a Redis store: real axum servers on loopback behind
+//! [`RateLimitLayer::awaited`] over a `Policy` on a [`RedisStore`], a real redis-server,
+//! a real hyper client. Two servers (a fleet of two) share one allowance with the exact
+//! status and header sequence of one in-process server; a check waiting on a paused Redis
+//! holds no worker (a one-thread server keeps answering other routes); settlement and a
+//! cancelled delayed request give permits back in Redis.
+#![cfg(all(feature = "http", feature = "redis"))]
+
+mod redis_support;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use redis_support::server::RedisServer;
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::http::{ClientKey, Endpoint, RateLimitLayer, Settle};
+use tollgate::policy::{Policy, PolicyCheck};
+use tollgate::redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
+use tollgate::{ManualClock, Nanos};
+use tower::ServiceExt;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type TestResult = Result<(), BoxError>;
+
+/// One response as the client saw it.
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// One request on a fresh connection to `addr`.
+async fn send(addr: SocketAddr, path: &str, headers: &[(&str, &[u8])]) -> Result<Reply, BoxError> {
+    let stream = TcpStream::connect(addr).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let mut request = Request::get(path).header("host", "localhost");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = sender
+        .send_request(request.body(Empty::<Bytes>::new())?)
+        .await?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    response.into_body().collect().await?;
+    Ok(Reply { status, headers })
+}
+
+/// Serves `app` on 127.0.0.1:0 on the current runtime.
+async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+    Ok(addr)
+}
+
+/// A policy of `rules` on a store of `server` under `prefix`, deciding at the time of
+/// `clock` (client time: the headers' reset times are exact).
+fn redis_policy(
+    server: &RedisServer,
+    prefix: &str,
+    rules: &str,
+    clock: &ManualClock,
+) -> Result<Arc<Policy<ManualClock, RedisStore>>, BoxError> {
+    let config = RedisConfig::new(prefix)?
+        .with_time_source(TimeSource::Client)
+        .with_timeout(Duration::from_secs(5));
+    let store = RedisStore::new(RedisTarget::Single(server.url()), config)?;
+    Ok(Arc::new(
+        Policy::from_toml(rules, clock.clone())?.store(store),
+    ))
+}
+
+const API_RULES: &str = r#"
+    [[rules]]
+    name = "api"
+    limit = 3
+    window = "1m"
+    algorithm = "fixed_window"
+"#;
+
+/// Two servers, each with its own policy and store on one Redis (a fleet of two), take
+/// turns answering one client: together they admit exactly the limit, with the same
+/// statuses, `RateLimit` fields and `Retry-After` as one in-process server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_share_one_allowance_with_in_process_headers() -> TestResult {
+    let redis = RedisServer::start();
+    // 15 s into a UTC minute: 45 s to the fixed window's reset.
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000 - 1_700_000_000 % 60 + 15));
+    let mut fleet = Vec::new();
+    for _ in 0..2 {
+        let layer = RateLimitLayer::awaited(redis_policy(&redis, "fleet", API_RULES, &clock)?)
+            .key(ClientKey::header("x-api-key")?);
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer.clone());
+        fleet.push((serve(app).await?, layer));
+    }
+    let local = Arc::new(Policy::from_toml(API_RULES, clock.clone())?);
+    let layer = RateLimitLayer::new(local).key(ClientKey::header("x-api-key")?);
+    let reference = serve(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await?;
+
+    for client in [&b"acct_1"[..], b"acct_2"] {
+        let key: &[(&str, &[u8])] = &[("x-api-key", client)];
+        for i in 0..5 {
+            let (addr, _) = &fleet[i % 2];
+            let got = send(*addr, "/", key).await?;
+            let want = send(reference, "/", key).await?;
+            assert_eq!(got.status, want.status, "request {i}");
+            for name in ["ratelimit-policy", "ratelimit", "retry-after"] {
+                assert_eq!(got.header(name), want.header(name), "request {i}: {name}");
+            }
+        }
+    }
+    let counts: Vec<_> = fleet
+        .iter()
+        .map(|(_, l)| (l.stats().admitted, l.stats().denied))
+        .collect();
+    // Requests 0, 2, 4 went to the first server: 2 admitted and 1 denied per client.
+    assert_eq!(counts, [(4, 2), (2, 2)]);
+    Ok(())
+}
+
+/// A server on a runtime with one thread: while Redis is paused, a rate-limited request
+/// waits for its check, and a request to another route on the same thread is answered in
+/// the meantime (before Redis is let go). A layer that blocked its worker for the round
+/// trip would answer neither until the pause ended, and the pause ends only after the
+/// other route answered: the unlimited request would then come only after the limited
+/// one (answered by its timeout), and the assertion below would fail.
+#[test]
+fn a_check_waiting_on_redis_holds_no_worker() -> TestResult {
+    let redis = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let policy = redis_policy(&redis, "one-thread", API_RULES, &clock)?;
+    let layer = RateLimitLayer::awaited(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
+    let app = Router::new()
+        .route("/limited", get(|| async { "ok" }))
+        .layer(layer)
+        .route("/health", get(|| async { "up" }));
+    // The server: its own runtime, one thread.
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        runtime.block_on(async move {
+            let addr = serve(app).await.expect("serve");
+            addr_tx.send(addr).expect("send addr");
+            std::future::pending::<()>().await;
+        });
+    });
+    let addr = addr_rx.recv()?;
+    let client = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    client.block_on(async move {
+        // Connected and loaded before the pause.
+        assert_eq!(send(addr, "/limited", &[]).await?.status, 200);
+        let mut side = redis.connection();
+        let _: String = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(60_000)
+            .arg("WRITE")
+            .query(&mut side)?;
+        let limited = tokio::spawn(async move { send(addr, "/limited", &[]).await });
+        // Let the limited request reach its check (not a timed assertion: it only gives
+        // the request time to be on its way to the paused server).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let health = send(addr, "/health", &[]).await?;
+        assert_eq!(health.status, 200);
+        assert!(
+            !limited.is_finished(),
+            "the limited request waits on Redis while the other route answers"
+        );
+        let _: String = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut side)?;
+        let limited = limited.await??;
+        assert_eq!(limited.status, 200);
+        assert_eq!(limited.header("ratelimit").split(';').nth(1), Some("r=1"));
+        assert_eq!(policy.backend().stats().degraded, 0);
+        Ok(())
+    })
+}
+
+/// Settlement on Redis: the estimate is charged, the difference refunded or the extra
+/// charged in Redis, and the headers report the state after settling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settlement_refunds_and_charges_in_redis() -> TestResult {
+    let redis = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000 - 1_700_000_000 % 60));
+    let rules = "[[rules]]\nname = \"tokens\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";
+    let policy = redis_policy(&redis, "settle", rules, &clock)?;
+    let layer = RateLimitLayer::awaited(Arc::clone(&policy))
+        .key(ClientKey::header("x-api-key")?)
+        .cost(|head| {
+            head.headers
+                .get("x-estimate")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        })
+        .settle(Settle::from_header("x-tokens-used")?);
+    let app = Router::new()
+        .route(
+            "/",
+            get(|headers: HeaderMap| async move {
+                let mut response = Response::new(axum::body::Body::from("done"));
+                if let Some(used) = headers.get("x-used").cloned() {
+                    response.headers_mut().insert("x-tokens-used", used);
+                }
+                response
+            }),
+        )
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let remaining = || policy.peek("k", "/", 0).map(|d| d.remaining());
+    let call = |estimate: &'static [u8], used: &'static [u8]| async move {
+        let headers: [(&str, &[u8]); 3] = [
+            ("x-api-key", b"k"),
+            ("x-estimate", estimate),
+            ("x-used", used),
+        ];
+        send(addr, "/", &headers).await
+    };
+    // Estimate 40, used 10: 30 back.
+    let r = call(b"40", b"10").await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ratelimit").split(';').nth(1), Some("r=90"));
+    assert_eq!(remaining()?, 90);
+    // Estimate 5, used 30: 25 more.
+    let r = call(b"5", b"30").await?;
+    assert_eq!(r.header("ratelimit").split(';').nth(1), Some("r=60"));
+    assert_eq!(remaining()?, 60);
+    // Estimate 50, used 70: charged past the limit (the work was done): in debt.
+    assert_eq!(call(b"50", b"70").await?.status, 200);
+    assert_eq!(remaining()?, 0);
+    assert_eq!(call(b"1", b"1").await?.status, 429);
+    let stats = layer.stats();
+    assert_eq!((stats.refunded, stats.charged), (30, 45));
+    assert_eq!(policy.backend().stats().degraded, 0);
+    Ok(())
+}
+
+/// A leaky-bucket request delayed by the layer and dropped while it waits gives its
+/// permit back in Redis (on a task the drop spawns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_delayed_request_gives_its_permit_back_in_redis() -> TestResult {
+    let redis = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let rules = "[[rules]]\nname = \"shaped\"\nlimit = 1\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n";
+    let policy = redis_policy(&redis, "shaped", rules, &clock)?;
+    let layer = RateLimitLayer::awaited(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
+    let service = tower::ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(tower::service_fn(|_req: Request<Empty<Bytes>>| async {
+            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
+        }));
+    let request = || {
+        let mut r = Request::new(Empty::<Bytes>::new());
+        r.extensions_mut()
+            .insert(SocketAddr::from(([192, 0, 2, 1], 9)));
+        r
+    };
+    assert_eq!(service.clone().oneshot(request()).await?.status(), 200);
+    let delay = || policy.peek("192.0.2.1", "/", 1).map(|d| d.delay());
+    assert_eq!(delay()?, Nanos::from_secs(1));
+    // Admitted with a 1 s delay, then dropped mid-wait.
+    let delayed = service.clone().oneshot(request());
+    let timed_out = tokio::time::timeout(Duration::from_millis(200), delayed).await;
+    assert!(timed_out.is_err(), "a 1 s delay must not resolve in 200 ms");
+    let stats = layer.stats();
+    assert_eq!((stats.delayed, stats.cancelled), (1, 1));
+    // The refund runs on a spawned task: wait for it to land.
+    let mut back = false;
+    for _ in 0..200 {
+        if delay()? == Nanos::from_secs(1) {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        back,
+        "the cancelled request's permit is back: {:?}",
+        delay()?
+    );
+    Ok(())
+}

@@ -3,12 +3,13 @@
 //! beyond what Redis granted, unused permits go back (so a key's quota is never lost while
 //! Redis is up), a Redis that dies and comes back costs at most the leases in hand, and hot
 //! clients on every master of a 3-master cluster spend exactly their quotas. The fleet bound
-//! across real processes is `redis_leased_fleet.rs`.
+//! across real processes is `redis_leased_fleet.rs`. Awaited checks spend leases too.
 #![cfg(feature = "redis")]
 
 mod redis_support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis_support::server::{RedisCluster, RedisServer};
@@ -554,4 +555,62 @@ fn on_a_three_master_cluster_every_hot_client_spends_exactly_its_quota() {
             "{client}: admitted {admitted}, then {rest}"
         );
     }
+}
+
+/// Awaited checks ([`Policy::allow_async`]) on a leased store: tasks hammering one hot key
+/// spend leased permits locally (most checks make no round trip) and admit exactly the
+/// limit, counting what the store gives back when dropped.
+#[test]
+fn awaited_checks_spend_leases_and_admit_exactly_the_limit() {
+    let server = RedisServer::start();
+    let limit = 5_000;
+    let rules = global_rules(limit);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let policy = Arc::new(
+        Policy::from_toml(&rules, MonotonicClock::new())
+            .unwrap()
+            .store(leased(&server, "awaited", lease_config())),
+    );
+    let admitted: u64 = runtime.block_on(async {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let policy = Arc::clone(&policy);
+                tokio::spawn(async move {
+                    let (mut admitted, mut denied_in_a_row) = (0u64, 0);
+                    while denied_in_a_row < 500 {
+                        if policy.allow_async("c", "/", 1).await.unwrap().allowed() {
+                            admitted += 1;
+                            denied_in_a_row = 0;
+                        } else {
+                            denied_in_a_row += 1;
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap();
+        }
+        total
+    });
+    let stats = policy.backend().stats();
+    assert!(stats.leases > 0 && stats.local_checks > 0, "{stats:?}");
+    assert_eq!(stats.lost_permits, 0, "{stats:?}");
+    assert!(admitted <= limit, "admitted {admitted} of {limit}");
+    // Dropping the store returns what its leases still hold: a plain store gets the rest.
+    drop(policy);
+    let plain = Policy::from_toml(&rules, MonotonicClock::new())
+        .unwrap()
+        .store(redis(&server, "awaited"));
+    let mut rest = 0;
+    while plain.allow("c", "/", 1).unwrap().allowed() {
+        rest += 1;
+    }
+    assert_eq!(admitted + rest, limit, "admitted {admitted}, then {rest}");
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use super::store::{LeaseOp, TierKey};
+use super::store::{finish, Io, LeaseOp, TierKey};
 use super::{BuildError, LeaseConfig, RedisStats, RedisStore};
 use crate::lease::{LeaseCell, Spend};
-use crate::policy::{Plan, PlannedTier, Store, StripedCounter, TierOutcome, MAX_TIERS};
+use crate::policy::{AsyncStore, Plan, PlannedTier, Store, StripedCounter, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, Mutex};
 use crate::{Decision, InsufficientCapacity, Nanos};
@@ -716,12 +716,13 @@ impl Inner {
     /// another of its tiers; reports those tiers as they now stand. Permits the slot cannot
     /// take back (its lease was revoked since, or it is at its cap again after a refill)
     /// go back to Redis, where they are still counted.
-    fn undo(
+    async fn undo(
         &self,
         spent: &[Option<(usize, u32)>],
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
+        io: Io,
     ) {
         for ((p, taken), outcome) in plan.iter().zip(spent).zip(outcomes.iter_mut()) {
             if let Some((s, generation)) = *taken {
@@ -731,7 +732,7 @@ impl Inner {
                 if !slot.cell.give_back(generation, u64::from(p.cost), cap) {
                     let mut one = Plan::new();
                     one.push(*p);
-                    self.redis.refund(&one, now);
+                    self.redis.refund_io(&one, now, io).await;
                 }
                 outcome.decision = Inner::view(slot, slot.cell.permits(), now);
             }
@@ -768,13 +769,10 @@ impl PolicyClock {
     }
 }
 
-impl Store for LeasedStore {
-    fn check(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
+impl LeasedStore {
+    /// [`Store::check`] made by `io`: the tiers with a lease in hand spend from it; the
+    /// rest go to Redis in one operation; a deny gives the local spends back.
+    async fn check_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
         let inner = &*self.inner;
         let mut spent: [Option<(usize, u32)>; MAX_TIERS] = [None; MAX_TIERS];
         let mut remote = Plan::new();
@@ -796,7 +794,7 @@ impl Store for LeasedStore {
         }
         if remote.is_empty() {
             inner.counters.local.add(1);
-            return Ok(());
+            return;
         }
         // Relaxed: a statistic.
         inner.counters.remote.fetch_add(1, Ordering::Relaxed);
@@ -804,7 +802,10 @@ impl Store for LeasedStore {
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             sub[j] = outcomes[i];
         }
-        let checked = inner.redis.check(&remote, now, &mut sub[..remote.len()]);
+        inner
+            .redis
+            .check_io(&remote, now, &mut sub[..remote.len()], io)
+            .await;
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             outcomes[i].decision = sub[j].decision;
         }
@@ -815,11 +816,23 @@ impl Store for LeasedStore {
                 inner.heat(ids[remote_of[j]], p, now);
             }
         }
-        let admitted = sub[..remote.len()].iter().all(|o| o.decision.allowed);
-        if checked.is_err() || !admitted {
-            inner.undo(&spent[..plan.len()], plan, now, outcomes);
+        if !sub[..remote.len()].iter().all(|o| o.decision.allowed) {
+            inner
+                .undo(&spent[..plan.len()], plan, now, outcomes, io)
+                .await;
         }
-        checked
+    }
+}
+
+impl Store for LeasedStore {
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        finish(self.check_io(plan, now, outcomes, Io::Blocking));
+        Ok(())
     }
 
     /// Goes to Redis (whose answer counts the permits leased by every process as used).
@@ -841,5 +854,37 @@ impl Store for LeasedStore {
     /// Goes to Redis.
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
         self.inner.redis.charge(plan, now);
+    }
+}
+
+/// The same operations, awaited: a check spends its leases in hand at once and awaits
+/// Redis only for the rest (and for a deny's give-back that no lease can take); peeks,
+/// refunds and charges await the Redis store's.
+impl AsyncStore for LeasedStore {
+    async fn check_async(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.check_io(plan, now, outcomes, Io::Async).await;
+        Ok(())
+    }
+
+    async fn peek_async(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.inner.redis.peek_async(plan, now, outcomes).await
+    }
+
+    async fn refund_async(&self, plan: &Plan<'_>, now: Nanos) {
+        self.inner.redis.refund_async(plan, now).await
+    }
+
+    async fn charge_async(&self, plan: &Plan<'_>, now: Nanos) {
+        self.inner.redis.charge_async(plan, now).await
     }
 }

@@ -268,7 +268,7 @@ impl Op {
 
 /// How an operation makes its script calls.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Io {
+pub(super) enum Io {
     /// Blocking the calling thread until Redis answers (the [`Store`] methods).
     Blocking,
     /// Awaiting the answer in the caller's task, the connection driven by the store's I/O
@@ -279,7 +279,7 @@ enum Io {
 /// The result of an operation made with [`Io::Blocking`]: every call in it blocks and
 /// returns a ready value, so its future completes on the first poll (a second poll is
 /// never needed; if one were, it would be polled again rather than lost).
-fn finish<F: Future>(operation: F) -> F::Output {
+pub(super) fn finish<F: Future>(operation: F) -> F::Output {
     struct Noop;
     impl Wake for Noop {
         fn wake(self: Arc<Self>) {}
@@ -965,7 +965,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 impl RedisStore {
     /// [`Store::check`] by `io`.
-    async fn check_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
+    pub(super) async fn check_io(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        io: Io,
+    ) {
         let shared = &self.shared;
         Counters::bump(&shared.counters.decisions);
         // The deny cache first (see "Deny cache" on `RedisStore`): the identity is the one
@@ -1033,7 +1039,13 @@ impl RedisStore {
     }
 
     /// [`Store::peek`] by `io`.
-    async fn peek_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
+    pub(super) async fn peek_io(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        io: Io,
+    ) {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         Counters::bump(&self.shared.counters.decisions);
@@ -1043,7 +1055,7 @@ impl RedisStore {
     }
 
     /// [`Store::refund`] by `io`.
-    async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+    pub(super) async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
         for call in &calls {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
@@ -1054,7 +1066,7 @@ impl RedisStore {
     }
 
     /// [`Store::charge`] by `io`.
-    async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+    pub(super) async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
         for call in &calls {
             if let (Err(_), Some(fallback)) =

@@ -12,7 +12,9 @@
 //!   the old rule set before any key moves: the grace period of `tollgate`'s
 //!   `policy::in_flight`, during which the new stores' gates are held), with two checks on
 //!   both sides of the reload and a broken twin that skips the gate
-//!   (`tollgate::policy::PolicyFault`, loom builds only).
+//!   (`tollgate::policy::PolicyFault`, loom builds only);
+//! - the adaptive penalty's denial count: two denied checks racing to the threshold
+//!   (its words live in the keyed table; a lost update would leave the client unpenalized).
 //!
 //! These models are only meaningful when the policy's rule-set swap (`SwapCell`), per-key
 //! cells and shard locks are `tollgate`'s `sync.rs` types, which `--cfg tollgate_loom` swaps
@@ -28,7 +30,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc as StdArc;
 
 use loom::sync::Arc;
-use tollgate::policy::{FnClock, Policy, PolicyConfig, PolicyFault};
+use tollgate::policy::{
+    AdaptivePenalty, FnClock, PenaltyConfig, Policy, PolicyCheck, PolicyConfig, PolicyFault,
+};
 use tollgate::Nanos;
 use tollgate_loom_tests::{explore, explore_within};
 
@@ -708,4 +712,36 @@ fn broken_policy_reload_without_the_grace_gate() {
         Some(PolicyFault::NoReloadGate),
         2,
     );
+}
+
+/// Two denied checks race to the penalty's threshold of two denials: both denials count
+/// (their compare-and-swap loops on the client's denial word in the keyed table lose
+/// nothing), so the client is penalized, until exactly `now + cooldown`.
+#[test]
+fn penalty_denials_race_to_the_threshold() {
+    model("penalty_denials_race_to_the_threshold", || {
+        let config = PenaltyConfig {
+            denials: 2,
+            period: Nanos::from_secs(3_600),
+            divisor: 2,
+            cooldown: Nanos::from_secs(600),
+        };
+        let guarded = Arc::new(
+            AdaptivePenalty::with_capacity(policy(&one_tier("client", 1), true), config, 4)
+                .unwrap(),
+        );
+        assert!(guarded.allow("c", "/e", 1).unwrap().allowed());
+        let other = {
+            let guarded = Arc::clone(&guarded);
+            loom::thread::spawn(move || guarded.allow("c", "/e", 1).unwrap().allowed())
+        };
+        let denied_here = !guarded.allow("c", "/e", 1).unwrap().allowed();
+        let denied_there = !other.join().unwrap();
+        assert!(denied_here && denied_there);
+        assert_eq!(
+            guarded.penalized_until("c", now()),
+            Some(now().saturating_add(Nanos::from_secs(600))),
+            "both denials counted: the second reached the threshold"
+        );
+    });
 }

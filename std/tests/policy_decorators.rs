@@ -243,3 +243,66 @@ impl NowForTest for ManualClock {
         tollgate::Clock::now(self)
     }
 }
+
+/// Penalty state is bounded: a flood of clients past the penalty's capacity, each denied
+/// (some penalized), leaves its tables at the size they had after the first denial, keeps
+/// a penalized client's penalty over clients that merely have denials, and among many
+/// penalized clients keeps the ones whose penalty ends last.
+#[test]
+fn penalty_state_is_bounded_and_keeps_the_penalties_that_matter() {
+    let rules =
+        "[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"1h\"\nalgorithm = \"fixed_window\"\n";
+    let clock = ManualClock::new();
+    let policy = Policy::from_toml(rules, clock.clone()).unwrap();
+    let config = PenaltyConfig {
+        denials: 3,
+        period: Nanos::from_secs(60),
+        divisor: 2,
+        cooldown: Nanos::from_secs(86_400),
+    };
+    let guarded = AdaptivePenalty::with_capacity(policy, config, 1_000).unwrap();
+    assert_eq!(
+        guarded.memory_bytes(),
+        0,
+        "nothing allocated before a denial"
+    );
+    for _ in 0..4 {
+        guarded.allow("abuser", "/", 1).unwrap();
+    }
+    assert!(guarded.is_penalized("abuser", clock.now_for_test()));
+    let bytes = guarded.memory_bytes();
+    assert!(bytes > 0);
+    // 20 000 clients, each denied once (one admitted, one denied): none penalized.
+    for i in 0..20_000 {
+        let client = format!("c{i}");
+        guarded.allow(&client, "/", 1).unwrap();
+        assert!(!guarded.allow(&client, "/", 1).unwrap().allowed());
+    }
+    assert_eq!(guarded.memory_bytes(), bytes, "bounded: no growth");
+    assert!(guarded.is_penalized("abuser", clock.now_for_test()));
+    // 5 000 clients penalized one second apart (each for a day), five times the capacity:
+    // the latest penalties survive (an eviction forgives the penalty closest to its end
+    // first).
+    for i in 0..5_000u64 {
+        clock.set(Nanos::from_secs(i));
+        let client = format!("p{i}");
+        for _ in 0..4 {
+            guarded.allow(&client, "/", 1).unwrap();
+        }
+    }
+    let now = clock.now_for_test();
+    assert_eq!(guarded.memory_bytes(), bytes, "bounded: no growth");
+    assert!(guarded.is_penalized("p4999", now));
+    let kept = (4_500..5_000)
+        .filter(|i| guarded.is_penalized(&format!("p{i}"), now))
+        .count();
+    assert!(kept >= 450, "the latest 500 penalties mostly kept: {kept}");
+    let early = (0..1_000)
+        .filter(|i| guarded.is_penalized(&format!("p{i}"), now))
+        .count();
+    assert!(
+        early <= 100,
+        "the earliest penalties forgiven first: {early} kept"
+    );
+    eprintln!("kept {kept} of the latest 500, {early} of the earliest 1000");
+}

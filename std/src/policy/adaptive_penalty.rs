@@ -1,39 +1,72 @@
 //! [`AdaptivePenalty`]: the progressive-penalty decorator: a client that keeps getting
 //! denied has its limits cut for a cooldown, then gets them back.
 
-use tollgate_core::{Algorithm, ConfigError, FixedWindow, InsufficientCapacity, Nanos};
+use std::sync::OnceLock;
 
-use super::keyed_cells::{KeyedCells, KeyedValue};
+use tollgate_core::{Algorithm, ConfigError, FixedWindow, Gcra, InsufficientCapacity, Nanos};
+
 use super::tier_store::fingerprint;
 use super::{PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request};
-use crate::sync::plain::{AtomicU64, Ordering};
+use crate::keyed::{Geometry, Mode, Table, Upsert, WhenFull};
 
-/// A client's penalty state: its recent denials (a fixed window) and when its penalty ends.
+/// One word per client in a bounded, lock-free keyed table (the tier stores' kind),
+/// allocated at the first write: the penalty's two halves each keep one.
 #[derive(Debug)]
-struct PenaltyCell {
-    denials: AtomicU64,
-    until: AtomicU64,
+struct Words {
+    geometry: Geometry,
+    table: OnceLock<Table<()>>,
 }
 
-impl KeyedValue<FixedWindow> for PenaltyCell {
-    fn fresh(_: &FixedWindow) -> PenaltyCell {
-        PenaltyCell {
-            denials: AtomicU64::new(0),
-            until: AtomicU64::new(0),
+impl Words {
+    fn new(geometry: Geometry) -> Words {
+        let words = Words {
+            geometry,
+            table: OnceLock::new(),
+        };
+        // Under loom, allocated up front (as the tier stores are): a `OnceLock` racing its
+        // initialisation would block a thread loom cannot switch away from.
+        #[cfg(tollgate_loom)]
+        words.table();
+        words
+    }
+
+    /// The table, allocated on first use.
+    fn table(&self) -> &Table<()> {
+        self.table.get_or_init(|| {
+            let seed = fingerprint("tollgate penalty state mask");
+            Table::new(self.geometry, Mode::Fingerprint, WhenFull::Evict, seed)
+        })
+    }
+
+    /// `client`'s word, if it has one (a lock-free lookup; a resident word is never
+    /// missed, even racing a move).
+    fn get(&self, h: u64) -> Option<u64> {
+        self.table.get()?.update_resident(h, |word| (None, word))
+    }
+
+    /// Runs `step` on `client`'s word (`0` if it has none) in a compare-and-swap loop and
+    /// stores what it returns; a new word is inserted, evicting per `judge` (idle words
+    /// first, then the one that loses least) when the table is full.
+    fn update<A: Algorithm, R>(
+        &self,
+        h: u64,
+        judge: &A,
+        now: Nanos,
+        mut step: impl FnMut(u64) -> (Option<u64>, R),
+    ) -> Option<R> {
+        let table = self.table();
+        if let Some(r) = table.update_if_found(h, &mut step) {
+            return Some(r);
+        }
+        match table.upsert(h, judge, now, || true, || 0, step) {
+            Upsert::Done(r) => Some(r),
+            // The gate always admits; an evicting table always makes room.
+            Upsert::Closed | Upsert::Full => None,
         }
     }
 
-    fn is_idle(&self, window: &FixedWindow, now: Nanos) -> bool {
-        // Relaxed: self-contained words read under the shard's write lock.
-        self.until.load(Ordering::Relaxed) <= now.as_u64()
-            && window.is_idle(self.denials.load(Ordering::Relaxed), now)
-    }
-
-    fn loss(&self, _: &FixedWindow, now: Nanos) -> u64 {
-        // Relaxed: see `is_idle`. The remaining penalty is what eviction would forgive.
-        self.until
-            .load(Ordering::Relaxed)
-            .saturating_sub(now.as_u64())
+    fn memory_bytes(&self) -> usize {
+        self.table.get().map_or(0, Table::memory_bytes)
     }
 }
 
@@ -47,7 +80,10 @@ impl KeyedValue<FixedWindow> for PenaltyCell {
 /// `per = "global"` rule) is nobody's own doing and penalizes nobody.
 ///
 /// Penalty state is per client, bounded like the tiers' state (100 000 clients by default,
-/// idle ones evicted first).
+/// idle ones evicted first) and kept as the tiers keep theirs: one word per client for its
+/// recent denials (a fixed window's state) and one for the end of its penalty, each in a
+/// lock-free keyed table allocated at the first denial (about 19 bytes per client of
+/// capacity each). A check reads the end word without a lock.
 ///
 /// ```
 /// use tollgate::policy::{AdaptivePenalty, FnClock, PenaltyConfig, Policy, PolicyCheck};
@@ -70,7 +106,15 @@ impl KeyedValue<FixedWindow> for PenaltyCell {
 pub struct AdaptivePenalty<P> {
     inner: P,
     config: PenaltyConfig,
-    cells: KeyedCells<PenaltyCell, FixedWindow>,
+    /// Each client's recent denials: a fixed window's state word.
+    denials: Words,
+    window: FixedWindow,
+    /// When each penalized client's penalty ends: an instant, idle once passed. That is
+    /// the shape of a GCRA state (a time that is fresh once `now` reaches it), so a GCRA
+    /// judges the entries for eviction: idle once ended, else what evicting one would
+    /// forgive is its time left.
+    ends: Words,
+    judge_ends: Gcra,
 }
 
 impl<P: PolicyCheck> AdaptivePenalty<P> {
@@ -79,7 +123,7 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
         AdaptivePenalty::with_capacity(inner, config, 100_000)
     }
 
-    /// Wraps `inner`, keeping penalty state for at most `capacity` clients.
+    /// Wraps `inner`, keeping penalty state for at most `capacity` clients (at least 1).
     pub fn with_capacity(
         inner: P,
         config: PenaltyConfig,
@@ -92,11 +136,27 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
                 // validate() ruled out a zero count or period.
                 _ => PenaltyConfigError::ZeroPeriod,
             })?;
+        // validate() ruled out a zero cooldown; one permit per cooldown fits any span.
+        let judge_ends = Gcra::from_interval(config.cooldown.as_u64(), 1)
+            .map_err(|_| PenaltyConfigError::ZeroCooldown)?;
+        let geometry = Geometry::new(capacity.max(1), None).map_err(|_| {
+            PenaltyConfigError::CapacityTooLarge {
+                max: Geometry::MAX_CAPACITY,
+            }
+        })?;
         Ok(AdaptivePenalty {
             inner,
             config,
-            cells: KeyedCells::new(window, capacity.max(1)),
+            denials: Words::new(geometry),
+            window,
+            ends: Words::new(geometry),
+            judge_ends,
         })
+    }
+
+    /// Bytes of the penalty's tables (0 until the first denial).
+    pub fn memory_bytes(&self) -> usize {
+        self.denials.memory_bytes() + self.ends.memory_bytes()
     }
 
     /// The wrapped policy.
@@ -106,11 +166,8 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
 
     /// When `client`'s penalty ends (`None` if it is not penalized at `now`).
     pub fn penalized_until(&self, client: &str, now: Nanos) -> Option<Nanos> {
-        self.cells.with_existing(fingerprint(client), |_, cell| {
-            // Relaxed: a self-contained word.
-            let until = cell.map_or(0, |c| c.until.load(Ordering::Relaxed));
-            (until > now.as_u64()).then_some(Nanos::new(until))
-        })
+        let until = self.ends.get(fingerprint(client))?;
+        (until > now.as_u64()).then_some(Nanos::new(until))
     }
 
     /// Whether `client` is penalized at `now`.
@@ -127,40 +184,26 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
     }
 
     fn record_denial(&self, client: &str, now: Nanos) {
-        let cooldown_end = now.saturating_add(self.config.cooldown).as_u64();
-        // A penalty cell is always admitted (the gate is for tier stores a reload retired).
-        self.cells.with(
-            fingerprint(client),
-            now,
-            || true,
-            || None,
-            |window, cell| {
-                // Relaxed: each word is self-contained; the CAS orders updates of one word.
-                let mut current = cell.denials.load(Ordering::Relaxed);
-                let triggered = loop {
-                    let Ok(outcome) = window.decide(current, now, 1) else {
-                        break false;
-                    };
-                    let Some(next) = outcome.next else {
-                        // The window is already full: still over the threshold.
-                        break true;
-                    };
-                    match cell.denials.compare_exchange_weak(
-                        current,
-                        next,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => break outcome.decision.remaining == 0,
-                        Err(actual) => current = actual,
-                    }
-                };
-                if triggered {
-                    // Relaxed: self-contained; `fetch_max` keeps the latest end.
-                    cell.until.fetch_max(cooldown_end, Ordering::Relaxed);
-                }
-            },
-        );
+        let h = fingerprint(client);
+        let window = &self.window;
+        // One more denial in the client's window; triggered when it reaches the threshold
+        // (or the window is already full: still over it).
+        let triggered =
+            self.denials
+                .update(h, window, now, |word| match window.decide(word, now, 1) {
+                    Ok(outcome) => match outcome.next {
+                        Some(next) => (Some(next), outcome.decision.remaining == 0),
+                        None => (None, true),
+                    },
+                    Err(_) => (None, false),
+                });
+        if triggered == Some(true) {
+            let end = now.saturating_add(self.config.cooldown).as_u64();
+            // The latest end wins.
+            self.ends.update(h, &self.judge_ends, now, |until| {
+                ((end > until).then_some(end), ())
+            });
+        }
     }
 }
 

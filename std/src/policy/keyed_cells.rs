@@ -1,7 +1,7 @@
 //! [`KeyedCells`]: a bounded table from key fingerprints to multi-word values, for the
 //! policy's state that does not fit one word: sliding-window-log tiers (a deque of
-//! timestamps per key) and the adaptive penalty's per-client cells. Single-word tiers live
-//! in the lock-free keyed table instead (see [`TierStore`](super::TierStore)).
+//! timestamps per key). Single-word tiers and the adaptive penalty's words live in the
+//! lock-free keyed table instead (see [`TierStore`](super::TierStore)).
 //!
 //! Sharded `RwLock<HashMap>`: a check of an existing key takes one shard's read lock (shared,
 //! never exclusive) and then works on the key's value (its own atomics or mutex), so checks

@@ -71,6 +71,12 @@ pub enum PenaltyConfigError {
         /// The most denials this period can count.
         max: u64,
     },
+    /// More clients than a keyed table can hold
+    /// ([`AdaptivePenalty::with_capacity`](super::AdaptivePenalty::with_capacity)).
+    CapacityTooLarge {
+        /// The most clients accepted.
+        max: usize,
+    },
 }
 
 impl fmt::Display for PenaltyConfigError {
@@ -82,6 +88,9 @@ impl fmt::Display for PenaltyConfigError {
             PenaltyConfigError::ZeroCooldown => f.write_str("cooldown: must be > 0"),
             PenaltyConfigError::DenialsTooMany { max } => {
                 write!(f, "denials: at most {max} for this period")
+            }
+            PenaltyConfigError::CapacityTooLarge { max } => {
+                write!(f, "capacity: at most {max} clients")
             }
         }
     }

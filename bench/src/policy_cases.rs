@@ -12,6 +12,11 @@
 //!   state). Each check is timed on its own (`Instant` before and after, the timer's own
 //!   median cost subtracted).
 //!
+//! - `policy_log_10k`: one sliding-window-log tier (100 per 10 ms) for 10 000 clients, every
+//!   check admitted (each client's log holds a handful of stamps): the log tiers' keyed
+//!   table and per-key slot. governor has no sliding log; its column is one keyed GCRA
+//!   limiter of the same rate, for scale.
+//!
 //! governor has no rules, tiers, all-or-nothing admission or reload; its column is the
 //! nearest composition a governor user would write: three keyed limiters (foldhash, quanta)
 //! checked one after another, none undone when a later one denies. In the deny case all
@@ -93,6 +98,7 @@ pub fn specs() -> Vec<CaseSpec> {
     vec![
         CaseSpec::new("policy_3tiers_10k", |_| policy_case()),
         CaseSpec::new("policy_3tiers_10k_deny", |_| policy_deny_case()),
+        CaseSpec::new("policy_log_10k", |_| policy_log_case()),
     ]
 }
 
@@ -202,6 +208,33 @@ fn policy_deny_case() -> TimedCase {
         assert!(!tollgate(client) && !governor(client));
     }
     TimedCase::new("policy_3tiers_10k_deny")
+        .tollgate(keyed(clients.clone(), tollgate))
+        .governor(keyed(clients, governor))
+}
+
+/// The rules of the log case: 100 per 10 ms, a sliding window log.
+pub const POLICY_LOG_RULES: &str = r#"
+capacity = 20000
+
+[[rules]]
+name = "default"
+limit = 100
+window = "10ms"
+algorithm = "sliding_window_log"
+"#;
+
+fn policy_log_case() -> TimedCase {
+    let clients = clients();
+    let policy = policy(POLICY_LOG_RULES);
+    let tollgate = move |client: &String| policy.allow(client, "/", 1).is_ok_and(|d| d.allowed());
+    // 100 per 10 ms: one permit per 100 µs, a burst of 100.
+    let gcra = governor_keyed(100_000, 100);
+    let governor = move |client: &String| gcra.check_key(client).is_ok();
+    for client in clients.iter() {
+        black_box(tollgate(client));
+        black_box(governor(client));
+    }
+    TimedCase::new("policy_log_10k")
         .tollgate(keyed(clients.clone(), tollgate))
         .governor(keyed(clients, governor))
 }

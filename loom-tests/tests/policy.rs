@@ -562,6 +562,30 @@ fn policy_reload_changes_the_algorithm() {
     );
 }
 
+/// Lowering a sliding window log (3/h to 2/h) while two checkers each ask one permit of a
+/// key that used 1. The log lives in its key's slot of the old store's slab; a check racing
+/// the reload may record into that slot just before the key is carried out (the record is
+/// carried with the log) or find the slot given up and look again in the new store. Both
+/// checks before the reload are admitted (3 of 3), one after it is (2 of 2); either way the
+/// key ends exhausted, and the answers and the state are those of one sequential order.
+#[test]
+fn policy_reload_carries_a_log_racing_checks() {
+    // Bound 2 in CI (8 s); bound 3 explores 137 789 executions in 83 s, also green.
+    reload_race_with(
+        "policy_reload_carries_a_log_racing_checks",
+        ReloadRace {
+            before: one_rule("sliding_window_log", 3),
+            used: 1,
+            after: one_rule("sliding_window_log", 2),
+            checks: vec![1, 1],
+            admitted: &[1, 2],
+            left_after: |_| 0,
+        },
+        None,
+        2,
+    );
+}
+
 /// The broken twin of the reload models: a reload that copies the key's state (a snapshot
 /// of what it used) into a fresh policy, then swaps the policy pointer. A check landing on
 /// the old policy between the snapshot and the swap is lost, so after lowering 4/h to 2/h

@@ -8,7 +8,7 @@
 #[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(tollgate_loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};

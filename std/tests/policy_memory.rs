@@ -1,7 +1,8 @@
 //! Memory follows the rules, measured with a counting allocator: a rule for one client or
 //! with `per = "global"` holds one key, not a table sized for every client; a rule may set
 //! its own capacity; validating a config allocates no table; a reload allocates only the
-//! tiers it changes.
+//! tiers it changes; a sliding-log tier stays within its stated bound however many clients
+//! pass through it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -68,6 +69,7 @@ fn memory_follows_the_rules() {
     validating_allocates_no_table();
     a_reload_allocates_only_what_changed();
     global_and_per_rule_capacities();
+    log_tiers_stay_within_their_stated_bound();
 }
 
 fn one_thousand_client_rules_cost_less_than_a_megabyte() {
@@ -182,4 +184,47 @@ fn global_and_per_rule_capacities() {
     let bad = toml.replace("capacity = 2000", "capacity = 0");
     let err = PolicyConfig::from_toml(&bad).unwrap_err();
     assert!(err.to_string().contains("rules[1].capacity"), "{err}");
+}
+
+/// A sliding-log tier of limit `L` and capacity `C` holds at most its table (16 bytes per
+/// slot), its slab (48 bytes per slot) and under `16 · L` bytes per live log, with about
+/// 1.25 slots per key of capacity (`log_cells`' module docs): under `C · (2 · 64 + 16 · L)`
+/// bytes here. 20 000 clients each recording 20 stamps through a tier of capacity 1 000
+/// leave it within that bound, and the second 10 000 clients add nothing to what the first
+/// left: evicted logs are let go of.
+fn log_tiers_stay_within_their_stated_bound() {
+    let (limit, capacity) = (50usize, 1_000usize);
+    let toml = format!(
+        "[[rules]]\nname = \"log\"\nlimit = {limit}\nwindow = \"1h\"\nalgorithm = \"sliding_window_log\"\ncapacity = {capacity}\n"
+    );
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_000));
+    let policy = Policy::from_toml(&toml, clock.clone()).unwrap();
+    let flood = |from: usize, to: usize| {
+        for i in from..to {
+            let client = format!("client-{i}");
+            for _ in 0..20 {
+                assert!(policy.allow(&client, "/", 1).unwrap().allowed());
+            }
+            clock.advance(Nanos::from_millis(1));
+        }
+    };
+    let ((), first) = allocated_by(|| flood(0, 10_000));
+    let ((), second) = allocated_by(|| flood(10_000, 20_000));
+    let bound = capacity * (2 * 64 + 16 * limit);
+    let set = policy.rule_set();
+    let tier = &set.rule("log").unwrap().tiers()[0];
+    assert!(
+        first <= bound && tier.memory_bytes() <= bound,
+        "{first} live bytes, the tier reports {}, bound {bound}",
+        tier.memory_bytes()
+    );
+    assert!(
+        second <= bound / 100,
+        "the second 10 000 clients left {second} more live bytes"
+    );
+    assert!(tier.memory_bytes() >= capacity * 64, "the slab is counted");
+    eprintln!(
+        "log tier: first {first} B, second {second} B, reported {} B, bound {bound} B",
+        tier.memory_bytes()
+    );
 }

@@ -115,8 +115,9 @@ mod slot;
 mod table;
 mod when_full;
 
+pub(crate) use debt_summary::DebtSummary;
 pub(crate) use geometry::Geometry;
-pub(crate) use table::{Mode, Seen, Table, Upsert};
+pub(crate) use table::{Judge, Mode, Seen, Table, Upsert};
 
 pub use key_storage::KeyStorage;
 pub use keyed_build_error::KeyedBuildError;

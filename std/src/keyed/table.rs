@@ -109,6 +109,68 @@ type Loss = Option<(u64, u64)>;
 /// A resident entry considered for eviction: its slot and what evicting it loses.
 type Candidate = Option<(usize, (u64, u64))>;
 
+/// How a table judges the entries it may evict, and lets go of one: what a state word
+/// means is its owner's business. An [`Algorithm`] judges its own packed states (the
+/// blanket implementation, and the only judge a debt summary works with); an owner that
+/// keeps a key's state elsewhere and stores a handle to it in the word (the policy's
+/// sliding-log tiers: an index into their slab of logs) judges by what the handle holds,
+/// and is told when an entry leaves.
+pub(crate) trait Judge {
+    /// Whether evicting the entry whose word is `state` loses nothing at `now`.
+    fn is_idle(&self, state: u64, now: Nanos) -> bool;
+
+    /// What evicting a non-idle entry loses, compared as a pair (lowest evicted first):
+    /// the time until it would be fresh again, then `u64::MAX - remaining`.
+    fn loss(&self, state: u64, now: Nanos) -> (u64, u64);
+
+    /// The entry whose word is `state` is about to be evicted, under the shard lock: idle
+    /// (`idle`: only if it still is; `false` keeps the entry, evicting nothing) or under
+    /// pressure (always). Whatever the word refers to is let go of here.
+    fn release(&self, state: u64, now: Nanos, idle: bool) -> bool;
+
+    /// The state a new identity starts from given the debt summary (see
+    /// [`DebtSummary::seed`]): `seed` itself, and not inherited, for a judge that is not an
+    /// algorithm (a table of handles has no summary).
+    fn seed_from(&self, debts: &DebtSummary, h: u64, seed: u64, now: Nanos) -> (u64, bool);
+
+    /// Records an entry evicted under pressure in the debt summary (see
+    /// [`DebtSummary::evicted`]).
+    fn record_evicted(&self, debts: &DebtSummary, h: u64, state: u64, inherited: bool, now: Nanos);
+}
+
+impl<A: Algorithm + ?Sized> Judge for A {
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        Algorithm::is_idle(self, state, now)
+    }
+
+    fn loss(&self, state: u64, now: Nanos) -> (u64, u64) {
+        match self.peek(state, now, 0) {
+            Ok(o) => (
+                o.decision.reset_after.as_u64(),
+                u64::MAX - o.decision.remaining,
+            ),
+            Err(_) => (0, u64::MAX),
+        }
+    }
+
+    /// A packed state refers to nothing: the table's own compare-and-swap of the word
+    /// settles an idle eviction racing a check.
+    #[inline]
+    fn release(&self, _: u64, _: Nanos, _: bool) -> bool {
+        true
+    }
+
+    #[inline]
+    fn seed_from(&self, debts: &DebtSummary, h: u64, seed: u64, now: Nanos) -> (u64, bool) {
+        debts.seed(h, seed, self, now)
+    }
+
+    fn record_evicted(&self, debts: &DebtSummary, h: u64, state: u64, inherited: bool, now: Nanos) {
+        debts.evicted(h, state, inherited, self, now);
+    }
+}
+
 /// Keys taken out of their cells by evictions and removals (exact mode), to be dropped by
 /// the caller once every count is settled, the new key (if any) published and the shard
 /// lock released.
@@ -279,15 +341,15 @@ impl<K> Table<K> {
     /// The state a new identity `h` starts from at `now` (fresh, or the debt the summary
     /// holds for it), and whether that was an inherited debt.
     #[inline]
-    fn start_state<A: Algorithm + ?Sized>(
+    fn start_state<J: Judge + ?Sized>(
         &self,
         h: u64,
         seed: u64,
-        algorithm: &A,
+        judge: &J,
         now: Nanos,
     ) -> (u64, bool) {
         match &self.debts {
-            Some(debts) => debts.seed(h, seed, algorithm, now),
+            Some(debts) => judge.seed_from(debts, h, seed, now),
             None => (seed, false),
         }
     }
@@ -403,22 +465,16 @@ impl<K> Table<K> {
     }
 
     /// Whether the entry in slot `idx` is idle (`None`) or what evicting it loses.
-    fn loss<A: Algorithm + ?Sized>(&self, idx: usize, algorithm: &A, now: Nanos) -> Loss {
+    fn loss<J: Judge + ?Sized>(&self, idx: usize, judge: &J, now: Nanos) -> Loss {
         let slot = self.slot(idx);
         // Relaxed: under the shard lock (identities are stable).
         let h = slot.ident.load(Ordering::Relaxed);
         // Acquire: see `run`.
         let state = slot.state.load(Ordering::Acquire) ^ self.mask(h);
-        if algorithm.is_idle(state, now) {
+        if judge.is_idle(state, now) {
             return None;
         }
-        match algorithm.peek(state, now, 0) {
-            Ok(o) => Some((
-                o.decision.reset_after.as_u64(),
-                u64::MAX - o.decision.remaining,
-            )),
-            Err(_) => Some((0, u64::MAX)),
-        }
+        Some(judge.loss(state, now))
     }
 
     /// Publishes identity `h` in `slot`, after its state (and key) are written.
@@ -466,11 +522,11 @@ impl<K> Table<K> {
 
     /// Evicts slot `idx` if its entry is idle right now; `false` if a check got there
     /// first (the entry then stays, untouched). The evicted key goes to `victims`.
-    fn evict_idle<A: Algorithm + ?Sized>(
+    fn evict_idle<J: Judge + ?Sized>(
         &self,
         shard: &Shard,
         idx: usize,
-        algorithm: &A,
+        judge: &J,
         now: Nanos,
         keep_quota: bool,
         victims: &mut Victims<K>,
@@ -480,7 +536,12 @@ impl<K> Table<K> {
         let h = slot.ident.load(Ordering::Relaxed);
         // Acquire: see `run`.
         let stored = slot.state.load(Ordering::Acquire);
-        if !algorithm.is_idle(stored ^ self.mask(h), now) {
+        if !judge.is_idle(stored ^ self.mask(h), now) {
+            return false;
+        }
+        // A handle's judge confirms (and closes) what the word refers to; a packed state
+        // is confirmed by the compare-and-swap below.
+        if !judge.release(stored ^ self.mask(h), now, true) {
             return false;
         }
         self.claim(idx);
@@ -765,11 +826,11 @@ impl<K> Table<K> {
     /// Moves the shard's hand over the next [`SWEEP`] slots, evicting every idle entry
     /// there (the first keeps its quota for the key being inserted when `keep_first`);
     /// returns how many it evicted and the least-loss resident entry it saw.
-    fn sweep<A: Algorithm + ?Sized>(
+    fn sweep<J: Judge + ?Sized>(
         &self,
         shard_index: usize,
         local: &mut ShardLocal,
-        algorithm: &A,
+        judge: &J,
         now: Nanos,
         keep_first: bool,
         victims: &mut Victims<K>,
@@ -784,11 +845,10 @@ impl<K> Table<K> {
             if !self.occupied(idx) {
                 continue;
             }
-            match self.loss(idx, algorithm, now) {
+            match self.loss(idx, judge, now) {
                 None => {
                     let keep = keep_first && evicted == 0;
-                    evicted +=
-                        usize::from(self.evict_idle(shard, idx, algorithm, now, keep, victims));
+                    evicted += usize::from(self.evict_idle(shard, idx, judge, now, keep, victims));
                 }
                 Some(loss) => {
                     if best.map_or(true, |(_, b)| loss < b) {
@@ -804,11 +864,11 @@ impl<K> Table<K> {
     /// Finds (making it if needed, per the policy) a free slot in one of `loc`'s buckets and
     /// counts it as resident. `None`: refused ([`WhenFull::Refuse`]). Evicted keys go to
     /// `victims` (at most [`SWEEP`]), for the caller to drop after publishing the new key.
-    fn make_room<A: Algorithm + ?Sized>(
+    fn make_room<J: Judge + ?Sized>(
         &self,
         local: &mut ShardLocal,
         loc: Loc,
-        algorithm: &A,
+        judge: &J,
         now: Nanos,
         victims: &mut Victims<K>,
     ) -> Option<usize> {
@@ -837,9 +897,9 @@ impl<K> Table<K> {
                 if !self.occupied(idx) {
                     continue;
                 }
-                match self.loss(idx, algorithm, now) {
+                match self.loss(idx, judge, now) {
                     None => {
-                        if self.evict_idle(shard, idx, algorithm, now, true, victims) {
+                        if self.evict_idle(shard, idx, judge, now, true, victims) {
                             return Some(idx);
                         }
                     }
@@ -853,8 +913,7 @@ impl<K> Table<K> {
             if let Some(free) = free {
                 // The key's buckets have room but the quota is spent: the victim may be
                 // anywhere in the shard. Sweep for idle entries first.
-                let (swept, window_best) =
-                    self.sweep(loc.shard, local, algorithm, now, true, victims);
+                let (swept, window_best) = self.sweep(loc.shard, local, judge, now, true, victims);
                 if swept > 0 {
                     self.drain_pins(free);
                     return Some(free);
@@ -872,13 +931,15 @@ impl<K> Table<K> {
                 // Relaxed: under the shard lock (identities are stable).
                 let h = self.slot(idx).ident.load(Ordering::Relaxed);
                 let stored = self.evict_now(shard, idx, false, true, victims);
+                // Under pressure: always let go.
+                judge.release(stored ^ self.mask(h), now, false);
                 if let Some(debts) = &self.debts {
                     // Its own debt is kept: the key, back later, starts from it.
-                    debts.evicted(
+                    judge.record_evicted(
+                        debts,
                         h,
                         stored ^ self.mask(h),
                         debts.inherited(idx),
-                        algorithm,
                         now,
                     );
                 }
@@ -948,7 +1009,7 @@ impl<K> Table<K> {
 
     /// Evicts every idle entry (takes each shard's lock in turn, once per [`SWEEP`] keys
     /// evicted in exact mode, whose keys are dropped outside it); returns how many.
-    pub(crate) fn evict_idle_all<A: Algorithm + ?Sized>(&self, algorithm: &A, now: Nanos) -> usize {
+    pub(crate) fn evict_idle_all<J: Judge + ?Sized>(&self, judge: &J, now: Nanos) -> usize {
         let span = self.buckets_per_shard * BUCKET_SLOTS;
         let mut evicted = 0;
         for (s, shard) in self.shards.iter().enumerate() {
@@ -957,11 +1018,11 @@ impl<K> Table<K> {
                 let mut victims = Victims::new();
                 let local = lock(&shard.lock);
                 while idx < end && !victims.is_full() {
-                    if self.occupied(idx) && self.loss(idx, algorithm, now).is_none() {
+                    if self.occupied(idx) && self.loss(idx, judge, now).is_none() {
                         evicted += usize::from(self.evict_idle(
                             shard,
                             idx,
-                            algorithm,
+                            judge,
                             now,
                             false,
                             &mut victims,

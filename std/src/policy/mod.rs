@@ -52,7 +52,7 @@ mod header_name_error;
 mod headers;
 mod in_flight;
 mod intern;
-mod keyed_cells;
+mod log_cells;
 #[cfg(tollgate_loom)]
 mod loom_fault;
 mod metered;

@@ -10,7 +10,8 @@ use super::{
 };
 
 /// The largest limit a sliding-window-log tier accepts: it keeps one timestamp per permit
-/// and key, so memory is `8 · limit` bytes per active key.
+/// and key, so a key's log takes under `16 · limit` bytes while it holds anything (in a
+/// deque that grows by doubling; let go of when the key is evicted).
 pub const MAX_LOG_LIMIT: u64 = 65_536;
 
 /// The most permits one request may charge a sliding-window-log tier, in any store: each
@@ -243,9 +244,10 @@ impl Tier {
         self.store.capacity()
     }
 
-    /// Bytes of this tier's key table: allocated on first use (0 before), fixed from then
-    /// on (about 19.2 per key of capacity; a one-key rule's table is about 600). Log tiers
-    /// grow with their keys and report 0.
+    /// Bytes of this tier's key state: allocated on first use (0 before), fixed from then
+    /// on for single-word algorithms (about 19.2 per key of capacity; a one-key rule's
+    /// table is about 600). A sliding-log tier adds a 48-byte slot per table slot (about
+    /// 60 per key of capacity) and its live logs, each under `16 · limit` bytes (a scan).
     pub fn memory_bytes(&self) -> usize {
         self.store.memory_bytes()
     }

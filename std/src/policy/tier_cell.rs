@@ -1,5 +1,6 @@
-//! [`TierCell`]: one key's state under one tier, as the policy's stores hold it or carry
-//! it between stores on reload, and the operations the policy runs on a sliding-log cell.
+//! [`TierCell`]: one key's state under one tier, as the policy's stores read it out or carry
+//! it between stores on reload, and [`Log`], a sliding-log key's state with the operations
+//! the policy runs on it.
 //!
 //! Every formula lives in the core; this file only moves state in and out of storage:
 //!
@@ -7,11 +8,11 @@
 //!   the store runs [`Algorithm::decide`], [`Algorithm::undo`] and [`Algorithm::refund`]
 //!   on it in compare-and-swap loops. A `TierCell::Word` is that word while a reload
 //!   carries it to a new store (converted by [`PackedAlgorithm::rescale`](tollgate_core::PackedAlgorithm::rescale)).
-//! - the sliding window log keeps a sorted deque of timestamps behind a per-key mutex, read
-//!   through [`LogView`] by the core's pure log transition ([`SlidingWindowLog::decide`],
-//!   [`undo`](SlidingWindowLog::undo), [`refund`](SlidingWindowLog::refund),
-//!   [`expired`](SlidingWindowLog::expired)). The deque only holds entries still in the
-//!   window, so it is at most `limit` long.
+//! - the sliding window log keeps a sorted deque of timestamps ([`Log`]) in its key's slot
+//!   of a log table (see `log_cells`), read through [`LogView`] by the core's pure log
+//!   transition ([`SlidingWindowLog::decide`], [`undo`](SlidingWindowLog::undo),
+//!   [`refund`](SlidingWindowLog::refund), [`expired`](SlidingWindowLog::expired)). The
+//!   deque only holds entries still in the window, so it is at most `limit` long.
 //!
 //! ## Compensation (undoing a take when another tier denied)
 //!
@@ -21,14 +22,10 @@
 //! exact.
 
 use std::collections::VecDeque;
-use std::sync::PoisonError;
 
 use tollgate_core::{
     Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, LogView, Nanos, SlidingWindowLog,
 };
-
-use super::keyed_cells::KeyedValue;
-use crate::sync::Mutex;
 
 /// What a take recorded, so it can be compensated exactly.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -47,20 +44,23 @@ pub(crate) enum Receipt {
     },
 }
 
-/// One key's state under one tier.
+/// One key's state under one tier, owned: read out of a store or carried between stores
+/// on a reload.
 #[derive(Debug)]
 pub(crate) enum TierCell {
-    /// A packed single-word state (owned: in transit between stores).
+    /// A packed single-word state.
     Word(u64),
-    /// A sliding window log: admitted timestamps still in the window, oldest first (boxed,
-    /// so a cell stays two words).
-    Log(Box<Mutex<VecDeque<u64>>>),
+    /// A sliding window log.
+    Log(Log),
 }
 
-/// A deque of timestamps as the core's [`LogView`].
-struct Stamps<'a>(&'a VecDeque<u64>);
+/// A sliding window log's admitted timestamps still in the window, oldest first: at most
+/// `limit` of them (expired ones are dropped before every record), in storage below
+/// `16 · limit` bytes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Log(VecDeque<u64>);
 
-impl LogView for Stamps<'_> {
+impl LogView for Log {
     fn len(&self) -> u64 {
         self.0.len() as u64
     }
@@ -71,61 +71,93 @@ impl LogView for Stamps<'_> {
     }
 }
 
-impl KeyedValue<AnyAlgorithm> for TierCell {
-    fn fresh(algorithm: &AnyAlgorithm) -> TierCell {
-        match algorithm {
-            AnyAlgorithm::Packed(_) => TierCell::Word(0),
-            AnyAlgorithm::Log(_) => TierCell::Log(Box::new(Mutex::new(VecDeque::new()))),
-        }
+impl Log {
+    /// Appends `count` stamps `stamp` (the deque grows by doubling: its storage stays below
+    /// twice the most stamps it held, so below `2 · limit` words).
+    fn record(&mut self, stamp: u64, count: u64) {
+        self.0.extend(std::iter::repeat(stamp).take(count as usize));
     }
 
-    fn is_idle(&self, algorithm: &AnyAlgorithm, now: Nanos) -> bool {
-        match (self, algorithm) {
-            (TierCell::Word(word), AnyAlgorithm::Packed(a)) => a.is_idle(*word, now),
-            (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
-                let log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                params.is_idle(&Stamps(&log), now)
-            }
-            // A cell always matches its store's algorithm; a mismatched one means nothing.
-            (TierCell::Word(_), AnyAlgorithm::Log(_))
-            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => true,
-        }
+    /// Drops the timestamps that no longer count at `now`, keeping at most `limit`.
+    fn prune(&mut self, params: &SlidingWindowLog, now: Nanos) {
+        let expired = params.expired(self, now) as usize;
+        self.0.drain(..expired);
     }
 
-    fn loss(&self, algorithm: &AnyAlgorithm, now: Nanos) -> u64 {
-        // The time until the key is back to a fresh state: what eviction would forgive.
-        self.peek(algorithm, now, 0)
-            .map_or(u64::MAX, |d| d.reset_after.as_u64())
-    }
-}
-
-/// The cell a store answers for an algorithm it cannot pair with a cell (never expected:
-/// a store's cells are created for its own algorithm). Refuse rather than guess.
-const MISMATCH: InsufficientCapacity = InsufficientCapacity { max_cost: 0 };
-
-impl TierCell {
-    /// Decides `cost` at `now` and records it if admitted (a log cell; a word's take runs
-    /// in its keyed table).
+    /// Decides `cost` at `now` and records it if admitted.
     pub(crate) fn take(
-        &self,
-        algorithm: &AnyAlgorithm,
+        &mut self,
+        params: &SlidingWindowLog,
         now: Nanos,
         cost: u32,
     ) -> Result<(Decision, Option<Receipt>), InsufficientCapacity> {
-        match (self, algorithm) {
-            (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
-                let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                prune(params, &mut log, now);
-                let outcome = params.decide(&Stamps(&log), now, cost)?;
-                let receipt = outcome.record.map(|stamp| {
-                    log.extend(std::iter::repeat(stamp).take(cost as usize));
-                    Receipt::Log { stamp }
-                });
-                Ok((outcome.decision, receipt))
-            }
-            // A word's take runs in its keyed table, never on a carried copy.
-            (TierCell::Word(_), AnyAlgorithm::Packed(_) | AnyAlgorithm::Log(_))
-            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => Err(MISMATCH),
+        self.prune(params, now);
+        let outcome = params.decide(self, now, cost)?;
+        let receipt = outcome.record.map(|stamp| {
+            self.record(stamp, u64::from(cost));
+            Receipt::Log { stamp }
+        });
+        Ok((outcome.decision, receipt))
+    }
+
+    /// The decision `cost` would get at `now`; records nothing.
+    pub(crate) fn peek(
+        &self,
+        params: &SlidingWindowLog,
+        now: Nanos,
+        cost: u32,
+    ) -> Result<Decision, InsufficientCapacity> {
+        Ok(params.decide(self, now, cost)?.decision)
+    }
+
+    /// Undoes a take of `cost` described by `receipt`: its timestamps are removed.
+    pub(crate) fn compensate(&mut self, params: &SlidingWindowLog, receipt: Receipt, cost: u32) {
+        if let Receipt::Log { stamp } = receipt {
+            let (start, end) = params.undo(self, stamp, cost);
+            self.0.drain(start as usize..end as usize);
+        }
+    }
+
+    /// Records `cost` permits at `now` whatever the limit says (work already done).
+    pub(crate) fn charge(&mut self, params: &SlidingWindowLog, now: Nanos, cost: u32) {
+        self.prune(params, now);
+        let (stamp, count) = params.charge(self, now, cost);
+        self.record(stamp, count);
+    }
+
+    /// Gives `cost` permits back at `now` (a caller's refund: the request was not served).
+    pub(crate) fn refund(&mut self, params: &SlidingWindowLog, now: Nanos, cost: u32) {
+        let back = params.refund(self, now, cost) as usize;
+        let keep = self.0.len() - back;
+        self.0.truncate(keep);
+    }
+
+    /// Whether forgetting it at `now` loses nothing.
+    pub(crate) fn is_idle(&self, params: &SlidingWindowLog, now: Nanos) -> bool {
+        params.is_idle(self, now)
+    }
+
+    /// What forgetting it at `now` loses, as a keyed table compares it: the time until it
+    /// is fresh again, then `u64::MAX - remaining`.
+    pub(crate) fn loss(&self, params: &SlidingWindowLog, now: Nanos) -> (u64, u64) {
+        match self.peek(params, now, 0) {
+            Ok(d) => (d.reset_after.as_u64(), u64::MAX - d.remaining),
+            Err(_) => (0, u64::MAX),
+        }
+    }
+
+    /// Bytes its storage takes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.0.capacity() * core::mem::size_of::<u64>()
+    }
+}
+
+impl TierCell {
+    /// A key never seen, under `algorithm`.
+    pub(crate) fn fresh(algorithm: &AnyAlgorithm) -> TierCell {
+        match algorithm {
+            AnyAlgorithm::Packed(_) => TierCell::Word(0),
+            AnyAlgorithm::Log(_) => TierCell::Log(Log::default()),
         }
     }
 
@@ -140,44 +172,13 @@ impl TierCell {
             (TierCell::Word(word), AnyAlgorithm::Packed(a)) => {
                 Ok(a.peek(*word, now, cost)?.decision)
             }
-            (TierCell::Log(log), AnyAlgorithm::Log(params)) => {
-                let log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                Ok(params.decide(&Stamps(&log), now, cost)?.decision)
-            }
+            (TierCell::Log(log), AnyAlgorithm::Log(params)) => log.peek(params, now, cost),
+            // A cell always matches its store's algorithm (a carried one is converted
+            // first); a mismatched one holds nothing readable: refuse rather than guess.
             (TierCell::Word(_), AnyAlgorithm::Log(_))
-            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => Err(MISMATCH),
-        }
-    }
-
-    /// Undoes a log take of `cost` described by `receipt`: its timestamps are removed.
-    pub(crate) fn compensate(&self, algorithm: &AnyAlgorithm, receipt: Receipt, cost: u32) {
-        if let (TierCell::Log(log), AnyAlgorithm::Log(params), Receipt::Log { stamp }) =
-            (self, algorithm, receipt)
-        {
-            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-            let (start, end) = params.undo(&Stamps(&log), stamp, cost);
-            log.drain(start as usize..end as usize);
-        }
-    }
-
-    /// Records `cost` permits in a log at `now` whatever its limit says (work already done).
-    pub(crate) fn charge(&self, algorithm: &AnyAlgorithm, now: Nanos, cost: u32) {
-        if let (TierCell::Log(log), AnyAlgorithm::Log(params)) = (self, algorithm) {
-            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-            prune(params, &mut log, now);
-            let (stamp, count) = params.charge(&Stamps(&log), now, cost);
-            log.extend(std::iter::repeat(stamp).take(count as usize));
-        }
-    }
-
-    /// Gives `cost` permits of a log back at `now` (a caller's refund: the request was
-    /// not served).
-    pub(crate) fn refund(&self, algorithm: &AnyAlgorithm, now: Nanos, cost: u32) {
-        if let (TierCell::Log(log), AnyAlgorithm::Log(params)) = (self, algorithm) {
-            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
-            let back = params.refund(&Stamps(&log), now, cost) as usize;
-            let keep = log.len() - back;
-            log.truncate(keep);
+            | (TierCell::Log(_), AnyAlgorithm::Packed(_)) => {
+                Err(InsufficientCapacity { max_cost: 0 })
+            }
         }
     }
 
@@ -197,8 +198,7 @@ impl TierCell {
                 o.used(*word, now)
             }
             (TierCell::Log(log), AnyAlgorithm::Log(o), AnyAlgorithm::Packed(_)) => {
-                let log = log.get_mut().unwrap_or_else(PoisonError::into_inner);
-                o.used(&Stamps(log), now)
+                o.used(&*log, now)
             }
             // A cell that does not match `old` holds nothing we can read: start fresh.
             (TierCell::Word(_), AnyAlgorithm::Log(_), _)
@@ -213,8 +213,11 @@ impl TierCell {
             AnyAlgorithm::Packed(a) => TierCell::Word(a.with_used(now, used)),
             AnyAlgorithm::Log(params) => {
                 let (stamp, count) = params.with_used(now, used);
-                let log = std::iter::repeat(stamp).take(count as usize).collect();
-                TierCell::Log(Box::new(Mutex::new(log)))
+                let mut log = Log::default();
+                if count > 0 {
+                    log.record(stamp, count);
+                }
+                TierCell::Log(log)
             }
         }
     }
@@ -227,31 +230,11 @@ impl TierCell {
         }
     }
 
-    /// A copy of this cell's state.
-    pub(crate) fn snapshot(&self) -> TierCell {
+    /// The log of a log cell (empty for a word).
+    pub(crate) fn into_log(self) -> Log {
         match self {
-            TierCell::Word(word) => TierCell::Word(*word),
-            TierCell::Log(log) => {
-                let log = log.lock().unwrap_or_else(PoisonError::into_inner);
-                TierCell::Log(Box::new(Mutex::new(log.clone())))
-            }
+            TierCell::Log(log) => log,
+            TierCell::Word(_) => Log::default(),
         }
-    }
-}
-
-/// Drops the timestamps that no longer count at `now`, keeping the deque at most `limit`
-/// long.
-fn prune(params: &SlidingWindowLog, log: &mut VecDeque<u64>, now: Nanos) {
-    let expired = params.expired(&Stamps(log), now) as usize;
-    log.drain(..expired);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TierCell;
-
-    #[test]
-    fn cells_stay_two_words() {
-        assert_eq!(core::mem::size_of::<TierCell>(), 16);
     }
 }

@@ -11,9 +11,11 @@
 //!   memory from then on (19.2 bytes per key of capacity; a one-key rule's is ~600 bytes),
 //!   lock-free lookups whose only write is one compare-and-swap on the key's word, idle
 //!   entries evicted first. A take, a compensation and a refund are each one such CAS loop.
-//! - **Sliding window log**: in [`KeyedCells`] (a shard read lock, then the key's own mutex
-//!   over its deque of timestamps): the log is `O(limit)` words and a compensation removes
-//!   single entries from it, which no single-word CAS can do.
+//! - **Sliding window log**: in the same keyed table, whose word for a key is a handle to
+//!   the key's slot in a slab of logs allocated with it ([`LogCells`]): a lock-free probe,
+//!   then the slot's own mutex over its deque of timestamps (the log is `O(limit)` words and
+//!   a compensation removes single entries from it, which no single-word CAS can do). Fixed
+//!   memory per key of capacity (the table's and a 48-byte slot), plus each live log.
 //!
 //! Keys are identified by a 64-bit fingerprint of the key string ([`fingerprint`], seeded
 //! randomly per process): two distinct keys share state with probability about
@@ -62,9 +64,11 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use tollgate_core::{
     Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, Outcome, PackedAlgorithm,
+    SlidingWindowLog,
 };
 
-use super::keyed_cells::{KeyedCells, KeyedValue};
+use super::log_cells::LogCells;
+use super::tier_cell::Log;
 use super::tier_cell::{Receipt, TierCell};
 use crate::keyed::{Geometry, KeyedBuildError, Mode, Seen, Table, Upsert};
 use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering, SwapCell};
@@ -144,7 +148,10 @@ enum Cells {
         algorithm: PackedAlgorithm,
     },
     /// The sliding window log.
-    Logs(KeyedCells<TierCell, AnyAlgorithm>),
+    Logs {
+        cells: LogCells,
+        params: SlidingWindowLog,
+    },
 }
 
 /// The keyed state of one tier (see the module docs).
@@ -192,8 +199,8 @@ fn no_room(limit: u64) -> Decision {
 }
 
 impl TierStore {
-    /// Fresh state for up to `capacity` keys: validated now, allocated on first use
-    /// (single-word tiers: the whole table at once) or as keys arrive (log tiers).
+    /// Fresh state for up to `capacity` keys: validated now, its table (and a log tier's
+    /// slab) allocated whole on first use, a log tier's logs as keys record.
     pub(crate) fn new(
         algorithm: AnyAlgorithm,
         capacity: usize,
@@ -225,20 +232,23 @@ impl TierStore {
                     algorithm: packed,
                 }
             }
-            AnyAlgorithm::Log(_) => {
-                Cells::Logs(KeyedCells::new(self.algorithm, self.geometry.capacity))
-            }
+            AnyAlgorithm::Log(params) => Cells::Logs {
+                cells: LogCells::new(params, self.geometry),
+                params,
+            },
         })
     }
 
     /// Starts loading the table buckets that may hold `key` into the cache, without
     /// waiting (a hint: it decides nothing). A check prefetches every tier of its plan
     /// first, so the tiers' cache misses overlap instead of following one another. Does
-    /// nothing for a store not yet allocated, or for a log tier.
+    /// nothing for a store not yet allocated.
     #[inline]
     pub(crate) fn prefetch(&self, key: u64) {
-        if let Some(Cells::Words { table, .. }) = self.cells.get() {
-            table.prefetch(key);
+        match self.cells.get() {
+            Some(Cells::Words { table, .. }) => table.prefetch(key),
+            Some(Cells::Logs { cells, .. }) => cells.prefetch(key),
+            None => {}
         }
     }
 
@@ -486,10 +496,9 @@ impl TierStore {
                     decide,
                 )
             }
-            Cells::Logs(cells) => {
-                let take =
-                    |algorithm: &AnyAlgorithm, cell: &TierCell| cell.take(algorithm, now, cost);
-                if let Some(taken) = cells.with_existing(h, |a, cell| cell.map(|c| take(a, c))) {
+            Cells::Logs { cells, params } => {
+                let take = |log: &mut Log| log.take(params, now, cost);
+                if let Some(taken) = cells.find(h, take) {
                     return taken.map(stamp);
                 }
                 let old = self.ready_predecessor();
@@ -544,12 +553,9 @@ impl TierStore {
                     charge,
                 )
             }
-            Cells::Logs(cells) => {
-                let charge = |a: &AnyAlgorithm, cell: &TierCell| cell.charge(a, now, cost);
-                if cells
-                    .with_existing(key, |a, cell| cell.map(|c| charge(a, c)))
-                    .is_some()
-                {
+            Cells::Logs { cells, params } => {
+                let charge = |log: &mut Log| log.charge(params, now, cost);
+                if cells.find(key, charge).is_some() {
                     return;
                 }
                 let old = self.ready_predecessor();
@@ -634,11 +640,9 @@ impl TierStore {
                     });
                 }
             }
-            Cells::Logs(cells) => cells.with_existing(h, |a, cell| {
-                if let Some(cell) = cell {
-                    cell.compensate(a, receipt.receipt, cost);
-                }
-            }),
+            Cells::Logs { cells, params } => {
+                cells.with_existing(h, |log| log.compensate(params, receipt.receipt, cost));
+            }
         }
     }
 
@@ -655,9 +659,9 @@ impl TierStore {
                     ((next != state).then_some(next), ())
                 })
                 .is_some(),
-            Cells::Logs(cells) => cells.with_existing(h, |a, cell| {
-                cell.map(|cell| cell.refund(a, now, cost)).is_some()
-            }),
+            Cells::Logs { cells, params } => cells
+                .with_existing(h, |log| log.refund(params, now, cost))
+                .is_some(),
         };
         if refunded {
             return;
@@ -694,8 +698,8 @@ impl TierStore {
                     |_| (None, ()),
                 );
             }
-            Cells::Logs(cells) => {
-                cells.with(h, now, || true, seed, |_, _| ());
+            Cells::Logs { cells, .. } => {
+                cells.with(h, now, || true, seed, |_| ());
             }
         }
         carried
@@ -710,7 +714,7 @@ impl TierStore {
             // A store never used holds nothing to carry.
             let mut cell = match generation.cells.get()? {
                 Cells::Words { table, .. } => TierCell::Word(table.extract(h)?),
-                Cells::Logs(cells) => cells.extract(h)?,
+                Cells::Logs { cells, .. } => TierCell::Log(cells.extract(h)?),
             };
             cell.convert(&generation.algorithm, &self.algorithm, now);
             Some(cell)
@@ -734,7 +738,7 @@ impl TierStore {
             Cells::Words { table, .. } => table
                 .update_resident(h, |state| (None, state))
                 .map(TierCell::Word),
-            Cells::Logs(cells) => cells.with_existing(h, |_, cell| cell.map(TierCell::snapshot)),
+            Cells::Logs { cells, .. } => cells.with_existing(h, |log| TierCell::Log(log.clone())),
         }
     }
 
@@ -748,7 +752,7 @@ impl TierStore {
                 .filter(|&(_, state)| !algorithm.is_idle(state, now))
                 .map(|(h, _)| h)
                 .collect(),
-            Some(Cells::Logs(cells)) => cells.live_keys(now),
+            Some(Cells::Logs { cells, .. }) => cells.live_keys(now),
             None => Vec::new(),
         }
     }
@@ -794,7 +798,7 @@ impl TierStore {
     pub(crate) fn capacity(&self) -> usize {
         match self.cells.get() {
             Some(Cells::Words { table, .. }) => table.capacity(),
-            Some(Cells::Logs(cells)) => cells.capacity(),
+            Some(Cells::Logs { cells, .. }) => cells.capacity(),
             None => self.geometry.capacity,
         }
     }
@@ -803,17 +807,18 @@ impl TierStore {
     pub(crate) fn len(&self) -> usize {
         match self.cells.get() {
             Some(Cells::Words { table, .. }) => table.len(),
-            Some(Cells::Logs(cells)) => cells.len(),
+            Some(Cells::Logs { cells, .. }) => cells.len(),
             None => 0,
         }
     }
 
-    /// Bytes of the single-word table (0 until first use; log tiers grow with their keys
-    /// and report 0 here).
+    /// Bytes of its state (0 until first use): the table, and for a log tier its slab and
+    /// every log's storage.
     pub(crate) fn memory_bytes(&self) -> usize {
         match self.cells.get() {
             Some(Cells::Words { table, .. }) => table.memory_bytes(),
-            Some(Cells::Logs(_)) | None => 0,
+            Some(Cells::Logs { cells, .. }) => cells.memory_bytes(),
+            None => 0,
         }
     }
 

@@ -6,9 +6,9 @@
 //! state's compare-and-swap; inserts and removals under the shard lock) and only differ in
 //! what runs on the state: a caller's closure instead of an [`Algorithm`]'s decision.
 
-use tollgate_core::{Algorithm, Nanos};
+use tollgate_core::Nanos;
 
-use super::{update_slot, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
+use super::{update_slot, Judge, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
 use crate::keyed::shard::Shard;
 use crate::keyed::slot::{Slot, BUCKET_SLOTS};
 use crate::sync::{lock, Ordering};
@@ -151,14 +151,14 @@ impl<K: Eq + Clone + 'static> Table<K> {
     /// allows, runs it on `seed()` (made at least as strict as the debt summary's state for
     /// `h`, if the table has one) and inserts the entry with the result (or with the seed
     /// when `f` stores nothing and the seed is not `0`, the fresh state), making room per
-    /// the table's [`WhenFull`](crate::WhenFull) with `algorithm` judging idle entries.
+    /// the table's [`WhenFull`](crate::WhenFull) with `judge` judging idle entries.
     ///
     /// `admit` and `seed` run under the shard lock: they may take other locks only in an
     /// order no lock holder of this table reverses.
-    pub(crate) fn upsert<A: Algorithm + ?Sized, R>(
+    pub(crate) fn upsert<J: Judge + ?Sized, R>(
         &self,
         h: u64,
-        algorithm: &A,
+        judge: &J,
         now: Nanos,
         admit: impl FnOnce() -> bool,
         seed: impl FnOnce() -> u64,
@@ -181,13 +181,13 @@ impl<K: Eq + Clone + 'static> Table<K> {
             return Upsert::Closed;
         }
         // The stricter of the caller's seed and the debt the summary holds for `h`.
-        let (base, inherited) = self.start_state(h, seed(), algorithm, now);
+        let (base, inherited) = self.start_state(h, seed(), judge, now);
         let (next, result) = f(base);
         let Some(initial) = next.or((base != 0).then_some(base)) else {
             // A fresh state left fresh: nothing to remember.
             return Upsert::Done(result);
         };
-        let Some(idx) = self.make_room(&mut local, loc, algorithm, now, &mut victims) else {
+        let Some(idx) = self.make_room(&mut local, loc, judge, now, &mut victims) else {
             Shard::bump(&shard.refusals);
             return Upsert::Full;
         };

@@ -7,6 +7,8 @@
 //! Limits use a `ManualClock` (time moves only when a test says so), so every sequence is
 //! exact; the leaky-bucket delay test uses the monotonic clock and real sleeps.
 
+mod http_support;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,9 +19,9 @@ use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{Empty, Full};
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tollgate::http::{
     ClientKey, Endpoint, HeaderStyle, OnBadKey, RateLimitLayer, Settle, ShadowSplit, TokensUsed,
     TrustedProxies,
@@ -28,62 +30,9 @@ use tollgate::policy::{Policy, PolicyCheck};
 use tollgate::{ManualClock, MonotonicClock, Nanos};
 use tower::ServiceExt;
 
+use http_support::{send, serve, BoxError};
+
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
-
-/// One response as the client saw it.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-}
-
-/// One request on a fresh connection to `addr`.
-async fn send(addr: SocketAddr, path: &str, headers: &[(&str, &[u8])]) -> Result<Reply, BoxError> {
-    let stream = TcpStream::connect(addr).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let mut request = Request::get(path).header("host", "localhost");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = sender
-        .send_request(request.body(Empty::<Bytes>::new())?)
-        .await?;
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok(Reply {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Serves `app` on 127.0.0.1:0 with `ConnectInfo<SocketAddr>`.
-async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let _ = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await;
-    });
-    Ok(addr)
-}
 
 fn manual_policy(rules: &str) -> Result<(Arc<Policy<ManualClock>>, ManualClock), BoxError> {
     let clock = ManualClock::starting_at(Nanos::from_secs(15));

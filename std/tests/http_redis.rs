@@ -6,6 +6,7 @@
 //! cancelled delayed request give permits back in Redis.
 #![cfg(all(feature = "http", feature = "redis"))]
 
+mod http_support;
 mod redis_support;
 
 use std::convert::Infallible;
@@ -16,67 +17,18 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
+use http::{HeaderMap, Request, Response};
+use http_body_util::Empty;
 use redis_support::server::RedisServer;
-use tokio::net::{TcpListener, TcpStream};
 use tollgate::http::{ClientKey, Endpoint, RateLimitLayer, Settle};
 use tollgate::policy::{Policy, PolicyCheck};
 use tollgate::redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 use tollgate::{ManualClock, Nanos};
 use tower::ServiceExt;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use http_support::{send, serve, BoxError};
+
 type TestResult = Result<(), BoxError>;
-
-/// One response as the client saw it.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-}
-
-/// One request on a fresh connection to `addr`.
-async fn send(addr: SocketAddr, path: &str, headers: &[(&str, &[u8])]) -> Result<Reply, BoxError> {
-    let stream = TcpStream::connect(addr).await?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    let mut request = Request::get(path).header("host", "localhost");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = sender
-        .send_request(request.body(Empty::<Bytes>::new())?)
-        .await?;
-    let status = response.status();
-    let headers = response.headers().clone();
-    response.into_body().collect().await?;
-    Ok(Reply { status, headers })
-}
-
-/// Serves `app` on 127.0.0.1:0 on the current runtime.
-async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let _ = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await;
-    });
-    Ok(addr)
-}
 
 /// A policy of `rules` on a store of `server` under `prefix`, deciding at the time of
 /// `clock` (client time: the headers' reset times are exact).

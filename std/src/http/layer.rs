@@ -562,41 +562,38 @@ impl Charge {
 }
 
 impl Charge {
+    /// Runs `op` for `n` permits on the policy, and on the shadow policy if it took the
+    /// request too, each awaited.
+    async fn run_awaited(&self, op: Op, n: u32) {
+        let run = |check: &Arc<dyn Check>| {
+            Arc::clone(check).run(op, self.client.clone(), self.endpoint.clone(), n)
+        };
+        run(&self.shared.policy).await;
+        if let (true, Some(shadow)) = (self.shadow_taken, &self.shared.shadow) {
+            run(shadow).await;
+        }
+    }
+
     /// [`settle`](Self::settle) on a policy whose store is awaited: the refund or charge,
     /// then the peek, each awaited; the rate-limit fields of the state afterwards.
     async fn settle_awaited(self: Box<Self>, actual: u32) -> Option<Fields> {
-        let Charge {
-            shared,
-            client,
-            endpoint,
-            cost,
-            shadow_taken,
-        } = *self;
-        let counters = &shared.counters;
-        let (op, n) = if actual < cost {
-            Counters::add(&counters.refunded, u64::from(cost - actual));
-            (Op::Refund, cost - actual)
+        let counters = &self.shared.counters;
+        let (op, n) = if actual < self.cost {
+            Counters::add(&counters.refunded, u64::from(self.cost - actual));
+            (Op::Refund, self.cost - actual)
         } else {
             // Recorded whatever the limits say, as in `settle`.
-            Counters::add(&counters.charged, u64::from(actual - cost));
-            (Op::Charge, actual - cost)
+            Counters::add(&counters.charged, u64::from(actual - self.cost));
+            (Op::Charge, actual - self.cost)
         };
         if n > 0 {
-            let run = |check: &Arc<dyn Check>| {
-                Arc::clone(check).run(op, client.clone(), endpoint.clone(), n)
-            };
-            run(&shared.policy).await;
-            if shadow_taken {
-                if let Some(shadow) = &shared.shadow {
-                    run(shadow).await;
-                }
-            }
+            self.run_awaited(op, n).await;
         }
-        let after = Arc::clone(&shared.policy)
-            .run(Op::Peek, client.clone(), endpoint, 0)
+        let after = Arc::clone(&self.shared.policy)
+            .run(Op::Peek, self.client.clone(), self.endpoint.clone(), 0)
             .await?
             .ok()?;
-        Some(shared.style.fields(&after, &[], &client))
+        Some(self.shared.style.fields(&after, &[], &self.client))
     }
 
     /// Gives the whole charge back: awaited on a spawned task when the policy's store is
@@ -605,24 +602,7 @@ impl Charge {
         Counters::add(&self.shared.counters.cancelled, 1);
         if self.shared.policy.awaited() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    let Charge {
-                        shared,
-                        client,
-                        endpoint,
-                        cost,
-                        shadow_taken,
-                    } = *self;
-                    let policy = Arc::clone(&shared.policy);
-                    policy
-                        .run(Op::Refund, client.clone(), endpoint.clone(), cost)
-                        .await;
-                    if let (true, Some(shadow)) = (shadow_taken, &shared.shadow) {
-                        Arc::clone(shadow)
-                            .run(Op::Refund, client, endpoint, cost)
-                            .await;
-                    }
-                });
+                runtime.spawn(async move { self.run_awaited(Op::Refund, self.cost).await });
                 return;
             }
         }

@@ -3,7 +3,8 @@
 //! a real hyper client. Two servers (a fleet of two) share one allowance with the exact
 //! status and header sequence of one in-process server; a check waiting on a paused Redis
 //! holds no worker (a one-thread server keeps answering other routes); settlement and a
-//! cancelled delayed request give permits back in Redis.
+//! cancelled delayed request give permits back in Redis; the decorators (`Metered`,
+//! `AdaptivePenalty`) over a Redis policy are awaited too.
 #![cfg(all(feature = "http", feature = "redis"))]
 
 mod http_support;
@@ -21,7 +22,7 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::Empty;
 use redis_support::server::RedisServer;
 use tollgate::http::{ClientKey, Endpoint, RateLimitLayer, Settle};
-use tollgate::policy::{Policy, PolicyCheck};
+use tollgate::policy::{AdaptivePenalty, Metered, PenaltyConfig, Policy, PolicyCheck};
 use tollgate::redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 use tollgate::{ManualClock, Nanos};
 use tower::ServiceExt;
@@ -265,5 +266,52 @@ async fn a_cancelled_delayed_request_gives_its_permit_back_in_redis() -> TestRes
         "the cancelled request's permit is back: {:?}",
         delay()?
     );
+    Ok(())
+}
+
+/// The decorators over a Redis policy, awaited: `Metered` counts every awaited decision and
+/// `AdaptivePenalty` penalizes a client after its denials (its limit halved in the
+/// headers), each of their checks awaiting Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decorators_over_a_redis_policy_are_awaited() -> TestResult {
+    let redis = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000 - 1_700_000_000 % 60));
+    let rules =
+        "[[rules]]\nname = \"api\"\nlimit = 4\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";
+    let metered = Arc::new(Metered::new(redis_policy(
+        &redis,
+        "decorated",
+        rules,
+        &clock,
+    )?));
+    let penalty = PenaltyConfig {
+        denials: 2,
+        period: Nanos::from_secs(60),
+        divisor: 2,
+        cooldown: Nanos::from_secs(600),
+    };
+    let guarded = Arc::new(AdaptivePenalty::new(Arc::clone(&metered), penalty)?);
+    let layer = RateLimitLayer::awaited(Arc::clone(&guarded)).key(ClientKey::header("x-api-key")?);
+    let addr = serve(
+        Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer.clone()),
+    )
+    .await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        statuses.push(send(addr, "/", key).await?.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+    assert!(guarded.is_penalized("k", tollgate::Clock::now(&clock)));
+    // Penalized: the next window advertises half the limit.
+    clock.advance(Nanos::from_secs(60));
+    let r = send(addr, "/", key).await?;
+    assert_eq!(r.status, 200);
+    assert!(r
+        .header("ratelimit-policy")
+        .starts_with("\"api\";q=2;w=60;"));
+    assert_eq!((metered.allowed(), metered.denied()), (5, 2));
     Ok(())
 }

@@ -17,9 +17,8 @@ use tower_service::Service;
 
 use super::response::{bad_request, cost_too_large, too_many_requests, Fields};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, Settle};
-use crate::policy::{AsyncStore, Delay, Policy, PolicyCheck, PolicyDecision, Store};
+use crate::policy::{AsyncPolicyCheck, Delay, PolicyCheck, PolicyDecision};
 use crate::sync::plain::{AtomicU64, Ordering};
-use tollgate_core::Clock;
 
 /// The response body of a [`RateLimit`] service: the inner service's body, or the
 /// layer's own problem body (429, 400, 413).
@@ -81,14 +80,11 @@ enum Op {
 type Answer =
     Pin<Box<dyn Future<Output = Option<Result<PolicyDecision, InsufficientCapacity>>> + Send>>;
 
-/// A policy whose store is awaited ([`AsyncStore`]): see [`RateLimitLayer::awaited`].
-struct Awaited<C, S>(Arc<Policy<C, S>>);
+/// A policy whose checks are awaited ([`AsyncPolicyCheck`]): see
+/// [`RateLimitLayer::awaited`].
+struct Awaited<P>(P);
 
-impl<C, S> Check for Awaited<C, S>
-where
-    C: Clock + Send + Sync + 'static,
-    S: Store + AsyncStore + Send + Sync + 'static,
-{
+impl<P: AsyncPolicyCheck + Send + Sync + 'static> Check for Awaited<P> {
     // The blocking forms, for completeness: the layer runs this policy through `run`.
     fn check(
         &self,
@@ -96,13 +92,13 @@ where
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        PolicyCheck::allow(&*self.0, client, endpoint, cost)
+        Check::check(&self.0, client, endpoint, cost)
     }
     fn refund(&self, client: &str, endpoint: &str, cost: u32) {
-        PolicyCheck::refund(&*self.0, client, endpoint, cost)
+        Check::refund(&self.0, client, endpoint, cost)
     }
     fn charge(&self, client: &str, endpoint: &str, cost: u32) {
-        Check::charge(&*self.0, client, endpoint, cost)
+        Check::charge(&self.0, client, endpoint, cost)
     }
     fn peek(
         &self,
@@ -110,7 +106,7 @@ where
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        PolicyCheck::peek(&*self.0, client, endpoint, cost)
+        Check::peek(&self.0, client, endpoint, cost)
     }
     fn awaited(&self) -> bool {
         true
@@ -118,15 +114,17 @@ where
     fn run(self: Arc<Self>, op: Op, client: String, endpoint: String, cost: u32) -> Answer {
         Box::pin(async move {
             let policy = &self.0;
+            let request = crate::policy::Request::new(&client, &endpoint, cost);
+            let now = policy.now();
             match op {
-                Op::Check => Some(policy.allow_async(&client, &endpoint, cost).await),
-                Op::Peek => Some(policy.peek_async(&client, &endpoint, cost).await),
+                Op::Check => Some(policy.check_at_async(&request, now).await),
+                Op::Peek => Some(policy.peek_at_async(&request, now).await),
                 Op::Refund => {
-                    policy.refund_async(&client, &endpoint, cost).await;
+                    policy.refund_at_async(&request, now).await;
                     None
                 }
                 Op::Charge => {
-                    policy.charge_async(&client, &endpoint, cost).await;
+                    policy.charge_at_async(&request, now).await;
                     None
                 }
             }
@@ -352,8 +350,10 @@ impl RateLimitLayer {
         RateLimitLayer::with_check(Arc::new(policy))
     }
 
-    /// A layer over a `policy` whose store is awaited ([`AsyncStore`]: a `RedisStore`,
-    /// feature `redis`), with the defaults of [`new`](Self::new). Each request's check (and
+    /// A layer over a `policy` whose checks are awaited ([`AsyncPolicyCheck`]: a policy on
+    /// an [`AsyncStore`](crate::policy::AsyncStore) such as a `RedisStore`, feature
+    /// `redis`, a decorator over one, or an `Arc` of either), with the defaults of
+    /// [`new`](Self::new). Each request's check (and
     /// its settlement's refund or charge, and a cancelled request's refund) is awaited in
     /// the response future, so a round trip to Redis holds no worker thread: on a runtime
     /// with one worker, other requests go on while one waits. The rest is as with
@@ -389,12 +389,8 @@ impl RateLimitLayer {
     /// # #[cfg(not(feature = "redis"))]
     /// # fn main() {}
     /// ```
-    pub fn awaited<C, S>(policy: impl Into<Arc<Policy<C, S>>>) -> RateLimitLayer
-    where
-        C: Clock + Send + Sync + 'static,
-        S: Store + AsyncStore + Send + Sync + 'static,
-    {
-        RateLimitLayer::with_check(Arc::new(Awaited(policy.into())))
+    pub fn awaited<P: AsyncPolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
+        RateLimitLayer::with_check(Arc::new(Awaited(policy)))
     }
 
     fn with_check(policy: Arc<dyn Check>) -> RateLimitLayer {

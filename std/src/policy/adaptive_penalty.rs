@@ -1,12 +1,15 @@
 //! [`AdaptivePenalty`]: the progressive-penalty decorator: a client that keeps getting
 //! denied has its limits cut for a cooldown, then gets them back.
 
+use std::future::Future;
 use std::sync::OnceLock;
 
 use tollgate_core::{Algorithm, ConfigError, FixedWindow, Gcra, InsufficientCapacity, Nanos};
 
 use super::tier_store::fingerprint;
-use super::{PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request};
+use super::{
+    AsyncPolicyCheck, PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request,
+};
 use crate::keyed::{Geometry, Mode, Table, Upsert, WhenFull};
 
 /// One word per client in a bounded, lock-free keyed table (the tier stores' kind),
@@ -245,5 +248,45 @@ impl<P: PolicyCheck> PolicyCheck for AdaptivePenalty<P> {
     /// Charged as a check would be now: a penalized client pays the penalty's multiple.
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
         self.inner.charge_at(&self.effective(request, now), now)
+    }
+}
+
+/// The same, awaited: the penalty's own state is in process (a penalty counts this
+/// process's denials of the client), the checks are the inner policy's, awaited.
+impl<P: AsyncPolicyCheck + Sync> AsyncPolicyCheck for AdaptivePenalty<P> {
+    async fn check_at_async(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let effective = self.effective(request, now);
+        let decision = self.inner.check_at_async(&effective, now).await?;
+        if decision.denied_by().any(|tier| !tier.shared()) {
+            self.record_denial(request.client, now);
+        }
+        Ok(decision)
+    }
+
+    async fn peek_at_async(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let effective = self.effective(request, now);
+        self.inner.peek_at_async(&effective, now).await
+    }
+
+    fn refund_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        // At the request's own divisor, as `refund_at` (see there).
+        self.inner.refund_at_async(request, now)
+    }
+
+    async fn charge_at_async(&self, request: &Request<'_>, now: Nanos) {
+        let effective = self.effective(request, now);
+        self.inner.charge_at_async(&effective, now).await
     }
 }

@@ -1,10 +1,11 @@
 //! [`Metered`]: the metrics decorator: allowed and denied counts per rule, lock-free.
 
+use std::future::Future;
 use std::sync::OnceLock;
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{PolicyCheck, PolicyDecision, Request, StripedCounter};
+use super::{AsyncPolicyCheck, PolicyCheck, PolicyDecision, Request, StripedCounter};
 
 /// Counters of one rule.
 #[derive(Debug, Default)]
@@ -169,5 +170,41 @@ impl<P: PolicyCheck> PolicyCheck for Metered<P> {
 
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
         self.inner.charge_at(request, now)
+    }
+}
+
+impl<P: AsyncPolicyCheck + Sync> AsyncPolicyCheck for Metered<P> {
+    async fn check_at_async(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let decision = self.inner.check_at_async(request, now).await?;
+        self.count(&decision);
+        Ok(decision)
+    }
+
+    fn peek_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        self.inner.peek_at_async(request, now)
+    }
+
+    fn refund_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        self.inner.refund_at_async(request, now)
+    }
+
+    fn charge_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        self.inner.charge_at_async(request, now)
     }
 }

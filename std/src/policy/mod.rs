@@ -92,7 +92,7 @@ pub use metered::{Metered, RuleMetrics};
 pub use partition::Partition;
 pub use penalty_config::{PenaltyConfig, PenaltyConfigError};
 pub use policy::Policy;
-pub use policy_check::PolicyCheck;
+pub use policy_check::{AsyncPolicyCheck, PolicyCheck};
 pub use policy_config::PolicyConfig;
 pub use policy_decision::{PolicyDecision, MAX_TIERS};
 pub use request::Request;

@@ -2,14 +2,15 @@
 //! reloadable while traffic flows.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
 use super::tier_store::fingerprint;
 use super::{
-    AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
-    PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome,
+    AsyncPolicyCheck, AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig,
+    PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome,
 };
 use crate::sync::plain::Ordering;
 use crate::sync::{SwapCell, SwapGuard};
@@ -282,7 +283,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide_async(&Request::new(client, endpoint, cost), false)
+        self.decide_async(&Request::new(client, endpoint, cost), false, None)
             .await
     }
 
@@ -293,33 +294,47 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide_async(&Request::new(client, endpoint, cost), true)
+        self.decide_async(&Request::new(client, endpoint, cost), true, None)
             .await
     }
 
     /// [`refund`](Self::refund), awaiting the store.
     pub async fn refund_async(&self, client: &str, endpoint: &str, cost: u32) {
-        let set = self.active_set_owned();
-        if let Some(plan) = refund_plan(&set, &Request::new(client, endpoint, cost)) {
-            self.store.refund_async(&plan, self.clock.now()).await;
-        }
+        self.refund_awaiting(&Request::new(client, endpoint, cost), self.clock.now())
+            .await
     }
 
     /// Records `cost` permits for `client` on `endpoint` now whatever the limits say (work
     /// already done; [`PolicyCheck::charge_at`]), awaiting the store.
     pub async fn charge_async(&self, client: &str, endpoint: &str, cost: u32) {
+        self.charge_awaiting(&Request::new(client, endpoint, cost), self.clock.now())
+            .await
+    }
+
+    /// A refund of `request` at `now`, awaiting the store.
+    async fn refund_awaiting(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set_owned();
-        if let Some(plan) = charge_plan(&set, &Request::new(client, endpoint, cost)) {
-            self.store.charge_async(&plan, self.clock.now()).await;
+        if let Some(plan) = refund_plan(&set, request) {
+            self.store.refund_async(&plan, now).await;
         }
     }
 
-    /// [`decide`](Self::decide), awaiting the store's check (or peek); the rule set is held
-    /// by an owned reference while it waits.
+    /// A charge of `request` at `now`, awaiting the store.
+    async fn charge_awaiting(&self, request: &Request<'_>, now: Nanos) {
+        let set = self.active_set_owned();
+        if let Some(plan) = charge_plan(&set, request) {
+            self.store.charge_async(&plan, now).await;
+        }
+    }
+
+    /// [`decide`](Self::decide), awaiting the store's check (or peek) at `now` (the
+    /// clock's, read once the rules matched, if `None`); the rule set is held by an owned
+    /// reference while it waits.
     async fn decide_async(
         &self,
         request: &Request<'_>,
         peek: bool,
+        now: Option<Nanos>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.active_set_owned();
         let mut plan = Plan::new();
@@ -329,7 +344,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         let mut decision = PolicyDecision::empty();
         decision.label(&plan);
         if !plan.is_empty() {
-            let now = self.clock.now();
+            let now = now.unwrap_or_else(|| self.clock.now());
             let outcomes = decision.outcomes_mut();
             if peek {
                 self.store.peek_async(&plan, now, outcomes).await?;
@@ -450,6 +465,40 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         if let Some(plan) = refund_plan(&set, request) {
             self.store.refund(&plan, now);
         }
+    }
+}
+
+impl<C: Clock + Sync, S: AsyncStore + Sync> AsyncPolicyCheck for Policy<C, S> {
+    fn check_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        self.decide_async(request, false, Some(now))
+    }
+
+    fn peek_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        self.decide_async(request, true, Some(now))
+    }
+
+    fn refund_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        self.refund_awaiting(request, now)
+    }
+
+    fn charge_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        self.charge_awaiting(request, now)
     }
 }
 

@@ -225,3 +225,93 @@ impl<P: PolicyCheck + ?Sized> PolicyCheck for std::sync::Arc<P> {
         (**self).charge_at(r, now)
     }
 }
+
+/// [`PolicyCheck`] awaited: what a server awaits when the policy's store waits on the
+/// network (a [`Policy`](super::Policy) on an [`AsyncStore`](super::AsyncStore), such as a
+/// `RedisStore`), so a round trip holds no worker thread. Implemented by such a policy, by
+/// the decorators over one ([`Metered`](super::Metered),
+/// [`AdaptivePenalty`](super::AdaptivePenalty)) and by an `Arc` of any; the HTTP layer's
+/// awaited mode takes one (`RateLimitLayer::awaited`). Same rules, tiers and decisions as
+/// the synchronous methods.
+///
+/// ```
+/// use tollgate::policy::{AdaptivePenalty, AsyncPolicyCheck, PenaltyConfig, Policy, PolicyCheck, Request};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 1
+///     window = "1m"
+/// "#, tollgate::policy::FnClock(|| Nanos::ZERO))?;
+/// let penalty = PenaltyConfig { denials: 1, period: Nanos::from_secs(60), divisor: 2, cooldown: Nanos::from_secs(60) };
+/// let guarded = AdaptivePenalty::new(policy, penalty)?;
+/// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+/// let request = Request::new("a", "/", 1);
+/// let (first, second) = runtime.block_on(async {
+///     let now = guarded.now();
+///     (guarded.check_at_async(&request, now).await, guarded.check_at_async(&request, now).await)
+/// });
+/// assert!(first?.allowed() && !second?.allowed());
+/// assert!(guarded.is_penalized("a", Nanos::ZERO));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait AsyncPolicyCheck: PolicyCheck {
+    /// [`PolicyCheck::check_at`], awaited.
+    fn check_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a;
+
+    /// [`PolicyCheck::peek_at`], awaited.
+    fn peek_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a;
+
+    /// [`PolicyCheck::refund_at`], awaited.
+    fn refund_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a;
+
+    /// [`PolicyCheck::charge_at`], awaited.
+    fn charge_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a;
+}
+
+impl<P: AsyncPolicyCheck + ?Sized> AsyncPolicyCheck for std::sync::Arc<P> {
+    fn check_at_async<'a>(
+        &'a self,
+        r: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        (**self).check_at_async(r, now)
+    }
+    fn peek_at_async<'a>(
+        &'a self,
+        r: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        (**self).peek_at_async(r, now)
+    }
+    fn refund_at_async<'a>(
+        &'a self,
+        r: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        (**self).refund_at_async(r, now)
+    }
+    fn charge_at_async<'a>(
+        &'a self,
+        r: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        (**self).charge_at_async(r, now)
+    }
+}

@@ -559,10 +559,13 @@ fn a_debug_sleep_times_out_into_the_failure_policy_and_recovers() {
             redis::cmd("DEBUG").arg("SLEEP").arg(1).query(&mut side);
     });
     // The server sleeps 1 s, beyond the 300 ms timeout: a check overlapping it fails open.
+    // Until the side command arrives (a loaded machine may run more than the nine checks
+    // left first), Redis answers, and may deny.
     let mut degraded = false;
     while !sleeper.is_finished() && !degraded {
-        assert!(policy.allow("k", "/", 1).unwrap().allowed());
+        let allowed = policy.allow("k", "/", 1).unwrap().allowed();
         degraded = policy.backend().stats().degraded > 0;
+        assert!(allowed || !degraded, "a timed-out check fails open");
     }
     assert!(degraded, "a check overlapping DEBUG SLEEP timed out");
     sleeper.join().unwrap();

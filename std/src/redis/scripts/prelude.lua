@@ -275,10 +275,12 @@ local function div(a, b)
 end
 
 -- div for numbers, a < 2^52 and b >= 1: divmod's first branch, for the algorithms' number
--- paths (see FAST).
+-- paths (see FAST). x - x % 1 is floor(x) for a double x >= 0 (x % 1 = x - floor(x) is
+-- exact there), without math.floor's C call.
 local function ndiv(a, b)
   if a < b then return 0 end
-  local q = floor(a / b)
+  local q = a / b
+  q = q - q % 1
   local r = a - q * b
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   return q
@@ -358,7 +360,8 @@ local function server_time()
     TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
   end
   local lo = TIME_LO + tonumber(t[2], 10) * 1000
-  local c = floor(lo / TWO32)
+  local c = lo / TWO32
+  c = c - c % 1 -- floor (see ndiv)
   return TIME_HI + c, lo - c * TWO32
 end
 
@@ -405,7 +408,8 @@ local function set_now(hi, lo, relative)
   NOW_ABS = nil
   if not relative then NOW_ABS = from_halves(hi, lo) end
   -- the reply's time field: milliseconds, to within one (a diagnostic the client ignores)
-  NOW_MS = floor(hi * 4294.967296 + lo / 1000000)
+  local ms = hi * 4294.967296 + lo / 1000000
+  NOW_MS = ms - ms % 1 -- floor (see ndiv)
   RELATIVE = relative
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
@@ -434,7 +438,8 @@ local function inst_hex(prefix, v)
   if not RELATIVE then return prefix .. tohex(v) end
   if LIMB[v] then return prefix .. tohex(add(now_abs(), v)) end
   if v <= EPOCH then return prefix .. '0000000000000000' end
-  local vh = floor(v / TWO32)
+  local vh = v / TWO32
+  if v >= 0 then vh = vh - vh % 1 else vh = floor(vh) end -- floor (see ndiv)
   local lo = NOW_L + (v - vh * TWO32)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end

@@ -242,9 +242,10 @@ local function write_word(i, st, span)
     local _, _, _, _, reset = p.algo.decide(st, p, now, true)
     span = reset
   end
-  -- ttl_ms(span, slack), inlined
+  -- ttl_ms(span, slack), inlined (span >= 0: see ndiv for the floor)
   if LIMB[span] then span = L_tonum(span) end
-  redis.call('SET', KEYS[i], value, 'PX', floor(span / 1000000) + 3 + slack)
+  local ms = span / 1000000
+  redis.call('SET', KEYS[i], value, 'PX', ms - ms % 1 + 3 + slack)
 end
 
 -- Writes tier i's log: the oldest `keep` permits of its current view, then `record`

@@ -229,14 +229,33 @@ end
 
 -- Writes tier i's word state under its tag, expiring when the state is fresh again
 -- (`span` from now, if the caller knows it).
+--
+-- A window state is fresh again at an instant that depends on the state alone: a fixed
+-- window's at the end of its window, a sliding window counter's at the end of its window's
+-- successor if curr > 0, else of its window if prev > 0, else at once. So when the key
+-- holds a state under the tier's own tag (written here, with its expiry) that is fresh
+-- again at the same instant as the one written, the key keeps its expiry (SET .. KEEPTTL:
+-- half the cost of a SET with PX, which also sets it and has it propagated as PXAT). That
+-- expiry was computed the same way from that same instant (a millisecond apart at most, by
+-- rounding, within the margins ttl_ms adds).
 local function write_word(i, st, span)
   local p = T_P[i]
+  local kind = p.kind
   local value
-  if p.kind == 't' then
+  if kind == 't' then
     value = inst_hex(p.tag, st[1])
   else
-    value = p.tag .. tohex(st[1]) .. tohex(st[2])
-    if p.kind == 'c' then value = value .. tohex(st[3]) end
+    local index, b = st[1], st[2]
+    value = p.tag .. tohex(index) .. tohex(b)
+    if kind == 'c' then value = value .. tohex(st[3]) end
+    if T_OLD[i] == p then
+      local old = T_ST[i]
+      if old[1] == index
+        and (kind == 'f' or (old[3] == 0) == (st[3] == 0) and (old[2] == 0) == (b == 0)) then
+        redis.call('SET', KEYS[i], value, 'KEEPTTL')
+        return
+      end
+    end
   end
   if span == nil then
     local _, _, _, _, reset = p.algo.decide(st, p, now, true)

@@ -26,9 +26,10 @@ local TWO32 = 4294967296
 -- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
 -- calls bind() on first use (`globals` is defined before the locals that shadow them).
 local function globals()
-  return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable
+  return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable,
+    string.find
 end
-local floor, type, tonumber, strsub, format, gmatch
+local floor, type, tonumber, strsub, format, gmatch, find
 local WIDE -- see hex_at
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
@@ -44,7 +45,7 @@ end
 
 local function bind()
   local setmeta
-  floor, type, tonumber, strsub, format, gmatch, setmeta = globals()
+  floor, type, tonumber, strsub, format, gmatch, setmeta, find = globals()
   setmeta(LIMB, { __mode = 'k' })
   WIDE = tonumber('fffffffffffff', 16) == 4503599627370495
 end
@@ -177,6 +178,23 @@ local function hex_at(s, i)
     if v < EXACT then return v end
   end
   return from_halves(tonumber(strsub(s, i, i + 7), 16), tonumber(strsub(s, i + 8, i + 15), 16))
+end
+
+-- The values of the 16-hex-digit strings hex_field read last (at most 256, a pure cache):
+-- a window state's index is the same in every key, its counts small and repeating. A read
+-- looks the string up first (`HEXV[h] or hex_field(h)`), and only a miss parses it.
+local HEXV, HEXV_COUNT = {}, 0
+
+local function hex_field(h)
+  local v
+  if WIDE then v = tonumber(h, 16) end
+  if v == nil or v >= EXACT then
+    return from_halves(tonumber(strsub(h, 1, 8), 16), tonumber(strsub(h, 9, 16), 16))
+  end
+  if HEXV_COUNT >= 256 then HEXV, HEXV_COUNT = {}, 0 end
+  HEXV[h] = v
+  HEXV_COUNT = HEXV_COUNT + 1
+  return v
 end
 
 -- An algorithm argument: hex without padding when below 2^52 (at most 13 digits), else 16
@@ -418,9 +436,17 @@ local function set_now(hi, lo, relative)
 end
 
 -- A stored instant (the 16 hex digits of `s` from position `i`) as the mode sees it.
+local INST_HS, INST_HI = nil, 0 -- the last high half read, and its value (a pure cache)
+
 local function inst(s, i)
   if not RELATIVE then return hex_at(s, i) end
-  local hi = tonumber(strsub(s, i, i + 7), 16)
+  -- the high 8 digits change every 4.3 s: a string equal to the last ones is read as they were
+  local hs = strsub(s, i, i + 7)
+  local hi = INST_HI
+  if hs ~= INST_HS then
+    hi = tonumber(hs, 16)
+    INST_HS, INST_HI = hs, hi
+  end
   local lo = tonumber(strsub(s, i + 8, i + 15), 16)
   local dh = hi - NOW_H
   if dh > -1048576 and dh < 1048576 then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53

@@ -93,28 +93,33 @@ local function load(i)
   end
   local raw = redis.pcall('GET', key)
   if raw == false then return nil end
-  if type(raw) ~= 'string' then
-    -- not a string: a sorted set (a log), or a script error for a value of another type
-    return load_log(key, redis.call('ZCARD', key))
-  end
-  local tag = p.tag
-  local len = #tag
-  if strsub(raw, 1, len) == tag then
+  -- (an error reply is a table, of length 0)
+  local len = p.len
+  if #raw == p.vlen and find(raw, p.tag, 1, true) == 1 then
     -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
-    local nf = FIELDS[p.kind]
-    if #raw ~= len + 16 * nf then return {} end
     local st = T_ST[i]
     if st == nil then
       st = { 0, 0, 0 }
       T_ST[i] = st
     end
-    if nf == 1 then
+    if p.kind == 't' then
       st[1] = inst(raw, len + 1)
     else
-      st[1], st[2] = hex_at(raw, len + 1), hex_at(raw, len + 17)
-      if nf == 3 then st[3] = hex_at(raw, len + 33) end
+      -- hex_at, through the cache of field values (see HEXV)
+      local h = strsub(raw, len + 1, len + 16)
+      st[1] = HEXV[h] or hex_field(h)
+      h = strsub(raw, len + 17, len + 32)
+      st[2] = HEXV[h] or hex_field(h)
+      if p.kind == 'c' then
+        h = strsub(raw, len + 33, len + 48)
+        st[3] = HEXV[h] or hex_field(h)
+      end
     end
     return p
+  end
+  if type(raw) ~= 'string' then
+    -- not a string: a sorted set (a log), or a script error for a value of another type
+    return load_log(key, redis.call('ZCARD', key))
   end
   local kind, p1, p2
   kind, p1, p2, len = parse_tag(raw)
@@ -245,9 +250,14 @@ local function write_word(i, st, span)
   if kind == 't' then
     value = inst_hex(p.tag, st[1])
   else
+    -- tohex, its cache looked up first
     local index, b = st[1], st[2]
-    value = p.tag .. tohex(index) .. tohex(b)
-    if kind == 'c' then value = value .. tohex(st[3]) end
+    if kind == 'c' then
+      local c = st[3]
+      value = p.tag .. (HEXN[index] or tohex(index)) .. (HEXN[b] or tohex(b)) .. (HEXN[c] or tohex(c))
+    else
+      value = p.tag .. (HEXN[index] or tohex(index)) .. (HEXN[b] or tohex(b))
+    end
     if T_OLD[i] == p then
       local old = T_ST[i]
       if old[1] == index
@@ -314,7 +324,8 @@ end
 
 -- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
 -- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
--- FAST) }, or nil and an error message.
+-- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log)
+-- }, or nil and an error message.
 local SPECS, SPEC_COUNT = {}, 0
 
 local function parse_spec(s)
@@ -333,6 +344,10 @@ local function parse_spec(s)
   if n ~= 3 + algo.args then return nil, 'bad tier ' .. s end
   local _, p1, p2 = parse_tag(tag)
   local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]), num = true }
+  -- a word state's length under this tag (none for a log)
+  p.len = #tag
+  p.vlen = -1
+  if FIELDS[kind] then p.vlen = #tag + 16 * FIELDS[kind] end
   for j = 1, algo.args do
     local v = arg(w[3 + j])
     p[j] = v

@@ -43,6 +43,11 @@ local commands = {
     if px == 'PX' then expiry[key] = clock_us / 1000 + ms end
     return { ok = 'OK' }
   end,
+  SETRANGE = function(key, offset, value)
+    local v, o = live(key), tonumber(offset)
+    values[key] = v:sub(1, o) .. value .. v:sub(o + #value + 1)
+    return #values[key]
+  end,
   PEXPIRE = function(key, ms)
     expiry[key] = clock_us / 1000 + ms
     return 1

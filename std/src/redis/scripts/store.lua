@@ -239,10 +239,11 @@ end
 -- window's at the end of its window, a sliding window counter's at the end of its window's
 -- successor if curr > 0, else of its window if prev > 0, else at once. So when the key
 -- holds a state under the tier's own tag (written here, with its expiry) that is fresh
--- again at the same instant as the one written, the key keeps its expiry (SET .. KEEPTTL:
--- half the cost of a SET with PX, which also sets it and has it propagated as PXAT). That
--- expiry was computed the same way from that same instant (a millisecond apart at most, by
--- rounding, within the margins ttl_ms adds).
+-- again at the same instant as the one written, the key keeps its expiry, and as its value
+-- is the one load read, only the fields after the unchanged window index are overwritten
+-- (SETRANGE: a third of a SET with PX, which also sets the expiry and has it propagated as
+-- PXAT). That expiry was computed the same way from that same instant (a millisecond apart
+-- at most, by rounding, within the margins ttl_ms adds).
 local function write_word(i, st, span)
   local p = T_P[i]
   local kind = p.kind
@@ -252,19 +253,30 @@ local function write_word(i, st, span)
   else
     -- tohex, its cache looked up first
     local index, b = st[1], st[2]
-    if kind == 'c' then
-      local c = st[3]
-      value = p.tag .. (HEXN[index] or tohex(index)) .. (HEXN[b] or tohex(b)) .. (HEXN[c] or tohex(c))
-    else
-      value = p.tag .. (HEXN[index] or tohex(index)) .. (HEXN[b] or tohex(b))
-    end
+    local hb = HEXN[b] or tohex(b)
     if T_OLD[i] == p then
       local old = T_ST[i]
-      if old[1] == index
-        and (kind == 'f' or (old[3] == 0) == (st[3] == 0) and (old[2] == 0) == (b == 0)) then
-        redis.call('SET', KEYS[i], value, 'KEEPTTL')
-        return
+      if old[1] == index then
+        if kind == 'f' then
+          redis.call('SETRANGE', KEYS[i], p.off2, hb)
+          return
+        end
+        local c = st[3]
+        if (old[3] == 0) == (c == 0) and (old[2] == 0) == (b == 0) then
+          local hc = HEXN[c] or tohex(c)
+          if old[2] == b then
+            redis.call('SETRANGE', KEYS[i], p.off3, hc)
+          else
+            redis.call('SETRANGE', KEYS[i], p.off2, hb .. hc)
+          end
+          return
+        end
       end
+    end
+    value = p.tag .. (HEXN[index] or tohex(index)) .. hb
+    if kind == 'c' then
+      local c = st[3]
+      value = value .. (HEXN[c] or tohex(c))
     end
   end
   if span == nil then
@@ -324,8 +336,8 @@ end
 
 -- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
 -- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
--- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log)
--- }, or nil and an error message.
+-- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log),
+-- off2 and off3 (see write_word) }, or nil and an error message.
 local SPECS, SPEC_COUNT = {}, 0
 
 local function parse_spec(s)
@@ -348,6 +360,8 @@ local function parse_spec(s)
   p.len = #tag
   p.vlen = -1
   if FIELDS[kind] then p.vlen = #tag + 16 * FIELDS[kind] end
+  -- the 0-based offsets of a window state's second and third fields (SETRANGE's argument)
+  p.off2, p.off3 = format('%d', #tag + 16), format('%d', #tag + 32)
   for j = 1, algo.args do
     local v = arg(w[3 + j])
     p[j] = v

@@ -505,8 +505,7 @@ end
 local WINDOWS, WINDOW_COUNT = {}, 0
 
 local function window_of(w)
-  local c = nil
-  if not LIMB[w] then c = WINDOWS[w] end
+  local c = WINDOWS[w] -- (never a limb array's)
   if c then
     local dh = NOW_H - c[2]
     if dh >= 0 and dh < 1048576 then
@@ -554,15 +553,16 @@ end
 
 -- A decision as the core's Decision, as five values (no table): allowed (1 or 0),
 -- remaining, reset_after, retry_after, delay. An algorithm's decide returns its next state
--- and span, then these (`return next, span, allow(...)`).
+-- and span, then these (`return next, span, allow(...)`), then `true`: the four values may
+-- be limb arrays (an algorithm's number path returns numbers only, and no sixth value).
 local function allow(remaining, reset, delay)
-  return 1, remaining, reset, ZERO, delay or ZERO
+  return 1, remaining, reset, ZERO, delay or ZERO, true
 end
 
 local function deny(remaining, reset, retry)
   -- Decision::deny: a deny always says to wait at least 1 ns
   if is_zero(retry) then retry = ONE end
-  return 0, remaining, reset, retry, ZERO
+  return 0, remaining, reset, retry, ZERO, true
 end
 
 -- Writes a decision as tier `i`'s five reply fields (after the flag and the time): an

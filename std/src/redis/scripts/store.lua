@@ -40,6 +40,9 @@ local KEYS, ARGV, now, slack
 -- a state under the tier's own tag, the state the tier decides on, and a check's outcome
 -- (next state, span, allowed).
 local T_P, T_OLD, T_ST, T_STATE, T_NEXT, T_SPAN, T_OK = {}, {}, {}, {}, {}, {}, {}
+-- and per tier a table for the next state an algorithm's number path fills (see decide's
+-- `out`), made once
+local T_OUT = {}
 
 -- Instants in a state: a GCRA / leaky bucket state is one (read with inst, written with
 -- inst_hex: relative to now in relative mode); window states hold indices and counts.
@@ -82,8 +85,8 @@ local function load_log(key, n)
   return { zset = true }
 end
 
-local function load(i)
-  local key, p = KEYS[i], T_P[i]
+local function load(i, p)
+  local key = KEYS[i]
   if p.kind == 'l' then
     local n = redis.pcall('ZCARD', key)
     if type(n) == 'number' then
@@ -280,7 +283,7 @@ local function write_word(i, st, span)
     end
   end
   if span == nil then
-    local _, _, _, _, reset = p.algo.decide(st, p, now, true)
+    local _, _, _, _, reset = p.decide(st, p, now, true)
     span = reset
   end
   -- ttl_ms(span, slack), inlined (span >= 0: see ndiv for the floor)
@@ -320,21 +323,33 @@ local function write_log(i, keep, record, span)
   redis.call('PEXPIRE', key, ttl_ms(span, slack))
 end
 
--- Reads every tier's state (mode and `now` as set_now sets them). Returns whether absolute
--- mode is needed: a log state, or an instant too far in the past for relative mode.
+-- Reads every tier's state (mode and `now` as set_now sets them) and converts it (T_STATE).
+-- Returns whether absolute mode is needed: a log state (then not converted), or an instant
+-- too far in the past for relative mode (converted, but to be read again).
 local function load_all(tiers, hi, lo, relative)
   set_now(hi, lo, relative)
   if relative then now = 0 else now = NOW_ABS end
-  local absolute = FAR
+  local absolute = false
   for i = 1, tiers do
-    local old = load(i)
+    local p = T_P[i]
+    local old = load(i, p)
     T_OLD[i] = old
-    if old and old.kind == 'l' then absolute = true end
+    -- convert's common cases inlined: a state under the tier's own tag as it is, an absent
+    -- GCRA / leaky bucket state fresh
+    if old == p then
+      T_STATE[i] = T_ST[i]
+    elseif old == nil and p.kind == 't' then
+      if RELATIVE then T_STATE[i] = FRESH_T_REL else T_STATE[i] = FRESH_T_ABS end
+    elseif old and old.kind == 'l' and relative then
+      absolute = true
+    else
+      T_STATE[i] = convert(i, old)
+    end
   end
   return absolute or FAR
 end
 
--- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
+-- A tier spec parsed: { algo, decide (algo.decide), kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
 -- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
 -- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log),
 -- off2 and off3 (see write_word) }, or nil and an error message.
@@ -355,7 +370,10 @@ local function parse_spec(s)
   end
   if n ~= 3 + algo.args then return nil, 'bad tier ' .. s end
   local _, p1, p2 = parse_tag(tag)
-  local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]), num = true }
+  local p = {
+    algo = algo, decide = algo.decide, kind = kind, tag = tag, p1 = p1, p2 = p2,
+    cmax = arg(w[3]), num = true,
+  }
   -- a word state's length under this tag (none for a log)
   p.len = #tag
   p.vlen = -1
@@ -444,18 +462,6 @@ local function main(keys, args)
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
   -- part, or a state holds an instant too far in the past for it (then read again).
   if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
-  for i = 1, tiers do
-    -- convert's common cases inlined: a state under the tier's own tag as it is, an absent
-    -- GCRA / leaky bucket state fresh
-    local old, p = T_OLD[i], T_P[i]
-    if old == p then
-      T_STATE[i] = T_ST[i]
-    elseif old == nil and p.kind == 't' then
-      if RELATIVE then T_STATE[i] = FRESH_T_REL else T_STATE[i] = FRESH_T_ABS end
-    else
-      T_STATE[i] = convert(i, old)
-    end
-  end
 
   if op == 'r' or op == 'g' then
     for i = 1, tiers do
@@ -492,15 +498,22 @@ local function main(keys, args)
   if op == 'q' then all = 0 end
   for i = 1, tiers do
     local p = T_P[i]
-    local next, span, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, false)
+    local out = T_OUT[i]
+    if out == nil then
+      out = { 0, 0, 0 }
+      T_OUT[i] = out
+    end
+    local next, span, ok, a, b, c, e, limbs = p.decide(T_STATE[i], p, now, false, out)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
     if ok == 0 then all = 0 end
-    -- put_decision, inlined
+    -- put_decision, inlined (`limbs`: see allow)
     local base = 5 * i - 2
-    if LIMB[a] then a = tohex(a) end
-    if LIMB[b] then b = tohex(b) end
-    if LIMB[c] then c = tohex(c) end
-    if LIMB[e] then e = tohex(e) end
+    if limbs then
+      if LIMB[a] then a = tohex(a) end
+      if LIMB[b] then b = tohex(b) end
+      if LIMB[c] then c = tohex(c) end
+      if LIMB[e] then e = tohex(e) end
+    end
     reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
   end
   reply[1] = all

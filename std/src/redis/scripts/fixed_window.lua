@@ -3,6 +3,8 @@
 -- FixedWindow::refund and FixedWindow::charge (`p.cmax`: the most the core's packed count
 -- holds, where a charge saturates).
 -- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
+-- decide's `out` (given unless `zero`): a table of the runner's that the number path fills
+-- and returns as the next state, instead of making one.
 local fixed = { fields = 2, args = 3 }
 ALGOS['fixed'] = fixed
 
@@ -19,7 +21,7 @@ local function fixed_current(st, window)
 end
 fixed.current = fixed_current
 
-function fixed.decide(st, p, now, zero)
+function fixed.decide(st, p, now, zero, out)
   local window = p[1]
   local limit = p[2]
   local cost = ZERO
@@ -27,7 +29,17 @@ function fixed.decide(st, p, now, zero)
   if FAST and p.num then
     -- the number path (see the prelude's FAST)
     local index, count = st[1], st[2]
-    local cur, into = window_of(window)
+    -- window_of's first case inlined: the memo's window if the time is still in it
+    local cur, into
+    local c = WINDOWS[window]
+    if c then
+      local d = NOW_H - c[2]
+      if d >= 0 and d < 1048576 then
+        d = d * TWO32 + (NOW_L - c[3])
+        if d >= 0 and d < window then cur, into = c[1], d end
+      end
+    end
+    if cur == nil then cur, into = window_of(window) end
     if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
       local ahead = 0
       if index < cur then index, count = cur, 0 else ahead = index - cur end
@@ -36,7 +48,10 @@ function fixed.decide(st, p, now, zero)
       if reset < EXACT and new_count < EXACT then
         if new_count <= limit then
           local next = nil
-          if cost ~= 0 then next = { index, new_count } end
+          if cost ~= 0 then
+            next = out
+            out[1], out[2] = index, new_count
+          end
           return next, reset, 1, limit - new_count, reset, 0, 0
         end
         -- reset >= W - into >= 1: the deny's retry as it is

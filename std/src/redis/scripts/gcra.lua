@@ -2,10 +2,12 @@
 -- decide mirrors tollgate_core::Gcra::decide; refund and charge mirror the core's
 -- tat::give_back and tat::charge (Gcra::refund / Gcra::charge).
 -- Parameters (p[1..4], parsed once per tier spec by the runner): T, tau = b*T, cost*T, cost.
+-- decide's `out` (given unless `zero`): a table of the runner's that the number path fills
+-- and returns as the next state, instead of making one.
 local gcra = { fields = 1, args = 4 }
 ALGOS['gcra'] = gcra
 
-function gcra.decide(st, p, now, zero)
+function gcra.decide(st, p, now, zero, out)
   local interval = p[1]
   local tolerance = p[2]
   local cost_t, cost = ZERO, 0
@@ -21,7 +23,10 @@ function gcra.decide(st, p, now, zero)
       local ahead = new_tat - now
       if ahead <= tolerance then
         local next = nil
-        if cost > 0 then next = { new_tat } end
+        if cost > 0 then
+          next = out
+          out[1] = new_tat
+        end
         return next, ahead, 1, ndiv(tolerance - ahead, interval), ahead, 0, 0
       end
       -- retry = ahead - tolerance > 0

@@ -26,9 +26,10 @@ local TWO32 = 4294967296
 -- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
 -- calls bind() on first use (`globals` is defined before the locals that shadow them).
 local function globals()
-  return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable
+  return math.floor, type, tonumber, string.sub, string.format, string.gmatch, setmetatable,
+    string.find
 end
-local floor, type, tonumber, strsub, format, gmatch
+local floor, type, tonumber, strsub, format, gmatch, find
 local WIDE -- see hex_at
 
 -- Limb arrays are created by a constructor of six slots (NL <= 6): Lua 5.1 then sizes the
@@ -44,7 +45,7 @@ end
 
 local function bind()
   local setmeta
-  floor, type, tonumber, strsub, format, gmatch, setmeta = globals()
+  floor, type, tonumber, strsub, format, gmatch, setmeta, find = globals()
   setmeta(LIMB, { __mode = 'k' })
   WIDE = tonumber('fffffffffffff', 16) == 4503599627370495
 end
@@ -179,6 +180,23 @@ local function hex_at(s, i)
   return from_halves(tonumber(strsub(s, i, i + 7), 16), tonumber(strsub(s, i + 8, i + 15), 16))
 end
 
+-- The values of the 16-hex-digit strings hex_field read last (at most 256, a pure cache):
+-- a window state's index is the same in every key, its counts small and repeating. A read
+-- looks the string up first (`HEXV[h] or hex_field(h)`), and only a miss parses it.
+local HEXV, HEXV_COUNT = {}, 0
+
+local function hex_field(h)
+  local v
+  if WIDE then v = tonumber(h, 16) end
+  if v == nil or v >= EXACT then
+    return from_halves(tonumber(strsub(h, 1, 8), 16), tonumber(strsub(h, 9, 16), 16))
+  end
+  if HEXV_COUNT >= 256 then HEXV, HEXV_COUNT = {}, 0 end
+  HEXV[h] = v
+  HEXV_COUNT = HEXV_COUNT + 1
+  return v
+end
+
 -- An algorithm argument: hex without padding when below 2^52 (at most 13 digits), else 16
 -- hex digits (the client's encoding, rule.rs `arg`).
 local function arg(s)
@@ -275,10 +293,12 @@ local function div(a, b)
 end
 
 -- div for numbers, a < 2^52 and b >= 1: divmod's first branch, for the algorithms' number
--- paths (see FAST).
+-- paths (see FAST). x - x % 1 is floor(x) for a double x >= 0 (x % 1 = x - floor(x) is
+-- exact there), without math.floor's C call.
 local function ndiv(a, b)
   if a < b then return 0 end
-  local q = floor(a / b)
+  local q = a / b
+  q = q - q % 1
   local r = a - q * b
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   return q
@@ -358,7 +378,8 @@ local function server_time()
     TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
   end
   local lo = TIME_LO + tonumber(t[2], 10) * 1000
-  local c = floor(lo / TWO32)
+  local c = lo / TWO32
+  c = c - c % 1 -- floor (see ndiv)
   return TIME_HI + c, lo - c * TWO32
 end
 
@@ -405,7 +426,8 @@ local function set_now(hi, lo, relative)
   NOW_ABS = nil
   if not relative then NOW_ABS = from_halves(hi, lo) end
   -- the reply's time field: milliseconds, to within one (a diagnostic the client ignores)
-  NOW_MS = floor(hi * 4294.967296 + lo / 1000000)
+  local ms = hi * 4294.967296 + lo / 1000000
+  NOW_MS = ms - ms % 1 -- floor (see ndiv)
   RELATIVE = relative
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
@@ -414,9 +436,17 @@ local function set_now(hi, lo, relative)
 end
 
 -- A stored instant (the 16 hex digits of `s` from position `i`) as the mode sees it.
+local INST_HS, INST_HI = nil, 0 -- the last high half read, and its value (a pure cache)
+
 local function inst(s, i)
   if not RELATIVE then return hex_at(s, i) end
-  local hi = tonumber(strsub(s, i, i + 7), 16)
+  -- the high 8 digits change every 4.3 s: a string equal to the last ones is read as they were
+  local hs = strsub(s, i, i + 7)
+  local hi = INST_HI
+  if hs ~= INST_HS then
+    hi = tonumber(hs, 16)
+    INST_HS, INST_HI = hs, hi
+  end
   local lo = tonumber(strsub(s, i + 8, i + 15), 16)
   local dh = hi - NOW_H
   if dh > -1048576 and dh < 1048576 then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53
@@ -434,7 +464,8 @@ local function inst_hex(prefix, v)
   if not RELATIVE then return prefix .. tohex(v) end
   if LIMB[v] then return prefix .. tohex(add(now_abs(), v)) end
   if v <= EPOCH then return prefix .. '0000000000000000' end
-  local vh = floor(v / TWO32)
+  local vh = v / TWO32
+  if v >= 0 then vh = vh - vh % 1 else vh = floor(vh) end -- floor (see ndiv)
   local lo = NOW_L + (v - vh * TWO32)
   local hi = NOW_H + vh
   if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
@@ -474,8 +505,7 @@ end
 local WINDOWS, WINDOW_COUNT = {}, 0
 
 local function window_of(w)
-  local c = nil
-  if not LIMB[w] then c = WINDOWS[w] end
+  local c = WINDOWS[w] -- (never a limb array's)
   if c then
     local dh = NOW_H - c[2]
     if dh >= 0 and dh < 1048576 then
@@ -523,15 +553,16 @@ end
 
 -- A decision as the core's Decision, as five values (no table): allowed (1 or 0),
 -- remaining, reset_after, retry_after, delay. An algorithm's decide returns its next state
--- and span, then these (`return next, span, allow(...)`).
+-- and span, then these (`return next, span, allow(...)`), then `true`: the four values may
+-- be limb arrays (an algorithm's number path returns numbers only, and no sixth value).
 local function allow(remaining, reset, delay)
-  return 1, remaining, reset, ZERO, delay or ZERO
+  return 1, remaining, reset, ZERO, delay or ZERO, true
 end
 
 local function deny(remaining, reset, retry)
   -- Decision::deny: a deny always says to wait at least 1 ns
   if is_zero(retry) then retry = ONE end
-  return 0, remaining, reset, retry, ZERO
+  return 0, remaining, reset, retry, ZERO, true
 end
 
 -- Writes a decision as tier `i`'s five reply fields (after the flag and the time): an

@@ -14,6 +14,8 @@
 -- refund, charge and used mirror SlidingWindowCounter::refund / charge / used (`p.cmax`:
 -- the most the core's packed counts hold, where a charge saturates).
 -- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
+-- decide's `out` (given unless `zero`): a table of the runner's that the number path fills
+-- and returns as the next state, instead of making one.
 local swc = { fields = 3, args = 3 }
 ALGOS['swc'] = swc
 
@@ -43,7 +45,7 @@ local function earliest(x, p, window)
   return sub(window, div(mul(x, window), p))
 end
 
-function swc.decide(st, p, now, zero)
+function swc.decide(st, p, now, zero, out)
   local window = p[1]
   local limit = p[2]
   local cost = ZERO
@@ -52,7 +54,17 @@ function swc.decide(st, p, now, zero)
     -- the number path (see the prelude's FAST) of an admission with prev <= L; anything
     -- else takes the general steps
     local index, prev, curr = st[1], st[2], st[3]
-    local cur, into = window_of(window)
+    -- window_of's first case inlined: the memo's window if the time is still in it
+    local cur, into
+    local c = WINDOWS[window]
+    if c then
+      local d = NOW_H - c[2]
+      if d >= 0 and d < 1048576 then
+        d = d * TWO32 + (NOW_L - c[3])
+        if d >= 0 and d < window then cur, into = c[1], d end
+      end
+    end
+    if cur == nil then cur, into = window_of(window) end
     if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
       -- swc_roll
       local elapsed, ahead = into, 0
@@ -76,7 +88,10 @@ function swc.decide(st, p, now, zero)
           end
           if reset < EXACT then
             local next = nil
-            if cost ~= 0 then next = { index, prev, new_curr } end
+            if cost ~= 0 then
+              next = out
+              out[1], out[2], out[3] = index, prev, new_curr
+            end
             return next, reset, 1, room - new_curr, reset, 0, 0
           end
         end

@@ -40,6 +40,9 @@ local KEYS, ARGV, now, slack
 -- a state under the tier's own tag, the state the tier decides on, and a check's outcome
 -- (next state, span, allowed).
 local T_P, T_OLD, T_ST, T_STATE, T_NEXT, T_SPAN, T_OK = {}, {}, {}, {}, {}, {}, {}
+-- and per tier a table for the next state an algorithm's number path fills (see decide's
+-- `out`), made once
+local T_OUT = {}
 
 -- Instants in a state: a GCRA / leaky bucket state is one (read with inst, written with
 -- inst_hex: relative to now in relative mode); window states hold indices and counts.
@@ -82,8 +85,8 @@ local function load_log(key, n)
   return { zset = true }
 end
 
-local function load(i)
-  local key, p = KEYS[i], T_P[i]
+local function load(i, p)
+  local key = KEYS[i]
   if p.kind == 'l' then
     local n = redis.pcall('ZCARD', key)
     if type(n) == 'number' then
@@ -93,28 +96,33 @@ local function load(i)
   end
   local raw = redis.pcall('GET', key)
   if raw == false then return nil end
-  if type(raw) ~= 'string' then
-    -- not a string: a sorted set (a log), or a script error for a value of another type
-    return load_log(key, redis.call('ZCARD', key))
-  end
-  local tag = p.tag
-  local len = #tag
-  if strsub(raw, 1, len) == tag then
+  -- (an error reply is a table, of length 0)
+  local len = p.len
+  if #raw == p.vlen and find(raw, p.tag, 1, true) == 1 then
     -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
-    local nf = FIELDS[p.kind]
-    if #raw ~= len + 16 * nf then return {} end
     local st = T_ST[i]
     if st == nil then
       st = { 0, 0, 0 }
       T_ST[i] = st
     end
-    if nf == 1 then
+    if p.kind == 't' then
       st[1] = inst(raw, len + 1)
     else
-      st[1], st[2] = hex_at(raw, len + 1), hex_at(raw, len + 17)
-      if nf == 3 then st[3] = hex_at(raw, len + 33) end
+      -- hex_at, through the cache of field values (see HEXV)
+      local h = strsub(raw, len + 1, len + 16)
+      st[1] = HEXV[h] or hex_field(h)
+      h = strsub(raw, len + 17, len + 32)
+      st[2] = HEXV[h] or hex_field(h)
+      if p.kind == 'c' then
+        h = strsub(raw, len + 33, len + 48)
+        st[3] = HEXV[h] or hex_field(h)
+      end
     end
     return p
+  end
+  if type(raw) ~= 'string' then
+    -- not a string: a sorted set (a log), or a script error for a value of another type
+    return load_log(key, redis.call('ZCARD', key))
   end
   local kind, p1, p2
   kind, p1, p2, len = parse_tag(raw)
@@ -229,22 +237,59 @@ end
 
 -- Writes tier i's word state under its tag, expiring when the state is fresh again
 -- (`span` from now, if the caller knows it).
+--
+-- A window state is fresh again at an instant that depends on the state alone: a fixed
+-- window's at the end of its window, a sliding window counter's at the end of its window's
+-- successor if curr > 0, else of its window if prev > 0, else at once. So when the key
+-- holds a state under the tier's own tag (written here, with its expiry) that is fresh
+-- again at the same instant as the one written, the key keeps its expiry, and as its value
+-- is the one load read, only the fields after the unchanged window index are overwritten
+-- (SETRANGE: a third of a SET with PX, which also sets the expiry and has it propagated as
+-- PXAT). That expiry was computed the same way from that same instant (a millisecond apart
+-- at most, by rounding, within the margins ttl_ms adds).
 local function write_word(i, st, span)
   local p = T_P[i]
+  local kind = p.kind
   local value
-  if p.kind == 't' then
+  if kind == 't' then
     value = inst_hex(p.tag, st[1])
   else
-    value = p.tag .. tohex(st[1]) .. tohex(st[2])
-    if p.kind == 'c' then value = value .. tohex(st[3]) end
+    -- tohex, its cache looked up first
+    local index, b = st[1], st[2]
+    local hb = HEXN[b] or tohex(b)
+    if T_OLD[i] == p then
+      local old = T_ST[i]
+      if old[1] == index then
+        if kind == 'f' then
+          redis.call('SETRANGE', KEYS[i], p.off2, hb)
+          return
+        end
+        local c = st[3]
+        if (old[3] == 0) == (c == 0) and (old[2] == 0) == (b == 0) then
+          local hc = HEXN[c] or tohex(c)
+          if old[2] == b then
+            redis.call('SETRANGE', KEYS[i], p.off3, hc)
+          else
+            redis.call('SETRANGE', KEYS[i], p.off2, hb .. hc)
+          end
+          return
+        end
+      end
+    end
+    value = p.tag .. (HEXN[index] or tohex(index)) .. hb
+    if kind == 'c' then
+      local c = st[3]
+      value = value .. (HEXN[c] or tohex(c))
+    end
   end
   if span == nil then
-    local _, _, _, _, reset = p.algo.decide(st, p, now, true)
+    local _, _, _, _, reset = p.decide(st, p, now, true)
     span = reset
   end
-  -- ttl_ms(span, slack), inlined
+  -- ttl_ms(span, slack), inlined (span >= 0: see ndiv for the floor)
   if LIMB[span] then span = L_tonum(span) end
-  redis.call('SET', KEYS[i], value, 'PX', floor(span / 1000000) + 3 + slack)
+  local ms = span / 1000000
+  redis.call('SET', KEYS[i], value, 'PX', ms - ms % 1 + 3 + slack)
 end
 
 -- Writes tier i's log: the oldest `keep` permits of its current view, then `record`
@@ -278,23 +323,36 @@ local function write_log(i, keep, record, span)
   redis.call('PEXPIRE', key, ttl_ms(span, slack))
 end
 
--- Reads every tier's state (mode and `now` as set_now sets them). Returns whether absolute
--- mode is needed: a log state, or an instant too far in the past for relative mode.
+-- Reads every tier's state (mode and `now` as set_now sets them) and converts it (T_STATE).
+-- Returns whether absolute mode is needed: a log state (then not converted), or an instant
+-- too far in the past for relative mode (converted, but to be read again).
 local function load_all(tiers, hi, lo, relative)
   set_now(hi, lo, relative)
   if relative then now = 0 else now = NOW_ABS end
-  local absolute = FAR
+  local absolute = false
   for i = 1, tiers do
-    local old = load(i)
+    local p = T_P[i]
+    local old = load(i, p)
     T_OLD[i] = old
-    if old and old.kind == 'l' then absolute = true end
+    -- convert's common cases inlined: a state under the tier's own tag as it is, an absent
+    -- GCRA / leaky bucket state fresh
+    if old == p then
+      T_STATE[i] = T_ST[i]
+    elseif old == nil and p.kind == 't' then
+      if RELATIVE then T_STATE[i] = FRESH_T_REL else T_STATE[i] = FRESH_T_ABS end
+    elseif old and old.kind == 'l' and relative then
+      absolute = true
+    else
+      T_STATE[i] = convert(i, old)
+    end
   end
   return absolute or FAR
 end
 
--- A tier spec parsed: { algo, kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
+-- A tier spec parsed: { algo, decide (algo.decide), kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
 -- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
--- FAST) }, or nil and an error message.
+-- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log),
+-- off2 and off3 (see write_word) }, or nil and an error message.
 local SPECS, SPEC_COUNT = {}, 0
 
 local function parse_spec(s)
@@ -312,7 +370,16 @@ local function parse_spec(s)
   end
   if n ~= 3 + algo.args then return nil, 'bad tier ' .. s end
   local _, p1, p2 = parse_tag(tag)
-  local p = { algo = algo, kind = kind, tag = tag, p1 = p1, p2 = p2, cmax = arg(w[3]), num = true }
+  local p = {
+    algo = algo, decide = algo.decide, kind = kind, tag = tag, p1 = p1, p2 = p2,
+    cmax = arg(w[3]), num = true,
+  }
+  -- a word state's length under this tag (none for a log)
+  p.len = #tag
+  p.vlen = -1
+  if FIELDS[kind] then p.vlen = #tag + 16 * FIELDS[kind] end
+  -- the 0-based offsets of a window state's second and third fields (SETRANGE's argument)
+  p.off2, p.off3 = format('%d', #tag + 16), format('%d', #tag + 32)
   for j = 1, algo.args do
     local v = arg(w[3 + j])
     p[j] = v
@@ -395,18 +462,6 @@ local function main(keys, args)
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
   -- part, or a state holds an instant too far in the past for it (then read again).
   if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
-  for i = 1, tiers do
-    -- convert's common cases inlined: a state under the tier's own tag as it is, an absent
-    -- GCRA / leaky bucket state fresh
-    local old, p = T_OLD[i], T_P[i]
-    if old == p then
-      T_STATE[i] = T_ST[i]
-    elseif old == nil and p.kind == 't' then
-      if RELATIVE then T_STATE[i] = FRESH_T_REL else T_STATE[i] = FRESH_T_ABS end
-    else
-      T_STATE[i] = convert(i, old)
-    end
-  end
 
   if op == 'r' or op == 'g' then
     for i = 1, tiers do
@@ -443,15 +498,22 @@ local function main(keys, args)
   if op == 'q' then all = 0 end
   for i = 1, tiers do
     local p = T_P[i]
-    local next, span, ok, a, b, c, e = p.algo.decide(T_STATE[i], p, now, false)
+    local out = T_OUT[i]
+    if out == nil then
+      out = { 0, 0, 0 }
+      T_OUT[i] = out
+    end
+    local next, span, ok, a, b, c, e, limbs = p.decide(T_STATE[i], p, now, false, out)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
     if ok == 0 then all = 0 end
-    -- put_decision, inlined
+    -- put_decision, inlined (`limbs`: see allow)
     local base = 5 * i - 2
-    if LIMB[a] then a = tohex(a) end
-    if LIMB[b] then b = tohex(b) end
-    if LIMB[c] then c = tohex(c) end
-    if LIMB[e] then e = tohex(e) end
+    if limbs then
+      if LIMB[a] then a = tohex(a) end
+      if LIMB[b] then b = tohex(b) end
+      if LIMB[c] then c = tohex(c) end
+      if LIMB[e] then e = tohex(e) end
+    end
     reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
   end
   reply[1] = all

@@ -117,7 +117,7 @@ mod when_full;
 
 pub(crate) use debt_summary::DebtSummary;
 pub(crate) use geometry::Geometry;
-pub(crate) use table::{Judge, Mode, Seen, Table, Upsert};
+pub(crate) use table::{loss_of, Judge, Mode, Seen, Table, Upsert};
 
 pub use key_storage::KeyStorage;
 pub use keyed_build_error::KeyedBuildError;

@@ -138,6 +138,15 @@ pub(crate) trait Judge {
     fn record_evicted(&self, debts: &DebtSummary, h: u64, state: u64, inherited: bool, now: Nanos);
 }
 
+/// What evicting an entry loses, from a peek of it at cost 0, as [`Judge::loss`] compares
+/// it (a peek that fails: nothing known, evicted first).
+pub(crate) fn loss_of(peeked: Result<Decision, InsufficientCapacity>) -> (u64, u64) {
+    match peeked {
+        Ok(d) => (d.reset_after.as_u64(), u64::MAX - d.remaining),
+        Err(_) => (0, u64::MAX),
+    }
+}
+
 impl<A: Algorithm + ?Sized> Judge for A {
     #[inline]
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
@@ -145,13 +154,7 @@ impl<A: Algorithm + ?Sized> Judge for A {
     }
 
     fn loss(&self, state: u64, now: Nanos) -> (u64, u64) {
-        match self.peek(state, now, 0) {
-            Ok(o) => (
-                o.decision.reset_after.as_u64(),
-                u64::MAX - o.decision.remaining,
-            ),
-            Err(_) => (0, u64::MAX),
-        }
+        loss_of(self.peek(state, now, 0).map(|o| o.decision))
     }
 
     /// A packed state refers to nothing: the table's own compare-and-swap of the word

@@ -72,19 +72,30 @@ impl Slab {
         Some(u64::from(index) + 1)
     }
 
-    /// Clears the slot `handle` names and frees it; its log.
-    fn free(&self, handle: u64) -> Log {
+    /// Clears the slot `handle` names and frees it, returning its log; with `idle_at`, only
+    /// if the log is idle at that instant (`None` otherwise: the slot stays as it is).
+    /// Judged and cleared under one lock: a holder of the handle records into the log only
+    /// under this mutex, and after it finds the owner cleared.
+    fn vacate(&self, handle: u64, idle_at: Option<Nanos>) -> Option<Log> {
         let Some(slot) = self.slot(handle) else {
-            return Log::default();
+            return Some(Log::default());
         };
         let log = {
             let mut slot = lock(slot);
+            if idle_at.is_some_and(|now| !slot.log.is_idle(&self.params, now)) {
+                return None;
+            }
             slot.owner = None;
             std::mem::take(&mut slot.log)
         };
         // The handle came from `claim`, so it is 1 + an index below 2^32.
         lock(&self.free).push((handle - 1) as u32);
-        log
+        Some(log)
+    }
+
+    /// Clears the slot `handle` names and frees it; its log.
+    fn free(&self, handle: u64) -> Log {
+        self.vacate(handle, None).unwrap_or_default()
     }
 }
 
@@ -102,22 +113,7 @@ impl Judge for Slab {
     }
 
     fn release(&self, handle: u64, now: Nanos, idle: bool) -> bool {
-        let Some(slot) = self.slot(handle) else {
-            return true;
-        };
-        {
-            // Judged and cleared under one lock: a holder of the handle records into the
-            // log only under this mutex, and after it finds the owner cleared.
-            let mut slot = lock(slot);
-            if idle && !slot.log.is_idle(&self.params, now) {
-                return false;
-            }
-            slot.owner = None;
-            slot.log = Log::default();
-        }
-        // The handle came from `claim`, so it is 1 + an index below 2^32.
-        lock(&self.free).push((handle - 1) as u32);
-        true
+        self.vacate(handle, idle.then_some(now)).is_some()
     }
 
     /// A log table has no debt summary.

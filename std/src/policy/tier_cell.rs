@@ -140,10 +140,7 @@ impl Log {
     /// What forgetting it at `now` loses, as a keyed table compares it: the time until it
     /// is fresh again, then `u64::MAX - remaining`.
     pub(crate) fn loss(&self, params: &SlidingWindowLog, now: Nanos) -> (u64, u64) {
-        match self.peek(params, now, 0) {
-            Ok(d) => (d.reset_after.as_u64(), u64::MAX - d.remaining),
-            Err(_) => (0, u64::MAX),
-        }
+        crate::keyed::loss_of(self.peek(params, now, 0))
     }
 
     /// Bytes its storage takes.

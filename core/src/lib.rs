@@ -57,6 +57,7 @@
 //!   the tests, the fuzz targets and the loom models. Uses `alloc`.
 //! - `critical-section`, `single-core`: forwarded to portable-atomic, see above.
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(
     clippy::std_instead_of_core,

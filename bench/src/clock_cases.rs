@@ -13,7 +13,8 @@ use governor::clock::{Clock as GovernorClock, QuantaClock, QuantaUpkeepClock};
 use governor::RateLimiter;
 use std::hint::black_box;
 use std::time::Duration;
-use tollgate::{Clock, CoarseClock, Gcra, Limiter, TscClock};
+use tollgate::engine::Limiter;
+use tollgate::{Clock, CoarseClock, Gcra, TscClock};
 
 /// Refresh interval of the coarse clocks.
 const UPKEEP: Duration = Duration::from_millis(1);

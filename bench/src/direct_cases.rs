@@ -8,9 +8,10 @@ use crate::{CaseSpec, FloorCell, TimedCase};
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
 use std::time::Duration;
+use tollgate::engine::{Limiter, SlidingLogLimiter};
 use tollgate::{
-    Algorithm, Clock, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, SlidingLogLimiter,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket, TscClock,
+    Algorithm, Clock, FixedWindow, Gcra, LeakyBucket, Nanos, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket, TscClock,
 };
 
 /// Burst of the allow-path configs: with one permit per ns, nothing a benchmark loop can do

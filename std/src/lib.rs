@@ -1,7 +1,8 @@
 //! # tollgate
 //!
-//! Fast, memory-bounded rate limiting. This crate re-exports [`tollgate_core`] (the
-//! algorithms as lock-free packed cells) and adds what needs `std`:
+//! Fast, memory-bounded rate limiting. This crate re-exports the algorithms of
+//! [`tollgate_core`] ([`Gcra`], [`TokenBucket`], …, with [`Decision`] and [`Nanos`]; the
+//! core's executors are in [`engine`]) and adds what needs `std`:
 //!
 //! - clocks ([`TscClock`], [`CoarseClock`], [`MonotonicClock`], [`ManualClock`]);
 //! - [`RateLimiter`]: one limit plus a clock;
@@ -25,7 +26,36 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use tollgate_core::*;
+// What a user names, from tollgate-core. The executors underneath (`Limiter`, which
+// `RateLimiter` wraps; `StateCell`; the sliding log's `LogRing` and `SlidingLogLimiter`) and
+// the algorithm-implementor types (`Outcome`, `LogView`, `LogOutcome`) stay in `engine`.
+pub use tollgate_core::{
+    Algorithm, AlgorithmConfig, AnyAlgorithm, AnyLimiter, Clock, ConfigError, Decision,
+    FixedWindow, Gcra, GcraBuilder, InsufficientCapacity, LeakyBucket, Nanos, PackedAlgorithm,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+};
+
+/// All of [`tollgate_core`], for code that drives the algorithms itself.
+///
+/// The names a limiter's user needs ([`Gcra`], [`Decision`], [`Nanos`], …) are re-exported
+/// at the top level of this crate. This module adds the executors and the packed-state
+/// plumbing underneath them: the clockless [`Limiter`](engine::Limiter) that
+/// [`RateLimiter`] wraps, the bare [`StateCell`](engine::StateCell), the sliding log's
+/// [`LogRing`](engine::LogRing), the [`Outcome`](engine::Outcome) an [`Algorithm`] returns,
+/// and (with tollgate-core's `reference` feature) the reference models.
+///
+/// ```
+/// use tollgate::engine::Limiter;
+/// use tollgate::{Gcra, Nanos};
+///
+/// let limiter = Limiter::new(Gcra::per_second(10).build()?);
+/// assert!(limiter.check_at(Nanos::from_secs(1)).allowed);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+pub mod engine {
+    #[doc(inline)]
+    pub use tollgate_core::*;
+}
 
 pub mod clock;
 pub mod keyed;

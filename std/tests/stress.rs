@@ -33,8 +33,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
+use tollgate::engine::reference::{PackedModel, SlidingWindowLogModel};
 use tollgate::policy::{Policy, PolicyCheck, Request};
-use tollgate::reference::{PackedModel, SlidingWindowLogModel};
 use tollgate::{
     AnyAlgorithm, AnyLimiter, Decision, FixedWindow, Gcra, KeyStorage, KeyedLimiter, LeakyBucket,
     ManualClock, Nanos, PackedAlgorithm, SlidingWindowCounter, SlidingWindowLog, TokenBucket,

@@ -7,13 +7,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use tollgate::engine::LogView;
 use tollgate::policy::{
     AdaptivePenalty, Metered, PenaltyConfig, Plan, PlannedTier, Policy, PolicyCheck, Store,
     TierOutcome,
 };
-use tollgate::{
-    Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, LogView, ManualClock, Nanos,
-};
+use tollgate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, ManualClock, Nanos};
 /// A key's state in the map store: a packed word or a log.
 #[derive(Clone, Debug)]
 enum State {

@@ -82,7 +82,7 @@ pub use adaptive_penalty::AdaptivePenalty;
 pub use algorithm_kind::AlgorithmKind;
 pub use config_error::PolicyConfigError;
 pub use delay::Delay;
-pub use duration::parse_duration;
+pub use duration::{parse_duration, DurationError};
 pub use fn_clock::FnClock;
 pub use header_name_error::HeaderNameError;
 pub use headers::RateLimitHeaders;

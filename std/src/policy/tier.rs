@@ -78,7 +78,7 @@ impl Tier {
             ));
         }
         let window = parse_duration(&config.window)
-            .map_err(|m| PolicyConfigError::new(field("window"), m))?;
+            .map_err(|e| PolicyConfigError::new(field("window"), e.to_string()))?;
         if window == Nanos::ZERO {
             return Err(PolicyConfigError::new(field("window"), "must be > 0"));
         }

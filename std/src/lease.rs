@@ -109,6 +109,7 @@ pub enum Spend {
 
 /// A grant that would overflow the cell's 40-bit permit count: nothing was added.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GrantError {
     /// Permits the cell held.
     pub held: u64,

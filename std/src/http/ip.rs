@@ -90,6 +90,7 @@ pub struct Cidr {
 
 /// A CIDR range that does not parse: the text, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CidrError {
     /// The text given.
     pub text: String,

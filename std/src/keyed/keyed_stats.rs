@@ -12,6 +12,7 @@
 /// assert_eq!((stats.len, stats.inserts, stats.pressure_evictions), (1, 1, 0));
 /// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct KeyedStats {
     /// Keys resident now.
     pub len: usize,

@@ -11,6 +11,7 @@
 /// assert_eq!(WhenFull::default(), WhenFull::Evict);
 /// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WhenFull {
     /// Evict the entry that loses least: the one closest to fresh (smallest `reset_after`,
     /// then most `remaining`). The new key is admitted as a fresh key. Fail open: a flood of

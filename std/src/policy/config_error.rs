@@ -13,6 +13,7 @@ use std::fmt;
 /// assert_eq!(err.to_string(), "rules[0].limit: must be > 0");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyConfigError {
     /// Where: `rules[3].limit`, or `toml` for a syntax or type error.
     pub path: String,

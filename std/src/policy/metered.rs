@@ -17,6 +17,7 @@ struct RuleCounters {
 
 /// One rule's counts, as read by [`Metered::snapshot`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RuleMetrics {
     /// The rule's name.
     pub rule: &'static str,

@@ -21,6 +21,7 @@ use super::{PolicyConfigError, RuleConfig, RuleSet};
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PolicyConfig {
     /// The most keys (clients) one tier keeps state for; memory is bounded by it. Default
     /// 100 000.

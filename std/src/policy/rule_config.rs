@@ -22,6 +22,7 @@ use super::{AlgorithmKind, Partition, TierConfig};
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RuleConfig {
     /// Unique name; identifies the rule's state across reloads and in headers and metrics.
     #[serde(default)]

@@ -15,6 +15,7 @@ use super::AlgorithmKind;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TierConfig {
     /// The name this tier has in `RateLimit` headers (default: the rule's name, or
     /// `rule.N` when the rule has several tiers). Printable ASCII.

@@ -17,6 +17,7 @@ use std::time::Duration;
 /// assert_ne!(closed, local);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum FailurePolicy {
     /// Admit everything (availability over enforcement), answering as a fresh key would
     /// (`remaining = limit − cost`).

@@ -11,6 +11,7 @@ use crate::sync::plain::{AtomicU64, Ordering};
 /// assert_eq!(stats.round_trips_per_redis_decision(), 0.0);
 /// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct RedisStats {
     /// Decisions answered (every source).
     pub decisions: u64,

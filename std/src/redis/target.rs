@@ -9,6 +9,7 @@
 /// assert_ne!(single, cluster);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RedisTarget {
     /// One server (or a proxy), by URL: `redis://host:port[/db]`.
     Single(String),

@@ -7,6 +7,7 @@
 /// assert_eq!(TimeSource::default(), TimeSource::Server);
 /// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TimeSource {
     /// The Redis server's `TIME` (Unix epoch, ns), read inside the script: every client of
     /// the fleet shares one clock and client clock skew cannot matter. The default.

@@ -62,6 +62,7 @@ pub mod keyed;
 pub mod lease;
 mod rate_limiter;
 mod sync;
+mod wait;
 
 pub use clock::{CoarseClock, ManualClock, MonotonicClock, TscClock, UpkeepHandle};
 pub use keyed::{

@@ -1,7 +1,10 @@
 //! [`RateLimiter`]: one limit (one lock-free state cell) plus the clock it reads.
 
+use core::convert::Infallible;
+
 use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Limiter, Nanos};
 
+use crate::wait::until_admitted;
 use crate::MonotonicClock;
 
 /// A direct (un-keyed) rate limiter: a [`Limiter`] from `tollgate-core` plus a clock.
@@ -70,6 +73,63 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     #[inline]
     pub fn check_n(&self, cost: u32) -> Result<Decision, InsufficientCapacity> {
         self.limiter.check_n_at(self.clock.now(), cost)
+    }
+
+    /// Waits until one permit is admitted and returns the admitting decision (governor's
+    /// `until_ready`).
+    ///
+    /// Checks now; if denied, sleeps until the decision's `retry_after` and checks again. An
+    /// admission with a `delay` (a [`LeakyBucket`](crate::LeakyBucket)'s queue) resolves
+    /// once that delay has passed. Needs no particular runtime: it sleeps on
+    /// [`Delay`](crate::policy::Delay), a timer thread of tollgate's own. Dropping the
+    /// future while it backs off consumes nothing; dropped during a `delay`, the admitted
+    /// permit stays spent.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tollgate::{Gcra, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::new(Gcra::per_second(100).burst(1).build()?);
+    /// assert!(limiter.check().allowed);
+    /// assert!(!limiter.check().allowed); // the burst is spent: the next permit is 10 ms away
+    ///
+    /// // Any executor will do; here a current-thread tokio runtime.
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let start = Instant::now();
+    /// let decision = runtime.block_on(limiter.until_ready());
+    /// assert!(decision.allowed);
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn until_ready(&self) -> Decision {
+        match until_admitted(|| Ok::<_, Infallible>(self.check())).await {
+            Ok(decision) => decision,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Waits until `cost` permits are admitted at once (governor's `until_n_ready`), as
+    /// [`until_ready`](Self::until_ready); [`InsufficientCapacity`] at once if `cost` can
+    /// never be admitted, since waiting could not help.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, InsufficientCapacity, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::new(Gcra::per_second(100).burst(5).build()?);
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// runtime.block_on(async {
+    ///     assert_eq!(limiter.until_n_ready(5).await?.remaining, 0);
+    ///     assert!(limiter.until_n_ready(2).await?.allowed); // after about 20 ms
+    ///     assert_eq!(
+    ///         limiter.until_n_ready(6).await,
+    ///         Err(InsufficientCapacity { max_cost: 5 })
+    ///     );
+    ///     Ok::<_, InsufficientCapacity>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn until_n_ready(&self, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        until_admitted(|| self.check_n(cost)).await
     }
 
     /// What a one-permit check would answer now; consumes nothing.

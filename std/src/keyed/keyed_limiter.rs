@@ -7,6 +7,7 @@ use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Nanos, Pac
 use super::key_ident::{mix, word_of};
 use super::table::Table;
 use super::{DefaultHashBuilder, KeyedError, KeyedLimiterBuilder, KeyedStats};
+use crate::wait::until_admitted;
 use crate::MonotonicClock;
 
 /// A rate limiter per key (client id, IP address, API key…), holding at most
@@ -155,6 +156,65 @@ where
         self.table.prefetch(h);
         self.table
             .check(key, h, &self.algorithm, self.clock.now(), cost)
+    }
+
+    /// Waits until one permit for `key` is admitted and returns the admitting decision
+    /// (governor's `until_key_ready`).
+    ///
+    /// Checks now; if denied, sleeps until the decision's `retry_after` and checks again. An
+    /// admission with a `delay` (a [`LeakyBucket`](crate::LeakyBucket)'s queue) resolves
+    /// once that delay has passed. Needs no particular runtime: it sleeps on
+    /// [`Delay`](crate::policy::Delay), a timer thread of tollgate's own. Dropping the
+    /// future while it backs off consumes nothing.
+    ///
+    /// A [`KeyedError::Full`] (a new key refused under
+    /// [`WhenFull::Refuse`](crate::WhenFull::Refuse)) is returned at once, not waited out:
+    /// nothing says when room will appear.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tollgate::{Gcra, KeyedLimiter};
+    ///
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::new(Gcra::per_second(100).burst(1).build()?, 1_000)?;
+    /// assert!(limiter.check(&7)?.allowed);
+    /// assert!(!limiter.check(&7)?.allowed); // key 7's next permit is 10 ms away
+    ///
+    /// // Any executor will do; here a current-thread tokio runtime.
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let start = Instant::now();
+    /// assert!(runtime.block_on(limiter.until_key_ready(&8))?.allowed); // at once
+    /// assert!(runtime.block_on(limiter.until_key_ready(&7))?.allowed);
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn until_key_ready(&self, key: &K) -> Result<Decision, KeyedError> {
+        until_admitted(|| self.check(key)).await
+    }
+
+    /// Waits until `cost` permits for `key` are admitted at once, as
+    /// [`until_key_ready`](Self::until_key_ready);
+    /// [`KeyedError::InsufficientCapacity`] at once if `cost` can never be admitted.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedError, KeyedLimiter};
+    ///
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::new(Gcra::per_second(100).burst(4).build()?, 1_000)?;
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// runtime.block_on(async {
+    ///     assert_eq!(limiter.until_key_n_ready(&1, 4).await?.remaining, 0);
+    ///     assert!(limiter.until_key_n_ready(&1, 2).await?.allowed); // after about 20 ms
+    ///     assert!(matches!(
+    ///         limiter.until_key_n_ready(&1, 5).await,
+    ///         Err(KeyedError::InsufficientCapacity(_))
+    ///     ));
+    ///     Ok::<_, KeyedError>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn until_key_n_ready(&self, key: &K, cost: u32) -> Result<Decision, KeyedError> {
+        until_admitted(|| self.check_n(key, cost)).await
     }
 
     /// What a one-permit check of `key` would answer now; consumes nothing and never

@@ -2,11 +2,10 @@
 //! with the convenience forms every one of them gets.
 
 use std::future::Future;
-use std::pin::Pin;
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{Delay, DelaySleep, PolicyDecision, Request, Reservation, UntilReady};
+use super::{DelaySleep, PolicyDecision, Request, Reservation, UntilReady};
 
 /// A policy that can check, peek and refund requests: [`Policy`](super::Policy),
 /// [`Metered`](super::Metered), [`AdaptivePenalty`](super::AdaptivePenalty), stacked in any
@@ -145,8 +144,9 @@ pub trait PolicyCheck {
     }
 
     /// A future that resolves once `cost` permits are admitted (and the leaky bucket's
-    /// `delay` has passed). Needs no particular runtime: it sleeps on [`Delay`], a timer
-    /// thread of tollgate's own. Dropping it before it resolves leaves no permit consumed.
+    /// `delay` has passed). Needs no particular runtime: it sleeps on
+    /// [`Delay`](super::Delay), a timer thread of tollgate's own. Dropping it before it
+    /// resolves leaves no permit consumed.
     fn until_ready<'a>(
         &'a self,
         client: &'a str,
@@ -156,13 +156,10 @@ pub trait PolicyCheck {
     where
         Self: Sized,
     {
-        fn sleep(d: Nanos) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-            Box::pin(Delay::new(d.as_duration()))
-        }
         UntilReady::new(
             self,
             Request::new(client, endpoint, cost),
-            sleep as fn(Nanos) -> _,
+            crate::wait::delay_sleep(),
         )
     }
 

@@ -4,23 +4,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tollgate_core::{InsufficientCapacity, Nanos};
+use tollgate_core::InsufficientCapacity;
 
 use super::{PolicyCheck, PolicyDecision, Request};
-
-/// The sleep [`PolicyCheck::until_ready`] uses: a boxed [`Delay`](super::Delay).
-pub type DelaySleep = fn(Nanos) -> Pin<Box<dyn Future<Output = ()> + Send>>;
-
-enum Phase<F> {
-    /// About to check.
-    Check,
-    /// Denied; sleeping until the retry time.
-    Backoff(Pin<Box<F>>),
-    /// Admitted with a delay (leaky bucket): holding the permit until forwarding.
-    Delay(Pin<Box<F>>, Box<PolicyDecision>),
-    /// Resolved.
-    Done,
-}
+use crate::wait::{Attempt, Verdict, Waiting};
+pub use crate::wait::{DelaySleep, SleepFn};
 
 /// Resolves to the admitting decision once the request passes (after the leaky bucket's
 /// `delay`, if any), or to `InsufficientCapacity` if it never can.
@@ -45,93 +33,52 @@ enum Phase<F> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct UntilReady<'a, P: PolicyCheck, S: SleepFn> {
+    waiting: Waiting<PolicyAttempt<'a, P>, S>,
+}
+
+/// One policy check of one request; a held permit is refunded if abandoned.
+struct PolicyAttempt<'a, P> {
     policy: &'a P,
     request: Request<'a>,
-    sleep: S,
-    phase: Phase<<S as SleepFn>::Fut>,
 }
 
-/// A function from a duration to a sleep future.
-pub trait SleepFn {
-    /// The sleep future.
-    type Fut: Future<Output = ()>;
-    /// Starts sleeping for `d`.
-    fn sleep(&mut self, d: Nanos) -> Self::Fut;
-}
+impl<P: PolicyCheck> Attempt for PolicyAttempt<'_, P> {
+    type Output = PolicyDecision;
+    type Error = InsufficientCapacity;
 
-impl<S: FnMut(Nanos) -> F, F: Future<Output = ()>> SleepFn for S {
-    type Fut = F;
-    fn sleep(&mut self, d: Nanos) -> F {
-        self(d)
+    fn attempt(&mut self) -> Result<(PolicyDecision, Verdict), InsufficientCapacity> {
+        let decision = self.policy.check_at(&self.request, self.policy.now())?;
+        let verdict = if decision.allowed() {
+            Verdict::Admitted {
+                delay: decision.delay(),
+            }
+        } else {
+            Verdict::Denied {
+                retry_after: decision.retry_after(),
+            }
+        };
+        Ok((decision, verdict))
+    }
+
+    fn abandon(&mut self) {
+        // Admitted but never forwarded: give the permit back.
+        self.policy.refund_at(&self.request, self.policy.now());
     }
 }
 
 impl<'a, P: PolicyCheck, S: SleepFn> UntilReady<'a, P, S> {
     pub(crate) fn new(policy: &'a P, request: Request<'a>, sleep: S) -> UntilReady<'a, P, S> {
         UntilReady {
-            policy,
-            request,
-            sleep,
-            phase: Phase::Check,
+            waiting: Waiting::new(PolicyAttempt { policy, request }, sleep),
         }
     }
 }
-
-// No field is structurally pinned: the sleep futures are boxed.
-impl<P: PolicyCheck, S: SleepFn> Unpin for UntilReady<'_, P, S> {}
 
 impl<P: PolicyCheck, S: SleepFn> Future for UntilReady<'_, P, S> {
     type Output = Result<PolicyDecision, InsufficientCapacity>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        loop {
-            match &mut this.phase {
-                Phase::Check => {
-                    let now = this.policy.now();
-                    let decision = match this.policy.check_at(&this.request, now) {
-                        Ok(d) => d,
-                        Err(e) => {
-                            this.phase = Phase::Done;
-                            return Poll::Ready(Err(e));
-                        }
-                    };
-                    if decision.allowed() {
-                        if decision.delay() == Nanos::ZERO {
-                            this.phase = Phase::Done;
-                            return Poll::Ready(Ok(decision));
-                        }
-                        let sleep = Box::pin(this.sleep.sleep(decision.delay()));
-                        this.phase = Phase::Delay(sleep, Box::new(decision));
-                    } else {
-                        let wait = decision.retry_after().max(Nanos::new(1));
-                        this.phase = Phase::Backoff(Box::pin(this.sleep.sleep(wait)));
-                    }
-                }
-                Phase::Backoff(sleep) => match sleep.as_mut().poll(cx) {
-                    Poll::Ready(()) => this.phase = Phase::Check,
-                    Poll::Pending => return Poll::Pending,
-                },
-                Phase::Delay(sleep, decision) => match sleep.as_mut().poll(cx) {
-                    Poll::Ready(()) => {
-                        let decision = **decision;
-                        this.phase = Phase::Done;
-                        return Poll::Ready(Ok(decision));
-                    }
-                    Poll::Pending => return Poll::Pending,
-                },
-                Phase::Done => return Poll::Pending,
-            }
-        }
-    }
-}
-
-impl<P: PolicyCheck, S: SleepFn> Drop for UntilReady<'_, P, S> {
-    fn drop(&mut self) {
-        if let Phase::Delay(..) = self.phase {
-            // Admitted but never forwarded: give the permit back.
-            self.policy.refund_at(&self.request, self.policy.now());
-        }
+        Pin::new(&mut self.waiting).poll(cx)
     }
 }
 

@@ -11,11 +11,11 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One response as the client saw it.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: String,
@@ -23,7 +23,7 @@ pub struct Reply {
 
 impl Reply {
     /// A header's value as text (`""` if absent or not text).
-    pub fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers
             .get(name)
             .and_then(|v| v.to_str().ok())
@@ -32,7 +32,7 @@ impl Reply {
 }
 
 /// One GET of `path` with `headers` on a fresh connection to `addr`.
-pub async fn send(
+pub(crate) async fn send(
     addr: SocketAddr,
     path: &str,
     headers: &[(&str, &[u8])],
@@ -58,7 +58,7 @@ pub async fn send(
 }
 
 /// Serves `app` on 127.0.0.1:0 on the current runtime, with `ConnectInfo<SocketAddr>`.
-pub async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
+pub(crate) async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {

@@ -37,7 +37,7 @@ impl LogView for Stamps<'_> {
 /// the core's operations when a reload changed the tier. Checks are all or nothing
 /// because the whole plan is decided under the lock.
 #[derive(Debug, Default)]
-pub struct MapStore {
+pub(crate) struct MapStore {
     states: Mutex<HashMap<Key, Tagged>>,
 }
 
@@ -207,7 +207,7 @@ impl Store for MapStore {
     }
 }
 
-pub const RULES: &str = r#"
+pub(crate) const RULES: &str = r#"
     [[rules]]
     name = "default"
     tiers = [
@@ -240,10 +240,10 @@ pub const RULES: &str = r#"
 "#;
 
 /// A tiny deterministic generator (xorshift), so a failing trace replays.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -253,7 +253,7 @@ impl Rng {
 
 /// Every policy feature through a store: reservations, a reload keeping unchanged tiers and
 /// converting a changed one, `Metered` over `AdaptivePenalty`, and waiting.
-pub fn exercise_every_feature<S: Store>(store: S) {
+pub(crate) fn exercise_every_feature<S: Store>(store: S) {
     let clock = ManualClock::starting_at(Nanos::from_secs(1_000_000));
     let policy = Policy::from_toml(RULES, clock.clone())
         .unwrap()

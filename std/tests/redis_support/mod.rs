@@ -1,8 +1,8 @@
 //! Shared support of the Redis tests: real servers and the shared vectors.
 #![allow(dead_code)]
 
-pub mod server;
-pub mod vectors;
+pub(crate) mod server;
+pub(crate) mod vectors;
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tollgate::{AlgorithmConfig, ManualClock, Nanos};
 
 /// The tier that compiles to exactly `config` (the policy's `limit` / `window` / `burst` /
 /// `queue` per algorithm, the window in ns).
-pub fn tier_of(name: &str, config: AlgorithmConfig) -> TierConfig {
+pub(crate) fn tier_of(name: &str, config: AlgorithmConfig) -> TierConfig {
     let ns = |n: Nanos| format!("{}ns", n.as_u64());
     let tier = match config {
         AlgorithmConfig::Gcra {
@@ -49,7 +49,7 @@ pub fn tier_of(name: &str, config: AlgorithmConfig) -> TierConfig {
 }
 
 /// One rule, `tiers` in order, for every client.
-pub fn one_rule(tiers: &[(&str, AlgorithmConfig)]) -> PolicyConfig {
+pub(crate) fn one_rule(tiers: &[(&str, AlgorithmConfig)]) -> PolicyConfig {
     let rule = tiers
         .iter()
         .fold(RuleConfig::new("r"), |rule, (name, config)| {
@@ -61,7 +61,7 @@ pub fn one_rule(tiers: &[(&str, AlgorithmConfig)]) -> PolicyConfig {
 /// The configuration of a store replaying vectors: the policy's (manual) time decides, no
 /// deny cache, TTLs padded by an hour so real time passing during the test never expires
 /// logical state early.
-pub fn vector_config(prefix: &str) -> RedisConfig {
+pub(crate) fn vector_config(prefix: &str) -> RedisConfig {
     RedisConfig::new(prefix)
         .expect("prefix")
         .with_time_source(TimeSource::Client)
@@ -72,7 +72,7 @@ pub fn vector_config(prefix: &str) -> RedisConfig {
 }
 
 /// A policy of one rule with `tiers` on a store replaying vectors ([`vector_config`]).
-pub fn vector_policy(
+pub(crate) fn vector_policy(
     target: RedisTarget,
     prefix: &str,
     tiers: &[(&str, AlgorithmConfig)],

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 /// Path of `redis-server`, or a panic telling how to install it.
-pub fn redis_server_binary() -> PathBuf {
+pub(crate) fn redis_server_binary() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join("redis-server");
@@ -37,7 +37,7 @@ fn free_port() -> u16 {
 }
 
 /// One `redis-server` child process.
-pub struct RedisServer {
+pub(crate) struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
@@ -48,18 +48,18 @@ pub struct RedisServer {
 
 impl RedisServer {
     /// A standalone server.
-    pub fn start() -> RedisServer {
+    pub(crate) fn start() -> RedisServer {
         RedisServer::spawn(false, Vec::new())
     }
 
     /// A standalone server with extra configuration, e.g. `["--rename-command", "FCALL",
     /// ""]` to look like a server without Redis Functions.
-    pub fn start_with(extra: &[&str]) -> RedisServer {
+    pub(crate) fn start_with(extra: &[&str]) -> RedisServer {
         RedisServer::spawn(false, extra.iter().map(|s| (*s).to_owned()).collect())
     }
 
     /// A cluster-enabled node without slots.
-    pub fn start_cluster_node() -> RedisServer {
+    pub(crate) fn start_cluster_node() -> RedisServer {
         RedisServer::spawn(true, Vec::new())
     }
 
@@ -130,22 +130,22 @@ impl RedisServer {
     }
 
     /// A fresh synchronous connection for inspection and fault injection.
-    pub fn connection(&self) -> redis::Connection {
+    pub(crate) fn connection(&self) -> redis::Connection {
         self.try_connection().expect("connect to test redis")
     }
 
     /// `redis://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// The TCP port.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 
     /// `kill -9`: SIGKILL, no shutdown, no save.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -153,7 +153,7 @@ impl RedisServer {
     }
 
     /// Starts again on the same port (empty: no persistence).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         self.launch();
     }
@@ -168,15 +168,15 @@ impl Drop for RedisServer {
 
 /// Three cluster-enabled masters, slots assigned by hand (`CLUSTER ADDSLOTSRANGE`), joined
 /// with `CLUSTER MEET`.
-pub struct RedisCluster {
+pub(crate) struct RedisCluster {
     nodes: Vec<RedisServer>,
 }
 
 /// The slot ranges of the three masters.
-pub const SLOT_RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+pub(crate) const SLOT_RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
 
 impl RedisCluster {
-    pub fn start() -> RedisCluster {
+    pub(crate) fn start() -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_cluster_node()).collect();
         for (node, (from, to)) in nodes.iter().zip(SLOT_RANGES) {
             let mut con = node.connection();
@@ -225,16 +225,16 @@ impl RedisCluster {
         RedisCluster { nodes }
     }
 
-    pub fn urls(&self) -> Vec<String> {
+    pub(crate) fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
-    pub fn nodes(&self) -> &[RedisServer] {
+    pub(crate) fn nodes(&self) -> &[RedisServer] {
         &self.nodes
     }
 
     /// The hash slot of `key`.
-    pub fn slot(&self, key: &str) -> u16 {
+    pub(crate) fn slot(&self, key: &str) -> u16 {
         let mut con = self.nodes[0].connection();
         redis::cmd("CLUSTER")
             .arg("KEYSLOT")
@@ -244,7 +244,7 @@ impl RedisCluster {
     }
 
     /// Index of the master owning `key`.
-    pub fn owner(&self, key: &str) -> usize {
+    pub(crate) fn owner(&self, key: &str) -> usize {
         let slot = self.slot(key);
         SLOT_RANGES
             .iter()

@@ -11,30 +11,30 @@ use tollgate::{
 };
 
 /// The ring capacity used for sliding window log references (every log case has L ≤ it).
-pub const RING: usize = 64;
+pub(crate) const RING: usize = 64;
 
 /// One vector: a limit and a trace of checks.
 #[derive(Clone, Debug)]
-pub struct Case {
+pub(crate) struct Case {
     pub name: String,
     pub config: AlgorithmConfig,
     pub trace: Vec<(u64, u32)>,
 }
 
 /// A deterministic xorshift64* generator (no dependency, reproducible traces).
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed.max(1))
     }
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
             0
         } else {
@@ -112,7 +112,7 @@ fn scale_of(config: &AlgorithmConfig) -> u64 {
 
 /// Every configuration the vectors cover: ordinary limits, extreme parameters (u128
 /// products, horizons past 2^53 ns, 1 ns windows) and every algorithm.
-pub fn configs() -> Vec<(&'static str, AlgorithmConfig)> {
+pub(crate) fn configs() -> Vec<(&'static str, AlgorithmConfig)> {
     use AlgorithmConfig::*;
     vec![
         (
@@ -277,7 +277,7 @@ pub fn configs() -> Vec<(&'static str, AlgorithmConfig)> {
 
 /// The cases: per configuration, a few handwritten traces and random traces starting at
 /// 0, at today's Unix time and near the end of u64 time.
-pub fn cases(random_steps: usize) -> Vec<Case> {
+pub(crate) fn cases(random_steps: usize) -> Vec<Case> {
     let mut out = Vec::new();
     let mut rng = Rng::new(0x7011_6a7e);
     for (name, config) in configs() {
@@ -326,7 +326,7 @@ pub fn cases(random_steps: usize) -> Vec<Case> {
 }
 
 /// The core cell's decisions for a case.
-pub fn core_decisions(case: &Case) -> Vec<Result<Decision, InsufficientCapacity>> {
+pub(crate) fn core_decisions(case: &Case) -> Vec<Result<Decision, InsufficientCapacity>> {
     let limiter = AnyLimiter::<RING>::new(case.config.build().expect("valid vector config"))
         .expect("ring fits");
     case.trace
@@ -338,7 +338,11 @@ pub fn core_decisions(case: &Case) -> Vec<Result<Decision, InsufficientCapacity>
 /// Replays `case` through `policy` (one rule of the case's one tier, on a store without
 /// deny cache, deciding at the policy's time) for client `key`, and asserts every decision
 /// equals the core's.
-pub fn assert_case<C: tollgate::Clock>(policy: &Policy<C, RedisStore>, key: &str, case: &Case) {
+pub(crate) fn assert_case<C: tollgate::Clock>(
+    policy: &Policy<C, RedisStore>,
+    key: &str,
+    case: &Case,
+) {
     let expected = core_decisions(case);
     for (i, (&(t, cost), want)) in case.trace.iter().zip(&expected).enumerate() {
         let served = policy.backend().stats().redis_decisions;
@@ -372,7 +376,7 @@ pub fn assert_case<C: tollgate::Clock>(policy: &Policy<C, RedisStore>, key: &str
 /// all admit (what one Redis script call does). When one denies, the tiers that would
 /// have admitted report their state as it stands (a peek of cost 0: the request did not
 /// count).
-pub fn core_multi(
+pub(crate) fn core_multi(
     limiters: &[AnyLimiter<RING>],
     now: u64,
     cost: u32,

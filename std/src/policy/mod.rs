@@ -47,7 +47,6 @@ mod algorithm_kind;
 mod config_error;
 mod delay;
 mod duration;
-mod fn_clock;
 mod header_name_error;
 mod headers;
 mod in_flight;
@@ -78,12 +77,12 @@ mod tier_outcome;
 mod tier_store;
 mod until_ready;
 
+pub use crate::clock::FnClock;
 pub use adaptive_penalty::AdaptivePenalty;
 pub use algorithm_kind::AlgorithmKind;
 pub use config_error::PolicyConfigError;
 pub use delay::Delay;
 pub use duration::parse_duration;
-pub use fn_clock::FnClock;
 pub use header_name_error::HeaderNameError;
 pub use headers::RateLimitHeaders;
 #[cfg(tollgate_loom)]

@@ -101,7 +101,7 @@ impl PolicyDecision {
     #[inline]
     pub(crate) fn settle(&mut self, divisor: u32) {
         let outcomes = &self.tiers[..usize::from(self.len)];
-        if let Some((best, decision)) = Decision::combine(outcomes.iter().map(|o| o.decision)) {
+        if let Some((best, decision)) = Decision::combine(outcomes.iter().map(|o| &o.decision)) {
             self.decision = decision;
             self.tightest = best as u8;
         }

@@ -1,5 +1,7 @@
 //! [`Decision`]: what a check answers, and [`Outcome`]: a decision plus the state to write.
 
+use core::borrow::Borrow;
+
 use crate::Nanos;
 
 /// The answer to one rate-limit check.
@@ -110,37 +112,48 @@ impl Decision {
     /// assert_eq!(combined.remaining, 3);
     /// assert_eq!(combined.limit, 1000);
     /// ```
-    pub fn combine(tiers: impl IntoIterator<Item = Decision>) -> Option<(usize, Decision)> {
+    ///
+    /// The tiers may be given by value or by reference (`&Decision`): by reference nothing
+    /// is copied until the chosen tier's decision is.
+    pub fn combine<D: Borrow<Decision>>(
+        tiers: impl IntoIterator<Item = D>,
+    ) -> Option<(usize, Decision)> {
         // One pass: the tightest admitting and the tightest denying candidate, then pick.
-        let mut admit: Option<(usize, Decision)> = None;
-        let mut deny: Option<(usize, Decision)> = None;
+        let mut admit: Option<(usize, D)> = None;
+        let mut deny: Option<(usize, D)> = None;
         let mut remaining = u64::MAX;
         let mut delay = Nanos::ZERO;
-        for (i, d) in tiers.into_iter().enumerate() {
+        for (i, tier) in tiers.into_iter().enumerate() {
+            let d = tier.borrow();
             remaining = remaining.min(d.remaining);
             if d.allowed {
                 delay = delay.max(d.delay);
-                let tighter = admit.map_or(true, |(_, b)| {
+                let tighter = admit.as_ref().map_or(true, |(_, b)| {
+                    let b = b.borrow();
                     d.remaining < b.remaining
                         || (d.remaining == b.remaining && d.reset_after > b.reset_after)
                 });
                 if tighter {
-                    admit = Some((i, d));
+                    admit = Some((i, tier));
                 }
-            } else if deny.map_or(true, |(_, b)| d.retry_after > b.retry_after) {
-                deny = Some((i, d));
+            } else if deny
+                .as_ref()
+                .map_or(true, |(_, b)| d.retry_after > b.borrow().retry_after)
+            {
+                deny = Some((i, tier));
             }
         }
         let (i, mut decision) = match deny {
-            Some(denied) => {
-                let mut d = denied;
-                d.1.delay = Nanos::ZERO;
-                d
+            Some((i, denied)) => {
+                let mut d = *denied.borrow();
+                d.delay = Nanos::ZERO;
+                (i, d)
             }
             None => {
-                let mut d = admit?;
-                d.1.delay = delay;
-                d
+                let (i, admitted) = admit?;
+                let mut d = *admitted.borrow();
+                d.delay = delay;
+                (i, d)
             }
         };
         decision.remaining = remaining;

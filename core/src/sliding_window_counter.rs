@@ -186,7 +186,7 @@ impl Algorithm for SlidingWindowCounter {
         self.limit
     }
 
-    #[inline]
+    #[inline(always)]
     fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
         check_cost(cost, self.limit)?;
         let now = now.as_u64();

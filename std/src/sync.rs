@@ -6,12 +6,16 @@
 //!   keyed table's insert/evict/check interleavings on the very code users run.
 
 #[cfg(not(tollgate_loom))]
-pub(crate) use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use portable_atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(not(tollgate_loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(tollgate_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard, RwLock};
 

@@ -188,7 +188,7 @@ fn global_and_per_rule_capacities() {
 
 /// A sliding-log tier of limit `L` and capacity `C` holds at most its table (16 bytes per
 /// slot), its slab (48 bytes per slot) and under `16 · L` bytes per live log, with about
-/// 1.25 slots per key of capacity (`log_cells`' module docs): under `C · (2 · 64 + 16 · L)`
+/// 1.25 slots per key of capacity (the module docs of `policy::store::log`): under `C · (2 · 64 + 16 · L)`
 /// bytes here. 20 000 clients each recording 20 stamps through a tier of capacity 1 000
 /// leave it within that bound, and the second 10 000 clients add nothing to what the first
 /// left: evicted logs are let go of.

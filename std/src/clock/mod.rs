@@ -32,13 +32,13 @@
 //! assert!(ours.abs_diff(wall) <= 1);
 //! ```
 
-mod coarse_clock;
-mod manual_clock;
-mod monotonic_clock;
-mod tsc_clock;
+mod coarse;
+mod manual;
+mod monotonic;
+mod tsc;
 mod unix;
 
-pub use coarse_clock::{CoarseClock, UpkeepHandle};
-pub use manual_clock::ManualClock;
-pub use monotonic_clock::MonotonicClock;
-pub use tsc_clock::TscClock;
+pub use coarse::{CoarseClock, UpkeepHandle};
+pub use manual::{FnClock, ManualClock};
+pub use monotonic::MonotonicClock;
+pub use tsc::TscClock;

@@ -97,37 +97,31 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod builder;
+mod config;
 mod debt_summary;
+mod error;
 mod geometry;
 mod huge_pages;
 mod key_cell;
 mod key_ident;
-mod key_storage;
-mod keyed_build_error;
-mod keyed_error;
-mod keyed_limiter;
-mod keyed_limiter_builder;
-mod keyed_stats;
+mod limiter;
 #[cfg(tollgate_loom)]
 mod loom_fault;
 mod shard;
 mod slot;
 mod table;
-mod when_full;
 
 pub(crate) use debt_summary::DebtSummary;
 pub(crate) use geometry::Geometry;
 pub(crate) use table::{loss_of, Judge, Mode, Seen, Table, Upsert};
 
-pub use key_storage::KeyStorage;
-pub use keyed_build_error::KeyedBuildError;
-pub use keyed_error::KeyedError;
-pub use keyed_limiter::KeyedLimiter;
-pub use keyed_limiter_builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
-pub use keyed_stats::KeyedStats;
+pub use builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
+pub use config::{KeyStorage, WhenFull};
+pub use error::{KeyedBuildError, KeyedError};
+pub use limiter::{KeyedLimiter, KeyedStats};
 #[cfg(tollgate_loom)]
 pub use loom_fault::LoomFault;
-pub use when_full::WhenFull;
 
 /// The default hasher of non-integer keys: `foldhash`'s fast hasher, randomly seeded per
 /// limiter (so collisions and bucket choices cannot be predicted from outside).

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use tollgate_core::{Algorithm, ConfigError, FixedWindow, Gcra, InsufficientCapacity, Nanos};
 
-use super::tier_store::fingerprint;
+use super::store::fingerprint;
 use super::{
     AsyncPolicyCheck, PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request,
 };

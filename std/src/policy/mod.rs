@@ -44,67 +44,56 @@
 
 mod adaptive_penalty;
 mod algorithm_kind;
+mod check;
 mod config_error;
+mod decision;
 mod delay;
 mod duration;
-mod fn_clock;
 mod header_name_error;
 mod headers;
 mod in_flight;
-mod intern;
-mod log_cells;
+#[allow(clippy::module_inception)]
+mod limiter;
 #[cfg(tollgate_loom)]
 mod loom_fault;
 mod metered;
 mod partition;
 mod penalty_config;
-#[allow(clippy::module_inception)]
-mod policy;
-mod policy_check;
 mod policy_config;
-mod policy_decision;
-mod request;
 mod reservation;
 mod rule;
 mod rule_config;
-mod rule_id;
 mod rule_set;
 mod store;
 mod striped_counter;
 mod tier;
-mod tier_cell;
 mod tier_config;
-mod tier_outcome;
-mod tier_store;
 mod until_ready;
 
+pub use crate::clock::FnClock;
 pub use adaptive_penalty::AdaptivePenalty;
 pub use algorithm_kind::AlgorithmKind;
+pub use check::{AsyncPolicyCheck, PolicyCheck, Request};
 pub use config_error::PolicyConfigError;
+pub use decision::{PolicyDecision, TierLabel, TierOutcome, MAX_TIERS};
 pub use delay::Delay;
 pub use duration::{parse_duration, DurationError};
-pub use fn_clock::FnClock;
 pub use header_name_error::HeaderNameError;
 pub use headers::RateLimitHeaders;
+pub use limiter::Policy;
 #[cfg(tollgate_loom)]
 pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
 pub use partition::Partition;
 pub use penalty_config::{PenaltyConfig, PenaltyConfigError};
-pub use policy::Policy;
-pub use policy_check::{AsyncPolicyCheck, PolicyCheck};
 pub use policy_config::PolicyConfig;
-pub use policy_decision::{PolicyDecision, MAX_TIERS};
-pub use request::Request;
 pub use reservation::Reservation;
-pub use rule::{Rule, MAX_TIERS_PER_RULE};
+pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
 pub use rule_config::RuleConfig;
-pub use rule_id::RuleId;
 pub use rule_set::{RuleSet, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub(crate) use store::TierStore;
 pub use store::{AsyncStore, InProcess, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
 pub use tier_config::TierConfig;
-pub use tier_outcome::{TierLabel, TierOutcome};
-pub(crate) use tier_store::TierStore;
 pub use until_ready::{DelaySleep, SleepFn, UntilReady};

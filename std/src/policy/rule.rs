@@ -1,8 +1,10 @@
-//! [`Rule`]: a validated rule: its selectors, partition and tiers.
+//! [`Rule`]: a validated rule: its selectors, partition and tiers; [`RuleId`], its stable
+//! number within one policy; and the interning of rule and tier names.
 
-use super::intern::intern;
 use super::tier::check_name;
-use super::{Partition, PolicyConfigError, RuleConfig, RuleId, Tier, TierConfig, MAX_CAPACITY};
+use super::{Partition, PolicyConfigError, RuleConfig, Tier, TierConfig, MAX_CAPACITY};
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// The most tiers one rule may hold.
 pub const MAX_TIERS_PER_RULE: usize = 4;
@@ -146,7 +148,7 @@ impl Rule {
             client: config.client.as_deref().map(Box::from),
             endpoint: config.endpoint.as_deref().map(Box::from),
             per: config.per,
-            global_key: super::tier_store::fingerprint(""),
+            global_key: super::store::fingerprint(""),
             tiers: compiled,
         })
     }
@@ -200,5 +202,49 @@ impl Rule {
             Partition::Client => client,
             Partition::Global => self.global_key,
         }
+    }
+}
+
+/// A rule's number within one [`Policy`](super::Policy): assigned by name the first time a
+/// rule is loaded and kept across reloads, so metrics indexed by it stay meaningful.
+///
+/// ```
+/// use tollgate::policy::RuleId;
+/// assert_eq!(RuleId(3).index(), 3);
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+impl RuleId {
+    /// As an index.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Returns the process-wide copy of `name`, leaking it the first time it is seen.
+pub(crate) fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
+    // A poisoned set still holds valid names: keep using it.
+    let mut names = names.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(existing) = names.get(name) {
+        return existing;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::intern;
+
+    #[test]
+    fn same_name_same_pointer() {
+        let a = intern("burst");
+        let b = intern(&String::from("burst"));
+        assert!(core::ptr::eq(a, b));
+        assert_ne!(intern("daily").as_ptr(), a.as_ptr());
     }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use tollgate_core::Nanos;
 
-use super::in_flight::InFlight;
 use super::{PolicyConfig, PolicyConfigError, Rule};
 
 /// The largest `capacity` a rule set (or a rule) accepts: a single-word tier allocates its
@@ -74,8 +73,6 @@ pub struct RuleSet {
     default: Option<usize>,
     by_client: Index,
     by_endpoint: HashMap<Box<str>, EndpointRules, foldhash::fast::RandomState>,
-    /// Checks working on this set (a reload waits for them; see `in_flight`).
-    pub(crate) in_flight: InFlight,
 }
 
 impl RuleSet {
@@ -98,7 +95,6 @@ impl RuleSet {
             default: None,
             by_client: Index::default(),
             by_endpoint: HashMap::default(),
-            in_flight: InFlight::new(),
         };
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {

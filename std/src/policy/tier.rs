@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tollgate_core::{AlgorithmConfig, AnyAlgorithm, ConfigError, Nanos};
 
-use super::intern::intern;
+use super::rule::intern;
 use super::{
     parse_duration, AlgorithmKind, PolicyConfigError, RuleId, TierConfig, TierLabel, TierStore,
 };

@@ -1,10 +1,11 @@
-//! [`RedisConfig`]: key prefix, timeouts, failure policy, clock and caches of a Redis
-//! store.
+//! A Redis store's settings: [`RedisConfig`] (key prefix, timeouts, failure policy, clock,
+//! caches), [`RedisTarget`] (a single server or a cluster), [`TimeSource`] (which clock the
+//! scripts decide with) and [`FailurePolicy`] (what a check answers when Redis cannot).
 
 use std::time::Duration;
 
 use super::rule::validate_name;
-use super::{BuildError, FailurePolicy, TimeSource};
+use super::BuildError;
 
 /// Settings of a [`RedisStore`](super::RedisStore), built with `with_*` methods.
 ///
@@ -386,5 +387,98 @@ impl LeaseConfig {
             return Ok(());
         };
         Err(BuildError::InvalidLease(reason))
+    }
+}
+
+/// The Redis deployment to talk to.
+///
+/// ```
+/// use tollgate::redis::RedisTarget;
+/// let single = RedisTarget::Single("redis://127.0.0.1:6379".into());
+/// let cluster = RedisTarget::Cluster(vec!["redis://127.0.0.1:7000".into()]);
+/// assert_ne!(single, cluster);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RedisTarget {
+    /// One server (or a proxy), by URL: `redis://host:port[/db]`.
+    Single(String),
+    /// A Redis Cluster, by the URLs of some of its nodes (the rest are discovered).
+    Cluster(Vec<String>),
+}
+
+/// The clock behind checks that do not pass an explicit time.
+///
+/// ```
+/// use tollgate::redis::TimeSource;
+/// assert_eq!(TimeSource::default(), TimeSource::Server);
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TimeSource {
+    /// The Redis server's `TIME` (Unix epoch, ns), read inside the script: every client of
+    /// the fleet shares one clock and client clock skew cannot matter. The default.
+    #[default]
+    Server,
+    /// The caller's clock, sent with each call: the policy's clock (by default Unix time,
+    /// see [`MonotonicClock`](crate::MonotonicClock)). For servers or proxies that forbid
+    /// `TIME` in scripts, and for replaying traces.
+    ///
+    /// Clients' clocks must then agree. What a skew of `s` does (the transitions take
+    /// `max(stored, now)`, so no state ever moves back):
+    /// - a client **behind** by `s` sees every key `s` further from reset: it is refused
+    ///   sooner and told to wait up to `s` longer; it never admits more than a synced one;
+    /// - a client **ahead** by `s` sees keys `s` closer to reset: on GCRA, the token and
+    ///   the leaky bucket it can admit up to `s × rate` permits more than the limit (the
+    ///   debt it takes is then charged to everyone, who waits it out); on the windows it
+    ///   starts each window `s` early, and clients behind it keep counting in that window
+    ///   (a late caller's window is kept), so each window still admits at most its limit;
+    ///   on the sliding log its stamps lie `s` in the future and keep counting `s` longer
+    ///   for everyone.
+    ///
+    /// `tests/redis_policy.rs` pins these numbers for a one-second skew.
+    Client,
+}
+
+/// What to answer while Redis is unreachable or too slow. Every such decision is counted
+/// in [`RedisStats::degraded`](super::RedisStats::degraded).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::redis::FailurePolicy;
+/// let open = FailurePolicy::FailOpen;
+/// let closed = FailurePolicy::FailClosed { retry_after: Duration::from_secs(1) };
+/// // Each process enforces half of every limit on its own while Redis is away.
+/// let local = FailurePolicy::Fallback { share: 0.5 };
+/// assert_ne!(open, closed);
+/// assert_ne!(closed, local);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Admit everything (availability over enforcement), answering as a fresh key would
+    /// (`remaining = limit − cost`).
+    FailOpen,
+    /// Deny everything, telling the caller to retry after `retry_after` (never zero).
+    FailClosed {
+        /// The `retry_after` of the degraded denies.
+        retry_after: Duration,
+    },
+    /// Decide in this process, per key, with `share` (in `(0, 1]`) of every tier's limit, e.g. `1 / number of servers`. Its state starts
+    /// fresh when Redis fails and is not merged back when Redis returns.
+    Fallback {
+        /// The fraction of each limit (limit, burst, capacity, refill, queue) enforced
+        /// locally; scaled values are rounded down but kept at least 1 (queue at least 0).
+        share: f64,
+    },
+}
+
+impl Default for FailurePolicy {
+    /// [`FailurePolicy::FailClosed`] with a one-second `retry_after`: a store that cannot
+    /// see its state does not admit.
+    fn default() -> Self {
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_secs(1),
+        }
     }
 }

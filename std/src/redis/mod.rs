@@ -144,12 +144,10 @@
 //! near `u64::MAX`, late callers and `u128` intermediates, and require identical
 //! [`Decision`](crate::Decision)s.
 
-mod build_error;
 mod config;
 mod connection;
 mod deny_cache;
-mod failure_cause;
-mod failure_policy;
+mod error;
 mod fallback;
 mod leased;
 mod reply;
@@ -157,17 +155,11 @@ mod rule;
 mod script;
 mod stats;
 mod store;
-mod target;
-mod time_source;
 
-pub use build_error::BuildError;
-pub use config::{LeaseConfig, RedisConfig};
-pub use failure_cause::FailureCause;
-pub use failure_policy::FailurePolicy;
+pub use config::{FailurePolicy, LeaseConfig, RedisConfig, RedisTarget, TimeSource};
+pub use error::{BuildError, FailureCause};
 pub use leased::{LeaseStats, LeasedStore};
 pub use reply::decode_reply;
 pub use script::LuaScript;
 pub use stats::RedisStats;
 pub use store::{RedisStore, MAX_LOG_COST};
-pub use target::RedisTarget;
-pub use time_source::TimeSource;

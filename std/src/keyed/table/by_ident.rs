@@ -8,7 +8,8 @@
 
 use tollgate_core::Nanos;
 
-use super::{update_slot, Judge, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
+use super::lookup::update_slot;
+use super::{Judge, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
 use crate::keyed::shard::Shard;
 use crate::keyed::slot::{Slot, BUCKET_SLOTS};
 use crate::sync::{lock, Ordering};

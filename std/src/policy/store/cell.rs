@@ -9,7 +9,7 @@
 //!   on it in compare-and-swap loops. A `TierCell::Word` is that word while a reload
 //!   carries it to a new store (converted by [`PackedAlgorithm::rescale`](tollgate_core::PackedAlgorithm::rescale)).
 //! - the sliding window log keeps a sorted deque of timestamps ([`Log`]) in its key's slot
-//!   of a log table (see `log_cells`), read through [`LogView`] by the core's pure log
+//!   of a log table (see `store::log`), read through [`LogView`] by the core's pure log
 //!   transition ([`SlidingWindowLog::decide`], [`undo`](SlidingWindowLog::undo),
 //!   [`refund`](SlidingWindowLog::refund), [`expired`](SlidingWindowLog::expired)). The
 //!   deque only holds entries still in the window, so it is at most `limit` long.

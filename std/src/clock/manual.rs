@@ -1,4 +1,5 @@
-//! [`ManualClock`]: a clock you move by hand, shared by its clones.
+//! Clocks the caller drives: [`ManualClock`], moved by hand and shared by its clones, and
+//! [`FnClock`], any `Fn() -> Nanos`.
 
 use tollgate_core::{Clock, Nanos};
 
@@ -60,5 +61,23 @@ impl Clock for ManualClock {
     fn now(&self) -> Nanos {
         // Relaxed: see `advance`.
         Nanos::new(self.now.load(Ordering::Relaxed))
+    }
+}
+
+/// Adapts a closure into a [`Clock`] (handy for examples, simulations and clocks owned by
+/// another framework).
+///
+/// ```
+/// use tollgate::policy::FnClock;
+/// use tollgate::{Clock, Nanos};
+/// assert_eq!(FnClock(|| Nanos::from_secs(7)).now(), Nanos::from_secs(7));
+/// ```
+#[derive(Copy, Clone, Debug)]
+pub struct FnClock<F>(pub F);
+
+impl<F: Fn() -> Nanos> Clock for FnClock<F> {
+    #[inline]
+    fn now(&self) -> Nanos {
+        (self.0)()
     }
 }

@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use super::tier_store::fingerprint;
+use super::in_flight::{Active, Published};
+use super::store::fingerprint;
 use super::{
     AsyncPolicyCheck, AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig,
     PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome,
 };
-use crate::sync::plain::Ordering;
-use crate::sync::{SwapCell, SwapGuard};
+use crate::sync::SwapCell;
 
 /// Stable rule ids by name, kept across reloads.
 #[derive(Debug, Default)]
@@ -54,15 +54,17 @@ struct Registry {
 ///
 /// ## Hot reload
 ///
-/// [`reload`](Self::reload) validates the new config, then swaps it in atomically
-/// (`arc-swap`); checks in flight finish on the set they started with. State is keyed by
+/// [`reload`](Self::reload) validates the new config, then publishes it atomically; checks
+/// in flight finish on the set they started with, and the reload returns once none is left
+/// on the old set (a check counts itself in on its own cache line: no reference count, no
+/// shared write). State is keyed by
 /// (rule name, tier name): every tier whose names survive keeps its per-key state, so a key
 /// keeps its state across the swap. Where a tier's algorithm or numbers changed, the tier
 /// gets a new store, and each key's state is converted when a request first touches it
 /// there (and carried over when one first records something): at the request's time,
 /// exactly as the Redis store converts a state written under another version, so both
 /// answer the same trace identically. No sweep: checks of keys already in place never
-/// wait, and nothing is lost or double-counted (the protocol is in the `tier_store`
+/// wait, and nothing is lost or double-counted (the protocol is in the `store::tier`
 /// module docs):
 ///
 /// - **same algorithm, new numbers** — the key keeps the permits it has used:
@@ -90,9 +92,9 @@ pub struct Policy<C, S = InProcess> {
     clock: C,
     registry: Mutex<Registry>,
     store: S,
-    /// Bumped by every reload after it publishes a set (see `in_flight`); loom's atomic
-    /// under `--cfg tollgate_loom`.
-    generation: crate::sync::AtomicU64,
+    /// The set in force and the checks working on it, generation by generation (see
+    /// `in_flight`); `rules` keeps the set alive.
+    published: Published<RuleSet>,
     /// A reload step switched off for a loom model's broken twin.
     #[cfg(tollgate_loom)]
     fault: Option<super::PolicyFault>,
@@ -104,12 +106,14 @@ impl<C: Clock> Policy<C> {
         let mut set = RuleSet::compile(&config)?;
         let mut registry = Registry::default();
         assign_ids(&mut registry, &mut set);
+        let rules = SwapCell::from_pointee(set);
+        let published = Published::new(Arc::as_ptr(&rules.load_full()));
         Ok(Policy {
-            rules: SwapCell::from_pointee(set),
+            rules,
             clock,
             registry: Mutex::new(registry),
             store: InProcess::new(),
-            generation: crate::sync::AtomicU64::new(0),
+            published,
             #[cfg(tollgate_loom)]
             fault: None,
         })
@@ -145,7 +149,7 @@ impl<C, S> Policy<C, S> {
             clock: self.clock,
             registry: self.registry,
             store,
-            generation: self.generation,
+            published: self.published,
             #[cfg(tollgate_loom)]
             fault: self.fault,
         }
@@ -189,10 +193,9 @@ impl<C: Clock, S: Store> Policy<C, S> {
         let _gates =
             (self.fault != Some(super::PolicyFault::NoReloadGate)).then(|| set.hold_gates());
         self.rules.store(Arc::clone(&set));
-        // SeqCst: in one total order with the checks' generation loads and their count
-        // increments (see the `in_flight` module docs).
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        old.in_flight.wait_idle();
+        // Waits until no check works on `old`, which stays alive until then (it is freed
+        // when the last `Arc` drops, at the end of this call at the earliest).
+        self.published.publish(Arc::as_ptr(&set));
         // Then keys may move, each converted when a request that records something first
         // touches it (no sweep): the same instant the Redis store rewrites it at.
         set.settle_predecessors(self.clock.now());
@@ -313,7 +316,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
 
     /// A refund of `request` at `now`, awaiting the store.
     async fn refund_awaiting(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.active_set_owned();
+        let set = self.active_set();
         if let Some(plan) = refund_plan(&set, request) {
             self.store.refund_async(&plan, now).await;
         }
@@ -321,7 +324,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
 
     /// A charge of `request` at `now`, awaiting the store.
     async fn charge_awaiting(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.active_set_owned();
+        let set = self.active_set();
         if let Some(plan) = charge_plan(&set, request) {
             self.store.charge_async(&plan, now).await;
         }
@@ -336,7 +339,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         peek: bool,
         now: Option<Nanos>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set_owned();
+        let set = self.active_set();
         let mut plan = Plan::new();
         plan_into(&mut plan, &set, request, |tier| {
             tier_cost(request, tier.max_cost())
@@ -564,27 +567,6 @@ fn plan_into<'a>(
 }
 
 impl<C, S> Policy<C, S> {
-    /// The generation, read again after a check counted itself in: a `SeqCst` load, which
-    /// the `in_flight` protocol needs in one total order with the reload's bump and its
-    /// read of the count. loom models `SeqCst` only as acquire/release (it would report
-    /// executions no `SeqCst` machine allows), so under loom this is an acquire-release
-    /// read-modify-write, which gives the protocol the same guarantee within loom's model:
-    /// a read-modify-write reads the latest bump, so either it reads the reload's bump (the
-    /// check retries) or the reload's bump reads it and then sees the check's count.
-    #[inline]
-    fn generation_after_enter(&self) -> u64 {
-        #[cfg(not(tollgate_loom))]
-        {
-            // SeqCst: see the `in_flight` module docs.
-            self.generation.load(Ordering::SeqCst)
-        }
-        #[cfg(tollgate_loom)]
-        {
-            // AcqRel: see above.
-            self.generation.fetch_add(0, Ordering::AcqRel)
-        }
-    }
-
     /// A check or peek of `request`: the plan of the tiers it matches, decided by `decide`
     /// (the store's check or peek), combined.
     #[inline(always)]
@@ -608,74 +590,10 @@ impl<C, S> Policy<C, S> {
     }
 
     /// The rule set in force, counted as in use until the returned value drops (see the
-    /// `in_flight` module docs for why the generation is read twice).
+    /// `in_flight` module docs). Held across an awaited store call too: a reload then
+    /// waits for the call (at most the store's own timeout).
     #[inline]
-    fn active_set(&self) -> ActiveSet {
-        self.enter(|| self.rules.load())
-    }
-
-    /// [`active_set`](Self::active_set), held by an owned reference: for a check that
-    /// awaits its store (a guard of the hot path is meant for short uses).
-    fn active_set_owned(&self) -> ActiveSet<Arc<RuleSet>> {
-        self.enter(|| self.rules.load_full())
-    }
-
-    /// The set `load` returns, counted in.
-    #[inline(always)]
-    fn enter<G: HoldsSet>(&self, load: impl Fn() -> G) -> ActiveSet<G> {
-        loop {
-            // SeqCst (both loads): see the `in_flight` module docs.
-            let generation = self.generation.load(Ordering::SeqCst);
-            let set = load();
-            let stripe = set.rule_set().in_flight.enter();
-            if self.generation_after_enter() == generation {
-                return ActiveSet { set, stripe };
-            }
-            set.rule_set().in_flight.leave(stripe);
-        }
-    }
-}
-
-/// What holds a rule set for a check: the hot path's guard, or an owned `Arc`.
-trait HoldsSet {
-    /// The set held.
-    fn rule_set(&self) -> &RuleSet;
-}
-
-#[cfg(not(tollgate_loom))]
-impl HoldsSet for SwapGuard<RuleSet> {
-    #[inline(always)]
-    fn rule_set(&self) -> &RuleSet {
-        self
-    }
-}
-
-impl HoldsSet for Arc<RuleSet> {
-    #[inline(always)]
-    fn rule_set(&self) -> &RuleSet {
-        self
-    }
-}
-
-/// A rule set a check is working on: counted in the set's [`InFlight`] until dropped.
-///
-/// [`InFlight`]: super::in_flight::InFlight
-struct ActiveSet<G: HoldsSet = SwapGuard<RuleSet>> {
-    set: G,
-    stripe: usize,
-}
-
-impl<G: HoldsSet> core::ops::Deref for ActiveSet<G> {
-    type Target = RuleSet;
-    #[inline]
-    fn deref(&self) -> &RuleSet {
-        self.set.rule_set()
-    }
-}
-
-impl<G: HoldsSet> Drop for ActiveSet<G> {
-    #[inline]
-    fn drop(&mut self) {
-        self.set.rule_set().in_flight.leave(self.stripe);
+    fn active_set(&self) -> Active<'_, RuleSet> {
+        self.published.enter()
     }
 }

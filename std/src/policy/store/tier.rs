@@ -30,7 +30,7 @@
 //!
 //! 1. the reload takes the successor's *gate*, publishes the new set, then waits until no
 //!    check that may have loaded the old set is in flight (see
-//!    [`InFlight`](super::in_flight::InFlight)): the grace period. A check on the new set
+//!    [`Published`](super::in_flight::Published)): the grace period. A check on the new set
 //!    that misses a key meanwhile waits on the gate, so no key moves while a check on the
 //!    old set might still take from, or undo a take in, the old store;
 //! 2. then the old store is *retired* (a check still reaching it, which the grace period
@@ -67,9 +67,8 @@ use tollgate_core::{
     SlidingWindowLog,
 };
 
-use super::log_cells::LogCells;
-use super::tier_cell::Log;
-use super::tier_cell::{Receipt, TierCell};
+use super::cell::{Log, Receipt, TierCell};
+use super::log::LogCells;
 use crate::keyed::{Geometry, KeyedBuildError, Mode, Seen, Table, Upsert};
 use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering, SwapCell};
 use crate::WhenFull;
@@ -627,7 +626,7 @@ impl TierStore {
         }
     }
 
-    /// Undoes a take (see the module docs of `tier_cell` for exactness).
+    /// Undoes a take (see the module docs of `store::cell` for exactness).
     pub(crate) fn compensate(&self, key: u64, receipt: TakeReceipt, cost: u32) {
         self.compensate_h(key, receipt, cost);
     }

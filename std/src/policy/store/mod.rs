@@ -13,7 +13,7 @@
 //! ```
 //!
 //! [`InProcess`] keeps each tier's keys in the tier's own bounded lock-free table (see
-//! `tier_store`): no allocation and no lock on the check path.
+//! `store::tier`): no allocation and no lock on the check path.
 //!
 //! A store whose operations wait on the network also implements [`AsyncStore`], so an
 //! async server awaits them ([`Policy::allow_async`](super::Policy::allow_async)) instead
@@ -25,9 +25,15 @@ use std::mem::MaybeUninit;
 
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
-use super::tier_store::{Prepared, TakeReceipt as Receipt};
 use super::{Rule, Tier, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
+use tier::{Prepared, TakeReceipt as Receipt};
+
+mod cell;
+mod log;
+mod tier;
+
+pub(crate) use tier::{fingerprint, TierStore};
 
 /// One tier of a request's plan: everything a store needs to decide it.
 #[derive(Copy, Clone, Debug)]

@@ -35,7 +35,7 @@
 
 use tollgate_core::{Nanos, SlidingWindowLog};
 
-use super::tier_cell::{Log, TierCell};
+use super::cell::{Log, TierCell};
 use crate::keyed::{DebtSummary, Geometry, Judge, Mode, Table, Upsert, WhenFull};
 use crate::sync::{lock, Mutex};
 
@@ -134,7 +134,7 @@ pub(crate) struct LogCells {
 impl LogCells {
     /// Cells for `geometry`'s keys under `params`.
     pub(crate) fn new(params: SlidingWindowLog, geometry: Geometry) -> LogCells {
-        let mask_seed = super::tier_store::fingerprint("tollgate policy log handles");
+        let mask_seed = super::tier::fingerprint("tollgate policy log handles");
         let table = Table::new(geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed);
         let slots = table.slot_count();
         // Table slots are counted in u32 bucket indices (see `Geometry`), so are they.

@@ -24,7 +24,7 @@ use std::fmt::Write;
 
 use tollgate_core::{Decision, Nanos};
 
-use super::header_name_error::is_printable;
+use super::error::is_printable;
 use super::{HeaderNameError, PolicyDecision, TierOutcome};
 
 /// The rendered rate-limit headers of one response, as `(name, value)` pairs in a fixed

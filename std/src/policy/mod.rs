@@ -42,14 +42,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod adaptive_penalty;
-mod algorithm_kind;
 mod check;
-mod config_error;
+mod config;
 mod decision;
-mod delay;
-mod duration;
-mod header_name_error;
+mod error;
 mod headers;
 mod in_flight;
 #[allow(clippy::module_inception)]
@@ -57,43 +53,34 @@ mod limiter;
 #[cfg(tollgate_loom)]
 mod loom_fault;
 mod metered;
-mod partition;
-mod penalty_config;
-mod policy_config;
+mod penalty;
 mod reservation;
 mod rule;
-mod rule_config;
 mod rule_set;
 mod store;
 mod striped_counter;
 mod tier;
-mod tier_config;
 mod until_ready;
 
 pub use crate::clock::FnClock;
-pub use adaptive_penalty::AdaptivePenalty;
-pub use algorithm_kind::AlgorithmKind;
+pub use crate::wait::Delay;
 pub use check::{AsyncPolicyCheck, PolicyCheck, Request};
-pub use config_error::PolicyConfigError;
+pub use config::{
+    parse_duration, AlgorithmKind, Partition, PenaltyConfig, PolicyConfig, RuleConfig, TierConfig,
+};
 pub use decision::{PolicyDecision, TierLabel, TierOutcome, MAX_TIERS};
-pub use delay::Delay;
-pub use duration::{parse_duration, DurationError};
-pub use header_name_error::HeaderNameError;
+pub use error::{DurationError, HeaderNameError, PenaltyConfigError, PolicyConfigError};
 pub use headers::RateLimitHeaders;
 pub use limiter::Policy;
 #[cfg(tollgate_loom)]
 pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
-pub use partition::Partition;
-pub use penalty_config::{PenaltyConfig, PenaltyConfigError};
-pub use policy_config::PolicyConfig;
+pub use penalty::AdaptivePenalty;
 pub use reservation::Reservation;
 pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
-pub use rule_config::RuleConfig;
 pub use rule_set::{RuleSet, DEFAULT_CAPACITY, MAX_CAPACITY};
 pub(crate) use store::TierStore;
 pub use store::{AsyncStore, InProcess, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
-pub use tier_config::TierConfig;
 pub use until_ready::{DelaySleep, SleepFn, UntilReady};

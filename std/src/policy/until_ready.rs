@@ -91,7 +91,7 @@ mod tests {
 
     use tollgate_core::Nanos;
 
-    use crate::policy::delay::registrations;
+    use crate::wait::delay::registrations;
     use crate::policy::{FnClock, Policy, PolicyCheck};
 
     struct Noop;

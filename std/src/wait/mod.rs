@@ -15,7 +15,9 @@ use std::task::{Context, Poll};
 
 use tollgate_core::{Decision, Nanos};
 
-use crate::policy::Delay;
+pub(crate) mod delay;
+
+pub use delay::Delay;
 
 /// A function from a duration to a sleep future.
 pub trait SleepFn {

@@ -1,0 +1,477 @@
+//! The rules file as written: [`PolicyConfig`] (the whole file, parsed from TOML), [`RuleConfig`]
+//! (one rule), [`TierConfig`] (one limit of a rule), [`AlgorithmKind`] (the algorithm as a
+//! config value), [`Partition`] (how a rule splits its state among requests),
+//! [`PenaltyConfig`] (when and how hard the adaptive penalty strikes) and [`parse_duration`]
+//! (human durations: `250ms`, `1s`, `1m`, `1h`, `1d`, sums such as `1m30s`).
+
+use serde::Deserialize;
+use tollgate_core::Nanos;
+
+use super::{DurationError, PenaltyConfigError, PolicyConfigError, RuleSet};
+
+/// A rules file before validation. Parse with [`from_toml`](Self::from_toml) (or build it
+/// in code), then hand it to [`Policy`](super::Policy), which validates it into a
+/// [`RuleSet`].
+///
+/// ```
+/// use tollgate::policy::PolicyConfig;
+/// let config = PolicyConfig::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 100
+///     window = "1m"
+/// "#)?;
+/// assert_eq!(config.rules.len(), 1);
+/// # Ok::<(), tollgate::policy::PolicyConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct PolicyConfig {
+    /// The most keys (clients) one tier keeps state for; memory is bounded by it. Default
+    /// 100 000.
+    #[serde(default)]
+    pub capacity: Option<usize>,
+    /// The rules.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+impl PolicyConfig {
+    /// Parses TOML and validates it (a config that parses but cannot be built, such as a
+    /// zero limit, is rejected here too, with the rule and field named).
+    pub fn from_toml(text: &str) -> Result<PolicyConfig, PolicyConfigError> {
+        let config: PolicyConfig =
+            toml::from_str(text).map_err(|e| PolicyConfigError::new("toml", e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every rule and tier without building any state.
+    pub fn validate(&self) -> Result<(), PolicyConfigError> {
+        RuleSet::compile(self).map(|_| ())
+    }
+
+    /// Adds a rule.
+    pub fn rule(mut self, rule: RuleConfig) -> PolicyConfig {
+        self.rules.push(rule);
+        self
+    }
+}
+
+/// One rule before validation: which requests it matches, how it partitions them, and its
+/// limits.
+///
+/// Selectors: `client` and `endpoint` are each either a literal (exact match) or absent
+/// (any). That gives the four kinds of rule: default (neither), client, endpoint, and
+/// (client, endpoint).
+///
+/// Limits: either `tiers = [...]` or the one-tier shorthand `limit`/`window`/`algorithm`/
+/// `burst`/`queue` directly on the rule, not both.
+///
+/// ```
+/// use tollgate::policy::{RuleConfig, TierConfig};
+/// let rule = RuleConfig::new("search").endpoint("/search").tier(TierConfig::new(10, "1m"));
+/// assert_eq!(rule.endpoint.as_deref(), Some("/search"));
+/// assert_eq!(rule.tiers.len(), 1);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RuleConfig {
+    /// Unique name; identifies the rule's state across reloads and in headers and metrics.
+    #[serde(default)]
+    pub name: String,
+    /// The client this rule is for; absent = any client.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// The endpoint this rule is for; absent = any endpoint.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// One state per client (default) or one shared by all matching requests.
+    #[serde(default)]
+    pub per: Partition,
+    /// The limits; all must admit.
+    #[serde(default)]
+    pub tiers: Vec<TierConfig>,
+    /// Shorthand for a single tier: its limit.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// Shorthand for a single tier: its window.
+    #[serde(default)]
+    pub window: Option<String>,
+    /// Shorthand for a single tier: its algorithm.
+    #[serde(default)]
+    pub algorithm: Option<AlgorithmKind>,
+    /// Shorthand for a single tier: its burst.
+    #[serde(default)]
+    pub burst: Option<u64>,
+    /// Shorthand for a single tier: its queue.
+    #[serde(default)]
+    pub queue: Option<u64>,
+    /// The most keys (clients) this rule's tiers keep state for; defaults to the config's
+    /// `capacity`. A rule that can only ever hold one key (`per = "global"`, or a `client`
+    /// rule) always holds exactly one, whatever this says.
+    #[serde(default)]
+    pub capacity: Option<usize>,
+}
+
+impl RuleConfig {
+    /// A rule named `name` matching every request, with no tiers yet.
+    pub fn new(name: &str) -> RuleConfig {
+        RuleConfig {
+            name: name.to_owned(),
+            ..RuleConfig::default()
+        }
+    }
+
+    /// Restricts the rule to one client.
+    pub fn client(mut self, client: &str) -> RuleConfig {
+        self.client = Some(client.to_owned());
+        self
+    }
+
+    /// Restricts the rule to one endpoint.
+    pub fn endpoint(mut self, endpoint: &str) -> RuleConfig {
+        self.endpoint = Some(endpoint.to_owned());
+        self
+    }
+
+    /// Sets the partition.
+    pub fn per(mut self, per: Partition) -> RuleConfig {
+        self.per = per;
+        self
+    }
+
+    /// Adds a tier.
+    pub fn tier(mut self, tier: TierConfig) -> RuleConfig {
+        self.tiers.push(tier);
+        self
+    }
+}
+
+/// One limit (tier) of a rule, before validation. A rule holds one or more; a request must
+/// pass all of them.
+///
+/// ```
+/// use tollgate::policy::{AlgorithmKind, TierConfig};
+/// let tier = TierConfig::new(10, "1s").algorithm(AlgorithmKind::TokenBucket).burst(20);
+/// assert_eq!(tier.limit, 10);
+/// assert_eq!(tier.burst, Some(20));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TierConfig {
+    /// The name this tier has in `RateLimit` headers (default: the rule's name, or
+    /// `rule.N` when the rule has several tiers). Printable ASCII.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Permits per window (see [`AlgorithmKind`] for what it means per algorithm); > 0.
+    #[serde(default)]
+    pub limit: u64,
+    /// The window or period, such as `"1s"`, `"1m"`, `"1d"`.
+    #[serde(default)]
+    pub window: String,
+    /// The algorithm (default GCRA).
+    #[serde(default)]
+    pub algorithm: AlgorithmKind,
+    /// GCRA: the most admitted at once; token bucket: the capacity. Default `limit`.
+    #[serde(default)]
+    pub burst: Option<u64>,
+    /// Leaky bucket: how many requests may wait. Default `limit − 1`.
+    #[serde(default)]
+    pub queue: Option<u64>,
+}
+
+impl TierConfig {
+    /// `limit` per `window` with GCRA.
+    pub fn new(limit: u64, window: &str) -> TierConfig {
+        TierConfig {
+            limit,
+            window: window.to_owned(),
+            ..TierConfig::default()
+        }
+    }
+
+    /// Sets the algorithm.
+    pub fn algorithm(mut self, algorithm: AlgorithmKind) -> TierConfig {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// Sets the header name.
+    pub fn named(mut self, name: &str) -> TierConfig {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    /// Sets the burst (GCRA) or capacity (token bucket).
+    pub fn burst(mut self, burst: u64) -> TierConfig {
+        self.burst = Some(burst);
+        self
+    }
+
+    /// Sets the leaky bucket's queue depth.
+    pub fn queue(mut self, queue: u64) -> TierConfig {
+        self.queue = Some(queue);
+        self
+    }
+}
+
+/// Which core algorithm a tier runs. In TOML: `algorithm = "gcra"` (the default),
+/// `"token_bucket"`, `"leaky_bucket"`, `"fixed_window"`, `"sliding_window_counter"` or
+/// `"sliding_window_log"`.
+///
+/// | kind | `limit` / `window` mean | extra fields |
+/// |---|---|---|
+/// | `gcra` | `limit` per `window`, evenly spaced | `burst` (default `limit`) |
+/// | `token_bucket` | refill `limit` tokens per `window` | `burst` = capacity (default `limit`) |
+/// | `leaky_bucket` | drain `limit` per `window` (a shaper: admitted requests carry a `delay`) | `queue` (default `limit − 1`) |
+/// | `fixed_window` | `limit` per aligned `window` | — |
+/// | `sliding_window_counter` | about `limit` per sliding `window` | — |
+/// | `sliding_window_log` | exactly `limit` per sliding `window` (one timestamp per permit, at most 65 536) | — |
+///
+/// ```
+/// use tollgate::policy::AlgorithmKind;
+/// assert_eq!(AlgorithmKind::default(), AlgorithmKind::Gcra);
+/// assert_eq!(AlgorithmKind::SlidingWindowLog.as_str(), "sliding_window_log");
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AlgorithmKind {
+    /// Generic cell rate algorithm.
+    #[default]
+    Gcra,
+    /// Token bucket.
+    TokenBucket,
+    /// Leaky bucket as a shaper.
+    LeakyBucket,
+    /// Fixed window.
+    FixedWindow,
+    /// Sliding window counter.
+    SlidingWindowCounter,
+    /// Sliding window log.
+    SlidingWindowLog,
+}
+
+impl AlgorithmKind {
+    /// The config spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AlgorithmKind::Gcra => "gcra",
+            AlgorithmKind::TokenBucket => "token_bucket",
+            AlgorithmKind::LeakyBucket => "leaky_bucket",
+            AlgorithmKind::FixedWindow => "fixed_window",
+            AlgorithmKind::SlidingWindowCounter => "sliding_window_counter",
+            AlgorithmKind::SlidingWindowLog => "sliding_window_log",
+        }
+    }
+}
+
+/// Whose requests share one bucket under a rule. In TOML: `per = "client"` (the default)
+/// or `per = "global"`.
+///
+/// - `Client`: every client has its own state under the rule. An endpoint rule with
+///   `per = "client"` is a per-(client, endpoint) limit: each client gets its own 10/min on
+///   `/search`.
+/// - `Global`: one state shared by every request the rule matches (protects a backend:
+///   `/export` takes 100/min in total, whoever calls).
+///
+/// ```
+/// use tollgate::policy::Partition;
+/// assert_eq!(Partition::default(), Partition::Client);
+/// ```
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Partition {
+    /// One state per client.
+    #[default]
+    Client,
+    /// One state for all matching requests.
+    Global,
+}
+
+/// After `denials` denied requests within `period`, a client's limits are divided by
+/// `divisor` for `cooldown`, then restored.
+///
+/// ```
+/// use tollgate::policy::PenaltyConfig;
+/// use tollgate::Nanos;
+/// let config = PenaltyConfig {
+///     denials: 5,
+///     period: Nanos::from_secs(60),
+///     divisor: 4,
+///     cooldown: Nanos::from_secs(300),
+/// };
+/// assert!(config.validate().is_ok());
+/// assert_eq!(
+///     PenaltyConfig { divisor: 1, ..config }.validate(),
+///     Err(tollgate::policy::PenaltyConfigError::DivisorTooSmall)
+/// );
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PenaltyConfig {
+    /// Denials that trigger the penalty (≥ 1).
+    pub denials: u32,
+    /// The window the denials are counted in (fixed windows).
+    pub period: Nanos,
+    /// The limit divisor while penalized (≥ 2): each request costs `divisor` permits.
+    pub divisor: u32,
+    /// How long the penalty lasts.
+    pub cooldown: Nanos,
+}
+
+impl PenaltyConfig {
+    /// Checks the numbers; the error names the field.
+    pub fn validate(&self) -> Result<(), PenaltyConfigError> {
+        if self.denials == 0 {
+            return Err(PenaltyConfigError::ZeroDenials);
+        }
+        if self.period == Nanos::ZERO {
+            return Err(PenaltyConfigError::ZeroPeriod);
+        }
+        if self.divisor < 2 {
+            return Err(PenaltyConfigError::DivisorTooSmall);
+        }
+        if self.cooldown == Nanos::ZERO {
+            return Err(PenaltyConfigError::ZeroCooldown);
+        }
+        Ok(())
+    }
+}
+
+/// Parses a duration such as `1s`, `1m`, `1d`, `250ms`, `10us`, `5ns` or `1h30m` into
+/// [`Nanos`]. Units: `ns`, `us`, `ms`, `s`, `m`, `h`, `d`; every number needs a unit.
+/// A [`DurationError`] says what is wrong; its message is meant to follow a field path
+/// (`rules[0].window: ...`).
+///
+/// ```
+/// use tollgate::policy::parse_duration;
+/// use tollgate::Nanos;
+/// assert_eq!(parse_duration("1m"), Ok(Nanos::from_secs(60)));
+/// assert_eq!(parse_duration("1d"), Ok(Nanos::from_secs(86_400)));
+/// assert_eq!(parse_duration("1m30s"), Ok(Nanos::from_secs(90)));
+/// assert!(parse_duration("10").is_err());
+/// ```
+pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    let bytes = text.as_bytes();
+    let mut total: u64 = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        if start == i {
+            return Err(DurationError::ExpectedNumber {
+                text: text.into(),
+                at: start,
+            });
+        }
+        let number: u64 = text[start..i]
+            .parse()
+            .map_err(|_| DurationError::NumberTooLarge { text: text.into() })?;
+        let unit_start = i;
+        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        let unit = &text[unit_start..i];
+        let scale: u64 = match unit {
+            "ns" => 1,
+            "us" | "µs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "d" => 86_400_000_000_000,
+            "" => return Err(DurationError::MissingUnit { text: text.into() }),
+            other => {
+                return Err(DurationError::UnknownUnit {
+                    text: text.into(),
+                    unit: other.into(),
+                })
+            }
+        };
+        let too_long = || DurationError::TooLong { text: text.into() };
+        let part = number.checked_mul(scale).ok_or_else(too_long)?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
+    }
+    Ok(Nanos::new(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_duration, DurationError};
+    use tollgate_core::Nanos;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration("5ns"), Ok(Nanos::new(5)));
+        assert_eq!(parse_duration("10us"), Ok(Nanos::from_micros(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Nanos::from_millis(250)));
+        assert_eq!(parse_duration("1s"), Ok(Nanos::from_secs(1)));
+        assert_eq!(parse_duration("1h"), Ok(Nanos::from_secs(3600)));
+        assert_eq!(parse_duration(" 1h30m "), Ok(Nanos::from_secs(5400)));
+        assert_eq!(parse_duration("0s"), Ok(Nanos::ZERO));
+    }
+
+    #[test]
+    fn errors() {
+        let text = |t: &str| t.to_string();
+        assert_eq!(parse_duration(" "), Err(DurationError::Empty));
+        assert_eq!(
+            parse_duration("1"),
+            Err(DurationError::MissingUnit { text: text("1") })
+        );
+        assert_eq!(
+            parse_duration("1w"),
+            Err(DurationError::UnknownUnit {
+                text: text("1w"),
+                unit: text("w")
+            })
+        );
+        assert_eq!(
+            parse_duration("1s ms"),
+            Err(DurationError::ExpectedNumber {
+                text: text("1s ms"),
+                at: 2
+            })
+        );
+        assert_eq!(
+            parse_duration("99999999999999999999s"),
+            Err(DurationError::NumberTooLarge {
+                text: text("99999999999999999999s")
+            })
+        );
+        assert_eq!(
+            parse_duration("999999d"),
+            Err(DurationError::TooLong {
+                text: text("999999d")
+            })
+        );
+        // The messages that follow a config field's path.
+        assert!(parse_duration("")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+        assert_eq!(
+            parse_duration("1").unwrap_err().to_string(),
+            "\"1\": missing unit (ns, us, ms, s, m, h, d)"
+        );
+        assert_eq!(
+            parse_duration("s").unwrap_err().to_string(),
+            "\"s\": expected a number at byte 0"
+        );
+        assert!(parse_duration("999999d")
+            .unwrap_err()
+            .to_string()
+            .contains("too long"));
+    }
+}

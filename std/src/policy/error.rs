@@ -1,0 +1,219 @@
+//! The policy layer's errors: [`PolicyConfigError`] (a config rejected, naming the rule and
+//! field), [`DurationError`] (a text that is not a duration), [`PenaltyConfigError`] (which
+//! of the adaptive penalty's numbers is wrong) and [`HeaderNameError`] (a name that cannot
+//! be rendered into a rate-limit header).
+
+use std::fmt;
+
+/// A rejected policy config. `path` names the offending rule and field in the config's own
+/// terms (`rules[3].limit`, `rules[0].tiers[1].window`); `message` says what is wrong.
+/// Displayed as `path: message`.
+///
+/// ```
+/// use tollgate::policy::PolicyConfig;
+/// let err = PolicyConfig::from_toml("[[rules]]\nname = \"d\"\nlimit = 0\nwindow = \"1m\"\n")
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "rules[0].limit: must be > 0");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PolicyConfigError {
+    /// Where: `rules[3].limit`, or `toml` for a syntax or type error.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl PolicyConfigError {
+    /// An error at `path`.
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> PolicyConfigError {
+        PolicyConfigError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for PolicyConfigError {}
+
+/// The units [`parse_duration`] accepts, as its messages list them.
+const UNITS: &str = "ns, us, ms, s, m, h, d";
+
+/// Why [`parse_duration`] rejected a text. Its `Display` quotes the text and says what is
+/// wrong, as a message meant to follow a field path (`rules[0].window: ...`).
+///
+/// ```
+/// use tollgate::policy::{parse_duration, DurationError};
+/// let err = parse_duration("1w").unwrap_err();
+/// assert_eq!(err, DurationError::UnknownUnit { text: "1w".into(), unit: "w".into() });
+/// assert_eq!(err.to_string(), "\"1w\": unknown unit \"w\" (ns, us, ms, s, m, h, d)");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// The text is empty (or only whitespace).
+    Empty,
+    /// No number where one must start, at byte `at` of the (trimmed) text.
+    ExpectedNumber {
+        /// The trimmed text.
+        text: String,
+        /// The byte offset in `text`.
+        at: usize,
+    },
+    /// A number does not fit a `u64`.
+    NumberTooLarge {
+        /// The trimmed text.
+        text: String,
+    },
+    /// A number has no unit after it.
+    MissingUnit {
+        /// The trimmed text.
+        text: String,
+    },
+    /// A unit other than `ns`, `us` (`µs`), `ms`, `s`, `m`, `h`, `d`.
+    UnknownUnit {
+        /// The trimmed text.
+        text: String,
+        /// The unit as written.
+        unit: String,
+    },
+    /// The total exceeds [`Nanos::MAX`] (about 584 years).
+    TooLong {
+        /// The trimmed text.
+        text: String,
+    },
+}
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DurationError::Empty => {
+                f.write_str("empty duration (write e.g. \"1s\", \"1m\", \"1d\")")
+            }
+            DurationError::ExpectedNumber { text, at } => {
+                write!(f, "\"{text}\": expected a number at byte {at}")
+            }
+            DurationError::NumberTooLarge { text } => write!(f, "\"{text}\": number too large"),
+            DurationError::MissingUnit { text } => {
+                write!(f, "\"{text}\": missing unit ({UNITS})")
+            }
+            DurationError::UnknownUnit { text, unit } => {
+                write!(f, "\"{text}\": unknown unit \"{unit}\" ({UNITS})")
+            }
+            DurationError::TooLong { text } => {
+                write!(f, "\"{text}\": too long (at most about 584 years)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+/// Why a [`PenaltyConfig`] was rejected; its `Display` names the field.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PenaltyConfigError {
+    /// `denials` is zero: every client would be penalized at once.
+    ZeroDenials,
+    /// `period` is zero.
+    ZeroPeriod,
+    /// `divisor` is below 2: a penalty that reduces nothing.
+    DivisorTooSmall,
+    /// `cooldown` is zero.
+    ZeroCooldown,
+    /// `denials` per `period` does not fit the denial counter's window layout.
+    DenialsTooMany {
+        /// The most denials this period can count.
+        max: u64,
+    },
+    /// More clients than a keyed table can hold
+    /// ([`AdaptivePenalty::with_capacity`](super::AdaptivePenalty::with_capacity)).
+    CapacityTooLarge {
+        /// The most clients accepted.
+        max: usize,
+    },
+}
+
+impl fmt::Display for PenaltyConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PenaltyConfigError::ZeroDenials => f.write_str("denials: must be > 0"),
+            PenaltyConfigError::ZeroPeriod => f.write_str("period: must be > 0"),
+            PenaltyConfigError::DivisorTooSmall => f.write_str("divisor: must be >= 2"),
+            PenaltyConfigError::ZeroCooldown => f.write_str("cooldown: must be > 0"),
+            PenaltyConfigError::DenialsTooMany { max } => {
+                write!(f, "denials: at most {max} for this period")
+            }
+            PenaltyConfigError::CapacityTooLarge { max } => {
+                write!(f, "capacity: at most {max} clients")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PenaltyConfigError {}
+
+/// A policy name rejected by [`RateLimitHeaders::from_decision`]: empty, or holding a
+/// character outside printable ASCII (`' '..='~'`), such as CR, LF, NUL, a tab or any
+/// non-ASCII character. Such a character cannot appear in a structured-field string, and
+/// CR/LF in a header value would let the name inject headers of its own.
+///
+/// (Quotes and backslashes are allowed: they are escaped inside the sf-string.)
+///
+/// [`RateLimitHeaders::from_decision`]: super::RateLimitHeaders::from_decision
+///
+/// ```
+/// use tollgate::policy::RateLimitHeaders;
+/// use tollgate::{Decision, Nanos};
+/// let d = Decision::allow(10, 9, Nanos::ZERO);
+/// let err = RateLimitHeaders::from_decision("a\r\nSet-Cookie: x", 10, Nanos::from_secs(1), &d)
+///     .unwrap_err();
+/// assert_eq!(err.name(), "a\r\nSet-Cookie: x");
+/// assert_eq!(err.to_string(), "policy name \"a\\r\\nSet-Cookie: x\": '\\r' is not allowed in a header (printable ASCII only)");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderNameError {
+    name: String,
+}
+
+impl HeaderNameError {
+    /// Checks `name`: non-empty printable ASCII.
+    pub(crate) fn check(name: &str) -> Result<(), HeaderNameError> {
+        if name.is_empty() || !name.chars().all(is_printable) {
+            return Err(HeaderNameError { name: name.into() });
+        }
+        Ok(())
+    }
+
+    /// The rejected name, as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Whether `c` may appear in a structured-field string (escaped if `"` or `\`).
+pub(crate) fn is_printable(c: char) -> bool {
+    (' '..='~').contains(&c)
+}
+
+impl fmt::Display for HeaderNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `{:?}` escapes the offending characters, so the message itself stays one line.
+        match self.name.chars().find(|&c| !is_printable(c)) {
+            Some(bad) => write!(
+                f,
+                "policy name {:?}: {bad:?} is not allowed in a header (printable ASCII only)",
+                self.name
+            ),
+            None => write!(f, "policy name must not be empty"),
+        }
+    }
+}
+
+impl std::error::Error for HeaderNameError {}

@@ -153,6 +153,9 @@ impl<A: Algorithm + Clone + Send + Sync + 'static> Oracle for KeyedOracle<A> {
                     (after, Ok(outcome.decision))
                 })
                 .collect(),
+            // `WhenFull` may grow (it is `#[non_exhaustive]`): a policy this oracle does
+            // not model fails the model loudly rather than passing it unchecked.
+            (Place::Full, policy) => panic!("the keyed oracle does not model {policy:?}"),
         }
     }
 

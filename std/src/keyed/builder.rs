@@ -6,8 +6,8 @@ use core::marker::PhantomData;
 use tollgate_core::{Algorithm, Clock};
 
 use super::debt_summary::MAX_CELLS;
-use super::geometry::Geometry;
-use super::key_ident::is_word;
+use super::key::is_word;
+use super::table::Geometry;
 use super::table::{Mode, Table};
 use super::{DefaultHashBuilder, KeyStorage, KeyedBuildError, KeyedLimiter, WhenFull};
 use crate::MonotonicClock;

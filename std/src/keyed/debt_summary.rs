@@ -70,7 +70,7 @@
 
 use tollgate_core::{Algorithm, Nanos};
 
-use super::key_ident::splitmix;
+use super::key::splitmix;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Seeds of the two rows' cell choice (independent of the bucket choice, which uses the

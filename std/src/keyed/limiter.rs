@@ -4,7 +4,7 @@ use core::hash::{BuildHasher, Hash};
 
 use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
 
-use super::key_ident::{mix, word_of};
+use super::key::{mix, word_of};
 use super::table::Table;
 use super::{DefaultHashBuilder, KeyedError, KeyedLimiterBuilder};
 use crate::wait::until_admitted;

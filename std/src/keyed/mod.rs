@@ -101,20 +101,14 @@ mod builder;
 mod config;
 mod debt_summary;
 mod error;
-mod geometry;
-mod huge_pages;
-mod key_cell;
-mod key_ident;
+mod key;
 mod limiter;
 #[cfg(tollgate_loom)]
 mod loom_fault;
-mod shard;
-mod slot;
 mod table;
 
 pub(crate) use debt_summary::DebtSummary;
-pub(crate) use geometry::Geometry;
-pub(crate) use table::{loss_of, Judge, Mode, Seen, Table, Upsert};
+pub(crate) use table::{loss_of, Geometry, Judge, Mode, Seen, Table, Upsert};
 
 pub use builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
 pub use config::{KeyStorage, WhenFull};

@@ -91,8 +91,8 @@ mod tests {
 
     use tollgate_core::Nanos;
 
-    use crate::wait::delay::registrations;
     use crate::policy::{FnClock, Policy, PolicyCheck};
+    use crate::wait::delay::registrations;
 
     struct Noop;
     impl Wake for Noop {

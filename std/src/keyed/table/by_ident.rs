@@ -9,9 +9,9 @@
 use tollgate_core::Nanos;
 
 use super::lookup::update_slot;
+use super::shard::Shard;
 use super::{Judge, Loc, Mode, Table, Victims, LOCK_FREE_ATTEMPTS};
-use crate::keyed::shard::Shard;
-use crate::keyed::slot::{Slot, BUCKET_SLOTS};
+use crate::keyed::table::{Slot, BUCKET_SLOTS};
 use crate::sync::{lock, Ordering};
 
 /// What a state update does: the state to store (`None`: leave it) and what to return.

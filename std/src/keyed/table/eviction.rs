@@ -5,10 +5,10 @@
 
 use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
+use super::shard::{Shard, ShardLocal};
 use super::{Loc, Mode, Table, SWEEP};
 use crate::keyed::debt_summary::DebtSummary;
-use crate::keyed::shard::{Shard, ShardLocal};
-use crate::keyed::slot::{Slot, BUCKET_SLOTS};
+use crate::keyed::table::{Slot, BUCKET_SLOTS};
 use crate::keyed::WhenFull;
 use crate::sync::{lock, loom_sc_fence, wait_a_little, Ordering};
 

@@ -1,10 +1,12 @@
-//! Where an identity lives: its shard, its two candidate buckets and their slots, the
-//! mask of its state word, and the identity that marks a slot of a bucket empty.
+//! The keyed table's layout: its [`Geometry`] (how a capacity becomes shards and buckets), its
+//! storage ([`Slot`]: 16 bytes, four to a 64-byte [`Bucket`]), where an identity lives (its shard,
+//! its two candidate buckets, the mask of its state word, the identity that marks a slot
+//! empty), and [`advise_huge_pages`] for large tables.
 
 use super::{Loc, Table};
-use crate::keyed::key_ident::{splitmix, state_mask};
-use crate::keyed::slot::{Bucket, Slot, BUCKET_SLOTS};
-use crate::sync::Ordering;
+use crate::keyed::key::{splitmix, state_mask};
+use crate::keyed::KeyedBuildError;
+use crate::sync::{AtomicU64, Ordering};
 
 /// The two candidate buckets (indices within the shard) of identity `h`.
 #[inline(always)]
@@ -116,4 +118,191 @@ fn prefetch_bucket(bucket: &Bucket) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bucket;
+}
+
+/// Slots per resident key, as a fraction: `SLOTS_PER_KEY_NUM / SLOTS_PER_KEY_DEN` = 1.2.
+/// A key may live in one of two 4-slot buckets; 20 % spare slots keep "both buckets full
+/// while the shard still has room" rare, at 16 B × 1.2 = 19.2 B per key.
+const SLOTS_PER_KEY_NUM: usize = 6;
+const SLOTS_PER_KEY_DEN: usize = 5;
+/// Fewest buckets per shard (a one-shard table needs four to place its empty markers). A
+/// minimal shard has 16 slots, exactly one sweep window, so small tables evict by a
+/// whole-table view.
+pub(crate) const MIN_BUCKETS: usize = 4;
+/// Share of an even split that a shard may fill without drawing on the shared pool. The
+/// per-shard load of uniformly hashed keys deviates from the mean by a few percent (one
+/// standard deviation is `1/√(capacity/shards)`), so 10 % in the pool lets a table hold its
+/// whole capacity of distinct keys.
+const BASE_PERCENT: usize = 90;
+/// Most shards.
+pub(crate) const MAX_SHARDS: usize = 1024;
+/// Default: one shard per this many keys, at most 64 shards.
+const KEYS_PER_DEFAULT_SHARD: usize = 1024;
+const MAX_DEFAULT_SHARDS: usize = 64;
+
+/// The shape of a keyed table: `shards` (a power of two) × `buckets_per_shard` buckets of
+/// four slots, and the key quota they share.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    pub(crate) capacity: usize,
+    pub(crate) shards: usize,
+    pub(crate) buckets_per_shard: usize,
+}
+
+fn pow2_floor(value: usize) -> usize {
+    1usize << (usize::BITS - 1 - value.max(1).leading_zeros())
+}
+
+impl Geometry {
+    /// The largest accepted capacity (keeps every size computation far from overflow).
+    pub(crate) const MAX_CAPACITY: usize = (isize::MAX as usize) / 64;
+
+    /// Sizes a table for `capacity` keys, with `shards` shards if given (rounded down to a
+    /// power of two, at most [`MAX_SHARDS`] and at most the capacity).
+    pub(crate) fn new(capacity: usize, shards: Option<usize>) -> Result<Geometry, KeyedBuildError> {
+        if capacity == 0 {
+            return Err(KeyedBuildError::ZeroCapacity);
+        }
+        if capacity > Geometry::MAX_CAPACITY {
+            return Err(KeyedBuildError::CapacityTooLarge {
+                max: Geometry::MAX_CAPACITY,
+            });
+        }
+        let wanted = shards
+            .unwrap_or_else(|| (capacity / KEYS_PER_DEFAULT_SHARD).clamp(1, MAX_DEFAULT_SHARDS));
+        let shards = pow2_floor(wanted.clamp(1, MAX_SHARDS)).min(pow2_floor(capacity));
+        let per_shard = capacity.div_ceil(shards);
+        let slots = (per_shard * SLOTS_PER_KEY_NUM).div_ceil(SLOTS_PER_KEY_DEN);
+        let buckets_per_shard = slots.div_ceil(BUCKET_SLOTS).max(MIN_BUCKETS);
+        // Bucket indices come from 32 hash bits and are divided with a 64-bit reciprocal,
+        // exact for indices below 2³².
+        if shards * buckets_per_shard > u32::MAX as usize {
+            return Err(KeyedBuildError::CapacityTooLarge {
+                max: Geometry::MAX_CAPACITY,
+            });
+        }
+        Ok(Geometry {
+            capacity,
+            shards,
+            buckets_per_shard,
+        })
+    }
+
+    /// Total buckets.
+    pub(crate) fn buckets(&self) -> usize {
+        self.shards * self.buckets_per_shard
+    }
+
+    /// The keys shard `index` may hold without drawing on the shared pool: 90 % of an
+    /// even split (all of it with one shard), at least one.
+    pub(crate) fn shard_base(&self, index: usize) -> usize {
+        let even = self.capacity / self.shards + usize::from(index < self.capacity % self.shards);
+        if self.shards == 1 {
+            even
+        } else {
+            (even * BASE_PERCENT / 100).max(1)
+        }
+    }
+
+    /// The shared pool: the capacity not given to any shard's base. Shards that receive
+    /// more than their base (hashing is never perfectly even) draw from it.
+    pub(crate) fn pool(&self) -> usize {
+        self.capacity - (0..self.shards).map(|s| self.shard_base(s)).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_near_the_slot_budget() {
+        let g = Geometry::new(100_000, None).unwrap();
+        assert_eq!(g.shards, 64);
+        let slots = g.buckets() * BUCKET_SLOTS;
+        assert!(
+            (120_000..120_000 + 64 * BUCKET_SLOTS).contains(&slots),
+            "{slots}"
+        );
+        let bases = (0..g.shards).map(|s| g.shard_base(s)).sum::<usize>();
+        assert_eq!(bases + g.pool(), 100_000);
+        assert!(g.pool() >= 9_000);
+    }
+
+    #[test]
+    fn small_and_odd_requests() {
+        let g = Geometry::new(1, None).unwrap();
+        assert_eq!((g.shards, g.buckets_per_shard), (1, MIN_BUCKETS));
+        let g = Geometry::new(10, Some(3)).unwrap();
+        assert_eq!(g.shards, 2);
+        let g = Geometry::new(1_000_000, Some(5000)).unwrap();
+        assert_eq!(g.shards, MAX_SHARDS);
+        assert_eq!(Geometry::new(0, None), Err(KeyedBuildError::ZeroCapacity));
+        assert!(Geometry::new(usize::MAX, None).is_err());
+    }
+}
+
+/// Slots per bucket: one bucket is one cache line.
+pub(crate) const BUCKET_SLOTS: usize = 4;
+
+/// One key's entry: its 64-bit identity and its masked packed state.
+///
+/// - `ident`: the key's identity (a seeded bijection of an integer key, or a 64-bit hash),
+///   or the bucket's *empty* value, chosen so that no key that can live in this bucket has
+///   it (see `Table::empty_ident`).
+/// - `state`: the algorithm's packed state XOR a mask derived from `ident` (see
+///   `key_ident::state_mask`), so a check that loaded one key's state can never
+///   compare-and-swap it into a different key's (except with probability 2⁻⁶⁴).
+#[derive(Debug)]
+#[repr(C)]
+pub(crate) struct Slot {
+    pub(crate) ident: AtomicU64,
+    pub(crate) state: AtomicU64,
+}
+
+/// Four slots on one cache line: a lookup touches one line per candidate bucket.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub(crate) struct Bucket {
+    pub(crate) slots: [Slot; BUCKET_SLOTS],
+}
+
+impl Bucket {
+    /// A bucket whose slots all hold `empty`.
+    pub(crate) fn new(empty: u64) -> Bucket {
+        Bucket {
+            slots: core::array::from_fn(|_| Slot {
+                ident: AtomicU64::new(empty),
+                state: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+/// Below this many bytes a range holds no whole huge page worth a system call.
+const MIN_BYTES: usize = 2 << 20;
+
+/// Hints that `[start, start + len)`, a fresh allocation not yet touched, will be accessed
+/// at random and should use huge pages. Call before initialising the memory.
+#[inline]
+pub(crate) fn advise_huge_pages<T>(start: *const T, len: usize) {
+    if len < MIN_BYTES {
+        return;
+    }
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        const PAGE: usize = 4096;
+        // madvise wants page-aligned bounds: shrink the range to the whole pages in it, so
+        // the hint never reaches memory outside the allocation.
+        let begin = (start as usize).next_multiple_of(PAGE);
+        let end = (start as usize).saturating_add(len) & !(PAGE - 1);
+        if end > begin {
+            // SAFETY: MADV_HUGEPAGE changes neither the contents nor the protection of any
+            // page, and the range lies inside the caller's allocation. The result is
+            // ignored: a refused hint (THP disabled, old kernel) leaves small pages.
+            unsafe { libc::madvise(begin as *mut libc::c_void, end - begin, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(all(target_os = "linux", not(miri))))]
+    let _ = start;
 }

@@ -5,10 +5,10 @@
 use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
 use super::eviction::Victims;
+use super::shard::Shard;
 use super::{Loc, Mode, Table, LOCK_FREE_ATTEMPTS};
-use crate::keyed::key_ident::is_word;
-use crate::keyed::shard::Shard;
-use crate::keyed::slot::{Bucket, Slot, BUCKET_SLOTS};
+use crate::keyed::key::is_word;
+use crate::keyed::table::{Bucket, Slot, BUCKET_SLOTS};
 use crate::keyed::KeyedError;
 use crate::sync::{lock, Ordering};
 

@@ -54,11 +54,7 @@
 use core::mem::size_of;
 
 use super::debt_summary::DebtSummary;
-use super::geometry::Geometry;
-use super::huge_pages::advise_huge_pages;
-use super::key_cell::KeyCell;
-use super::shard::{QuotaPool, Shard};
-use super::slot::{Bucket, BUCKET_SLOTS};
+use super::key::KeyCell;
 use super::{KeyedStats, WhenFull};
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -66,10 +62,13 @@ mod by_ident;
 mod eviction;
 mod layout;
 mod lookup;
+mod shard;
 
 pub(crate) use by_ident::{Seen, Upsert};
 pub(crate) use eviction::{loss_of, Judge, Victims};
-use layout::single_shard_empties;
+use layout::{advise_huge_pages, single_shard_empties};
+pub(crate) use layout::{Bucket, Geometry, Slot, BUCKET_SLOTS};
+use shard::{QuotaPool, Shard};
 
 /// Slots the idle sweep looks at per eviction (four buckets).
 const SWEEP: usize = 16;
@@ -363,7 +362,7 @@ mod tests {
 
     #[test]
     fn empty_identities_never_belong_to_their_bucket() {
-        use super::super::geometry::Geometry;
+        use super::super::table::Geometry;
         use super::{Mode, Table};
         let large = if cfg!(miri) { 2_000 } else { 100_000 };
         for (capacity, shards) in [

@@ -48,19 +48,15 @@
 //! # drop(server); Ok(()) }
 //! ```
 
-mod endpoint;
-mod head;
+mod extract;
 mod ip;
-mod key;
 mod layer;
 mod response;
 mod settle;
 mod shadow;
 
-pub use endpoint::Endpoint;
-pub use head::Head;
+pub use extract::{ClientKey, Endpoint, Head, KeyError, MAX_KEY_LEN};
 pub use ip::{Cidr, CidrError, ForwardedForError, IpPrefix, TrustedProxies};
-pub use key::{ClientKey, KeyError, MAX_KEY_LEN};
 pub use layer::{
     Admission, LayerStats, OnBadKey, RateLimit, RateLimitBody, RateLimitLayer, ResponseFuture,
 };

@@ -1,15 +1,194 @@
-//! [`ClientKey`]: which client a request counts against (peer IP with a prefix, a header
-//! such as an API key, `X-Forwarded-For` behind trusted proxies, or a closure), and
-//! [`KeyError`] for a request that names none.
+//! What the layer reads from a request: [`Head`] (method, URI, headers and extensions; never the
+//! body), the key a request is limited under ([`ClientKey`], [`KeyError`]) and its endpoint
+//! ([`Endpoint`]).
 
 use core::fmt;
 use std::borrow::Cow;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use http::HeaderName;
+use http::{Extensions, HeaderMap, HeaderName, Method, Request, Uri};
 
-use super::{Head, IpPrefix, TrustedProxies};
+use super::{IpPrefix, TrustedProxies};
+
+/// The parts of a request the layer's extractors may read: method, URI, headers and
+/// extensions (where axum puts `MatchedPath` and `ConnectInfo`). The body is never touched.
+///
+/// ```
+/// use tollgate::http::Head;
+/// let request = http::Request::get("/users/42").header("x-api-key", "k1").body(())?;
+/// let head = Head::of(&request);
+/// assert_eq!(head.uri.path(), "/users/42");
+/// assert_eq!(head.headers["x-api-key"], "k1");
+/// assert_eq!(head.peer(), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Copy, Clone, Debug)]
+pub struct Head<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The URI (path and query).
+    pub uri: &'a Uri,
+    /// The request headers.
+    pub headers: &'a HeaderMap,
+    /// The request extensions.
+    pub extensions: &'a Extensions,
+}
+
+impl<'a> Head<'a> {
+    /// The head of `request`.
+    pub fn of<B>(request: &'a Request<B>) -> Head<'a> {
+        Head {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        }
+    }
+
+    /// The TCP peer's address: axum's `ConnectInfo<SocketAddr>` (from
+    /// `into_make_service_with_connect_info::<SocketAddr>()`), its `MockConnectInfo`, or a
+    /// bare `SocketAddr` extension (what a plain hyper server can insert per connection).
+    pub fn peer(&self) -> Option<SocketAddr> {
+        use axum::extract::connect_info::{ConnectInfo, MockConnectInfo};
+        if let Some(ConnectInfo(addr)) = self.extensions.get::<ConnectInfo<SocketAddr>>() {
+            return Some(*addr);
+        }
+        if let Some(MockConnectInfo(addr)) = self.extensions.get::<MockConnectInfo<SocketAddr>>() {
+            return Some(*addr);
+        }
+        self.extensions.get::<SocketAddr>().copied()
+    }
+}
+
+type EndpointFn = dyn Fn(&Head<'_>) -> Option<String> + Send + Sync;
+
+#[derive(Clone)]
+enum EndpointSource {
+    MatchedPath,
+    RawPath,
+    Constant(Arc<str>),
+    Custom(Arc<EndpointFn>),
+}
+
+#[derive(Clone, Debug)]
+enum Fallback {
+    RawPath,
+    Constant(Arc<str>),
+}
+
+/// How the layer names the endpoint of a request: the string rules' `endpoint = "..."`
+/// selectors match.
+///
+/// The default is axum's `MatchedPath`, the route *template* (`/users/{id}`), so
+/// `/users/42` and `/users/43` share one rule and one client cannot mint endpoints by
+/// varying ids. Where no template is known (a plain hyper service, a layer outside the
+/// router, an unmatched route) it falls back to the raw path, or to a constant set with
+/// [`or_constant`](Self::or_constant).
+///
+/// ```
+/// use tollgate::http::{Endpoint, Head};
+/// let request = http::Request::get("/users/42?x=1").body(())?;
+/// let head = Head::of(&request);
+/// assert_eq!(Endpoint::matched_path().extract(&head), "/users/42");
+/// assert_eq!(Endpoint::matched_path().or_constant("unrouted").extract(&head), "unrouted");
+/// let api = Endpoint::custom(|h: &Head<'_>| h.uri.path().starts_with("/users/").then(|| "/users/{id}".to_owned()));
+/// assert_eq!(api.extract(&head), "/users/{id}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Endpoint {
+    source: EndpointSource,
+    fallback: Fallback,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            EndpointSource::MatchedPath => "MatchedPath",
+            EndpointSource::RawPath => "RawPath",
+            EndpointSource::Constant(c) => c,
+            EndpointSource::Custom(_) => "Custom",
+        };
+        f.debug_struct("Endpoint")
+            .field("source", &source)
+            .field("fallback", &self.fallback)
+            .finish()
+    }
+}
+
+impl Default for Endpoint {
+    /// [`matched_path`](Self::matched_path).
+    fn default() -> Endpoint {
+        Endpoint::matched_path()
+    }
+}
+
+impl Endpoint {
+    /// axum's `MatchedPath` (the route template), falling back to the raw path.
+    pub fn matched_path() -> Endpoint {
+        Endpoint {
+            source: EndpointSource::MatchedPath,
+            fallback: Fallback::RawPath,
+        }
+    }
+
+    /// The raw request path (no query).
+    pub fn raw_path() -> Endpoint {
+        Endpoint {
+            source: EndpointSource::RawPath,
+            fallback: Fallback::RawPath,
+        }
+    }
+
+    /// Every request is the same endpoint `name`.
+    pub fn constant(name: &str) -> Endpoint {
+        Endpoint {
+            source: EndpointSource::Constant(Arc::from(name)),
+            fallback: Fallback::RawPath,
+        }
+    }
+
+    /// The endpoint `f` maps the request to; where it returns `None`, the fallback.
+    pub fn custom<F>(f: F) -> Endpoint
+    where
+        F: Fn(&Head<'_>) -> Option<String> + Send + Sync + 'static,
+    {
+        Endpoint {
+            source: EndpointSource::Custom(Arc::new(f)),
+            fallback: Fallback::RawPath,
+        }
+    }
+
+    /// Where the source gives nothing, the endpoint is `name` (instead of the raw path).
+    pub fn or_constant(mut self, name: &str) -> Endpoint {
+        self.fallback = Fallback::Constant(Arc::from(name));
+        self
+    }
+
+    /// Where the source gives nothing, the endpoint is the raw path (the default).
+    pub fn or_raw_path(mut self) -> Endpoint {
+        self.fallback = Fallback::RawPath;
+        self
+    }
+
+    /// The endpoint of the request `head` (borrowed where it can be).
+    pub fn extract<'a>(&'a self, head: &Head<'a>) -> Cow<'a, str> {
+        let found = match &self.source {
+            EndpointSource::MatchedPath => head
+                .extensions
+                .get::<axum::extract::MatchedPath>()
+                .map(|m| Cow::Borrowed(m.as_str())),
+            EndpointSource::RawPath => Some(Cow::Borrowed(head.uri.path())),
+            EndpointSource::Constant(c) => Some(Cow::Borrowed(&**c)),
+            EndpointSource::Custom(f) => f(head).map(Cow::Owned),
+        };
+        found.unwrap_or_else(|| match &self.fallback {
+            Fallback::RawPath => Cow::Borrowed(head.uri.path()),
+            Fallback::Constant(c) => Cow::Borrowed(&**c),
+        })
+    }
+}
 
 /// The longest header key accepted, in bytes (longer is [`KeyError::Malformed`]).
 pub const MAX_KEY_LEN: usize = 256;
@@ -40,7 +219,7 @@ impl std::error::Error for KeyError {}
 type KeyFn = dyn Fn(&Head<'_>) -> Result<String, KeyError> + Send + Sync;
 
 #[derive(Clone)]
-enum Source {
+enum KeySource {
     Peer(IpPrefix),
     Header(HeaderName),
     ForwardedFor(Arc<TrustedProxies>, IpPrefix),
@@ -65,16 +244,18 @@ enum Source {
 /// [`Policy`]: crate::policy::Policy
 #[derive(Clone)]
 pub struct ClientKey {
-    source: Source,
+    source: KeySource,
 }
 
 impl fmt::Debug for ClientKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.source {
-            Source::Peer(p) => f.debug_tuple("PeerIp").field(p).finish(),
-            Source::Header(h) => f.debug_tuple("Header").field(h).finish(),
-            Source::ForwardedFor(t, p) => f.debug_tuple("ForwardedFor").field(t).field(p).finish(),
-            Source::Custom(_) => f.write_str("Custom"),
+            KeySource::Peer(p) => f.debug_tuple("PeerIp").field(p).finish(),
+            KeySource::Header(h) => f.debug_tuple("Header").field(h).finish(),
+            KeySource::ForwardedFor(t, p) => {
+                f.debug_tuple("ForwardedFor").field(t).field(p).finish()
+            }
+            KeySource::Custom(_) => f.write_str("Custom"),
         }
     }
 }
@@ -90,7 +271,7 @@ impl ClientKey {
     /// The TCP peer's address (see [`Head::peer`]), IPv4 /32 and IPv6 /64.
     pub fn peer_ip() -> ClientKey {
         ClientKey {
-            source: Source::Peer(IpPrefix::default()),
+            source: KeySource::Peer(IpPrefix::default()),
         }
     }
 
@@ -98,7 +279,7 @@ impl ClientKey {
     /// non-empty and at most [`MAX_KEY_LEN`] bytes.
     pub fn header(name: &str) -> Result<ClientKey, http::header::InvalidHeaderName> {
         Ok(ClientKey {
-            source: Source::Header(HeaderName::from_bytes(name.as_bytes())?),
+            source: KeySource::Header(HeaderName::from_bytes(name.as_bytes())?),
         })
     }
 
@@ -107,7 +288,7 @@ impl ClientKey {
     /// [`TrustedProxies::client`]); IPv4 /32, IPv6 /64.
     pub fn forwarded_for(trusted: TrustedProxies) -> ClientKey {
         ClientKey {
-            source: Source::ForwardedFor(Arc::new(trusted), IpPrefix::default()),
+            source: KeySource::ForwardedFor(Arc::new(trusted), IpPrefix::default()),
         }
     }
 
@@ -128,7 +309,7 @@ impl ClientKey {
         F: Fn(&Head<'_>) -> Result<String, KeyError> + Send + Sync + 'static,
     {
         ClientKey {
-            source: Source::Custom(Arc::new(f)),
+            source: KeySource::Custom(Arc::new(f)),
         }
     }
 
@@ -142,8 +323,8 @@ impl ClientKey {
     /// ```
     pub fn prefix(mut self, prefix: IpPrefix) -> ClientKey {
         match &mut self.source {
-            Source::Peer(p) | Source::ForwardedFor(_, p) => *p = prefix,
-            Source::Header(_) | Source::Custom(_) => {}
+            KeySource::Peer(p) | KeySource::ForwardedFor(_, p) => *p = prefix,
+            KeySource::Header(_) | KeySource::Custom(_) => {}
         }
         self
     }
@@ -151,11 +332,11 @@ impl ClientKey {
     /// The client key of the request `head` (borrowed from it where it can be).
     pub fn extract<'a>(&self, head: &Head<'a>) -> Result<Cow<'a, str>, KeyError> {
         match &self.source {
-            Source::Peer(prefix) => {
+            KeySource::Peer(prefix) => {
                 let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
                 Ok(Cow::Owned(ip_key(prefix.mask(peer.ip()))))
             }
-            Source::Header(name) => {
+            KeySource::Header(name) => {
                 let mut values = head.headers.get_all(name).iter();
                 let value = values.next().ok_or(KeyError::Missing("key header"))?;
                 if values.next().is_some() {
@@ -173,7 +354,7 @@ impl ClientKey {
                 }
                 Ok(Cow::Borrowed(text))
             }
-            Source::ForwardedFor(trusted, prefix) => {
+            KeySource::ForwardedFor(trusted, prefix) => {
                 let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
                 let mut fields = Vec::new();
                 for value in head.headers.get_all("x-forwarded-for") {
@@ -188,7 +369,7 @@ impl ClientKey {
                     .map_err(|_| KeyError::Malformed("X-Forwarded-For entry"))?;
                 Ok(Cow::Owned(ip_key(prefix.mask(client))))
             }
-            Source::Custom(f) => f(head).map(Cow::Owned),
+            KeySource::Custom(f) => f(head).map(Cow::Owned),
         }
     }
 }

@@ -495,17 +495,7 @@ impl TierStore {
                         Ok(_) => {}
                     }
                 }
-                table.upsert(
-                    h,
-                    algorithm,
-                    now,
-                    || !self.is_retired(),
-                    || {
-                        self.carry(old.as_ref(), h, now)
-                            .map_or(0, |cell| cell.word())
-                    },
-                    decide,
-                )
+                self.upsert_word(table, algorithm, h, now, old.as_ref(), decide)
             }
             Cells::Logs { cells, params } => {
                 let take = |log: &mut Log| log.take(params, now, cost);
@@ -552,17 +542,7 @@ impl TierStore {
                     return;
                 }
                 let old = self.ready_predecessor();
-                table.upsert(
-                    key,
-                    algorithm,
-                    now,
-                    || !self.is_retired(),
-                    || {
-                        self.carry(old.as_ref(), key, now)
-                            .map_or(0, |cell| cell.word())
-                    },
-                    charge,
-                )
+                self.upsert_word(table, algorithm, key, now, old.as_ref(), charge)
             }
             Cells::Logs { cells, params } => {
                 let charge = |log: &mut Log| log.charge(params, now, cost);
@@ -714,6 +694,28 @@ impl TierStore {
             }
         }
         carried
+    }
+
+    /// Runs `f` on `h`'s word in `table` under the shard lock, inserting the key if it is
+    /// absent (seeded with its state carried over from the predecessor `old`, converted),
+    /// unless this store was retired meanwhile: the locked path of `take` and `charge`.
+    fn upsert_word<R>(
+        &self,
+        table: &Table<()>,
+        algorithm: &PackedAlgorithm,
+        h: u64,
+        now: Nanos,
+        old: Option<&Arc<TierStore>>,
+        f: impl FnMut(u64) -> (Option<u64>, R),
+    ) -> Upsert<R> {
+        table.upsert(
+            h,
+            algorithm,
+            now,
+            || !self.is_retired(),
+            || self.carry(old, h, now).map_or(0, |cell| cell.word()),
+            f,
+        )
     }
 
     /// Takes `h`'s entry out of the newest generation from `old` back that holds it and

@@ -44,8 +44,9 @@
 //!   using portable-atomic's lock-based fallback. For use from interrupt handlers enable the
 //!   `critical-section` feature instead (the fallback's lock is not interrupt-safe).
 //! - `thumbv6m-none-eabi` (no CAS at all): enable `critical-section` (and link a
-//!   `critical-section` implementation, e.g. from your HAL) or, on a single-core chip only,
-//!   `single-core`. The final binary chooses; this crate only forwards the feature.
+//!   `critical-section` implementation, e.g. from your HAL). On a single-core chip the final
+//!   binary may instead enable portable-atomic's own `unsafe-assume-single-core` feature
+//!   (its safety contract is the binary's to keep, so this library does not forward it).
 //!
 //! ```toml
 //! tollgate-core = { version = "0.1", features = ["critical-section"] }
@@ -55,7 +56,7 @@
 //!
 //! - `reference`: plain, unpacked reference models (module `reference`, u128 arithmetic) used as oracles by
 //!   the tests, the fuzz targets and the loom models. Uses `alloc`.
-//! - `critical-section`, `single-core`: forwarded to portable-atomic, see above.
+//! - `critical-section`: forwarded to portable-atomic, see above.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

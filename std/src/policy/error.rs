@@ -42,10 +42,10 @@ impl fmt::Display for PolicyConfigError {
 
 impl std::error::Error for PolicyConfigError {}
 
-/// The units [`parse_duration`] accepts, as its messages list them.
+/// The units [`parse_duration`](super::parse_duration) accepts, as its messages list them.
 const UNITS: &str = "ns, us, ms, s, m, h, d";
 
-/// Why [`parse_duration`] rejected a text. Its `Display` quotes the text and says what is
+/// Why [`parse_duration`](super::parse_duration) rejected a text. Its `Display` quotes the text and says what is
 /// wrong, as a message meant to follow a field path (`rules[0].window: ...`).
 ///
 /// ```
@@ -83,7 +83,7 @@ pub enum DurationError {
         /// The unit as written.
         unit: String,
     },
-    /// The total exceeds [`Nanos::MAX`] (about 584 years).
+    /// The total exceeds [`Nanos::MAX`](tollgate_core::Nanos::MAX) (about 584 years).
     TooLong {
         /// The trimmed text.
         text: String,
@@ -115,7 +115,7 @@ impl fmt::Display for DurationError {
 
 impl std::error::Error for DurationError {}
 
-/// Why a [`PenaltyConfig`] was rejected; its `Display` names the field.
+/// Why a [`PenaltyConfig`](super::PenaltyConfig) was rejected; its `Display` names the field.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PenaltyConfigError {

@@ -159,10 +159,15 @@ impl SlidingWindowCounter {
         // Offset into window `w + k` from which `p·(W − e) ≤ x·W` holds: e ≥ W − ⌊x·W/p⌋.
         let earliest = |x: u64, p: u64| -> u128 {
             if p == 0 {
-                0
-            } else {
-                window - (u128::from(x) * window / u128::from(p)).min(window)
+                return 0;
             }
+            // ⌊x·W/p⌋, divided in u64 when x·W fits (the common case), which is the same
+            // quotient without the out-of-line u128 division.
+            let fits = match x.checked_mul(self.window) {
+                Some(xw) => u128::from(xw / p),
+                None => u128::from(x) * window / u128::from(p),
+            };
+            window - fits.min(window)
         };
         let (k, offset) = match self.limit.checked_sub(rolled.curr + cost) {
             // Fits later in this window, once enough of `prev` has slid out.

@@ -7,7 +7,8 @@
 //!     target/release/policy_instr tollgate 100000
 //! ```
 //!
-//! Arguments: the contender (`tollgate` or `governor`) and how many timed checks (after two
+//! Arguments: the contender (`tollgate` or `governor`, or `tollgate-deny` / `governor-deny`
+//! for the `policy_3tiers_10k_deny` case) and how many timed checks (after two
 //! untimed rounds over every client, so every key is resident). Divide the instructions
 //! callgrind collects by the number of checks (`--toggle-collect` counts only inside the
 //! check function).
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 use tollgate::policy::Policy;
 use tollgate::TscClock;
 use tollgate_bench::direct_cases::governor_quota;
-use tollgate_bench::policy_cases::{POLICY_CLIENTS, POLICY_RULES};
+use tollgate_bench::policy_cases::{POLICY_CLIENTS, POLICY_DENY_RULES, POLICY_RULES};
 
 type GovernorKeyed = governor::RateLimiter<
     String,
@@ -73,9 +74,25 @@ fn main() -> ExitCode {
         .collect();
     let warm = 2 * clients.len();
     let mut admitted = 0usize;
-    match contender.as_str() {
+    // The deny forms (`policy_3tiers_10k_deny`): every tier admits one request per client,
+    // during the warm-up, then denies every check.
+    let deny = contender.ends_with("-deny");
+    let (rules, limits) = if deny {
+        let hour = 3_600_000_000_000;
+        (POLICY_DENY_RULES, [(hour, 1), (24 * hour, 1), (hour, 1)])
+    } else {
+        (
+            POLICY_RULES,
+            [
+                (1_000, 1_000_000),
+                (86_400, 1_000_000_000),
+                (600_000, 100_000),
+            ],
+        )
+    };
+    match contender.trim_end_matches("-deny") {
         "tollgate" => {
-            let policy = match Policy::from_toml(POLICY_RULES, TscClock::new()) {
+            let policy = match Policy::from_toml(rules, TscClock::new()) {
                 Ok(policy) => policy,
                 Err(e) => panic!("the benchmark's rules are valid: {e}"),
             };
@@ -87,11 +104,7 @@ fn main() -> ExitCode {
             }
         }
         "governor" => {
-            let limiters = [
-                governor_keyed(1_000, 1_000_000),
-                governor_keyed(86_400, 1_000_000_000),
-                governor_keyed(600_000, 100_000),
-            ];
+            let limiters = limits.map(|(per_ns, burst)| governor_keyed(per_ns, burst));
             for i in 0..warm {
                 admitted += usize::from(governor(&limiters, &clients[i % clients.len()]));
             }
@@ -100,9 +113,15 @@ fn main() -> ExitCode {
             }
         }
         other => {
-            eprintln!("usage: policy_instr [tollgate|governor] [CHECKS] (not {other:?})");
+            eprintln!("usage: policy_instr [tollgate|governor][-deny] [CHECKS] (not {other:?})");
             return ExitCode::from(2);
         }
+    }
+    if deny {
+        // Only each client's first request is admitted.
+        assert_eq!(admitted, clients.len(), "every later check is denied");
+        println!("{contender}: {checks} timed checks after {warm} warm-up checks");
+        return ExitCode::SUCCESS;
     }
     assert_eq!(admitted, warm + checks, "every check is admitted");
     println!("{contender}: {checks} timed checks after {warm} warm-up checks");

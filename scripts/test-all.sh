@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh clone on a fresh Debian machine:
 #   bash scripts/test-all.sh
 # It installs what it needs (scripts/setup.sh), then runs lints, every crate's tests, the
-# no_std target builds, and the extra stages in scripts/stages/*.sh (loom, fuzz, miri, ...).
+# no_std target builds, and the extra stages in scripts/stages/*.sh (loom, fuzz, miri, the
+# README pictures being current, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The pictures README shows are current: the tour example writes them again into a temporary
+# directory and they must equal the committed docs/img/tour/ byte for byte.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cargo run --release -q -p tollgate-core --example tour -- --svg "$tmp" >/dev/null
+if ! diff -r "$tmp" docs/img/tour; then
+  echo "docs/img/tour/ is out of date with the tour example: run scripts/tour-svgs.sh and commit the result" >&2
+  exit 1
+fi
+echo "docs/img/tour: $(ls "$tmp" | wc -l) pictures current"

@@ -9,9 +9,9 @@
 //! With `--svg DIR` it also writes one picture per scenario, `DIR/<scenario>.svg`: a panel
 //! per algorithm with the requests offered (grey, cumulative), the admitted ones (a dot each
 //! at the time it leaves, on the cumulative admitted line; a delayed request has a line from
-//! its arrival), the denied ones (red rings) and the limit (dashed: 10 at once plus 10/s from
-//! the first request after an idle gap). Idle gaps longer than 2 s are cut from the time
-//! axis. The SVG is written by hand and byte for byte the same on every run;
+//! its arrival), the denied ones (red rings) and the limit (dashed: 10 at once plus 10/s, from
+//! the first request of each stretch of time shown, above what was admitted before it). Idle
+//! gaps of more than 2 whole seconds are cut from the time axis. The SVG is written by hand and byte for byte the same on every run;
 //! `scripts/tour-svgs.sh` regenerates the copies under `docs/img/tour/`.
 
 use std::fmt::Write as _;

@@ -76,6 +76,8 @@ const fn share_of(value: u64, parts: u64, whole: u64, min: u64) -> u64 {
     } else {
         value as u128 * parts as u128 / whole as u128
     };
+    // Truncation: in the `else` branch `scaled ≤ value`, a u64. (A const fn: no `try_from`.)
+    #[allow(clippy::cast_possible_truncation)]
     let scaled = if scaled > value as u128 {
         value
     } else {

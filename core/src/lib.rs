@@ -65,6 +65,11 @@
     clippy::std_instead_of_alloc,
     clippy::alloc_instead_of_core
 )]
+// Scope: this crate's library code and its unit tests only; the integration tests
+// (`core/tests/`), benches and examples are separate crates and are not covered. A cast that
+// stays carries `#[allow(clippy::cast_possible_truncation)]` on the smallest scope and a
+// `// Truncation:` comment saying why it cannot truncate.
+#![warn(clippy::cast_possible_truncation)]
 
 #[cfg(feature = "reference")]
 extern crate alloc;

@@ -98,7 +98,10 @@ impl<const N: usize> LogRing<N> {
     #[inline]
     fn slot(&self, seq: u64) -> &AtomicU64 {
         // N ≥ 1 whenever a slot is read (the effective limit is then ≥ 1).
-        &self.slots[(seq % N as u64) as usize]
+        // Truncation: the remainder is below N, a usize.
+        #[allow(clippy::cast_possible_truncation)]
+        let index = (seq % N as u64) as usize;
+        &self.slots[index]
     }
 
     /// Runs `f` on one consistent view of the ring: retried until no writer interfered.

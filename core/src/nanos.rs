@@ -51,6 +51,8 @@ impl Nanos {
     }
 
     /// Converts a [`Duration`], saturating at [`Nanos::MAX`].
+    // Truncation: `nanos` is cast only when it is ≤ u64::MAX. (A const fn: no `try_from`.)
+    #[allow(clippy::cast_possible_truncation)]
     #[inline]
     pub const fn from_duration(duration: Duration) -> Nanos {
         let nanos = duration.as_nanos();
@@ -81,6 +83,8 @@ impl Nanos {
 
     /// The span from `now` to the instant `at` (which may lie beyond `u64` time): zero if
     /// `at` has passed, saturating at [`Nanos::MAX`].
+    // Truncation: `span` is cast only when it is ≤ u64::MAX. (A const fn: no `try_from`.)
+    #[allow(clippy::cast_possible_truncation)]
     #[inline]
     pub const fn span_to(at: u128, now: u64) -> Nanos {
         let span = at.saturating_sub(now as u128);

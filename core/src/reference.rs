@@ -16,19 +16,25 @@ use crate::{
 
 const U64_MAX: u128 = u64::MAX as u128;
 
+/// `x` as a u64, saturating at `u64::MAX` (the models' amounts come from u64 parameters, so
+/// this only matters if a model is wrong: it then reports `u64::MAX`, never a wrapped value).
+fn saturate(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
+}
+
 /// Clamps a non-negative span to [`Nanos`].
 fn nanos(span: u128) -> Nanos {
-    Nanos::new(span.min(U64_MAX) as u64)
+    Nanos::new(saturate(span))
 }
 
 fn allow(limit: u128, remaining: u128, reset_after: u128) -> Decision {
-    Decision::allow(limit as u64, remaining as u64, nanos(reset_after))
+    Decision::allow(saturate(limit), saturate(remaining), nanos(reset_after))
 }
 
 fn deny(limit: u128, remaining: u128, reset_after: u128, retry_after: u128) -> Decision {
     Decision::deny(
-        limit as u64,
-        remaining as u64,
+        saturate(limit),
+        saturate(remaining),
         nanos(reset_after),
         nanos(retry_after),
     )
@@ -67,7 +73,7 @@ impl GcraModel {
         let (now, cost) = (u128::from(now), u128::from(cost));
         if cost > self.burst {
             return Err(InsufficientCapacity {
-                max_cost: self.burst as u64,
+                max_cost: saturate(self.burst),
             });
         }
         let tolerance = self.burst * self.interval;
@@ -128,7 +134,7 @@ impl LeakyBucketModel {
         let max_cost = (self.queue + 1).min(U64_MAX / self.interval);
         if cost > max_cost {
             return Err(InsufficientCapacity {
-                max_cost: max_cost as u64,
+                max_cost: saturate(max_cost),
             });
         }
         let drain = cost * self.interval;
@@ -186,7 +192,7 @@ impl FixedWindowModel {
         let (now, cost) = (u128::from(now), u128::from(cost));
         if cost > self.limit {
             return Err(InsufficientCapacity {
-                max_cost: self.limit as u64,
+                max_cost: saturate(self.limit),
             });
         }
         let current = now / self.window;
@@ -269,7 +275,7 @@ impl SlidingWindowCounterModel {
         let (now, cost) = (u128::from(now), u128::from(cost));
         if cost > self.limit {
             return Err(InsufficientCapacity {
-                max_cost: self.limit as u64,
+                max_cost: saturate(self.limit),
             });
         }
         let (index, prev, curr, elapsed) = self.rolled(now);
@@ -322,7 +328,8 @@ impl SlidingWindowLogModel {
     /// A fresh model of `log`.
     pub fn new(log: &SlidingWindowLog) -> SlidingWindowLogModel {
         SlidingWindowLogModel {
-            limit: log.limit() as usize,
+            // Saturating: no VecDeque holds more than usize::MAX entries anyway.
+            limit: usize::try_from(log.limit()).unwrap_or(usize::MAX),
             window: u128::from(log.window().as_u64()),
             log: VecDeque::new(),
         }

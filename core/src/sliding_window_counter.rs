@@ -143,9 +143,10 @@ impl SlidingWindowCounter {
         let room = capacity.saturating_sub(weighted);
         // Divided in u64 when the dividend fits (the common case: L·W < 2⁶⁴), which is the
         // same quotient without the out-of-line u128 division.
+        // Truncation: whole ≤ L (room ≤ L·W), so it fits in u64.
+        #[allow(clippy::cast_possible_truncation)]
         let whole = match u64::try_from(room) {
             Ok(room) => room / self.window,
-            // whole ≤ L, so it fits in u64.
             Err(_) => (room / u128::from(self.window)) as u64,
         };
         whole.saturating_sub(curr)
@@ -215,7 +216,10 @@ impl Algorithm for SlidingWindowCounter {
                 Nanos::new(reset_after),
             );
             let next = self.pack(rolled.index, rolled.prev, new_curr);
-            Ok(admitted(cost as u32, next, decision))
+            // Truncation: `cost` is the u32 argument, widened above.
+            #[allow(clippy::cast_possible_truncation)]
+            let cost = cost as u32;
+            Ok(admitted(cost, next, decision))
         } else {
             let reset_after = if rolled.curr > 0 {
                 until_window(self.window, rolled.index, 2, now)
@@ -276,8 +280,10 @@ impl Algorithm for SlidingWindowCounter {
         let weighted = self
             .weighted_prev(&rolled)
             .div_ceil(u128::from(self.window));
-        // weighted ≤ prev < 2^32.
-        rolled.curr.saturating_add(weighted as u64)
+        // Truncation: weighted ≤ prev < 2^32.
+        #[allow(clippy::cast_possible_truncation)]
+        let weighted = weighted as u64;
+        rolled.curr.saturating_add(weighted)
     }
 
     /// All of `used` counted in `now`'s window: stricter than any spread over the previous

@@ -69,9 +69,10 @@ impl LogView for [u64] {
         <[u64]>::len(self) as u64
     }
 
+    // Truncation: i < len, which came from a usize.
+    #[allow(clippy::cast_possible_truncation)]
     #[inline]
     fn stamp(&self, i: u64) -> u64 {
-        // i < len, which came from a usize.
         self[i as usize]
     }
 }
@@ -82,6 +83,8 @@ impl<const N: usize> LogView for [u64; N] {
         N as u64
     }
 
+    // Truncation: i < len = N, a usize.
+    #[allow(clippy::cast_possible_truncation)]
     #[inline]
     fn stamp(&self, i: u64) -> u64 {
         self[i as usize]

@@ -79,6 +79,8 @@ const ROW_SEEDS: [u64; 2] = [0x6a09_e667_f3bc_c908, 0xbb67_ae85_84ca_a73b];
 
 /// The most cells a summary can have: two rows of `u32::MAX` (a cell index is the top 32
 /// bits of a hash scaled to the width), within the address space.
+// Truncation: the value is at most `isize::MAX / 8`, so it fits in usize.
+#[allow(clippy::cast_possible_truncation)]
 pub(crate) const MAX_CELLS: usize = {
     let by_index = 2 * (u32::MAX as u64);
     let by_memory = (isize::MAX as u64) / 8;
@@ -127,6 +129,8 @@ impl DebtSummary {
 
     /// Cells per row.
     #[cfg(all(test, not(tollgate_loom)))]
+    // Truncation: `width` came from a usize (see `new`).
+    #[allow(clippy::cast_possible_truncation)]
     pub(crate) fn width(&self) -> usize {
         self.width as usize
     }
@@ -136,9 +140,12 @@ impl DebtSummary {
     fn cells_of(&self, h: u64) -> [&AtomicU64; 2] {
         // The top 32 bits of a strong mix, scaled to the width (Lemire's reduction).
         let cell = |seed: u64| (((splitmix(h ^ seed) >> 32) * self.width) >> 32) as usize;
+        // Truncation: `width` came from a usize (see `new`).
+        #[allow(clippy::cast_possible_truncation)]
+        let width = self.width as usize;
         [
             &self.cells[cell(ROW_SEEDS[0])],
-            &self.cells[self.width as usize + cell(ROW_SEEDS[1])],
+            &self.cells[width + cell(ROW_SEEDS[1])],
         ]
     }
 

@@ -11,8 +11,12 @@ use crate::sync::{AtomicU64, Ordering};
 /// The two candidate buckets (indices within the shard) of identity `h`.
 #[inline(always)]
 pub(super) fn pair(h: u64, buckets: u64, shard_bits: u32) -> (u64, u64) {
+    // Truncation: deliberate, the low 32 bits of `h` pick the first bucket.
+    #[allow(clippy::cast_possible_truncation)]
     let b1 = (u64::from(h as u32) * buckets) >> 32;
     // The top `shard_bits` bits chose the shard; shift them out.
+    // Truncation: deliberate, the 32 bits below them pick the second bucket.
+    #[allow(clippy::cast_possible_truncation)]
     let upper = ((h >> 32) << shard_bits) as u32;
     // The two may coincide (probability 1/buckets): that key then has one bucket.
     let b2 = (u64::from(upper) * buckets) >> 32;
@@ -78,10 +82,13 @@ impl<K> Table<K> {
         let nb = self.buckets_per_shard;
         let (b1, b2) = pair(h, nb as u64, self.shard_bits);
         let base = shard * nb;
+        // Truncation: `pair` answers indices below `nb`, a usize.
+        #[allow(clippy::cast_possible_truncation)]
+        let (b1, b2) = (b1 as usize, b2 as usize);
         Loc {
             shard,
-            g1: base + b1 as usize,
-            g2: base + b2 as usize,
+            g1: base + b1,
+            g2: base + b2,
         }
     }
 

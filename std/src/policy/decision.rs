@@ -58,6 +58,8 @@ impl PolicyDecision {
     /// A decision combining `tiers` (at most [`MAX_TIERS`]; extra ones are ignored).
     pub fn combine(outcomes: &[TierOutcome]) -> PolicyDecision {
         let len = outcomes.len().min(MAX_TIERS);
+        // Truncation: len ≤ MAX_TIERS = 8.
+        #[allow(clippy::cast_possible_truncation)]
         let mut decision = PolicyDecision {
             decision: NO_RULE,
             tiers: [TierOutcome::EMPTY; MAX_TIERS],
@@ -86,7 +88,10 @@ impl PolicyDecision {
     /// [`outcomes_mut`](Self::outcomes_mut), then [`settle`](Self::settle) combines them).
     #[inline]
     pub(crate) fn label(&mut self, plan: &Plan<'_>) {
-        self.len = plan.len().min(MAX_TIERS) as u8;
+        // Truncation: the length is at most MAX_TIERS = 8.
+        #[allow(clippy::cast_possible_truncation)]
+        let len = plan.len().min(MAX_TIERS) as u8;
+        self.len = len;
         for (outcome, p) in self.tiers.iter_mut().zip(plan.iter()) {
             *outcome = TierOutcome::labelled(p.tier.label(), NO_DECISION);
         }
@@ -105,7 +110,10 @@ impl PolicyDecision {
         let outcomes = &self.tiers[..usize::from(self.len)];
         if let Some((best, decision)) = Decision::combine(outcomes.iter().map(|o| &o.decision)) {
             self.decision = decision;
-            self.tightest = best as u8;
+            // Truncation: `best` indexes `outcomes`, at most MAX_TIERS = 8 of them.
+            #[allow(clippy::cast_possible_truncation)]
+            let best = best as u8;
+            self.tightest = best;
         }
         self.scale_down(divisor);
     }

@@ -390,6 +390,10 @@ impl<C: Clock, S: Store> Policy<C, S> {
 
 fn assign_ids(registry: &mut Registry, set: &mut RuleSet) {
     for rule in set.rules_mut() {
+        // Truncation: `names` holds one entry per distinct rule name ever loaded, each
+        // interned (leaked) once: 2^32 of them would hold over 64 GiB in `names` and `ids`
+        // alone, and on 32-bit targets a usize is a u32.
+        #[allow(clippy::cast_possible_truncation)]
         let next = RuleId(registry.names.len() as u32);
         let id = *registry.ids.entry(rule.name()).or_insert(next);
         if id == next {
@@ -410,7 +414,10 @@ fn tier_cost(request: &Request<'_>, max_cost: u64) -> Result<u32, InsufficientCa
         });
     }
     let scaled = cost.saturating_mul(u64::from(request.divisor.max(1)));
-    Ok(scaled.min(max_cost).min(u64::from(u32::MAX)) as u32)
+    // Truncation: clamped to u32::MAX just before.
+    #[allow(clippy::cast_possible_truncation)]
+    let scaled = scaled.min(max_cost).min(u64::from(u32::MAX)) as u32;
+    Ok(scaled)
 }
 
 impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {

@@ -45,7 +45,11 @@ pub(crate) fn thread_stripe() -> usize {
     STRIPE.with(|s| {
         if s.get() == usize::MAX {
             // Relaxed: only uniqueness-ish spreading matters, nothing is published.
-            s.set(NEXT.fetch_add(1, Ordering::Relaxed) as usize);
+            // Truncation: harmless where a usize is narrower: only the low bits are used
+            // (callers mask by a power-of-two stripe count).
+            #[allow(clippy::cast_possible_truncation)]
+            let stripe = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
+            s.set(stripe);
         }
         s.get()
     })

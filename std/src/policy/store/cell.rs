@@ -65,8 +65,9 @@ impl LogView for Log {
         self.0.len() as u64
     }
 
+    // Truncation: i < len, which came from a usize.
+    #[allow(clippy::cast_possible_truncation)]
     fn stamp(&self, i: u64) -> u64 {
-        // i < len, which came from a usize.
         self.0[i as usize]
     }
 }
@@ -75,11 +76,17 @@ impl Log {
     /// Appends `count` stamps `stamp` (the deque grows by doubling: its storage stays below
     /// twice the most stamps it held, so below `2 · limit` words).
     fn record(&mut self, stamp: u64, count: u64) {
-        self.0.extend(std::iter::repeat(stamp).take(count as usize));
+        // Truncation: count ≤ a request's cost, a u32 (`take`, `SlidingWindowLog::charge`),
+        // and a usize has at least 32 bits wherever std builds.
+        #[allow(clippy::cast_possible_truncation)]
+        let count = count as usize;
+        self.0.extend(std::iter::repeat(stamp).take(count));
     }
 
     /// Drops the timestamps that no longer count at `now`, keeping at most `limit`.
     fn prune(&mut self, params: &SlidingWindowLog, now: Nanos) {
+        // Truncation: at most the log's length, a usize.
+        #[allow(clippy::cast_possible_truncation)]
         let expired = params.expired(self, now) as usize;
         self.0.drain(..expired);
     }
@@ -114,7 +121,10 @@ impl Log {
     pub(crate) fn compensate(&mut self, params: &SlidingWindowLog, receipt: Receipt, cost: u32) {
         if let Receipt::Log { stamp } = receipt {
             let (start, end) = params.undo(self, stamp, cost);
-            self.0.drain(start as usize..end as usize);
+            // Truncation: start ≤ end ≤ the log's length, a usize.
+            #[allow(clippy::cast_possible_truncation)]
+            let range = start as usize..end as usize;
+            self.0.drain(range);
         }
     }
 
@@ -127,6 +137,8 @@ impl Log {
 
     /// Gives `cost` permits back at `now` (a caller's refund: the request was not served).
     pub(crate) fn refund(&mut self, params: &SlidingWindowLog, now: Nanos, cost: u32) {
+        // Truncation: at most the log's length, a usize.
+        #[allow(clippy::cast_possible_truncation)]
         let back = params.refund(self, now, cost) as usize;
         let keep = self.0.len() - back;
         self.0.truncate(keep);

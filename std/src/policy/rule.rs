@@ -120,7 +120,9 @@ impl Rule {
             }
         };
         let several = tiers.len() > 1;
-        let id = RuleId(index as u32);
+        let id = u32::try_from(index).map(RuleId).map_err(|_| {
+            PolicyConfigError::new(path.clone(), "at most 2^32 rules (a rule's id is a u32)")
+        })?;
         let name = intern(&config.name);
         let labelled = (id, name, config.per == Partition::Global);
         let mut compiled: Vec<Tier> = Vec::with_capacity(tiers.len());

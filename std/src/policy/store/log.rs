@@ -88,8 +88,10 @@ impl Slab {
             slot.owner = None;
             std::mem::take(&mut slot.log)
         };
-        // The handle came from `claim`, so it is 1 + an index below 2^32.
-        lock(&self.free).push((handle - 1) as u32);
+        // Truncation: the handle came from `claim`, so it is 1 + a u32 index.
+        #[allow(clippy::cast_possible_truncation)]
+        let index = (handle - 1) as u32;
+        lock(&self.free).push(index);
         Some(log)
     }
 
@@ -137,8 +139,12 @@ impl LogCells {
         let mask_seed = super::tier::fingerprint("tollgate policy log handles");
         let table = Table::new(geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed);
         let slots = table.slot_count();
-        // Table slots are counted in u32 bucket indices (see `Geometry`), so are they.
-        let free = (0..slots as u32).rev().collect();
+        // A handle is 1 + a u32 index, so at most u32::MAX slots are handed out. A policy
+        // tier (at most MAX_CAPACITY = 2^26 keys, about 1.2 slots each) hands out all of
+        // them; a table with more (only a Redis fallback asked for billions of keys) leaves
+        // the rest unused rather than wrapping the count.
+        let handed_out = u32::try_from(slots).unwrap_or(u32::MAX);
+        let free = (0..handed_out).rev().collect();
         LogCells {
             slab: Slab {
                 params,
@@ -310,7 +316,7 @@ mod tests {
             assert_eq!(lock(&cells.slab.slots[i as usize]).owner, None);
         }
         for (h, handle) in cells.table.resident() {
-            let i = (handle - 1) as usize;
+            let i = usize::try_from(handle - 1).unwrap();
             assert!(
                 !std::mem::replace(&mut seen[i], true),
                 "slot {i} held twice"

@@ -359,7 +359,9 @@ impl LeaseConfig {
     /// and `max_cost`, whichever is least, and at least 1. A fleet of `P` processes
     /// overshoots the key's limit by at most `P` times this in any window.
     pub fn max_lease_for(&self, limit: u64, max_cost: u64) -> u64 {
-        // The product is below 2^64 (share ≤ 1); `as` saturates and truncates toward zero.
+        // Truncation: the product is below 2^64 (share ≤ 1), and a float-to-int `as`
+        // saturates; dropping the fraction is the rounding down wanted.
+        #[allow(clippy::cast_possible_truncation)]
         let share = (limit as f64 * self.share) as u64;
         u64::from(self.max_lease)
             .min(share)

@@ -88,6 +88,8 @@ impl<V> DenyCache<V> {
     }
 
     fn shard(&self, key: &str) -> (usize, std::sync::MutexGuard<'_, Shard<V>>) {
+        // Truncation: the remainder is below SHARDS, a usize.
+        #[allow(clippy::cast_possible_truncation)]
         let i = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         // Poisoning only means a panic elsewhere mid-update of plain data; the map is
         // still a valid map.

@@ -13,6 +13,9 @@ use crate::{AlgorithmConfig, Decision, Nanos};
 fn scaled(config: &AlgorithmConfig, share: f64) -> AlgorithmConfig {
     // Parts per million: the share as an exact fraction for the core's integer scaling.
     const WHOLE: u64 = 1_000_000;
+    // Truncation: the product is in 0..=WHOLE (NaN gives 0), and dropping the fraction is the
+    // rounding down wanted.
+    #[allow(clippy::cast_possible_truncation)]
     let parts = (share.clamp(0.0, 1.0) * WHOLE as f64) as u64;
     config.share(parts, WHOLE)
 }

@@ -250,6 +250,8 @@ impl LeasedStore {
         let slots = config.slots().next_power_of_two();
         let heat = (slots * 4).max(64);
         // hot_rate checks per second, over one heat period, at least one.
+        // Truncation: clamped to u32::MAX.
+        #[allow(clippy::cast_possible_truncation)]
         let hot_count = (u128::from(config.hot_rate()) * u128::from(HEAT_PERIOD))
             .div_ceil(1_000_000_000)
             .clamp(1, u128::from(u32::MAX)) as u64;
@@ -346,7 +348,9 @@ impl Inner {
     fn probe(&self, id: u64) -> impl Iterator<Item = usize> {
         let mask = self.slots.len() - 1;
         let h = mix(id);
-        // Truncation keeps the low bits, which the mask selects.
+        // Truncation: deliberate where a usize is narrower: it keeps the low bits, which the
+        // mask selects.
+        #[allow(clippy::cast_possible_truncation)]
         let a = h as usize & mask;
         let b = (h >> 32) as usize & mask;
         core::iter::once(a).chain((b != a).then_some(b))
@@ -424,8 +428,9 @@ impl Inner {
         // `[period: 20 | tag: 12 | count: 32]`: periods of 100 ms wrap every 29 hours,
         // and only equality matters.
         let stamp = ((now.as_u64() / HEAT_PERIOD) << 12 | (h >> 52)) & 0xffff_ffff;
-        // Truncation keeps the low bits, which the mask (the length is a power of two)
-        // selects.
+        // Truncation: deliberate where a usize is narrower: it keeps the low bits, which the
+        // mask (the length is a power of two) selects.
+        #[allow(clippy::cast_possible_truncation)]
         let cell = &self.heat[h as usize & (self.heat.len() - 1)];
         // Relaxed: a statistic; the compare-and-swap below re-reads.
         let mut word = cell.load(Ordering::Relaxed);

@@ -25,6 +25,11 @@
 //! ```
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Scope: this crate's library code and its unit tests only; the integration tests
+// (`std/tests/`), benches and examples are separate crates and are not covered. A cast that
+// stays carries `#[allow(clippy::cast_possible_truncation)]` on the smallest scope and a
+// `// Truncation:` comment saying why it cannot truncate.
+#![warn(clippy::cast_possible_truncation)]
 
 // What a user names, from tollgate-core. The executors underneath (`Limiter`, which
 // `RateLimiter` wraps; `StateCell`; the sliding log's `LogRing` and `SlidingLogLimiter`) and

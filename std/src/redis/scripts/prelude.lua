@@ -544,11 +544,28 @@ local function window_of(w)
   return index, into
 end
 
+-- A whole number of milliseconds as the decimal string a command's argument is: a Lua
+-- number handed to redis.call is printed by Redis with %.17g (a snprintf, ~2 500
+-- instructions), where a string goes as it is. TTLs repeat from key to key, so the library
+-- keeps the strings of the last ones (at most 1024, a pure cache).
+local MS_STR, MS_COUNT = {}, 0
+
+local function ms_arg(ms)
+  local s = MS_STR[ms]
+  if s then return s end
+  s = format('%.0f', ms)
+  if MS_COUNT >= 1024 then MS_STR, MS_COUNT = {}, 0 end
+  MS_STR[ms] = s
+  MS_COUNT = MS_COUNT + 1
+  return s
+end
+
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
--- margins for Redis' millisecond expiry clock, plus the configured slack.
+-- margins for Redis' millisecond expiry clock, plus the configured slack (a string: see
+-- ms_arg).
 local function ttl_ms(reset, slack)
   if LIMB[reset] then reset = L_tonum(reset) end
-  return floor(reset / 1000000) + 3 + slack
+  return ms_arg(floor(reset / 1000000) + 3 + slack)
 end
 
 -- A decision as the core's Decision, as five values (no table): allowed (1 or 0),

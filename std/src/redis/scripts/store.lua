@@ -289,7 +289,8 @@ local function write_word(i, st, span)
   -- ttl_ms(span, slack), inlined (span >= 0: see ndiv for the floor)
   if LIMB[span] then span = L_tonum(span) end
   local ms = span / 1000000
-  redis.call('SET', KEYS[i], value, 'PX', ms - ms % 1 + 3 + slack)
+  ms = ms - ms % 1 + 3 + slack
+  redis.call('SET', KEYS[i], value, 'PX', MS_STR[ms] or ms_arg(ms))
 end
 
 -- Writes tier i's log: the oldest `keep` permits of its current view, then `record`

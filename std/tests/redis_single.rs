@@ -791,13 +791,21 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
             let redis::Value::Array(items) = &reply else {
                 panic!("{what}: reply {reply:?}")
             };
-            let got: Vec<u64> = items[2..7].iter().map(reply_u64).collect();
+            assert_eq!(items.len(), 5, "{what}: reply {reply:?}");
+            let got: Vec<u64> = items[1..5].iter().map(reply_u64).collect();
+            // the wait: retry_after on a deny, delay on an admit (the other is 0)
+            let wait = if d.allowed {
+                assert_eq!(d.retry_after, Nanos::ZERO);
+                d.delay
+            } else {
+                assert_eq!(d.delay, Nanos::ZERO);
+                d.retry_after
+            };
             let expected = [
                 u64::from(d.allowed),
                 d.remaining,
                 d.reset_after.as_u64(),
-                d.retry_after.as_u64(),
-                d.delay.as_u64(),
+                wait.as_u64(),
             ];
             assert_eq!(got, expected, "{what}: decision");
         }

@@ -16,9 +16,10 @@ fn parse_hex(value: &Value) -> Option<u64> {
 }
 
 /// Decodes the reply of the store's script ([`LuaScript::for_store`](super::LuaScript::for_store))
-/// to a check or peek of tiers with these `limits`: `[all admitted, time used (ms, not
-/// read), then per tier: allowed, remaining, reset_after, retry_after, delay]` (each number
-/// an integer below 2^53, or 16 hex digits). One decision per tier, in order, each with its
+/// to a check or peek of tiers with these `limits`: `[all admitted, then per tier: allowed,
+/// remaining, reset_after, wait]`, where the wait is the `retry_after` of a deny and the
+/// `delay` of an admit (a deny has no delay, an admit no `retry_after`); each number an
+/// integer below 2^53, or 16 hex digits. One decision per tier, in order, each with its
 /// tier's `limit`; `None` for any other shape (which the store treats as a server failure).
 ///
 /// Only needed to run the script yourself; [`RedisStore`](super::RedisStore) does.
@@ -29,8 +30,8 @@ fn parse_hex(value: &Value) -> Option<u64> {
 /// use tollgate::{Decision, Nanos};
 /// let hex = |v: u64| Value::BulkString(format!("{v:016x}").into_bytes());
 /// let reply = Value::Array(vec![
-///     Value::Int(1), Value::Int(5_000), // admitted, at t = 5 s
-///     Value::Int(1), Value::Int(9), hex(1_000_000_000), Value::Int(0), Value::Int(0),
+///     Value::Int(1), // all admitted
+///     Value::Int(1), Value::Int(9), hex(1_000_000_000), Value::Int(0),
 /// ]);
 /// let decisions = decode_reply(&[10], &reply).unwrap();
 /// assert_eq!(decisions, [Decision::allow(10, 9, Nanos::from_secs(1))]);
@@ -40,22 +41,21 @@ pub fn decode_reply(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
     let Value::Array(items) = reply else {
         return None;
     };
-    if items.len() != 2 + 5 * limits.len() {
+    if items.len() != 1 + 4 * limits.len() {
         return None;
     }
     limits
         .iter()
-        .zip(items[2..].chunks_exact(5))
+        .zip(items[1..].chunks_exact(4))
         .map(|(&limit, f)| {
             let allowed = matches!(f[0], Value::Int(1));
             let remaining = parse_hex(&f[1])?;
             let reset_after = Nanos::new(parse_hex(&f[2])?);
-            let retry_after = Nanos::new(parse_hex(&f[3])?);
-            let delay = Nanos::new(parse_hex(&f[4])?);
+            let wait = Nanos::new(parse_hex(&f[3])?);
             Some(if allowed {
-                Decision::allow(limit, remaining, reset_after).with_delay(delay)
+                Decision::allow(limit, remaining, reset_after).with_delay(wait)
             } else {
-                Decision::deny(limit, remaining, reset_after, retry_after)
+                Decision::deny(limit, remaining, reset_after, wait)
             })
         })
         .collect()

@@ -396,7 +396,7 @@ end
 -- `now` is 0 and GCRA / leaky bucket arithmetic never touches limbs; absolute mode (a log
 -- tier) passes instants as they are. Instants cross in and out through inst() and
 -- inst_hex().
-local NOW_ABS, NOW_H, NOW_L, NOW_MS = 0, 0, 0, 0
+local NOW_ABS, NOW_H, NOW_L = 0, 0, 0
 local RELATIVE = false
 local ROOMY = true -- NOW_ABS <= U64MAX - 2^53: a relative number can never pass U64MAX
 -- The absolute instant 0 (a fresh GCRA / leaky state, "any time not after now"): 0 in
@@ -425,9 +425,6 @@ local function set_now(hi, lo, relative)
   NOW_H, NOW_L = hi, lo
   NOW_ABS = nil
   if not relative then NOW_ABS = from_halves(hi, lo) end
-  -- the reply's time field: milliseconds, to within one (a diagnostic the client ignores)
-  local ms = hi * 4294.967296 + lo / 1000000
-  NOW_MS = ms - ms % 1 -- floor (see ndiv)
   RELATIVE = relative
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
@@ -582,16 +579,17 @@ local function deny(remaining, reset, retry)
   return 0, remaining, reset, retry, ZERO, true
 end
 
--- Writes a decision as tier `i`'s five reply fields (after the flag and the time): an
--- integer reply for a number (below 2^53, so Redis' conversion of a Lua number to an
--- integer reply is exact), 16 hex digits for limbs.
+-- Writes a decision as tier `i`'s four reply fields (after the flag): allowed, remaining,
+-- reset_after and the wait, which is retry_after on a deny and delay on an admit (the other
+-- is 0 there: see allow and deny); each an integer reply for a number (below 2^53, so
+-- Redis' conversion of a Lua number to an integer reply is exact), 16 hex digits for limbs.
 local function put_decision(reply, i, ok, a, b, c, e)
-  local base = 5 * i - 2
+  local base = 4 * i - 2
+  if ok == 1 then c = e end
   if LIMB[a] then a = tohex(a) end
   if LIMB[b] then b = tohex(b) end
   if LIMB[c] then c = tohex(c) end
-  if LIMB[e] then e = tohex(e) end
-  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
+  reply[base], reply[base + 1], reply[base + 2], reply[base + 3] = ok, a, b, c
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

@@ -25,9 +25,9 @@
 -- of the last ones it met (at most 16 modes, 256 plans and 256 specs, keyed by their
 -- strings; a pure cache, so replicas and the EVAL fallback, which starts empty each call,
 -- compute the same).
--- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
--- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
--- digits).
+-- Reply: the all-admitted flag, then for a check or peek per tier: allowed, remaining,
+-- reset_after and the wait: retry_after if denied, delay if admitted (the other is 0 there;
+-- each an integer below 2^53, or 16 hex digits); to a refund or charge: { 1 }.
 --
 -- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
@@ -481,19 +481,19 @@ local function main(keys, args)
         end
       end
     end
-    return { 1, NOW_MS }
+    return { 1 }
   end
 
   -- the reply sized by its constructor for up to 3 tiers
   local reply
   if tiers == 1 then
-    reply = { 1, NOW_MS, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0 }
   elseif tiers == 2 then
-    reply = { 1, NOW_MS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0, 0, 0, 0, 0 }
   elseif tiers == 3 then
-    reply = { 1, NOW_MS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
   else
-    reply = { 1, NOW_MS }
+    reply = { 1 }
   end
   local all = 1
   if op == 'q' then all = 0 end
@@ -508,14 +508,14 @@ local function main(keys, args)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
     if ok == 0 then all = 0 end
     -- put_decision, inlined (`limbs`: see allow)
-    local base = 5 * i - 2
+    local base = 4 * i - 2
+    if ok == 1 then c = e end
     if limbs then
       if LIMB[a] then a = tohex(a) end
       if LIMB[b] then b = tohex(b) end
       if LIMB[c] then c = tohex(c) end
-      if LIMB[e] then e = tohex(e) end
     end
-    reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
+    reply[base], reply[base + 1], reply[base + 2], reply[base + 3] = ok, a, b, c
   end
   reply[1] = all
   if all == 1 then

@@ -11,7 +11,8 @@
 --   'l' W L      sliding window log      a sorted set: the permits (score 0, see
 --                                        sliding_window_log.lua) and the tag as one
 --                                        member of score 1, which ranks after them all
--- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F).
+-- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F); either followed by
+-- 'h' when the key was given headroom (see write_word).
 --
 -- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
 -- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge) then
@@ -40,6 +41,9 @@ local KEYS, ARGV, now, slack
 -- a state under the tier's own tag, the state the tier decides on, and a check's outcome
 -- (next state, span, allowed).
 local T_P, T_OLD, T_ST, T_STATE, T_NEXT, T_SPAN, T_OK = {}, {}, {}, {}, {}, {}, {}
+-- and whether a GCRA / leaky bucket state under the tier's own tag was read with its 'h'
+-- (see write_word)
+local T_ROOMY = {}
 -- and per tier a table for the next state an algorithm's number path fills (see decide's
 -- `out`), made once
 local T_OUT = {}
@@ -48,6 +52,8 @@ local T_OUT = {}
 -- inst_hex: relative to now in relative mode); window states hold indices and counts.
 
 local TAG_LEN = { t = 17, f = 33, c = 33, l = 33 }
+-- 2^51: headroom quanta, and the spans measured against them, stay below it
+local HALF = 2251799813685248
 local FIELDS = { t = 1, f = 2, c = 3 }
 
 local function parse_tag(tag)
@@ -98,7 +104,14 @@ local function load(i, p)
   if raw == false then return nil end
   -- (an error reply is a table, of length 0)
   local len = p.len
-  if #raw == p.vlen and find(raw, p.tag, 1, true) == 1 then
+  local n = #raw
+  local roomy = false
+  if n == p.vlen + 1 and p.kind == 't' then
+    -- a GCRA / leaky bucket value with its 'h' (see write_word)
+    roomy = strsub(raw, n) == 'h'
+    if roomy then n = n - 1 end
+  end
+  if n == p.vlen and find(raw, p.tag, 1, true) == 1 then
     -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
     local st = T_ST[i]
     if st == nil then
@@ -107,6 +120,7 @@ local function load(i, p)
     end
     if p.kind == 't' then
       st[1] = inst(raw, len + 1)
+      T_ROOMY[i] = roomy
     else
       -- hex_at, through the cache of field values (see HEXV)
       local h = strsub(raw, len + 1, len + 16)
@@ -127,7 +141,11 @@ local function load(i, p)
   local kind, p1, p2
   kind, p1, p2, len = parse_tag(raw)
   local nf = kind and FIELDS[kind]
-  if nf == nil or #raw ~= len + 16 * nf then return {} end
+  if nf == nil then return {} end
+  if #raw ~= len + 16 * nf and (kind ~= 't' or #raw ~= len + 17 or strsub(raw, -1) ~= 'h') then
+    -- (a GCRA / leaky bucket value may end in 'h': see write_word)
+    return {}
+  end
   -- constructors size each table once (filling one slot at a time grows it step by step)
   local st
   if kind == 't' then
@@ -247,11 +265,58 @@ end
 -- (SETRANGE: a third of a SET with PX, which also sets the expiry and has it propagated as
 -- PXAT). That expiry was computed the same way from that same instant (a millisecond apart
 -- at most, by rounding, within the margins ttl_ms adds).
+--
+-- A GCRA / leaky bucket state is fresh again at an instant R = now + span, which each
+-- check that admits moves on (never back). A key whose R is well ahead (span at least H/2,
+-- H the tier's `head`: see parse_spec) is given *headroom*: time is cut into quanta of H
+-- ns (from instant 0, as window_of cuts windows), the key's TTL runs to the end of R's
+-- quantum (plus the margins), so it outlives the instant its state is fresh again by less
+-- than H (and the margins), and its value ends in 'h'. A check that finds such a value
+-- under the tier's own tag (its state S, whose quantum's end the key's expiry covers: every
+-- write of a value with 'h' keeps that so, R >= S) and whose R lies in S's quantum only
+-- overwrites the state (SETRANGE: the key keeps its expiry and its 'h'). Otherwise the key
+-- is SET: with headroom if the span is H/2 or more, else with the TTL of the state itself
+-- (a key far below its limit then disappears soon, and reads as absent, the cheapest
+-- read). Decisions do not change: the state written is the same, and only the key's
+-- expiry differs. (Earlier versions of this script read a value with 'h' as a foreign
+-- one, i.e. no state.)
 local function write_word(i, st, span)
   local p = T_P[i]
   local kind = p.kind
   local value
   if kind == 't' then
+    local check = span ~= nil
+    if span == nil then
+      local _, _, _, _, reset = p.decide(st, p, now, true)
+      span = reset
+    end
+    local q = p.head
+    local roomy = check and T_OLD[i] == p and T_ROOMY[i]
+    if q and not LIMB[span] and span < HALF and (roomy or span >= p.half) then
+      -- R's quantum, as the number of quanta from now's (into + span < 2^52: ndiv's domain)
+      local _, into = window_of(q)
+      local k = ndiv(into + span, q)
+      if roomy then
+        -- the state read, ns from now (in absolute mode, where now may be limbs, only
+        -- numbers are compared: a pure shortcut); R is in its quantum if that is not
+        -- before R's (R >= S)
+        local so = T_ST[i][1]
+        if not RELATIVE then
+          if LIMB[so] or LIMB[now] then so = -EXACT else so = so - now end
+        end
+        if not LIMB[so] and into + so >= k * q then
+          redis.call('SETRANGE', KEYS[i], p.off1, inst_hex('', st[1]))
+          return
+        end
+      end
+      if span >= p.half then
+        -- headroom: the TTL to the end of R's quantum
+        local ms = ((k + 1) * q - into) / 1000000
+        ms = ms - ms % 1 + 3 + slack
+        redis.call('SET', KEYS[i], inst_hex(p.tag, st[1]) .. 'h', 'PX', MS_STR[ms] or ms_arg(ms))
+        return
+      end
+    end
     value = inst_hex(p.tag, st[1])
   else
     -- tohex, its cache looked up first
@@ -379,12 +444,19 @@ local function parse_spec(s)
   p.len = #tag
   p.vlen = -1
   if FIELDS[kind] then p.vlen = #tag + 16 * FIELDS[kind] end
-  -- the 0-based offsets of a window state's second and third fields (SETRANGE's argument)
-  p.off2, p.off3 = format('%d', #tag + 16), format('%d', #tag + 32)
+  -- the 0-based offsets of a state's first, second and third fields (SETRANGE's argument)
+  p.off1, p.off2, p.off3 = format('%d', #tag), format('%d', #tag + 16), format('%d', #tag + 32)
   for j = 1, algo.args do
     local v = arg(w[3 + j])
     p[j] = v
     if LIMB[v] or v >= SMALL then p.num = false end
+  end
+  -- a GCRA / leaky bucket key's headroom H (see write_word): the second parameter, GCRA's
+  -- tolerance tau or the leaky bucket's horizon, where it is a number from 2 to 2^51 - 1
+  -- (else none: every TTL is the state's own); half: H/2 rounded up
+  if kind == 't' and not LIMB[p[2]] and p[2] >= 2 and p[2] < HALF then
+    p.head = p[2]
+    p.half = p[2] - (p[2] - p[2] % 2) / 2
   end
   return p
 end

@@ -83,6 +83,20 @@ fn field(v: u64, as_hex: bool) -> Value {
     }
 }
 
+/// The wait field as the script writes it: the delay of an admit, minus the retry_after of
+/// a deny (a deny's retry_after is at least 1: `Decision::deny` makes 0 one), as an integer
+/// below 2^53 in magnitude, else (or if asked) 16 hex digits, after `-` on a deny.
+fn wait_field(allowed: bool, v: u64, as_hex: bool) -> Value {
+    let v = if allowed { v } else { v.max(1) };
+    if !as_hex && v < 1 << 53 {
+        let v = v as i64;
+        Value::Int(if allowed { v } else { -v })
+    } else {
+        let sign = if allowed { "" } else { "-" };
+        Value::BulkString(format!("{sign}{v:016x}").into_bytes())
+    }
+}
+
 fn decision(limit: u64, r: Reported) -> Decision {
     if r.allowed {
         Decision::allow(limit, r.remaining, Nanos::new(r.reset_after))
@@ -153,10 +167,9 @@ fn check_decode(limits: &[u64], reply: &Reply) {
             for r in &reported {
                 let h = |i: u8| r.hex_fields & (1 << i) != 0;
                 items.extend([
-                    Value::Int(i64::from(r.allowed)),
                     field(r.remaining, h(0)),
                     field(r.reset_after, h(1)),
-                    field(r.wait, h(2)),
+                    wait_field(r.allowed, r.wait, h(2)),
                 ]);
             }
             let decoded = decode_reply(limits, &Value::Array(items.clone()))

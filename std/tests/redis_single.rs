@@ -872,9 +872,20 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
             let redis::Value::Array(items) = &reply else {
                 panic!("{what}: reply {reply:?}")
             };
-            assert_eq!(items.len(), 5, "{what}: reply {reply:?}");
-            let got: Vec<u64> = items[1..5].iter().map(reply_u64).collect();
-            // the wait: retry_after on a deny, delay on an admit (the other is 0)
+            assert_eq!(items.len(), 4, "{what}: reply {reply:?}");
+            // remaining, reset_after, then the wait: delay on an admit, minus retry_after
+            // on a deny (the other is 0)
+            let mut got: Vec<(bool, u64)> =
+                items[1..3].iter().map(|v| (true, reply_u64(v))).collect();
+            got.push(match &items[3] {
+                redis::Value::Int(i) => (*i >= 0, i.unsigned_abs()),
+                redis::Value::BulkString(b) => {
+                    let s = std::str::from_utf8(b).expect("utf-8");
+                    let (allowed, digits) = s.strip_prefix('-').map_or((true, s), |d| (false, d));
+                    (allowed, u64::from_str_radix(digits, 16).expect("hex"))
+                }
+                other => panic!("{what}: wait {other:?}"),
+            });
             let wait = if d.allowed {
                 assert_eq!(d.retry_after, Nanos::ZERO);
                 d.delay
@@ -883,10 +894,9 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
                 d.retry_after
             };
             let expected = [
-                u64::from(d.allowed),
-                d.remaining,
-                d.reset_after.as_u64(),
-                wait.as_u64(),
+                (true, d.remaining),
+                (true, d.reset_after.as_u64()),
+                (d.allowed, wait.as_u64()),
             ];
             assert_eq!(got, expected, "{what}: decision");
         }

@@ -579,17 +579,26 @@ local function deny(remaining, reset, retry)
   return 0, remaining, reset, retry, ZERO, true
 end
 
--- Writes a decision as tier `i`'s four reply fields (after the flag): allowed, remaining,
--- reset_after and the wait, which is retry_after on a deny and delay on an admit (the other
--- is 0 there: see allow and deny); each an integer reply for a number (below 2^53, so
--- Redis' conversion of a Lua number to an integer reply is exact), 16 hex digits for limbs.
+-- The reply's wait field of a decision: its delay (>= 0) on an admit, minus its retry_after
+-- (<= -1: a deny waits at least 1 ns) on a deny (the other is 0 there: see allow and
+-- deny); an integer reply for a number (below 2^53, so Redis' conversion of a Lua number
+-- to an integer reply is exact), 16 hex digits for limbs, after '-' on a deny.
+local function wait_field(ok, c, e)
+  if ok == 1 then
+    if LIMB[e] then return tohex(e) end
+    return e
+  end
+  if LIMB[c] then return '-' .. tohex(c) end
+  return -c
+end
+
+-- Writes a decision as tier `i`'s three reply fields (after the flag): remaining,
+-- reset_after (each a number, or 16 hex digits for limbs) and the wait (see wait_field).
 local function put_decision(reply, i, ok, a, b, c, e)
-  local base = 4 * i - 2
-  if ok == 1 then c = e end
+  local base = 3 * i - 1
   if LIMB[a] then a = tohex(a) end
   if LIMB[b] then b = tohex(b) end
-  if LIMB[c] then c = tohex(c) end
-  reply[base], reply[base + 1], reply[base + 2], reply[base + 3] = ok, a, b, c
+  reply[base], reply[base + 1], reply[base + 2] = a, b, wait_field(ok, c, e)
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

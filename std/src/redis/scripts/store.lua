@@ -26,9 +26,10 @@
 -- of the last ones it met (at most 16 modes, 256 plans and 256 specs, keyed by their
 -- strings; a pure cache, so replicas and the EVAL fallback, which starts empty each call,
 -- compute the same).
--- Reply: the all-admitted flag, then for a check or peek per tier: allowed, remaining,
--- reset_after and the wait: retry_after if denied, delay if admitted (the other is 0 there;
--- each an integer below 2^53, or 16 hex digits); to a refund or charge: { 1 }.
+-- Reply: the all-admitted flag, then for a check or peek per tier: remaining, reset_after
+-- and the wait: the delay (>= 0) if admitted, minus the retry_after (<= -1) if denied (each
+-- an integer of magnitude below 2^53, or 16 hex digits, after '-' on a deny); to a refund
+-- or charge: { 1 }.
 --
 -- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
@@ -581,14 +582,17 @@ local function main(keys, args)
       end
       local next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
       -- put_decision, inlined
-      if ok == 1 then c = e end
       if limbs then
+        c = wait_field(ok, c, e)
         if LIMB[a] then a = tohex(a) end
         if LIMB[b] then b = tohex(b) end
-        if LIMB[c] then c = tohex(c) end
+      elseif ok == 1 then
+        c = e
+      else
+        c = -c
       end
       if ok == 1 and next then write_word(1, next, span) end
-      return { ok, ok, a, b, c }
+      return { ok, a, b, c }
     end
   end
 
@@ -619,11 +623,11 @@ local function main(keys, args)
   -- the reply sized by its constructor for up to 3 tiers
   local reply
   if tiers == 1 then
-    reply = { 1, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0 }
   elseif tiers == 2 then
-    reply = { 1, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0, 0, 0 }
   elseif tiers == 3 then
-    reply = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
   else
     reply = { 1 }
   end
@@ -640,14 +644,17 @@ local function main(keys, args)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
     if ok == 0 then all = 0 end
     -- put_decision, inlined (`limbs`: see allow)
-    local base = 4 * i - 2
-    if ok == 1 then c = e end
+    local base = 3 * i - 1
     if limbs then
+      c = wait_field(ok, c, e)
       if LIMB[a] then a = tohex(a) end
       if LIMB[b] then b = tohex(b) end
-      if LIMB[c] then c = tohex(c) end
+    elseif ok == 1 then
+      c = e
+    else
+      c = -c
     end
-    reply[base], reply[base + 1], reply[base + 2], reply[base + 3] = ok, a, b, c
+    reply[base], reply[base + 1], reply[base + 2] = a, b, c
   end
   reply[1] = all
   if all == 1 then

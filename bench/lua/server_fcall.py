@@ -5,7 +5,8 @@ the ARGV store_harness.lua prints (HARNESS_ARGV=1), over the same 10 000 clients
     python3 bench/lua/server_fcall.py PORT WORKLOAD N
 
 from the repository root; WORKLOAD is gcra1, tiers3 or float (redis_bench's float GCRA
-script, as a function). Plain sockets (RESP), no client library. See README.md."""
+script, as a function). CLIENTS (environment, default 10 000) sets how many clients' keys
+the calls go round. Plain sockets (RESP), no client library. See README.md."""
 import os
 import socket
 import subprocess
@@ -63,11 +64,12 @@ else:
     keys_of = lambda c: ['{c%d}:bp:default:%d' % (c, i + 1) for i in range(tiers)]
 sock.sendall(enc('FUNCTION', 'LOAD', 'REPLACE', lib))
 read()
-calls = [enc('FCALL', fn, str(len(keys_of(0))), *keys_of(c), *argv) for c in range(10000)]
+clients = int(os.environ.get('CLIENTS', '10000'))
+calls = [enc('FCALL', fn, str(len(keys_of(0))), *keys_of(c), *argv) for c in range(clients)]
 i = 0
 while i < n:
     m = min(50, n - i)
-    sock.sendall(b''.join(calls[((i + j) * 7919) % 10000] for j in range(m)))
+    sock.sendall(b''.join(calls[((i + j) * 7919) % clients] for j in range(m)))
     for _ in range(m):
         read()
     i += m

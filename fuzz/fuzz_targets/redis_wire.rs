@@ -48,8 +48,8 @@ struct Reported {
     allowed: bool,
     remaining: u64,
     reset_after: u64,
-    retry_after: u64,
-    delay: u64,
+    /// retry_after on a deny, delay on an admit
+    wait: u64,
     /// Bit i: field i as 16 hex digits (else an integer, when it fits one).
     hex_fields: u8,
 }
@@ -57,11 +57,7 @@ struct Reported {
 #[derive(Arbitrary, Debug)]
 enum Reply {
     /// The script's shape with these numbers (one per tier, padded with zeros).
-    WellFormed {
-        all: i64,
-        time: i64,
-        tiers: Vec<Reported>,
-    },
+    WellFormed { all: i64, tiers: Vec<Reported> },
     /// Anything.
     Raw(ReplyValue),
 }
@@ -87,16 +83,30 @@ fn field(v: u64, as_hex: bool) -> Value {
     }
 }
 
+/// The wait field as the script writes it: the delay of an admit, minus the retry_after of
+/// a deny (a deny's retry_after is at least 1: `Decision::deny` makes 0 one), as an integer
+/// below 2^53 in magnitude, else (or if asked) 16 hex digits, after `-` on a deny.
+fn wait_field(allowed: bool, v: u64, as_hex: bool) -> Value {
+    let v = if allowed { v } else { v.max(1) };
+    if !as_hex && v < 1 << 53 {
+        let v = v as i64;
+        Value::Int(if allowed { v } else { -v })
+    } else {
+        let sign = if allowed { "" } else { "-" };
+        Value::BulkString(format!("{sign}{v:016x}").into_bytes())
+    }
+}
+
 fn decision(limit: u64, r: Reported) -> Decision {
     if r.allowed {
         Decision::allow(limit, r.remaining, Nanos::new(r.reset_after))
-            .with_delay(Nanos::new(r.delay))
+            .with_delay(Nanos::new(r.wait))
     } else {
         Decision::deny(
             limit,
             r.remaining,
             Nanos::new(r.reset_after),
-            Nanos::new(r.retry_after),
+            Nanos::new(r.wait),
         )
     }
 }
@@ -141,7 +151,7 @@ fn check_combine(tiers: &[Decision]) {
 
 fn check_decode(limits: &[u64], reply: &Reply) {
     match reply {
-        Reply::WellFormed { all, time, tiers } => {
+        Reply::WellFormed { all, tiers } => {
             let mut reported = tiers.clone();
             reported.resize(
                 limits.len(),
@@ -149,20 +159,17 @@ fn check_decode(limits: &[u64], reply: &Reply) {
                     allowed: false,
                     remaining: 0,
                     reset_after: 0,
-                    retry_after: 0,
-                    delay: 0,
+                    wait: 0,
                     hex_fields: 0,
                 },
             );
-            let mut items = vec![Value::Int(*all), Value::Int(*time)];
+            let mut items = vec![Value::Int(*all)];
             for r in &reported {
                 let h = |i: u8| r.hex_fields & (1 << i) != 0;
                 items.extend([
-                    Value::Int(i64::from(r.allowed)),
                     field(r.remaining, h(0)),
                     field(r.reset_after, h(1)),
-                    field(r.retry_after, h(2)),
-                    field(r.delay, h(3)),
+                    wait_field(r.allowed, r.wait, h(2)),
                 ]);
             }
             let decoded = decode_reply(limits, &Value::Array(items.clone()))

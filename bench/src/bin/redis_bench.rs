@@ -12,7 +12,12 @@
 //! - the same policies awaited from tokio tasks (`Policy::allow_async`): one GCRA tier and
 //!   three tiers, by `FCALL`;
 //! - the `LeasedStore` against the plain `RedisStore`: one hot global key, and 10 000 cold
-//!   clients (never leased), at 1, 2 and 16 threads.
+//!   clients (never leased), at 1, 2 and 16 threads;
+//! - the float GCRA script against one exact GCRA tier (both by `FCALL`, 10 000 clients),
+//!   interleaved: five rounds, each a short run of one then the other (the order alternating),
+//!   at 1 and 16 concurrent callers; the median decisions/s of each and the median of the
+//!   rounds' ratios (so that one burst of a noisy neighbour does not decide the ratio), and
+//!   the server's µs per decision of each over all rounds.
 //!
 //! Starts its own `redis-server` on a free loopback port (no persistence):
 //!
@@ -215,12 +220,14 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             }
             Ok("store") => {
                 baselines(&server, duration).await;
+                interleaved(&server, duration).await;
                 tokio::task::block_in_place(|| policies(&server, duration));
                 return;
             }
             _ => {}
         }
         baselines(&server, duration).await;
+        interleaved(&server, duration).await;
         // The store blocks its caller and owns a runtime: run it off the async workers.
         tokio::task::block_in_place(|| policies(&server, duration));
         tokio::task::block_in_place(|| leased(&server, duration));
@@ -362,6 +369,112 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 };
                 report(name, tasks, rate, Some(1.0), n, server);
             }
+        }
+    }
+
+    /// The median of `values` (the upper one of an even count).
+    fn median(values: &[f64]) -> f64 {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    }
+
+    /// The float GCRA script (`FCALL`) and a `Policy` on a `RedisStore` with one exact GCRA
+    /// tier (`FCALL`, server time), interleaved over `ROUNDS` rounds of `duration / 2` each
+    /// per side, alternating which runs first; the same 10 000 clients and concurrency (async
+    /// tasks for the script, threads for the blocking policy, as in their rows). Per
+    /// concurrency: median decisions/s of each, the median (and range) of the per-round
+    /// ratios policy / float, and each side's server µs per decision over every round.
+    async fn interleaved(server: &RedisServer, duration: Duration) {
+        const ROUNDS: usize = 5;
+        let run = duration / 2;
+        let client = redis::Client::open(server.url()).expect("url");
+        let manager = ConnectionManager::new(client).await.expect("connect");
+        let library = format!(
+            "#!lua name=bench_float_gcra\nredis.register_function('bench_float_gcra', function(KEYS, ARGV)\n{FLOAT_GCRA}\nend)\n"
+        );
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(&library)
+            .query_async(&mut manager.clone())
+            .await
+            .expect("FUNCTION LOAD");
+        let config = RedisConfig::new("bi")
+            .unwrap()
+            .with_timeout(Duration::from_secs(5));
+        let store = RedisStore::new(RedisTarget::Single(server.url()), config).expect("store");
+        let policy = Arc::new(
+            Policy::from_toml(ONE_TIER, MonotonicClock::new())
+                .expect("rules")
+                .store(store),
+        );
+        // Connect and load the script before measuring.
+        policy.allow("warmup", "/", 1).expect("warmup");
+        println!(
+            "interleaved, {ROUNDS} rounds of {run:?} per side: float GCRA script (FCALL) against 1 exact GCRA tier (policy on RedisStore, FCALL)"
+        );
+        for tasks in [1usize, 16] {
+            let (mut float_rates, mut policy_rates, mut ratios) = (vec![], vec![], vec![]);
+            // (decisions, server µs) of each side over every round
+            let (mut float_work, mut policy_work) = ((0u64, 0.0), (0u64, 0.0));
+            for round in 0..ROUNDS {
+                let (mut float_rate, mut policy_rate) = (0.0, 0.0);
+                for side in 0..2 {
+                    reset_server_stats(server);
+                    if (side == 0) == (round % 2 == 0) {
+                        let m = manager.clone();
+                        let (rate, n) = drive(tasks, run, move |t, i| {
+                            let mut m = m.clone();
+                            async move {
+                                let key = format!("fi:{}", (t as u64 * 7919 + i) % 10_000);
+                                let reply: Vec<i64> = redis::cmd("FCALL")
+                                    .arg("bench_float_gcra")
+                                    .arg(1)
+                                    .arg(&key)
+                                    .arg("0.000001")
+                                    .arg("1")
+                                    .query_async(&mut m)
+                                    .await
+                                    .expect("FCALL");
+                                std::hint::black_box(reply);
+                            }
+                        })
+                        .await;
+                        let (_, usec) = server_work(server);
+                        float_rate = rate;
+                        float_work = (float_work.0 + n, float_work.1 + usec);
+                    } else {
+                        let p = policy.clone();
+                        let before = policy.backend().stats().degraded;
+                        let (rate, n) = tokio::task::block_in_place(|| {
+                            drive_blocking(tasks, run, move |t, i| {
+                                let client = format!("c{}", (t as u64 * 7919 + i) % 10_000);
+                                let d = p.allow(&client, "/", 1).expect("allow");
+                                std::hint::black_box(d);
+                            })
+                        });
+                        assert_eq!(policy.backend().stats().degraded, before, "degraded");
+                        let (_, usec) = server_work(server);
+                        policy_rate = rate;
+                        policy_work = (policy_work.0 + n, policy_work.1 + usec);
+                    }
+                }
+                float_rates.push(float_rate);
+                policy_rates.push(policy_rate);
+                ratios.push(policy_rate / float_rate);
+            }
+            let (lo, hi) = ratios
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+            println!(
+                "  {tasks:>2} callers: float {:.0}/s, 1 tier {:.0}/s (medians); ratio 1 tier / float: median {:.2} (rounds {lo:.2}..{hi:.2}); server µs/d float {:.2}, 1 tier {:.2}",
+                median(&float_rates),
+                median(&policy_rates),
+                median(&ratios),
+                float_work.1 / float_work.0.max(1) as f64,
+                policy_work.1 / policy_work.0.max(1) as f64,
+            );
         }
     }
 

@@ -48,7 +48,11 @@
 //!   client is the hash tag, so every per-client tier of one check lives in one Redis
 //!   Cluster slot. Every write sets a TTL at the key's reset time (rounded up, plus 3 ms
 //!   for Redis' millisecond expiry clock, plus [`RedisConfig::with_ttl_slack`]), so idle
-//!   state disappears and memory is bounded by the active keys. A deny writes nothing.
+//!   state disappears and memory is bounded by the active keys; a GCRA, token bucket or
+//!   leaky bucket key whose state runs at least half its tolerance (horizon) ahead gets
+//!   *headroom*, a TTL to the end of its tolerance-long quantum of time, so that it
+//!   outlives its reset by less than one tolerance (see "Key lifetime" on [`RedisStore`]).
+//!   A deny writes nothing.
 //! - **Redis Functions**: the script is a function library named after its SHA-1
 //!   ([`LuaScript::library`]), loaded with `FUNCTION LOAD REPLACE` on the server (in a
 //!   cluster: the slot's master) that answers `Function not found` (first use, restart,
@@ -136,7 +140,8 @@
 //! `hex(stamp) ‖ hex(sequence)`, so that lexicographic order is recording order and rank
 //! `r` is the core ring's live slot `h − n + r` (binary search by `ZRANGE` rank). An
 //! expired key reads as the core's fresh state, and keys expire only once their state is
-//! indistinguishable from fresh, so expiry never changes a decision.
+//! indistinguishable from fresh, so expiry never changes a decision. (A bucket key given
+//! headroom ends in `h`: see "Key lifetime" on [`RedisStore`].)
 //!
 //! The shared test vectors (`tests/redis_support/vectors.rs`) replay the same traces
 //! through the core cell and through a policy on Redis deciding at the policy's time

@@ -15,11 +15,34 @@ fn parse_hex(value: &Value) -> Option<u64> {
     }
 }
 
+/// The wait field: `(allowed, wait)`, from an integer (its sign: `>= 0` an admit's delay,
+/// `< 0` minus a deny's `retry_after`) or 16 hex digits (after `-` on a deny).
+fn parse_wait(value: &Value) -> Option<(bool, u64)> {
+    let text = match value {
+        Value::Int(i) => return Some((*i >= 0, i.unsigned_abs())),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?,
+        Value::SimpleString(s) => s.as_str(),
+        _ => return None,
+    };
+    let (allowed, digits) = match text.strip_prefix('-') {
+        Some(digits) => (false, digits),
+        None => (true, text),
+    };
+    // (from_str_radix would take a second sign)
+    if digits.starts_with(['+', '-']) {
+        return None;
+    }
+    Some((allowed, u64::from_str_radix(digits, 16).ok()?))
+}
+
 /// Decodes the reply of the store's script ([`LuaScript::for_store`](super::LuaScript::for_store))
-/// to a check or peek of tiers with these `limits`: `[all admitted, time used (ms, not
-/// read), then per tier: allowed, remaining, reset_after, retry_after, delay]` (each number
-/// an integer below 2^53, or 16 hex digits). One decision per tier, in order, each with its
-/// tier's `limit`; `None` for any other shape (which the store treats as a server failure).
+/// to a check or peek of tiers with these `limits`: `[all admitted, then per tier:
+/// remaining, reset_after, wait]`, where the wait tells both whether the tier admits and
+/// how long to wait: the `delay` of an admit (`>= 0`), or minus the `retry_after` of a deny
+/// (`<= -1`); a deny has no delay, an admit no `retry_after`. Each number an integer of
+/// magnitude below 2^53, or 16 hex digits (the wait's after `-` on a deny). One decision
+/// per tier, in order, each with its tier's `limit`; `None` for any other shape (which the
+/// store treats as a server failure).
 ///
 /// Only needed to run the script yourself; [`RedisStore`](super::RedisStore) does.
 ///
@@ -29,33 +52,36 @@ fn parse_hex(value: &Value) -> Option<u64> {
 /// use tollgate::{Decision, Nanos};
 /// let hex = |v: u64| Value::BulkString(format!("{v:016x}").into_bytes());
 /// let reply = Value::Array(vec![
-///     Value::Int(1), Value::Int(5_000), // admitted, at t = 5 s
-///     Value::Int(1), Value::Int(9), hex(1_000_000_000), Value::Int(0), Value::Int(0),
+///     Value::Int(1), // all admitted
+///     Value::Int(9), hex(1_000_000_000), Value::Int(0),
 /// ]);
 /// let decisions = decode_reply(&[10], &reply).unwrap();
 /// assert_eq!(decisions, [Decision::allow(10, 9, Nanos::from_secs(1))]);
+/// // a deny: retry in 5 ms
+/// let reply = Value::Array(vec![Value::Int(0), Value::Int(0), Value::Int(5_000_000), Value::Int(-5_000_000)]);
+/// let denied = Decision::deny(10, 0, Nanos::from_millis(5), Nanos::from_millis(5));
+/// assert_eq!(decode_reply(&[10], &reply).unwrap(), [denied]);
 /// assert_eq!(decode_reply(&[10], &Value::Nil), None);
 /// ```
 pub fn decode_reply(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
     let Value::Array(items) = reply else {
         return None;
     };
-    if items.len() != 2 + 5 * limits.len() {
+    if items.len() != 1 + 3 * limits.len() {
         return None;
     }
     limits
         .iter()
-        .zip(items[2..].chunks_exact(5))
+        .zip(items[1..].chunks_exact(3))
         .map(|(&limit, f)| {
-            let allowed = matches!(f[0], Value::Int(1));
-            let remaining = parse_hex(&f[1])?;
-            let reset_after = Nanos::new(parse_hex(&f[2])?);
-            let retry_after = Nanos::new(parse_hex(&f[3])?);
-            let delay = Nanos::new(parse_hex(&f[4])?);
+            let remaining = parse_hex(&f[0])?;
+            let reset_after = Nanos::new(parse_hex(&f[1])?);
+            let (allowed, wait) = parse_wait(&f[2])?;
+            let wait = Nanos::new(wait);
             Some(if allowed {
-                Decision::allow(limit, remaining, reset_after).with_delay(delay)
+                Decision::allow(limit, remaining, reset_after).with_delay(wait)
             } else {
-                Decision::deny(limit, remaining, reset_after, retry_after)
+                Decision::deny(limit, remaining, reset_after, wait)
             })
         })
         .collect()

@@ -70,6 +70,22 @@ pub use crate::policy::MAX_LOG_COST;
 /// rolling deploy) each read the other's writes through the same rule. Keys of a removed
 /// rule or tier are never read again and expire by their TTL.
 ///
+/// ## Key lifetime
+///
+/// A key's TTL runs to the instant its state is fresh again (the reset, rounded up to the
+/// millisecond, plus 3 ms and [`RedisConfig::with_ttl_slack`]), with one exception: a GCRA
+/// or token bucket key whose TAT, or a leaky bucket key whose drain time, is at least half
+/// the tier's tolerance τ (horizon) ahead of now is given *headroom*. Time is cut into
+/// quanta τ long (counted from the Unix epoch, or the client's instant 0), the key's TTL
+/// runs to the end of its state's quantum, and its value is marked (a trailing `h`); a
+/// later admitted check whose new state stays in that quantum only rewrites the state
+/// (`SETRANGE`, about a third of a `SET` with `PX`). Such a key therefore outlives its reset
+/// by less than τ (plus the margins), so memory is bounded by the keys active within the
+/// last `reset + τ`; keys far below their limit keep the exact TTL. Decisions are the same
+/// either way (a state in the past reads as fresh). A marked value reads as no state to
+/// versions of this crate before the headroom (a rolling upgrade's mixed period may then
+/// forget such a key once); this version reads theirs as before.
+///
 /// ## Time
 ///
 /// By default the script reads the server's `TIME` ([`TimeSource::Server`]): one clock for

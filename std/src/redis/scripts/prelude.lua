@@ -396,7 +396,7 @@ end
 -- `now` is 0 and GCRA / leaky bucket arithmetic never touches limbs; absolute mode (a log
 -- tier) passes instants as they are. Instants cross in and out through inst() and
 -- inst_hex().
-local NOW_ABS, NOW_H, NOW_L, NOW_MS = 0, 0, 0, 0
+local NOW_ABS, NOW_H, NOW_L = 0, 0, 0
 local RELATIVE = false
 local ROOMY = true -- NOW_ABS <= U64MAX - 2^53: a relative number can never pass U64MAX
 -- The absolute instant 0 (a fresh GCRA / leaky state, "any time not after now"): 0 in
@@ -425,9 +425,6 @@ local function set_now(hi, lo, relative)
   NOW_H, NOW_L = hi, lo
   NOW_ABS = nil
   if not relative then NOW_ABS = from_halves(hi, lo) end
-  -- the reply's time field: milliseconds, to within one (a diagnostic the client ignores)
-  local ms = hi * 4294.967296 + lo / 1000000
-  NOW_MS = ms - ms % 1 -- floor (see ndiv)
   RELATIVE = relative
   ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
   if relative then EPOCH = -EXACT else EPOCH = 0 end
@@ -544,11 +541,28 @@ local function window_of(w)
   return index, into
 end
 
+-- A whole number of milliseconds as the decimal string a command's argument is: a Lua
+-- number handed to redis.call is printed by Redis with %.17g (a snprintf, ~2 500
+-- instructions), where a string goes as it is. TTLs repeat from key to key, so the library
+-- keeps the strings of the last ones (at most 1024, a pure cache).
+local MS_STR, MS_COUNT = {}, 0
+
+local function ms_arg(ms)
+  local s = MS_STR[ms]
+  if s then return s end
+  s = format('%.0f', ms)
+  if MS_COUNT >= 1024 then MS_STR, MS_COUNT = {}, 0 end
+  MS_STR[ms] = s
+  MS_COUNT = MS_COUNT + 1
+  return s
+end
+
 -- Milliseconds of TTL for a state that is fresh again after `reset` ns: rounded up, plus
--- margins for Redis' millisecond expiry clock, plus the configured slack.
+-- margins for Redis' millisecond expiry clock, plus the configured slack (a string: see
+-- ms_arg).
 local function ttl_ms(reset, slack)
   if LIMB[reset] then reset = L_tonum(reset) end
-  return floor(reset / 1000000) + 3 + slack
+  return ms_arg(floor(reset / 1000000) + 3 + slack)
 end
 
 -- A decision as the core's Decision, as five values (no table): allowed (1 or 0),
@@ -565,16 +579,26 @@ local function deny(remaining, reset, retry)
   return 0, remaining, reset, retry, ZERO, true
 end
 
--- Writes a decision as tier `i`'s five reply fields (after the flag and the time): an
--- integer reply for a number (below 2^53, so Redis' conversion of a Lua number to an
--- integer reply is exact), 16 hex digits for limbs.
+-- The reply's wait field of a decision: its delay (>= 0) on an admit, minus its retry_after
+-- (<= -1: a deny waits at least 1 ns) on a deny (the other is 0 there: see allow and
+-- deny); an integer reply for a number (below 2^53, so Redis' conversion of a Lua number
+-- to an integer reply is exact), 16 hex digits for limbs, after '-' on a deny.
+local function wait_field(ok, c, e)
+  if ok == 1 then
+    if LIMB[e] then return tohex(e) end
+    return e
+  end
+  if LIMB[c] then return '-' .. tohex(c) end
+  return -c
+end
+
+-- Writes a decision as tier `i`'s three reply fields (after the flag): remaining,
+-- reset_after (each a number, or 16 hex digits for limbs) and the wait (see wait_field).
 local function put_decision(reply, i, ok, a, b, c, e)
-  local base = 5 * i - 2
+  local base = 3 * i - 1
   if LIMB[a] then a = tohex(a) end
   if LIMB[b] then b = tohex(b) end
-  if LIMB[c] then c = tohex(c) end
-  if LIMB[e] then e = tohex(e) end
-  reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
+  reply[base], reply[base + 1], reply[base + 2] = a, b, wait_field(ok, c, e)
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

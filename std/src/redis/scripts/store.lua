@@ -11,7 +11,8 @@
 --   'l' W L      sliding window log      a sorted set: the permits (score 0, see
 --                                        sliding_window_log.lua) and the tag as one
 --                                        member of score 1, which ranks after them all
--- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F).
+-- A GCRA state value is tag .. hex(TAT); a leaky bucket's tag .. hex(F); either followed by
+-- 'h' when the key was given headroom (see write_word).
 --
 -- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
 -- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge) then
@@ -25,9 +26,10 @@
 -- of the last ones it met (at most 16 modes, 256 plans and 256 specs, keyed by their
 -- strings; a pure cache, so replicas and the EVAL fallback, which starts empty each call,
 -- compute the same).
--- Reply: all-admitted flag, the time used (ms, to within one: a diagnostic), then for a check or peek per tier:
--- allowed, remaining, reset_after, retry_after, delay (each an integer below 2^53, or 16 hex
--- digits).
+-- Reply: the all-admitted flag, then for a check or peek per tier: remaining, reset_after
+-- and the wait: the delay (>= 0) if admitted, minus the retry_after (<= -1) if denied (each
+-- an integer of magnitude below 2^53, or 16 hex digits, after '-' on a deny); to a refund
+-- or charge: { 1 }.
 --
 -- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
@@ -40,6 +42,9 @@ local KEYS, ARGV, now, slack
 -- a state under the tier's own tag, the state the tier decides on, and a check's outcome
 -- (next state, span, allowed).
 local T_P, T_OLD, T_ST, T_STATE, T_NEXT, T_SPAN, T_OK = {}, {}, {}, {}, {}, {}, {}
+-- and whether a GCRA / leaky bucket state under the tier's own tag was read with its 'h'
+-- (see write_word)
+local T_ROOMY = {}
 -- and per tier a table for the next state an algorithm's number path fills (see decide's
 -- `out`), made once
 local T_OUT = {}
@@ -48,6 +53,8 @@ local T_OUT = {}
 -- inst_hex: relative to now in relative mode); window states hold indices and counts.
 
 local TAG_LEN = { t = 17, f = 33, c = 33, l = 33 }
+-- 2^51: headroom quanta, and the spans measured against them, stay below it
+local HALF = 2251799813685248
 local FIELDS = { t = 1, f = 2, c = 3 }
 
 local function parse_tag(tag)
@@ -85,6 +92,13 @@ local function load_log(key, n)
   return { zset = true }
 end
 
+-- The fields of the window state values (under their own tag) load read last, by value
+-- (at most 1024, numbers only, a pure cache): a window's index is the same in every key and
+-- its counts small and repeating, so whole values repeat from key to key, and a value met
+-- before needs no parsing. Each entry: { field 1, 2, 3 (as read: the third only for a
+-- sliding window counter), tag }.
+local RAWV, RAWV_COUNT = {}, 0
+
 local function load(i, p)
   local key = KEYS[i]
   if p.kind == 'l' then
@@ -98,7 +112,26 @@ local function load(i, p)
   if raw == false then return nil end
   -- (an error reply is a table, of length 0)
   local len = p.len
-  if #raw == p.vlen and find(raw, p.tag, 1, true) == 1 then
+  local n = #raw
+  local roomy = false
+  if p.kind ~= 't' then
+    -- a window state's value read before, under this tag (see RAWV)
+    local c = RAWV[raw]
+    if c and c[4] == p.tag then
+      local st = T_ST[i]
+      if st == nil then
+        st = { 0, 0, 0 }
+        T_ST[i] = st
+      end
+      st[1], st[2], st[3] = c[1], c[2], c[3]
+      return p
+    end
+  elseif n == p.vlen + 1 then
+    -- a GCRA / leaky bucket value with its 'h' (see write_word)
+    roomy = strsub(raw, n) == 'h'
+    if roomy then n = n - 1 end
+  end
+  if n == p.vlen and find(raw, p.tag, 1, true) == 1 then
     -- the tier's own tag (the common case) needs no parsing: convert keeps such a state
     local st = T_ST[i]
     if st == nil then
@@ -107,6 +140,7 @@ local function load(i, p)
     end
     if p.kind == 't' then
       st[1] = inst(raw, len + 1)
+      T_ROOMY[i] = roomy
     else
       -- hex_at, through the cache of field values (see HEXV)
       local h = strsub(raw, len + 1, len + 16)
@@ -116,6 +150,11 @@ local function load(i, p)
       if p.kind == 'c' then
         h = strsub(raw, len + 33, len + 48)
         st[3] = HEXV[h] or hex_field(h)
+      end
+      if not LIMB[st[1]] and not LIMB[st[2]] and not LIMB[st[3]] then
+        if RAWV_COUNT >= 1024 then RAWV, RAWV_COUNT = {}, 0 end
+        RAWV[raw] = { st[1], st[2], st[3], p.tag }
+        RAWV_COUNT = RAWV_COUNT + 1
       end
     end
     return p
@@ -127,7 +166,11 @@ local function load(i, p)
   local kind, p1, p2
   kind, p1, p2, len = parse_tag(raw)
   local nf = kind and FIELDS[kind]
-  if nf == nil or #raw ~= len + 16 * nf then return {} end
+  if nf == nil then return {} end
+  if #raw ~= len + 16 * nf and (kind ~= 't' or #raw ~= len + 17 or strsub(raw, -1) ~= 'h') then
+    -- (a GCRA / leaky bucket value may end in 'h': see write_word)
+    return {}
+  end
   -- constructors size each table once (filling one slot at a time grows it step by step)
   local st
   if kind == 't' then
@@ -247,11 +290,58 @@ end
 -- (SETRANGE: a third of a SET with PX, which also sets the expiry and has it propagated as
 -- PXAT). That expiry was computed the same way from that same instant (a millisecond apart
 -- at most, by rounding, within the margins ttl_ms adds).
+--
+-- A GCRA / leaky bucket state is fresh again at an instant R = now + span, which each
+-- check that admits moves on (never back). A key whose R is well ahead (span at least H/2,
+-- H the tier's `head`: see parse_spec) is given *headroom*: time is cut into quanta of H
+-- ns (from instant 0, as window_of cuts windows), the key's TTL runs to the end of R's
+-- quantum (plus the margins), so it outlives the instant its state is fresh again by less
+-- than H (and the margins), and its value ends in 'h'. A check that finds such a value
+-- under the tier's own tag (its state S, whose quantum's end the key's expiry covers: every
+-- write of a value with 'h' keeps that so, R >= S) and whose R lies in S's quantum only
+-- overwrites the state (SETRANGE: the key keeps its expiry and its 'h'). Otherwise the key
+-- is SET: with headroom if the span is H/2 or more, else with the TTL of the state itself
+-- (a key far below its limit then disappears soon, and reads as absent, the cheapest
+-- read). Decisions do not change: the state written is the same, and only the key's
+-- expiry differs. (Earlier versions of this script read a value with 'h' as a foreign
+-- one, i.e. no state.)
 local function write_word(i, st, span)
   local p = T_P[i]
   local kind = p.kind
   local value
   if kind == 't' then
+    local check = span ~= nil
+    if span == nil then
+      local _, _, _, _, reset = p.decide(st, p, now, true)
+      span = reset
+    end
+    local q = p.head
+    local roomy = check and T_OLD[i] == p and T_ROOMY[i]
+    if q and not LIMB[span] and span < HALF and (roomy or span >= p.half) then
+      -- R's quantum, as the number of quanta from now's (into + span < 2^52: ndiv's domain)
+      local _, into = window_of(q)
+      local k = ndiv(into + span, q)
+      if roomy then
+        -- the state read, ns from now (in absolute mode, where now may be limbs, only
+        -- numbers are compared: a pure shortcut); R is in its quantum if that is not
+        -- before R's (R >= S)
+        local so = T_ST[i][1]
+        if not RELATIVE then
+          if LIMB[so] or LIMB[now] then so = -EXACT else so = so - now end
+        end
+        if not LIMB[so] and into + so >= k * q then
+          redis.call('SETRANGE', KEYS[i], p.off1, inst_hex('', st[1]))
+          return
+        end
+      end
+      if span >= p.half then
+        -- headroom: the TTL to the end of R's quantum
+        local ms = ((k + 1) * q - into) / 1000000
+        ms = ms - ms % 1 + 3 + slack
+        redis.call('SET', KEYS[i], inst_hex(p.tag, st[1]) .. 'h', 'PX', MS_STR[ms] or ms_arg(ms))
+        return
+      end
+    end
     value = inst_hex(p.tag, st[1])
   else
     -- tohex, its cache looked up first
@@ -289,7 +379,8 @@ local function write_word(i, st, span)
   -- ttl_ms(span, slack), inlined (span >= 0: see ndiv for the floor)
   if LIMB[span] then span = L_tonum(span) end
   local ms = span / 1000000
-  redis.call('SET', KEYS[i], value, 'PX', ms - ms % 1 + 3 + slack)
+  ms = ms - ms % 1 + 3 + slack
+  redis.call('SET', KEYS[i], value, 'PX', MS_STR[ms] or ms_arg(ms))
 end
 
 -- Writes tier i's log: the oldest `keep` permits of its current view, then `record`
@@ -378,12 +469,19 @@ local function parse_spec(s)
   p.len = #tag
   p.vlen = -1
   if FIELDS[kind] then p.vlen = #tag + 16 * FIELDS[kind] end
-  -- the 0-based offsets of a window state's second and third fields (SETRANGE's argument)
-  p.off2, p.off3 = format('%d', #tag + 16), format('%d', #tag + 32)
+  -- the 0-based offsets of a state's first, second and third fields (SETRANGE's argument)
+  p.off1, p.off2, p.off3 = format('%d', #tag), format('%d', #tag + 16), format('%d', #tag + 32)
   for j = 1, algo.args do
     local v = arg(w[3 + j])
     p[j] = v
     if LIMB[v] or v >= SMALL then p.num = false end
+  end
+  -- a GCRA / leaky bucket key's headroom H (see write_word): the second parameter, GCRA's
+  -- tolerance tau or the leaky bucket's horizon, where it is a number from 2 to 2^51 - 1
+  -- (else none: every TTL is the state's own); half: H/2 rounded up
+  if kind == 't' and not LIMB[p[2]] and p[2] >= 2 and p[2] < HALF then
+    p.head = p[2]
+    p.half = p[2] - (p[2] - p[2] % 2) / 2
   end
   return p
 end
@@ -459,6 +557,45 @@ local function main(keys, args)
   T_P = pl
   local relative = pl.relative
 
+  if tiers == 1 and op == 'c' and relative and pl[1].kind == 't' then
+    -- The commonest call, a check of one GCRA / leaky bucket tier: the steps below for
+    -- one tier (load_all, decide, the reply, the write), without the per-tier arrays. A
+    -- log's state or an instant too far for relative mode takes the general steps.
+    set_now(hi, lo, true)
+    now = 0
+    local p = pl[1]
+    local old = load(1, p)
+    T_OLD[1] = old
+    local st
+    if old == p then
+      st = T_ST[1]
+    elseif old == nil then
+      st = FRESH_T_REL
+    elseif old.kind ~= 'l' then
+      st = convert(1, old)
+    end
+    if st and not FAR then
+      local out = T_OUT[1]
+      if out == nil then
+        out = { 0, 0, 0 }
+        T_OUT[1] = out
+      end
+      local next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
+      -- put_decision, inlined
+      if limbs then
+        c = wait_field(ok, c, e)
+        if LIMB[a] then a = tohex(a) end
+        if LIMB[b] then b = tohex(b) end
+      elseif ok == 1 then
+        c = e
+      else
+        c = -c
+      end
+      if ok == 1 and next then write_word(1, next, span) end
+      return { ok, a, b, c }
+    end
+  end
+
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
   -- part, or a state holds an instant too far in the past for it (then read again).
   if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
@@ -480,19 +617,19 @@ local function main(keys, args)
         end
       end
     end
-    return { 1, NOW_MS }
+    return { 1 }
   end
 
   -- the reply sized by its constructor for up to 3 tiers
   local reply
   if tiers == 1 then
-    reply = { 1, NOW_MS, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0 }
   elseif tiers == 2 then
-    reply = { 1, NOW_MS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0, 0, 0 }
   elseif tiers == 3 then
-    reply = { 1, NOW_MS, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    reply = { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
   else
-    reply = { 1, NOW_MS }
+    reply = { 1 }
   end
   local all = 1
   if op == 'q' then all = 0 end
@@ -507,14 +644,17 @@ local function main(keys, args)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
     if ok == 0 then all = 0 end
     -- put_decision, inlined (`limbs`: see allow)
-    local base = 5 * i - 2
+    local base = 3 * i - 1
     if limbs then
+      c = wait_field(ok, c, e)
       if LIMB[a] then a = tohex(a) end
       if LIMB[b] then b = tohex(b) end
-      if LIMB[c] then c = tohex(c) end
-      if LIMB[e] then e = tohex(e) end
+    elseif ok == 1 then
+      c = e
+    else
+      c = -c
     end
-    reply[base], reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = ok, a, b, c, e
+    reply[base], reply[base + 1], reply[base + 2] = a, b, c
   end
   reply[1] = all
   if all == 1 then

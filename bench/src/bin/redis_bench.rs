@@ -126,7 +126,7 @@ mod bench {
         );
     }
 
-    /// The textbook float GCRA (`TIME`, `GET`, `SET` of a double, seconds): KEYS[1] the
+    /// The textbook float GCRA (`TIME`, `GET`, `SET` of a double, seconds): `KEYS[1]` the
     /// key, ARGV the emission interval T and the tolerance τ (seconds). Reply: allowed,
     /// remaining, retry after and reset after (ms).
     const FLOAT_GCRA: &str = r#"
@@ -199,7 +199,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         (n as f64 / start.elapsed().as_secs_f64(), n)
     }
 
-    pub async fn run(duration: Duration) {
+    pub(crate) async fn run(duration: Duration) {
         let server = RedisServer::start();
         println!(
             "redis-server {} on 127.0.0.1:{}, {:?} per run; RT = round trips, cmds = commands the server ran",

@@ -1,7 +1,5 @@
 //! [`RedisStore`]: a [`Policy`](crate::policy::Policy)'s state in Redis or Redis Cluster, so
 //! every process that runs the same rules on the same Redis shares the limits.
-// TODO(casts): justified after the store script change lands
-#![allow(clippy::cast_possible_truncation)]
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -789,6 +787,8 @@ impl RedisStore {
         let shared = &self.shared;
         let groups = shared.backoff_until.len() as u64;
         // `groups` ≤ BACKOFF_GROUPS, so the remainder indexes the slice.
+        // Truncation: the remainder is below `groups`, a slice length, so it fits a usize.
+        #[allow(clippy::cast_possible_truncation)]
         let backoff_until = &shared.backoff_until[(call.tag % groups) as usize];
         // Relaxed: a hint about when to try Redis again; no data is published with it.
         if shared.local_now() < backoff_until.load(Ordering::Relaxed) {
@@ -970,6 +970,8 @@ fn lasts(p: &PlannedTier<'_>, decision: &Decision) -> u64 {
 }
 
 /// The invalidation stamp of a Redis key.
+// Truncation: the remainder is below STAMPS (16 384), so it fits a usize.
+#[allow(clippy::cast_possible_truncation)]
 fn stamp_of(key: &[u8]) -> usize {
     (fnv1a(key) % STAMPS as u64) as usize
 }

@@ -13,7 +13,8 @@
 //!   three tiers, by `FCALL`;
 //! - the `LeasedStore` against the plain `RedisStore`: one hot global key, and 10 000 cold
 //!   clients (never leased), at 1, 2 and 16 threads;
-//! - the float GCRA script against one exact GCRA tier (both by `FCALL`, 10 000 clients),
+//! - the float GCRA script against one exact GCRA tier (both by `FCALL` from tokio tasks on a
+//!   multiplexed connection, the tier through `Policy::allow_async`; 10 000 clients),
 //!   interleaved: five rounds, each a short run of one then the other (the order alternating),
 //!   at 1 and 16 concurrent callers; the median decisions/s of each and the median of the
 //!   rounds' ratios (so that one burst of a noisy neighbour does not decide the ratio), and
@@ -381,8 +382,10 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
 
     /// The float GCRA script (`FCALL`) and a `Policy` on a `RedisStore` with one exact GCRA
     /// tier (`FCALL`, server time), interleaved over `ROUNDS` rounds of `duration / 2` each
-    /// per side, alternating which runs first; the same 10 000 clients and concurrency (async
-    /// tasks for the script, threads for the blocking policy, as in their rows). Per
+    /// per side, alternating which runs first; the same 10 000 clients, the same tokio tasks
+    /// and the same kind of connection (multiplexed: the script through a
+    /// `ConnectionManager`, the policy awaited with `allow_async`), so the two differ only
+    /// by what runs on the server and the policy's own work in the client. Per
     /// concurrency: median decisions/s of each, the median (and range) of the per-round
     /// ratios policy / float, and each side's server µs per decision over every round.
     async fn interleaved(server: &RedisServer, duration: Duration) {
@@ -412,7 +415,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         // Connect and load the script before measuring.
         policy.allow("warmup", "/", 1).expect("warmup");
         println!(
-            "interleaved, {ROUNDS} rounds of {run:?} per side: float GCRA script (FCALL) against 1 exact GCRA tier (policy on RedisStore, FCALL)"
+            "interleaved, {ROUNDS} rounds of {run:?} per side: float GCRA script (FCALL) against 1 exact GCRA tier (policy on RedisStore, awaited, FCALL)"
         );
         for tasks in [1usize, 16] {
             let (mut float_rates, mut policy_rates, mut ratios) = (vec![], vec![], vec![]);
@@ -447,13 +450,15 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                     } else {
                         let p = policy.clone();
                         let before = policy.backend().stats().degraded;
-                        let (rate, n) = tokio::task::block_in_place(|| {
-                            drive_blocking(tasks, run, move |t, i| {
+                        let (rate, n) = drive(tasks, run, move |t, i| {
+                            let p = p.clone();
+                            async move {
                                 let client = format!("c{}", (t as u64 * 7919 + i) % 10_000);
-                                let d = p.allow(&client, "/", 1).expect("allow");
+                                let d = p.allow_async(&client, "/", 1).await.expect("allow");
                                 std::hint::black_box(d);
-                            })
-                        });
+                            }
+                        })
+                        .await;
                         assert_eq!(policy.backend().stats().degraded, before, "degraded");
                         let (_, usec) = server_work(server);
                         policy_rate = rate;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::rule::validate_name;
+use super::args::validate_name;
 use super::BuildError;
 
 /// Settings of a [`RedisStore`](super::RedisStore), built with `with_*` methods.

@@ -149,6 +149,7 @@
 //! near `u64::MAX`, late callers and `u128` intermediates, and require identical
 //! [`Decision`](crate::Decision)s.
 
+mod args;
 mod config;
 mod connection;
 mod deny_cache;
@@ -156,7 +157,6 @@ mod error;
 mod fallback;
 mod leased;
 mod reply;
-mod rule;
 mod script;
 mod stats;
 mod store;

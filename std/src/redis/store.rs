@@ -13,7 +13,7 @@ use redis::Value;
 use super::connection::Connection;
 use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
-use super::rule::{arg, encode_algorithm, script_algorithm};
+use super::args::{arg, encode_algorithm, script_algorithm};
 use super::stats::Counters;
 use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,

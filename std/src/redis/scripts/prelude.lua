@@ -198,7 +198,7 @@ local function hex_field(h)
 end
 
 -- An algorithm argument: hex without padding when below 2^52 (at most 13 digits), else 16
--- hex digits (the client's encoding, rule.rs `arg`).
+-- hex digits (the client's encoding, args.rs `arg`).
 local function arg(s)
   if #s < 16 then return tonumber(s, 16) end
   return hex(s)

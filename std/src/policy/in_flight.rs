@@ -16,7 +16,7 @@
 //! A `generation` counts reloads. The set of generation `g` is published in slot `g & 1`,
 //! and the checks working on it are counted in count `g & 1` (cache-padded stripes: a
 //! thread adds to its own, so checks on different cores do not share a line). A check
-//! takes no reference count and touches no shared line but its own stripe:
+//! takes no reference count and writes no shared line but its own stripe:
 //!
 //! - a check loads the generation `g`, adds one to count `g & 1`, and loads the generation
 //!   again: if it changed, it takes its count back and starts over. Otherwise it reads

@@ -194,7 +194,9 @@ impl<C: Clock, S: Store> Policy<C, S> {
             (self.fault != Some(super::PolicyFault::NoReloadGate)).then(|| set.hold_gates());
         self.rules.store(Arc::clone(&set));
         // Waits until no check works on `old`, which stays alive until then (it is freed
-        // when the last `Arc` drops, at the end of this call at the earliest).
+        // when the last `Arc` drops, at the end of this call at the earliest). Nothing
+        // between the store above and this publish can unwind, so `old` is never dropped
+        // while still published.
         self.published.publish(Arc::as_ptr(&set));
         // Then keys may move, each converted when a request that records something first
         // touches it (no sweep): the same instant the Redis store rewrites it at.

@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use redis::Value;
 
+use super::args::{arg, encode_algorithm, script_algorithm};
 use super::connection::Connection;
 use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
-use super::args::{arg, encode_algorithm, script_algorithm};
 use super::stats::Counters;
 use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http::{Extensions, HeaderMap, HeaderName, Method, Request, Uri};
 
-use super::{IpPrefix, TrustedProxies};
+use super::{IpPrefix, KeyError, TrustedProxies};
 
 /// The parts of a request the layer's extractors may read: method, URI, headers and
 /// extensions (where axum puts `MatchedPath` and `ConnectInfo`). The body is never touched.
@@ -192,29 +192,6 @@ impl Endpoint {
 
 /// The longest header key accepted, in bytes (longer is [`KeyError::Malformed`]).
 pub const MAX_KEY_LEN: usize = 256;
-
-/// Why no client key could be read from a request. The layer answers it as configured
-/// with [`OnBadKey`](super::OnBadKey): a 400, or a fallback key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyError {
-    /// The request carries no key: no such header, or no peer address.
-    Missing(&'static str),
-    /// The key is there but unusable: not visible ASCII, empty, longer than
-    /// [`MAX_KEY_LEN`], or an `X-Forwarded-For` entry that is not an address.
-    Malformed(&'static str),
-}
-
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyError::Missing(what) => write!(f, "missing client key: {what}"),
-            KeyError::Malformed(what) => write!(f, "malformed client key: {what}"),
-        }
-    }
-}
-
-impl std::error::Error for KeyError {}
 
 type KeyFn = dyn Fn(&Head<'_>) -> Result<String, KeyError> + Send + Sync;
 

@@ -2,8 +2,9 @@
 //! /64 network, by default) and [`TrustedProxies`] (the CIDR ranges whose
 //! `X-Forwarded-For` is believed).
 
-use core::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{CidrError, ForwardedForError};
 
 /// How much of a client's address identifies it: the first `v4` bits of an IPv4 address,
 /// the first `v6` bits of an IPv6 one. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) count
@@ -88,24 +89,6 @@ pub struct Cidr {
     len: u8,
 }
 
-/// A CIDR range that does not parse: the text, and what is wrong with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CidrError {
-    /// The text given.
-    pub text: String,
-    /// What is wrong with it.
-    pub reason: &'static str,
-}
-
-impl fmt::Display for CidrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid CIDR range {:?}: {}", self.text, self.reason)
-    }
-}
-
-impl std::error::Error for CidrError {}
-
 impl Cidr {
     /// Parses `a.b.c.d/n`, `x:y::/n` or a bare address.
     ///
@@ -176,18 +159,6 @@ impl Cidr {
 pub struct TrustedProxies {
     ranges: Vec<Cidr>,
 }
-
-/// An `X-Forwarded-For` entry that is not an IP address, met before any untrusted hop.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForwardedForError;
-
-impl fmt::Display for ForwardedForError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("X-Forwarded-For entry is not an IP address")
-    }
-}
-
-impl std::error::Error for ForwardedForError {}
 
 impl TrustedProxies {
     /// The ranges `cidrs` (see [`Cidr::parse`]).

@@ -48,6 +48,7 @@
 //! # drop(server); Ok(()) }
 //! ```
 
+mod error;
 mod extract;
 mod ip;
 mod layer;
@@ -55,8 +56,9 @@ mod response;
 mod settle;
 mod shadow;
 
-pub use extract::{ClientKey, Endpoint, Head, KeyError, MAX_KEY_LEN};
-pub use ip::{Cidr, CidrError, ForwardedForError, IpPrefix, TrustedProxies};
+pub use error::{CidrError, ForwardedForError, KeyError};
+pub use extract::{ClientKey, Endpoint, Head, MAX_KEY_LEN};
+pub use ip::{Cidr, IpPrefix, TrustedProxies};
 pub use layer::{
     Admission, LayerStats, OnBadKey, RateLimit, RateLimitBody, RateLimitLayer, ResponseFuture,
 };

@@ -1,0 +1,58 @@
+//! The HTTP layer's errors: [`KeyError`] (no usable client key in a request),
+//! [`CidrError`] (a trusted-proxy range that does not parse) and [`ForwardedForError`] (an
+//! `X-Forwarded-For` entry that is not an address).
+
+use core::fmt;
+
+/// Why no client key could be read from a request. The layer answers it as configured
+/// with [`OnBadKey`](super::OnBadKey): a 400, or a fallback key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The request carries no key: no such header, or no peer address.
+    Missing(&'static str),
+    /// The key is there but unusable: not visible ASCII, empty, longer than
+    /// [`MAX_KEY_LEN`](super::MAX_KEY_LEN), or an `X-Forwarded-For` entry that is not an address.
+    Malformed(&'static str),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Missing(what) => write!(f, "missing client key: {what}"),
+            KeyError::Malformed(what) => write!(f, "malformed client key: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// A CIDR range that does not parse: the text, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CidrError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid CIDR range {:?}: {}", self.text, self.reason)
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+/// An `X-Forwarded-For` entry that is not an IP address, met before any untrusted hop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardedForError;
+
+impl fmt::Display for ForwardedForError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("X-Forwarded-For entry is not an IP address")
+    }
+}
+
+impl std::error::Error for ForwardedForError {}

@@ -163,6 +163,16 @@ fn decorators_stack() {
         PenaltyConfigError::DivisorTooSmall.to_string(),
         "divisor: must be >= 2"
     );
+    // A capacity no table can hold is a typed error before anything is allocated.
+    let huge = AdaptivePenalty::with_capacity(
+        Policy::from_toml(RULES, ManualClock::new()).unwrap(),
+        penalty(),
+        usize::MAX,
+    );
+    assert!(matches!(
+        huge.unwrap_err(),
+        PenaltyConfigError::CapacityTooLarge { max } if max < usize::MAX
+    ));
 }
 
 /// A tier every client shares (`per = "global"`) denies nobody in particular: its denials

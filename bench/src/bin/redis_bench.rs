@@ -307,11 +307,8 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         }
     }
 
-    /// The float GCRA script, by `EVALSHA` and by `FCALL`, over 10 000 keys.
-    async fn baselines(server: &RedisServer, duration: Duration) {
-        let client = redis::Client::open(server.url()).expect("url");
-        let manager = ConnectionManager::new(client).await.expect("connect");
-        let script = redis::Script::new(FLOAT_GCRA);
+    /// Loads the float GCRA script as the function library `bench_float_gcra` (for `FCALL`).
+    async fn load_float_library(manager: &ConnectionManager) {
         let library = format!(
             "#!lua name=bench_float_gcra\nredis.register_function('bench_float_gcra', function(KEYS, ARGV)\n{FLOAT_GCRA}\nend)\n"
         );
@@ -322,6 +319,14 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             .query_async(&mut manager.clone())
             .await
             .expect("FUNCTION LOAD");
+    }
+
+    /// The float GCRA script, by `EVALSHA` and by `FCALL`, over 10 000 keys.
+    async fn baselines(server: &RedisServer, duration: Duration) {
+        let client = redis::Client::open(server.url()).expect("url");
+        let manager = ConnectionManager::new(client).await.expect("connect");
+        let script = redis::Script::new(FLOAT_GCRA);
+        load_float_library(&manager).await;
         // T = 1 µs, τ = 1 s: 1 000 000/s with a burst of 1 000 000, as the tollgate rows.
         let (emission, tolerance) = ("0.000001", "1");
         for fcall in [false, true] {
@@ -393,16 +398,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         let run = duration / 2;
         let client = redis::Client::open(server.url()).expect("url");
         let manager = ConnectionManager::new(client).await.expect("connect");
-        let library = format!(
-            "#!lua name=bench_float_gcra\nredis.register_function('bench_float_gcra', function(KEYS, ARGV)\n{FLOAT_GCRA}\nend)\n"
-        );
-        let _: String = redis::cmd("FUNCTION")
-            .arg("LOAD")
-            .arg("REPLACE")
-            .arg(&library)
-            .query_async(&mut manager.clone())
-            .await
-            .expect("FUNCTION LOAD");
+        load_float_library(&manager).await;
         let config = RedisConfig::new("bi")
             .unwrap()
             .with_timeout(Duration::from_secs(5));

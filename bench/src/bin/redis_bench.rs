@@ -200,6 +200,25 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         (n as f64 / start.elapsed().as_secs_f64(), n)
     }
 
+    /// [`drive`] of a policy awaited from each task (`Policy::allow_async`), over 10 000
+    /// clients.
+    async fn drive_awaited(
+        policy: &Arc<Policy<MonotonicClock, RedisStore>>,
+        tasks: usize,
+        duration: Duration,
+    ) -> (f64, u64) {
+        let p = policy.clone();
+        drive(tasks, duration, move |t, i| {
+            let p = p.clone();
+            async move {
+                let client = format!("c{}", (t as u64 * 7919 + i) % 10_000);
+                let d = p.allow_async(&client, "/", 1).await.expect("allow");
+                std::hint::black_box(d);
+            }
+        })
+        .await
+    }
+
     pub(crate) async fn run(duration: Duration) {
         let server = RedisServer::start();
         println!(
@@ -249,16 +268,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 policy.allow_async("warmup", "/", 1).await.expect("warmup");
                 reset_server_stats(&server);
                 let before = policy.backend().stats();
-                let p = policy.clone();
-                let (rate, n) = drive(tasks, duration, move |t, i| {
-                    let p = p.clone();
-                    async move {
-                        let client = format!("c{}", (t as u64 * 7919 + i) % 10_000);
-                        let d = p.allow_async(&client, "/", 1).await.expect("allow");
-                        std::hint::black_box(d);
-                    }
-                })
-                .await;
+                let (rate, n) = drive_awaited(&policy, tasks, duration).await;
                 let stats = policy.backend().stats();
                 assert_eq!(stats.degraded, before.degraded);
                 let trips = stats.round_trips - before.round_trips;
@@ -444,17 +454,8 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                         float_rate = rate;
                         float_work = (float_work.0 + n, float_work.1 + usec);
                     } else {
-                        let p = policy.clone();
                         let before = policy.backend().stats().degraded;
-                        let (rate, n) = drive(tasks, run, move |t, i| {
-                            let p = p.clone();
-                            async move {
-                                let client = format!("c{}", (t as u64 * 7919 + i) % 10_000);
-                                let d = p.allow_async(&client, "/", 1).await.expect("allow");
-                                std::hint::black_box(d);
-                            }
-                        })
-                        .await;
+                        let (rate, n) = drive_awaited(&policy, tasks, run).await;
                         assert_eq!(policy.backend().stats().degraded, before, "degraded");
                         let (_, usec) = server_work(server);
                         policy_rate = rate;

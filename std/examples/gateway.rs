@@ -211,7 +211,12 @@ async fn redis_run(
         .as_secs();
     let prefix = format!("gateway-{}-{unix}", std::process::id());
     let config = RedisConfig::new(&prefix)?.with_time_source(TimeSource::Client);
-    let store = RedisStore::new(RedisTarget::Single(url.clone()), config)?;
+    // The connection on this server's runtime: an awaited check's round trip stays on it.
+    let store = RedisStore::on_runtime(
+        RedisTarget::Single(url.clone()),
+        config,
+        tokio::runtime::Handle::current(),
+    )?;
     println!("state in Redis at {url}, keys {prefix}:*");
     // Awaited: a check's round trip to Redis holds no worker thread.
     run(

@@ -306,3 +306,164 @@ fn a_runtime_without_timers_or_io_awaits_checks_and_their_timeouts() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert_eq!(policy.backend().stats().degraded, 1);
 }
+
+/// A store on the application's runtime ([`RedisStore::on_runtime`]): tasks awaiting
+/// checks, tasks blocking on that runtime's own workers, plain threads blocking, and a
+/// task of another (current-thread) runtime blocking, all on one key: exactly the limit
+/// admitted, every decision made by Redis. Dropping the store leaves the runtime running.
+#[test]
+fn a_store_on_the_application_runtime_admits_exactly_the_bound_from_every_kind_of_caller() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = RedisStore::on_runtime(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new("given").unwrap(),
+        runtime.handle().clone(),
+    )
+    .unwrap();
+    let policy = Arc::new(
+        Policy::from_toml(HOT_RULES, MonotonicClock::new())
+            .unwrap()
+            .store(store),
+    );
+    let admitted = Arc::new(AtomicU64::new(0));
+    let count = |allowed: bool, admitted: &AtomicU64| {
+        if allowed {
+            admitted.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    // Plain threads: 2 × 40.
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (policy, admitted) = (Arc::clone(&policy), Arc::clone(&admitted));
+            std::thread::spawn(move || {
+                for _ in 0..40 {
+                    count(policy.allow("hot", "/", 1).unwrap().allowed(), &admitted);
+                }
+            })
+        })
+        .collect();
+    // A task of a current-thread runtime blocking: 40.
+    let other = {
+        let (policy, admitted) = (Arc::clone(&policy), Arc::clone(&admitted));
+        std::thread::spawn(move || {
+            let local = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            local.block_on(async {
+                for _ in 0..40 {
+                    count(policy.allow("hot", "/", 1).unwrap().allowed(), &admitted);
+                }
+            });
+        })
+    };
+    runtime.block_on(async {
+        // 12 tasks awaiting (× 20) and 2 tasks blocking their worker (× 40).
+        let mut tasks: Vec<_> = (0..12)
+            .map(|_| {
+                let (policy, admitted) = (Arc::clone(&policy), Arc::clone(&admitted));
+                tokio::spawn(async move {
+                    for _ in 0..20 {
+                        count(
+                            policy.allow_async("hot", "/", 1).await.unwrap().allowed(),
+                            &admitted,
+                        );
+                    }
+                })
+            })
+            .collect();
+        tasks.extend((0..2).map(|_| {
+            let (policy, admitted) = (Arc::clone(&policy), Arc::clone(&admitted));
+            tokio::spawn(async move {
+                for _ in 0..40 {
+                    count(policy.allow("hot", "/", 1).unwrap().allowed(), &admitted);
+                }
+            })
+        }));
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    for t in threads {
+        t.join().unwrap();
+    }
+    other.join().unwrap();
+    // 2 × 40 + 40 + 12 × 20 + 2 × 40 = 440 requests for 300 permits.
+    assert_eq!(admitted.load(Ordering::Relaxed), 300);
+    let stats = policy.backend().stats();
+    assert_eq!(stats.degraded, 0);
+    assert_eq!(stats.redis_decisions, 440);
+    // The store does not own the runtime: dropping it (here, inside the runtime) leaves
+    // the runtime running.
+    runtime.block_on(async move {
+        drop(policy);
+        assert_eq!(tokio::spawn(async { 7 }).await.unwrap(), 7);
+    });
+}
+
+/// A blocking check on the only worker of the runtime the store's I/O runs on: the worker
+/// hands its other tasks on before it blocks, so the runtime still answers.
+#[test]
+fn a_blocking_check_on_the_only_worker_of_the_given_runtime_is_answered() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = RedisStore::on_runtime(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new("one-worker")
+            .unwrap()
+            .with_timeout(Duration::from_secs(10)),
+        runtime.handle().clone(),
+    )
+    .unwrap();
+    let policy = Arc::new(
+        Policy::from_toml(HOT_RULES, MonotonicClock::new())
+            .unwrap()
+            .store(store),
+    );
+    // Watched from this thread: a starved runtime would wait forever, not time out.
+    let (done, finished) = std::sync::mpsc::channel();
+    let checks = {
+        let policy = Arc::clone(&policy);
+        runtime.spawn(async move {
+            let mut admitted = 0u64;
+            for _ in 0..310 {
+                admitted += u64::from(policy.allow("k", "/", 1).unwrap().allowed());
+            }
+            let _ = done.send(admitted);
+        })
+    };
+    let Ok(admitted) = finished.recv_timeout(Duration::from_secs(60)) else {
+        // Not dropped: shutting a starved runtime down would wait for its blocked worker.
+        std::mem::forget(runtime);
+        panic!("the blocking checks were not answered in 60 s: the runtime starved");
+    };
+    runtime.block_on(checks).unwrap();
+    assert_eq!(admitted, 300);
+    assert_eq!(policy.backend().stats().degraded, 0);
+}
+
+/// A current-thread runtime cannot carry the store's I/O: refused with a typed error.
+#[test]
+fn a_current_thread_runtime_is_refused_for_the_store_io() {
+    let local = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let built = RedisStore::on_runtime(
+        RedisTarget::Single("redis://127.0.0.1:1".into()),
+        RedisConfig::new("local").unwrap(),
+        local.handle().clone(),
+    );
+    assert_eq!(
+        built.err(),
+        Some(tollgate::redis::BuildError::CurrentThreadRuntime)
+    );
+}

@@ -10,11 +10,13 @@
 //!   fixed window, sliding window counter) in one rule, each by `FCALL` and by `EVALSHA`;
 //!   and a hot denied client with the store's deny cache off and on;
 //! - the same policies awaited from tokio tasks (`Policy::allow_async`): one GCRA tier and
-//!   three tiers, by `FCALL`;
+//!   three tiers, by `FCALL`, with the store's I/O on its own thread (`RedisStore::new`)
+//!   and on the tasks' runtime (`RedisStore::on_runtime`);
 //! - the `LeasedStore` against the plain `RedisStore`: one hot global key, and 10 000 cold
 //!   clients (never leased), at 1, 2 and 16 threads;
 //! - the float GCRA script against one exact GCRA tier (both by `FCALL` from tokio tasks on a
-//!   multiplexed connection, the tier through `Policy::allow_async`; 10 000 clients),
+//!   multiplexed connection driven by the tasks' runtime, the tier through
+//!   `Policy::allow_async` on `RedisStore::on_runtime`; 10 000 clients),
 //!   interleaved: five rounds, each a short run of one then the other (the order alternating),
 //!   at 1 and 16 concurrent callers; the median decisions/s of each and the median of the
 //!   rounds' ratios (so that one burst of a noisy neighbour does not decide the ratio), and
@@ -27,7 +29,7 @@
 //! ```
 //!
 //! `TOLLGATE_REDIS_BENCH=leased` (or `store`) runs only the baselines and the leased-store
-//! (or `RedisStore`) rows.
+//! (or `RedisStore`) rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved rows.
 
 #[cfg(feature = "redis")]
 #[path = "../../../std/tests/redis_support/server.rs"]
@@ -238,6 +240,10 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 tokio::task::block_in_place(|| leased(&server, duration));
                 return;
             }
+            Ok("interleaved") => {
+                interleaved(&server, duration).await;
+                return;
+            }
             Ok("store") => {
                 baselines(&server, duration).await;
                 interleaved(&server, duration).await;
@@ -253,33 +259,43 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         tokio::task::block_in_place(|| leased(&server, duration));
         // The same policies awaited from tasks: mostly-admitting traffic over 10 000
         // clients, every decision a script call.
+        // The store's I/O on its own thread (`RedisStore::new`) or on this runtime, the
+        // tasks' own (`RedisStore::on_runtime`).
         for (rules, tiers) in [(ONE_TIER, "1 tier GCRA"), (THREE_TIERS, "3 tiers")] {
-            for tasks in [1usize, 16] {
-                let config = RedisConfig::new("ba")
-                    .unwrap()
-                    .with_timeout(Duration::from_secs(5));
-                let store = RedisStore::new(RedisTarget::Single(server.url()), config).unwrap();
-                let policy = Arc::new(
-                    Policy::from_toml(rules, MonotonicClock::new())
-                        .expect("rules")
-                        .store(store),
-                );
-                // Connect and load the script before measuring.
-                policy.allow_async("warmup", "/", 1).await.expect("warmup");
-                reset_server_stats(&server);
-                let before = policy.backend().stats();
-                let (rate, n) = drive_awaited(&policy, tasks, duration).await;
-                let stats = policy.backend().stats();
-                assert_eq!(stats.degraded, before.degraded);
-                let trips = stats.round_trips - before.round_trips;
-                report(
-                    &format!("Policy on RedisStore, awaited, {tiers}, FCALL"),
-                    tasks,
-                    rate,
-                    Some(trips as f64 / n as f64),
-                    n,
-                    &server,
-                );
+            for (given, io) in [(false, "own I/O thread"), (true, "on_runtime")] {
+                for tasks in [1usize, 16] {
+                    let config = RedisConfig::new("ba")
+                        .unwrap()
+                        .with_timeout(Duration::from_secs(5));
+                    let target = RedisTarget::Single(server.url());
+                    let store = if given {
+                        RedisStore::on_runtime(target, config, tokio::runtime::Handle::current())
+                    } else {
+                        RedisStore::new(target, config)
+                    }
+                    .unwrap();
+                    let policy = Arc::new(
+                        Policy::from_toml(rules, MonotonicClock::new())
+                            .expect("rules")
+                            .store(store),
+                    );
+                    // Connect and load the script before measuring.
+                    policy.allow_async("warmup", "/", 1).await.expect("warmup");
+                    reset_server_stats(&server);
+                    let before = policy.backend().stats();
+                    let (rate, n) = drive_awaited(&policy, tasks, duration).await;
+                    let stats = policy.backend().stats();
+                    assert_eq!(stats.degraded, before.degraded);
+                    let trips = stats.round_trips - before.round_trips;
+                    report(
+                        &format!("Policy on RedisStore, awaited ({io}), {tiers}, FCALL"),
+                        tasks,
+                        rate,
+                        Some(trips as f64 / n as f64),
+                        n,
+                        &server,
+                    );
+                }
             }
         }
         // Baseline: INCR + EXPIRE NX of a fixed window, pipelined (one round trip).
@@ -412,16 +428,22 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         let config = RedisConfig::new("bi")
             .unwrap()
             .with_timeout(Duration::from_secs(5));
-        let store = RedisStore::new(RedisTarget::Single(server.url()), config).expect("store");
+        // On this runtime, as the float script's connection is.
+        let store = RedisStore::on_runtime(
+            RedisTarget::Single(server.url()),
+            config,
+            tokio::runtime::Handle::current(),
+        )
+        .expect("store");
         let policy = Arc::new(
             Policy::from_toml(ONE_TIER, MonotonicClock::new())
                 .expect("rules")
                 .store(store),
         );
         // Connect and load the script before measuring.
-        policy.allow("warmup", "/", 1).expect("warmup");
+        policy.allow_async("warmup", "/", 1).await.expect("warmup");
         println!(
-            "interleaved, {ROUNDS} rounds of {run:?} per side: float GCRA script (FCALL) against 1 exact GCRA tier (policy on RedisStore, awaited, FCALL)"
+            "interleaved, {ROUNDS} rounds of {run:?} per side: float GCRA script (FCALL) against 1 exact GCRA tier (policy on RedisStore::on_runtime, awaited, FCALL)"
         );
         for tasks in [1usize, 16] {
             let (mut float_rates, mut policy_rates, mut ratios) = (vec![], vec![], vec![]);

@@ -358,7 +358,9 @@ impl RateLimitLayer {
     /// the response future, so a round trip to Redis holds no worker thread: on a runtime
     /// with one worker, other requests go on while one waits. The rest is as with
     /// [`new`](Self::new); shadow rules ([`shadow`](Self::shadow)) stay synchronous (keep
-    /// them in process).
+    /// them in process). On a multi-threaded runtime, build the `RedisStore` with
+    /// `RedisStore::on_runtime(.., tokio::runtime::Handle::current())` so that the round
+    /// trip stays on the server's runtime.
     ///
     /// ```no_run
     /// # #[cfg(feature = "redis")]

@@ -25,6 +25,10 @@ pub enum BuildError {
     InvalidShare,
     /// The tokio runtime of the store's I/O thread could not be started.
     Runtime(String),
+    /// [`RedisStore::on_runtime`](super::RedisStore::on_runtime) was given a current-thread
+    /// runtime, which drives its I/O only while its own thread runs it: a check blocking
+    /// another thread on it could wait forever.
+    CurrentThreadRuntime,
     /// The Redis URL(s) could not be parsed.
     Url(String),
     /// A [`LeaseConfig`](super::LeaseConfig) setting is out of range (which one, and its
@@ -41,6 +45,9 @@ impl fmt::Display for BuildError {
             ),
             BuildError::InvalidShare => f.write_str("fallback share must be in (0, 1]"),
             BuildError::Runtime(e) => write!(f, "cannot start the tokio runtime: {e}"),
+            BuildError::CurrentThreadRuntime => f.write_str(
+                "the store's runtime must be multi-threaded (a current-thread runtime cannot drive I/O for another thread)",
+            ),
             BuildError::Url(e) => write!(f, "invalid Redis URL: {e}"),
             BuildError::InvalidLease(reason) => write!(f, "invalid lease configuration: {reason}"),
         }

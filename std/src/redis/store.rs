@@ -369,14 +369,55 @@ fn hex(value: u64) -> String {
 /// parses a plan once and remembers it, so the tiers of a call cost one argument, read by
 /// one table lookup.
 fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
+    if !spec.is_empty() {
+        spec.push(';');
+    }
+    SPECS.with(|cache| {
+        // Not reentrant: nothing below calls back into this function.
+        let mut cache = cache.borrow_mut();
+        let cache = &mut *cache;
+        let hit = cache
+            .entries
+            .iter()
+            .flatten()
+            .find(|(a, c, _)| a == algorithm && *c == cost);
+        if let Some((_, _, text)) = hit {
+            spec.push_str(text);
+            return;
+        }
+        let text = tier_spec(algorithm, cost);
+        spec.push_str(&text);
+        let slot = cache.next;
+        cache.next = (slot + 1) % SPEC_CACHE;
+        cache.entries[slot] = Some((*algorithm, cost, text.into_boxed_str()));
+    });
+}
+
+/// How many specs each thread remembers (see [`SpecCache`]).
+const SPEC_CACHE: usize = 8;
+
+/// The tier specs this thread wrote last, with the algorithm and cost each was written
+/// for: a pure cache of [`tier_spec`], which depends on nothing else. A server checks the
+/// same few tiers at the same cost over and over, and a spec is half a dozen formatted
+/// numbers; the cache keeps them from being formatted on every call. Replaced round robin.
+#[derive(Default)]
+struct SpecCache {
+    entries: [Option<(AnyAlgorithm, u32, Box<str>)>; SPEC_CACHE],
+    next: usize,
+}
+
+thread_local! {
+    static SPECS: std::cell::RefCell<SpecCache> = std::cell::RefCell::default();
+}
+
+/// One tier's spec (see [`push_tier_spec`]).
+fn tier_spec(algorithm: &AnyAlgorithm, cost: u32) -> String {
+    let mut spec = String::with_capacity(80);
     let mut tag = String::with_capacity(33);
     let cmax = push_tag(&mut tag, algorithm);
     let mut encoded = Vec::with_capacity(6);
     encode_algorithm(algorithm, cost, &mut encoded);
     let mut parts = encoded.into_iter();
-    if !spec.is_empty() {
-        spec.push(';');
-    }
     spec.extend(parts.next());
     spec.push(' ');
     spec.push_str(&tag);
@@ -386,6 +427,7 @@ fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
         spec.push(' ');
         spec.push_str(&part);
     }
+    spec
 }
 
 /// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
@@ -1270,5 +1312,54 @@ impl AsyncStore for RedisStore {
 
     async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
         self.charge_io(plan, now, Io::Async).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{push_tier_spec, tier_spec, SPEC_CACHE};
+    use crate::{AlgorithmConfig, AnyAlgorithm, Nanos};
+
+    /// The spec cache is a pure cache: whatever it holds, evicts or hits, every spec is the
+    /// one `tier_spec` formats, and each tier of a plan is separated by `;`.
+    #[test]
+    fn cached_specs_are_the_formatted_ones() {
+        let algorithms: Vec<AnyAlgorithm> = (1..=6u64)
+            .flat_map(|n| {
+                let window = Nanos::from_secs(n);
+                [
+                    AlgorithmConfig::Gcra {
+                        limit: 10 * n,
+                        period: window,
+                        burst: n,
+                    },
+                    AlgorithmConfig::FixedWindow {
+                        limit: 10 * n,
+                        window,
+                    },
+                ]
+            })
+            .map(|config| config.build().unwrap())
+            .collect();
+        // More (algorithm, cost) pairs than the cache holds, visited three times in an order
+        // that both hits and evicts.
+        assert!(algorithms.len() * 2 > SPEC_CACHE);
+        for round in 0..3u32 {
+            for (i, algorithm) in algorithms.iter().enumerate() {
+                for cost in [1, 1 + round % 2] {
+                    let mut plan = String::new();
+                    push_tier_spec(&mut plan, algorithm, cost);
+                    push_tier_spec(&mut plan, &algorithms[(i + 1) % algorithms.len()], cost);
+                    let expected = format!(
+                        "{};{}",
+                        tier_spec(algorithm, cost),
+                        tier_spec(&algorithms[(i + 1) % algorithms.len()], cost)
+                    );
+                    assert_eq!(plan, expected, "round {round}, algorithm {i}, cost {cost}");
+                }
+            }
+        }
+        // A GCRA spec names the algorithm, then the tag.
+        assert!(tier_spec(&algorithms[0], 1).starts_with("gcra t"));
     }
 }

@@ -360,8 +360,9 @@ local function span_to(at, now)
   return clamp_u64(sat_sub(at, now))
 end
 
--- The server's TIME in ns, s·10^9 + µs·1000, as its high and low 32 bits (decimal strings
--- read with an explicit base: an integer parse, where base 10 by default is a strtod). With
+-- The server's TIME in ns, s·10^9 + µs·1000, as its high and low 32 bits (Lua 5.1 reads a
+-- decimal string with strtod, base 10 given or not; reading the µs by their bytes instead
+-- saved ~140 instructions in the harness, too little to keep). With
 -- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
 -- so every step is exact in a double.
 -- The library keeps the last second's string and its part of the sum (a pure cache: the

@@ -307,6 +307,35 @@ fn a_runtime_without_timers_or_io_awaits_checks_and_their_timeouts() {
     assert_eq!(policy.backend().stats().degraded, 1);
 }
 
+/// A multi-threaded runtime of `workers` workers, and a policy of [`HOT_RULES`] on a store
+/// whose I/O runs on it ([`RedisStore::on_runtime`]).
+fn on_a_runtime(
+    server: &RedisServer,
+    workers: usize,
+    prefix: &str,
+) -> (
+    tokio::runtime::Runtime,
+    Arc<Policy<MonotonicClock, RedisStore>>,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = RedisStore::on_runtime(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new(prefix)
+            .unwrap()
+            .with_timeout(Duration::from_secs(10)),
+        runtime.handle().clone(),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(HOT_RULES, MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    (runtime, Arc::new(policy))
+}
+
 /// A store on the application's runtime ([`RedisStore::on_runtime`]): tasks awaiting
 /// checks, tasks blocking on that runtime's own workers, plain threads blocking, and a
 /// task of another (current-thread) runtime blocking, all on one key: exactly the limit
@@ -314,22 +343,7 @@ fn a_runtime_without_timers_or_io_awaits_checks_and_their_timeouts() {
 #[test]
 fn a_store_on_the_application_runtime_admits_exactly_the_bound_from_every_kind_of_caller() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = RedisStore::on_runtime(
-        RedisTarget::Single(server.url()),
-        RedisConfig::new("given").unwrap(),
-        runtime.handle().clone(),
-    )
-    .unwrap();
-    let policy = Arc::new(
-        Policy::from_toml(HOT_RULES, MonotonicClock::new())
-            .unwrap()
-            .store(store),
-    );
+    let (runtime, policy) = on_a_runtime(&server, 2, "given");
     let admitted = Arc::new(AtomicU64::new(0));
     let count = |allowed: bool, admitted: &AtomicU64| {
         if allowed {
@@ -410,24 +424,7 @@ fn a_store_on_the_application_runtime_admits_exactly_the_bound_from_every_kind_o
 #[test]
 fn a_blocking_check_on_the_only_worker_of_the_given_runtime_is_answered() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = RedisStore::on_runtime(
-        RedisTarget::Single(server.url()),
-        RedisConfig::new("one-worker")
-            .unwrap()
-            .with_timeout(Duration::from_secs(10)),
-        runtime.handle().clone(),
-    )
-    .unwrap();
-    let policy = Arc::new(
-        Policy::from_toml(HOT_RULES, MonotonicClock::new())
-            .unwrap()
-            .store(store),
-    );
+    let (runtime, policy) = on_a_runtime(&server, 1, "one-worker");
     // Watched from this thread: a starved runtime would wait forever, not time out.
     let (done, finished) = std::sync::mpsc::channel();
     let checks = {

@@ -108,7 +108,7 @@ mod loom_fault;
 mod table;
 
 pub(crate) use debt_summary::DebtSummary;
-pub(crate) use table::{loss_of, Geometry, Judge, Mode, Seen, Table, Upsert};
+pub(crate) use table::{loss_of, Geometry, Judge, Loc, Mode, Seen, Table, Upsert};
 
 pub use builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
 pub use config::{KeyStorage, WhenFull};

@@ -3,6 +3,7 @@
 
 use super::Plan;
 use super::RuleId;
+use core::mem::MaybeUninit;
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use tollgate_core::{Decision, Nanos};
@@ -19,7 +20,8 @@ pub const MAX_TIERS: usize = 8;
 /// The answer to [`Policy::allow`](super::Policy::allow): allowed only if every matching
 /// tier admitted, plus each tier's own answer (for headers and metrics). Fixed size, no
 /// allocation: 568 bytes (each tier's outcome is its decision, the quota it advertises
-/// and a pointer to its [`TierLabel`](super::TierLabel)).
+/// and a pointer to its [`TierLabel`](super::TierLabel)), of which a check writes only the
+/// outcomes of the tiers it checked.
 ///
 /// The combined [`decision`](Self::decision) follows the core's one combine rule,
 /// [`Decision::combine`]: admitted iff every tier admitted; `remaining` the fewest of any
@@ -45,39 +47,49 @@ pub const MAX_TIERS: usize = 8;
 /// assert_eq!(d.tightest().unwrap().name(), "default");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Copy, Clone, PartialEq, Eq)]
+#[derive(Copy, Clone)]
 pub struct PolicyDecision {
     /// The combined (tightest) decision.
     pub decision: Decision,
-    tiers: [TierOutcome; MAX_TIERS],
+    /// The tiers' outcomes: `tiers[..len]` are initialised, the rest never written nor read
+    /// (so a fresh decision costs no clearing of its unused slots).
+    tiers: [MaybeUninit<TierOutcome>; MAX_TIERS],
+    /// At most [`MAX_TIERS`].
     len: u8,
     tightest: u8,
 }
 
+/// Equal when the combined decisions, the tiers checked and the tightest tier are (unused
+/// slots hold nothing to compare).
+impl PartialEq for PolicyDecision {
+    fn eq(&self, other: &PolicyDecision) -> bool {
+        self.decision == other.decision
+            && self.tightest == other.tightest
+            && self.tiers() == other.tiers()
+    }
+}
+
+impl Eq for PolicyDecision {}
+
 impl PolicyDecision {
     /// A decision combining `tiers` (at most [`MAX_TIERS`]; extra ones are ignored).
     pub fn combine(outcomes: &[TierOutcome]) -> PolicyDecision {
-        let len = outcomes.len().min(MAX_TIERS);
-        // Truncation: len ≤ MAX_TIERS = 8.
-        #[allow(clippy::cast_possible_truncation)]
-        let mut decision = PolicyDecision {
-            decision: NO_RULE,
-            tiers: [TierOutcome::EMPTY; MAX_TIERS],
-            len: len as u8,
-            tightest: u8::MAX,
-        };
-        decision.tiers[..len].copy_from_slice(&outcomes[..len]);
+        let mut decision = PolicyDecision::empty();
+        for (slot, outcome) in decision.tiers.iter_mut().zip(outcomes) {
+            slot.write(*outcome);
+            decision.len += 1;
+        }
         decision.settle(1);
         decision
     }
 
-    /// A decision with no tier yet (see [`label`](Self::label)). Not a `const`: built
-    /// field by field, its unused slots (all zero bits) are cleared, not copied.
+    /// A decision with no tier yet (see [`label`](Self::label)); its slots are left
+    /// uninitialised until a tier's outcome is written to them.
     #[inline(always)]
     pub(crate) fn empty() -> PolicyDecision {
         PolicyDecision {
             decision: NO_RULE,
-            tiers: [TierOutcome::EMPTY; MAX_TIERS],
+            tiers: [MaybeUninit::uninit(); MAX_TIERS],
             len: 0,
             tightest: u8::MAX,
         }
@@ -88,26 +100,29 @@ impl PolicyDecision {
     /// [`outcomes_mut`](Self::outcomes_mut), then [`settle`](Self::settle) combines them).
     #[inline]
     pub(crate) fn label(&mut self, plan: &Plan<'_>) {
-        // Truncation: the length is at most MAX_TIERS = 8.
-        #[allow(clippy::cast_possible_truncation)]
-        let len = plan.len().min(MAX_TIERS) as u8;
-        self.len = len;
+        let mut len = 0u8;
         for (outcome, p) in self.tiers.iter_mut().zip(plan.iter()) {
-            *outcome = TierOutcome::labelled(p.tier.label(), NO_DECISION);
+            outcome.write(TierOutcome::labelled(p.tier.label(), NO_DECISION));
+            len += 1;
         }
+        self.len = len;
     }
 
     /// The outcomes a store fills in (as many as the plan has tiers).
     #[inline]
     pub(crate) fn outcomes_mut(&mut self) -> &mut [TierOutcome] {
-        &mut self.tiers[..usize::from(self.len)]
+        let len = usize::from(self.len).min(MAX_TIERS);
+        // SAFETY: `tiers[..len]` is initialised (every place that raises `len` first writes
+        // the slots below it), and `MaybeUninit<TierOutcome>` has `TierOutcome`'s layout;
+        // the slice borrows `self.tiers` mutably for its lifetime.
+        unsafe { core::slice::from_raw_parts_mut(self.tiers.as_mut_ptr().cast(), len) }
     }
 
     /// Combines the outcomes (the core's one combine rule), then scales limit, remaining
     /// and quota down by `divisor` (a penalized client sees its reduced limit).
     #[inline]
     pub(crate) fn settle(&mut self, divisor: u32) {
-        let outcomes = &self.tiers[..usize::from(self.len)];
+        let outcomes = self.tiers();
         if let Some((best, decision)) = Decision::combine(outcomes.iter().map(|o| &o.decision)) {
             self.decision = decision;
             // Truncation: `best` indexes `outcomes`, at most MAX_TIERS = 8 of them.
@@ -149,8 +164,13 @@ impl PolicyDecision {
     }
 
     /// Every tier checked, global-slot rule first.
+    #[inline]
     pub fn tiers(&self) -> &[TierOutcome] {
-        &self.tiers[..usize::from(self.len)]
+        let len = usize::from(self.len).min(MAX_TIERS);
+        // SAFETY: `tiers[..len]` is initialised (every place that raises `len` first writes
+        // the slots below it), and `MaybeUninit<TierOutcome>` has `TierOutcome`'s layout;
+        // the slice borrows `self.tiers` for its lifetime.
+        unsafe { core::slice::from_raw_parts(self.tiers.as_ptr().cast(), len) }
     }
 
     /// The tier the combined decision comes from, if any rule matched.
@@ -176,7 +196,7 @@ impl PolicyDecision {
                 }
             };
             scale(&mut self.decision);
-            for t in &mut self.tiers[..usize::from(self.len)] {
+            for t in self.outcomes_mut() {
                 scale(&mut t.decision);
                 t.scale_quota(div);
             }
@@ -245,16 +265,6 @@ impl TierLabel {
         labels.insert(leaked);
         leaked
     }
-
-    /// The label of no tier (placeholder slots).
-    const NONE: TierLabel = TierLabel {
-        rule: RuleId(0),
-        rule_name: "",
-        name: "",
-        quota: 0,
-        window: Nanos::ZERO,
-        shared: false,
-    };
 }
 
 /// One tier's answer, with what headers need to describe it: the tier's [`TierLabel`]
@@ -284,26 +294,11 @@ pub struct TierOutcome {
     pub decision: Decision,
     /// The quota advertised to this client: the label's, divided for a penalized client.
     quota: u64,
-    /// `None` only in unused slots of a decision (so that those are all zero bits, which
-    /// makes a fresh decision cheap to initialise).
-    label: Option<&'static TierLabel>,
+    /// The tier's description (interned).
+    label: &'static TierLabel,
 }
 
 impl TierOutcome {
-    /// An unused slot: all zero bits.
-    pub(crate) const EMPTY: TierOutcome = TierOutcome {
-        decision: Decision {
-            allowed: false,
-            limit: 0,
-            remaining: 0,
-            reset_after: Nanos::ZERO,
-            retry_after: Nanos::ZERO,
-            delay: Nanos::ZERO,
-        },
-        quota: 0,
-        label: None,
-    };
-
     /// An outcome of the tier `label` describes (interned: see [`TierLabel::intern`]).
     pub fn new(label: TierLabel, decision: Decision) -> TierOutcome {
         TierOutcome::labelled(label.intern(), decision)
@@ -315,14 +310,14 @@ impl TierOutcome {
         TierOutcome {
             decision,
             quota: label.quota,
-            label: Some(label),
+            label,
         }
     }
 
     /// The tier's description.
     #[inline]
     pub fn label(&self) -> &'static TierLabel {
-        self.label.unwrap_or(&TierLabel::NONE)
+        self.label
     }
 
     /// The rule the tier belongs to.
@@ -369,15 +364,59 @@ impl TierOutcome {
     }
 }
 
-#[cfg(all(test, target_pointer_width = "64"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::PolicyDecision;
 
     /// What the docs promise: a decision cheap enough to return by value.
     #[test]
+    #[cfg(target_pointer_width = "64")]
     fn outcomes_and_decisions_stay_compact() {
         assert_eq!(core::mem::size_of::<TierOutcome>(), 64);
         assert_eq!(core::mem::size_of::<PolicyDecision>(), 568);
+    }
+
+    fn outcome(name: &'static str, decision: Decision) -> TierOutcome {
+        TierOutcome::new(
+            TierLabel {
+                rule: RuleId(0),
+                rule_name: "r",
+                name,
+                quota: 10,
+                window: Nanos::from_secs(1),
+                shared: false,
+            },
+            decision,
+        )
+    }
+
+    /// A decision of fewer tiers than it has slots (the rest never written): copied,
+    /// compared, formatted and scaled, only its tiers are read.
+    #[test]
+    fn a_partly_filled_decision_reads_only_its_tiers() {
+        let first = outcome("a", Decision::allow(10, 4, Nanos::from_millis(600)));
+        let second = outcome("b", Decision::allow(10, 7, Nanos::from_millis(300)));
+        let decision = PolicyDecision::combine(&[first, second]);
+        let copy = decision;
+        let clone = Clone::clone(&decision);
+        assert_eq!(copy, decision);
+        assert_eq!(clone, decision);
+        assert_eq!(copy.tiers(), [first, second]);
+        assert_eq!(copy.tightest(), Some(&first));
+        assert_eq!(copy.remaining(), 4);
+        assert!(format!("{copy:?}").contains("tiers"));
+        let other = PolicyDecision::combine(&[first]);
+        assert_ne!(other, decision);
+        let empty = PolicyDecision::combine(&[]);
+        assert_eq!(empty, PolicyDecision::empty());
+        assert!(empty.allowed() && empty.tiers().is_empty() && empty.tightest().is_none());
+        let mut scaled = decision;
+        scaled.scale_down(2);
+        assert_eq!(scaled.tiers()[0].quota(), 5);
+        assert_eq!(scaled.remaining(), 2);
+        let full = PolicyDecision::combine(&[first; MAX_TIERS + 2]);
+        assert_eq!(full.tiers().len(), MAX_TIERS);
+        assert_eq!(full, Clone::clone(&full));
     }
 }

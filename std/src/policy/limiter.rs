@@ -559,15 +559,17 @@ fn plan_into<'a>(
             // Start loading the in-process state's cache lines now (a hint; nothing for a
             // tier whose state is elsewhere): by the time the store decides, they are on
             // their way, and the tiers' misses overlap.
-            tier.store.prefetch(key);
+            // The store's check then starts from where the prefetch located the key.
+            let at = tier.store.prefetch(key);
             // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
-            if !plan.push(PlannedTier {
+            let planned = PlannedTier {
                 rule,
                 tier,
                 key,
                 client: request.client,
                 cost: cost(tier)?,
-            }) {
+            };
+            if !plan.push_located(planned, at) {
                 return Ok(());
             }
         }

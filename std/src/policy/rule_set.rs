@@ -3,8 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use hashbrown::HashTable;
 use tollgate_core::Nanos;
 
+use super::store::fingerprint;
 use super::{PolicyConfig, PolicyConfigError, Rule};
 
 /// The largest `capacity` a rule set (or a rule) accepts: a single-word tier allocates its
@@ -20,13 +22,70 @@ pub const MAX_CAPACITY: usize = 1 << 26;
 /// Default number of keys one tier keeps state for.
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
-type Index = HashMap<Box<str>, usize, foldhash::fast::RandomState>;
+/// Names (clients or endpoints) and what each maps to, hashed by [`fingerprint`]: the hash
+/// a check computes for its client anyway (the client's state key), so looking the client
+/// up costs no second hash. An empty index is not even hashed into.
+#[derive(Debug)]
+struct Index<V> {
+    table: HashTable<(Box<str>, V)>,
+}
+
+impl<V> Default for Index<V> {
+    fn default() -> Self {
+        Index {
+            table: HashTable::new(),
+        }
+    }
+}
+
+impl<V> Index<V> {
+    /// The value of `name`, whose [`fingerprint`] is `hash`.
+    #[inline]
+    fn get(&self, name: &str, hash: u64) -> Option<&V> {
+        if self.table.is_empty() {
+            return None;
+        }
+        self.table
+            .find(hash, |(key, _)| same(key, name))
+            .map(|(_, value)| value)
+    }
+
+    /// The value of `name`, inserted by `value()` if absent.
+    fn get_or_insert_with(&mut self, name: &str, value: impl FnOnce() -> V) -> &mut V {
+        let entry = self.table.entry(
+            fingerprint(name),
+            |(key, _)| same(key, name),
+            |(key, _)| fingerprint(key),
+        );
+        &mut entry.or_insert_with(|| (name.into(), value())).into_mut().1
+    }
+}
+
+/// `a == b`, compared inline for names up to 16 bytes (routes, API keys): a couple of
+/// word loads instead of a call to the C library's `memcmp`.
+#[inline(always)]
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    // Two (possibly overlapping) words cover the first and last bytes.
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or([0; 4]));
+    match n {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => a == b,
+    }
+}
 
 /// The rules of one endpoint: the any-client rule and the client-specific ones.
 #[derive(Debug, Default)]
 struct EndpointRules {
     any: Option<usize>,
-    by_client: Index,
+    by_client: Index<usize>,
 }
 
 /// A validated, indexed set of rules: what a [`Policy`](super::Policy) swaps on reload.
@@ -71,8 +130,8 @@ struct EndpointRules {
 pub struct RuleSet {
     rules: Vec<Rule>,
     default: Option<usize>,
-    by_client: Index,
-    by_endpoint: HashMap<Box<str>, EndpointRules, foldhash::fast::RandomState>,
+    by_client: Index<usize>,
+    by_endpoint: Index<EndpointRules>,
 }
 
 impl RuleSet {
@@ -94,7 +153,7 @@ impl RuleSet {
             rules: Vec::with_capacity(config.rules.len()),
             default: None,
             by_client: Index::default(),
-            by_endpoint: HashMap::default(),
+            by_endpoint: Index::default(),
         };
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {
@@ -115,16 +174,22 @@ impl RuleSet {
                 Some(j) => Err(conflict(j)),
                 None => Ok(()),
             };
-            let claim_in = |map: &mut Index, key: &str| match map.insert(key.into(), i) {
-                Some(j) => Err(conflict(j)),
-                None => Ok(()),
+            let claim_in = |map: &mut Index<usize>, key: &str| {
+                let slot = map.get_or_insert_with(key, || i);
+                match *slot {
+                    j if j != i => Err(conflict(j)),
+                    _ => Ok(()),
+                }
             };
+            let endpoints = &mut set.by_endpoint;
             match (rule.client(), rule.endpoint()) {
                 (None, None) => claim(&mut set.default)?,
                 (Some(c), None) => claim_in(&mut set.by_client, c)?,
-                (None, Some(e)) => claim(&mut set.by_endpoint.entry(e.into()).or_default().any)?,
+                (None, Some(e)) => {
+                    claim(&mut endpoints.get_or_insert_with(e, Default::default).any)?
+                }
                 (Some(c), Some(e)) => claim_in(
-                    &mut set.by_endpoint.entry(e.into()).or_default().by_client,
+                    &mut endpoints.get_or_insert_with(e, Default::default).by_client,
                     c,
                 )?,
             }
@@ -146,11 +211,30 @@ impl RuleSet {
     /// The rules a request matches: `[global slot, endpoint slot]` (see the type docs).
     #[inline]
     pub fn matching(&self, client: &str, endpoint: &str) -> [Option<&Rule>; 2] {
-        let global = self.by_client.get(client).copied().or(self.default);
-        let scoped = self
-            .by_endpoint
-            .get(endpoint)
-            .and_then(|e| e.by_client.get(client).copied().or(e.any));
+        self.matching_fingerprinted(client, fingerprint(client), endpoint)
+    }
+
+    /// [`matching`](Self::matching) for a client whose [`fingerprint`] is `client_hash`
+    /// (a check computes it anyway, for the client's state key).
+    #[inline]
+    pub(crate) fn matching_fingerprinted(
+        &self,
+        client: &str,
+        client_hash: u64,
+        endpoint: &str,
+    ) -> [Option<&Rule>; 2] {
+        let global = self
+            .by_client
+            .get(client, client_hash)
+            .copied()
+            .or(self.default);
+        let scoped = if self.by_endpoint.table.is_empty() {
+            None
+        } else {
+            self.by_endpoint
+                .get(endpoint, fingerprint(endpoint))
+                .and_then(|e| e.by_client.get(client, client_hash).copied().or(e.any))
+        };
         [
             global.map(|i| &self.rules[i]),
             scoped.map(|i| &self.rules[i]),
@@ -202,5 +286,65 @@ impl RuleSet {
         for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
             tier.store.settle_predecessors(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inline comparison agrees with `==` at every length, whichever byte differs.
+    #[test]
+    fn names_compare_as_strings_do() {
+        let base: String = ('a'..='z').chain('A'..='Z').collect();
+        for n in 0..=base.len() {
+            let a = &base[..n];
+            let copy = String::from(a);
+            assert!(same(a, &copy), "{n}");
+            for i in 0..n {
+                let mut b = a.as_bytes().to_vec();
+                b[i] = b'-';
+                let b = String::from_utf8(b).unwrap();
+                assert!(!same(a, &b), "{n} {i}");
+            }
+            if n > 0 {
+                assert!(!same(a, &base[..n - 1]) && !same(&base[..n - 1], a));
+            }
+        }
+    }
+
+    /// Client and endpoint indexes: a name maps to the value first inserted for it; a
+    /// client's endpoint rule replaces the endpoint's any-client rule.
+    #[test]
+    fn indexes_find_names_and_client_endpoint_rules() {
+        let mut index: Index<usize> = Index::default();
+        assert_eq!(index.get("x", fingerprint("x")), None);
+        for (i, name) in ["/a", "/search", "acct_123456789012345678"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(*index.get_or_insert_with(name, || i), i);
+        }
+        assert_eq!(*index.get_or_insert_with("/search", || 9), 1);
+        assert_eq!(index.get("/search", fingerprint("/search")), Some(&1));
+        assert_eq!(index.get("/searcH", fingerprint("/searcH")), None);
+        let set = RuleSet::compile(
+            &PolicyConfig::from_toml(
+                "[[rules]]\nname = \"s\"\nendpoint = \"/s\"\nlimit = 1\nwindow = \"1s\"\n\
+                 [[rules]]\nname = \"vip\"\nclient = \"vip\"\nendpoint = \"/s\"\nlimit = 9\nwindow = \"1s\"\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let names = |c, e| {
+            set.matching(c, e)
+                .iter()
+                .flatten()
+                .map(|r| r.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("vip", "/s"), ["vip"]);
+        assert_eq!(names("other", "/s"), ["s"]);
+        assert!(names("vip", "/t").is_empty());
     }
 }

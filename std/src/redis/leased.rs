@@ -803,7 +803,8 @@ impl LeasedStore {
         }
         // Relaxed: a statistic.
         inner.counters.remote.fetch_add(1, Ordering::Relaxed);
-        let mut sub = [TierOutcome::EMPTY; MAX_TIERS];
+        // Slots past `remote.len()` are never read: any outcome fills them.
+        let mut sub = [outcomes[remote_of[0]]; MAX_TIERS];
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             sub[j] = outcomes[i];
         }

@@ -96,11 +96,12 @@ impl<K: Eq + Clone + 'static> Table<K> {
     /// The state of resident identity `h`, read lock-free, with where it was read (for a
     /// later [`Seen::replace`]); `None` if `h` is not resident, or was being moved or
     /// evicted at each of a few attempts (a miss is not confirmed, as for
-    /// [`update_if_found`](Self::update_if_found)).
+    /// [`update_if_found`](Self::update_if_found)). `loc`: where `h` lives, as this
+    /// table's [`locate`](Self::locate) or [`prefetch_located`](Self::prefetch_located)
+    /// answered it.
     #[inline(always)]
-    pub(crate) fn read_if_found(&self, h: u64) -> Option<Seen<'_>> {
+    pub(crate) fn read_if_found(&self, h: u64, loc: Loc) -> Option<Seen<'_>> {
         debug_assert!(self.mode != Mode::Exact, "identity-only tables");
-        let loc = self.locate(h);
         for _ in 0..LOCK_FREE_ATTEMPTS {
             let slot = self.find_ident(h, loc)?;
             // Acquire: as in `update_slot` (pairs with the Release writes an eviction or

@@ -69,9 +69,18 @@ impl<K> Table<K> {
     /// waiting for them (a hint: no effect on what any check decides).
     #[inline(always)]
     pub(crate) fn prefetch(&self, h: u64) {
+        self.prefetch_located(h);
+    }
+
+    /// [`prefetch`](Self::prefetch), answering where `h` lives (for a later
+    /// [`read_if_found`](Self::read_if_found) of the same table, which then need not
+    /// locate it again).
+    #[inline(always)]
+    pub(crate) fn prefetch_located(&self, h: u64) -> Loc {
         let loc = self.locate(h);
         prefetch_bucket(&self.buckets[loc.g1]);
         prefetch_bucket(&self.buckets[loc.g2]);
+        loc
     }
 
     /// Where identity `h` lives.

@@ -26,6 +26,7 @@ use std::mem::MaybeUninit;
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
 use super::{Rule, Tier, TierOutcome, MAX_TIERS};
+use crate::keyed::Loc;
 use crate::sync::plain::{AtomicU64, Ordering};
 use tier::{Prepared, TakeReceipt as Receipt};
 
@@ -54,10 +55,22 @@ pub struct PlannedTier<'a> {
 
 /// The tiers one request is checked against, in order (the global-slot rule's first): at
 /// most [`MAX_TIERS`], kept inline (no allocation).
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone)]
 pub struct Plan<'a> {
-    tiers: [Option<PlannedTier<'a>>; MAX_TIERS],
+    /// `entries[..len]` are initialised; the rest are never written nor read (so an empty
+    /// plan costs no clearing).
+    entries: [MaybeUninit<Entry<'a>>; MAX_TIERS],
+    /// At most [`MAX_TIERS`].
     len: usize,
+}
+
+/// One tier of a plan, and where the in-process store found its key's table slot when the
+/// plan was made (so its check need not locate it again).
+#[derive(Copy, Clone, Debug)]
+struct Entry<'a> {
+    tier: PlannedTier<'a>,
+    /// From `tier.tier.store`'s own table (`None`: not located).
+    at: Option<Loc>,
 }
 
 impl<'a> Plan<'a> {
@@ -65,22 +78,40 @@ impl<'a> Plan<'a> {
     #[inline]
     pub(crate) fn new() -> Plan<'a> {
         Plan {
-            tiers: [None; MAX_TIERS],
+            entries: [const { MaybeUninit::uninit() }; MAX_TIERS],
             len: 0,
         }
     }
 
-    /// Appends `tier`; `false` if the plan is full.
+    /// Appends `tier`, not located; `false` if the plan is full (the Redis stores' plans of
+    /// some of a plan's tiers).
+    #[cfg(feature = "redis")]
     #[inline]
     pub(crate) fn push(&mut self, tier: PlannedTier<'a>) -> bool {
-        match self.tiers.get_mut(self.len) {
+        self.push_located(tier, None)
+    }
+
+    /// Appends `tier`, whose key lives at `at` in its store's table (as that store's
+    /// `prefetch` answered); `false` if the plan is full.
+    #[inline]
+    pub(crate) fn push_located(&mut self, tier: PlannedTier<'a>, at: Option<Loc>) -> bool {
+        match self.entries.get_mut(self.len) {
             Some(slot) => {
-                *slot = Some(tier);
+                slot.write(Entry { tier, at });
                 self.len += 1;
                 true
             }
             None => false,
         }
+    }
+
+    /// The filled entries.
+    #[inline]
+    fn entries(&self) -> &[Entry<'a>] {
+        // SAFETY: `entries[..len]` is initialised (`push_located` writes a slot before it
+        // counts it, and `len` never exceeds MAX_TIERS: `get_mut` refuses past the end);
+        // `MaybeUninit<Entry>` has `Entry`'s layout; the slice borrows `self`.
+        unsafe { core::slice::from_raw_parts(self.entries.as_ptr().cast(), self.len) }
     }
 
     /// How many tiers.
@@ -99,22 +130,28 @@ impl<'a> Plan<'a> {
     #[inline]
     pub fn iter(&self) -> PlanIter<'_, 'a> {
         PlanIter {
-            tiers: self.tiers[..self.len].iter(),
+            entries: self.entries().iter(),
         }
     }
 
     /// Tier `i`.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&PlannedTier<'a>> {
-        self.tiers[..self.len].get(i).and_then(Option::as_ref)
+        self.entries().get(i).map(|e| &e.tier)
+    }
+}
+
+impl fmt::Debug for Plan<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
 /// The iterator of [`Plan::iter`]: the tiers, in order.
 #[derive(Clone, Debug)]
 pub struct PlanIter<'p, 'a> {
-    /// The plan's filled slots (every one `Some`).
-    tiers: core::slice::Iter<'p, Option<PlannedTier<'a>>>,
+    /// The plan's filled entries.
+    entries: core::slice::Iter<'p, Entry<'a>>,
 }
 
 impl<'p, 'a> Iterator for PlanIter<'p, 'a> {
@@ -122,12 +159,12 @@ impl<'p, 'a> Iterator for PlanIter<'p, 'a> {
 
     #[inline]
     fn next(&mut self) -> Option<&'p PlannedTier<'a>> {
-        self.tiers.next()?.as_ref()
+        self.entries.next().map(|e| &e.tier)
     }
 
     #[inline]
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.tiers.size_hint()
+        self.entries.size_hint()
     }
 }
 
@@ -453,11 +490,12 @@ impl Store for InProcess {
         let mut slots = [const { MaybeUninit::<Prepared<'_>>::uninit() }; MAX_TIERS];
         let mut filled = 0;
         let mut denied = false;
-        for (i, p) in plan.iter().enumerate() {
+        for (i, entry) in plan.entries().iter().enumerate() {
+            let p = &entry.tier;
             match p
                 .tier
                 .store
-                .prepare(p.key, now, p.cost, &mut outcomes[i].decision)
+                .prepare(p.key, entry.at, now, p.cost, &mut outcomes[i].decision)
             {
                 Some(ready) => {
                     slots[i].write(ready?);
@@ -566,5 +604,51 @@ impl AsyncStore for InProcess {
 
     async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
         self.charge(plan, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{PolicyConfig, RuleSet};
+
+    /// A plan fills its slots in order, refuses past [`MAX_TIERS`], and (copied, iterated,
+    /// formatted) reads only the slots it filled.
+    #[test]
+    fn a_plan_reads_only_the_tiers_pushed() {
+        let set = RuleSet::compile(
+            &PolicyConfig::from_toml(
+                "[[rules]]\nname = \"d\"\n[[rules.tiers]]\nname = \"a\"\nlimit = 1\nwindow = \"1s\"\n[[rules.tiers]]\nname = \"b\"\nlimit = 2\nwindow = \"1s\"\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let rule = &set.rules()[0];
+        let planned = |i: usize| PlannedTier {
+            rule,
+            tier: &rule.tiers()[i % 2],
+            key: i as u64,
+            client: "c",
+            cost: 1,
+        };
+        let mut plan = Plan::new();
+        assert!(plan.is_empty() && plan.iter().next().is_none() && plan.get(0).is_none());
+        assert!(plan.push_located(planned(0), None));
+        assert!(plan.push_located(planned(1), None));
+        let copy = plan;
+        assert_eq!(copy.len(), 2);
+        assert_eq!(copy.iter().map(|p| p.key).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(copy.get(1).map(|p| p.tier.name()), Some("b"));
+        assert!(copy.get(2).is_none());
+        assert_eq!(format!("{copy:?}").matches("PlannedTier").count(), 2);
+        for i in 2..MAX_TIERS {
+            assert!(plan.push_located(planned(i), None));
+        }
+        assert!(!plan.push_located(planned(MAX_TIERS), None));
+        assert_eq!(plan.iter().len(), MAX_TIERS);
+        assert_eq!(
+            plan.iter().last().map(|p| p.key),
+            Some(MAX_TIERS as u64 - 1)
+        );
     }
 }

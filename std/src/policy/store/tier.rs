@@ -69,7 +69,7 @@ use tollgate_core::{
 
 use super::cell::{Log, Receipt, TierCell};
 use super::log::LogCells;
-use crate::keyed::{Geometry, KeyedBuildError, Mode, Seen, Table, Upsert};
+use crate::keyed::{Geometry, KeyedBuildError, Loc, Mode, Seen, Table, Upsert};
 use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering, SwapCell};
 use crate::WhenFull;
 
@@ -255,12 +255,18 @@ impl TierStore {
     /// waiting (a hint: it decides nothing). A check prefetches every tier of its plan
     /// first, so the tiers' cache misses overlap instead of following one another. Does
     /// nothing for a store not yet allocated.
+    ///
+    /// For a single-word tier, answers where the key lives in its table, for
+    /// [`prepare`](Self::prepare) (which then need not locate it again).
     #[inline]
-    pub(crate) fn prefetch(&self, key: u64) {
+    pub(crate) fn prefetch(&self, key: u64) -> Option<Loc> {
         match self.cells.get() {
-            Some(Cells::Words { table, .. }) => table.prefetch(key),
-            Some(Cells::Logs { cells, .. }) => cells.prefetch(key),
-            None => {}
+            Some(Cells::Words { table, .. }) => Some(table.prefetch_located(key)),
+            Some(Cells::Logs { cells, .. }) => {
+                cells.prefetch(key);
+                None
+            }
+            None => None,
         }
     }
 
@@ -335,11 +341,13 @@ impl TierStore {
     /// `cost` for `key` at `now` on its current state, writing the decision to `out` and
     /// recording nothing. `None` when the fast path does not apply (a log tier, a store not
     /// yet allocated, a key not resident, or a probe that raced a move): the caller then
-    /// takes the general path.
+    /// takes the general path. `at`: where [`prefetch`](Self::prefetch) of this store
+    /// found `key` lives, if it answered.
     #[inline]
     pub(crate) fn prepare(
         &self,
         key: u64,
+        at: Option<Loc>,
         now: Nanos,
         cost: u32,
         out: &mut Decision,
@@ -347,7 +355,9 @@ impl TierStore {
         let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
             return None;
         };
-        let seen = table.read_if_found(key)?;
+        // `at` came from this store's table (its only one: `cells` is set once).
+        let at = at.unwrap_or_else(|| table.locate(key));
+        let seen = table.read_if_found(key, at)?;
         let state = seen.state();
         Some(
             decide_into(algorithm, state, now, cost, out).map(|next| Prepared {
@@ -914,10 +924,13 @@ mod tests {
         let store = TierStore::new(gcra(10, 10), 100).unwrap();
         let k = fingerprint("k");
         let mut out = Decision::allow(0, 0, Nanos::ZERO);
-        assert!(store.prepare(k, Nanos::ZERO, 1, &mut out).is_none());
+        assert!(store.prepare(k, None, Nanos::ZERO, 1, &mut out).is_none());
         assert_eq!(admitted(&store, "k", 8), 8);
         // Unchanged state: one CAS records the prepared take.
-        let mut prepared = store.prepare(k, Nanos::ZERO, 1, &mut out).unwrap().unwrap();
+        let mut prepared = store
+            .prepare(k, store.prefetch(k), Nanos::ZERO, 1, &mut out)
+            .unwrap()
+            .unwrap();
         assert!(out.allowed && out.remaining == 1);
         let receipt = prepared.receipt().unwrap();
         assert_eq!(
@@ -930,7 +943,10 @@ mod tests {
         assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 2);
         assert_eq!(admitted(&store, "k", 1), 1);
         // Another caller takes the last permit between the steps: decided again, denied.
-        let mut prepared = store.prepare(k, Nanos::ZERO, 1, &mut out).unwrap().unwrap();
+        let mut prepared = store
+            .prepare(k, store.prefetch(k), Nanos::ZERO, 1, &mut out)
+            .unwrap()
+            .unwrap();
         assert!(out.allowed);
         assert_eq!(admitted(&store, "k", 1), 1);
         assert_eq!(

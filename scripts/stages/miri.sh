@@ -50,13 +50,13 @@ run "${job_b[@]}" >"$log_dir/b.log" 2>&1 || status_b=$?
 if [ "${#job_a[@]}" -gt 0 ]; then wait "$pid_a" || status_a=$?; fi
 status_doc=0
 run --doc >"$log_dir/doc.log" 2>&1 || status_doc=$?
-# The std crate's keyed table (the only `unsafe` outside tests: exact keys behind per-slot
-# pins) gets its unit tests, which are sized for miri, interpreted too, and so do the
-# policy's stores built on it (tier stores handing keys to a successor, the in-flight
-# counts a reload waits on, the sharded map of log tiers).
+# The std crate's `unsafe`: the keyed table (exact keys behind per-slot pins), the policy's
+# stores built on it (tier stores handing keys to a successor, log tiers, the plan's
+# uninitialised slots), the in-flight counts a reload waits on, and a decision's
+# uninitialised tier slots. Their unit tests, sized for miri, are interpreted too.
 status_keyed=0
-cargo +nightly miri test -p tollgate --lib -- keyed:: policy::tier_store policy::in_flight \
-  policy::keyed_cells "${test_args[@]}" >"$log_dir/keyed.log" 2>&1 || status_keyed=$?
+cargo +nightly miri test -p tollgate --lib -- keyed:: policy::store:: policy::in_flight \
+  policy::decision "${test_args[@]}" >"$log_dir/keyed.log" 2>&1 || status_keyed=$?
 
 for log in "$log_dir"/a.log "$log_dir"/b.log "$log_dir"/doc.log "$log_dir"/keyed.log; do
   [ -f "$log" ] || continue

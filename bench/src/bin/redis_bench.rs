@@ -29,7 +29,8 @@
 //! ```
 //!
 //! `TOLLGATE_REDIS_BENCH=leased` (or `store`) runs only the baselines and the leased-store
-//! (or `RedisStore`) rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved rows.
+//! (or `RedisStore`) rows; `TOLLGATE_REDIS_BENCH=awaited` the baselines and the awaited
+//! rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved rows.
 
 #[cfg(feature = "redis")]
 #[path = "../../../std/tests/redis_support/server.rs"]
@@ -221,46 +222,11 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         .await
     }
 
-    pub(crate) async fn run(duration: Duration) {
-        let server = RedisServer::start();
-        println!(
-            "redis-server {} on 127.0.0.1:{}, {:?} per run; RT = round trips, cmds = commands the server ran",
-            redis_version(&server),
-            server.port(),
-            duration
-        );
-        println!(
-            "{:<58} {:>5} {:>12} {:>10} {:>12} {:>12}",
-            "workload", "tasks", "decisions/s", "client RT/d", "server cmds/d", "server µs/d"
-        );
-        match std::env::var("TOLLGATE_REDIS_BENCH").as_deref() {
-            // Only one section's rows (with the baselines for scale).
-            Ok("leased") => {
-                baselines(&server, duration).await;
-                tokio::task::block_in_place(|| leased(&server, duration));
-                return;
-            }
-            Ok("interleaved") => {
-                interleaved(&server, duration).await;
-                return;
-            }
-            Ok("store") => {
-                baselines(&server, duration).await;
-                interleaved(&server, duration).await;
-                tokio::task::block_in_place(|| policies(&server, duration));
-                return;
-            }
-            _ => {}
-        }
-        baselines(&server, duration).await;
-        interleaved(&server, duration).await;
-        // The store blocks its caller and owns a runtime: run it off the async workers.
-        tokio::task::block_in_place(|| policies(&server, duration));
-        tokio::task::block_in_place(|| leased(&server, duration));
-        // The same policies awaited from tasks: mostly-admitting traffic over 10 000
-        // clients, every decision a script call.
-        // The store's I/O on its own thread (`RedisStore::new`) or on this runtime, the
-        // tasks' own (`RedisStore::on_runtime`).
+    /// The policies awaited from tasks (`Policy::allow_async`): mostly-admitting traffic
+    /// over 10 000 clients, every decision a script call, with the store's I/O on its own
+    /// thread (`RedisStore::new`) and on this runtime, the tasks' own
+    /// (`RedisStore::on_runtime`).
+    async fn awaited(server: &RedisServer, duration: Duration) {
         for (rules, tiers) in [(ONE_TIER, "1 tier GCRA"), (THREE_TIERS, "3 tiers")] {
             for (given, io) in [(false, "own I/O thread"), (true, "on_runtime")] {
                 for tasks in [1usize, 16] {
@@ -281,7 +247,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                     );
                     // Connect and load the script before measuring.
                     policy.allow_async("warmup", "/", 1).await.expect("warmup");
-                    reset_server_stats(&server);
+                    reset_server_stats(server);
                     let before = policy.backend().stats();
                     let (rate, n) = drive_awaited(&policy, tasks, duration).await;
                     let stats = policy.backend().stats();
@@ -293,11 +259,55 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                         rate,
                         Some(trips as f64 / n as f64),
                         n,
-                        &server,
+                        server,
                     );
                 }
             }
         }
+    }
+
+    pub(crate) async fn run(duration: Duration) {
+        let server = RedisServer::start();
+        println!(
+            "redis-server {} on 127.0.0.1:{}, {:?} per run; RT = round trips, cmds = commands the server ran",
+            redis_version(&server),
+            server.port(),
+            duration
+        );
+        println!(
+            "{:<58} {:>5} {:>12} {:>10} {:>12} {:>12}",
+            "workload", "tasks", "decisions/s", "client RT/d", "server cmds/d", "server µs/d"
+        );
+        match std::env::var("TOLLGATE_REDIS_BENCH").as_deref() {
+            // Only one section's rows (with the baselines for scale).
+            Ok("leased") => {
+                baselines(&server, duration).await;
+                tokio::task::block_in_place(|| leased(&server, duration));
+                return;
+            }
+            Ok("awaited") => {
+                baselines(&server, duration).await;
+                awaited(&server, duration).await;
+                return;
+            }
+            Ok("interleaved") => {
+                interleaved(&server, duration).await;
+                return;
+            }
+            Ok("store") => {
+                baselines(&server, duration).await;
+                interleaved(&server, duration).await;
+                tokio::task::block_in_place(|| policies(&server, duration));
+                return;
+            }
+            _ => {}
+        }
+        baselines(&server, duration).await;
+        interleaved(&server, duration).await;
+        // The store blocks its caller and owns a runtime: run it off the async workers.
+        tokio::task::block_in_place(|| policies(&server, duration));
+        tokio::task::block_in_place(|| leased(&server, duration));
+        awaited(&server, duration).await;
         // Baseline: INCR + EXPIRE NX of a fixed window, pipelined (one round trip).
         let client = redis::Client::open(server.url()).expect("url");
         let manager = ConnectionManager::new(client).await.expect("connect");

@@ -372,6 +372,18 @@ fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
     if !spec.is_empty() {
         spec.push(';');
     }
+    with_cached(algorithm, cost, |texts| spec.push_str(&texts.spec));
+}
+
+/// Appends what the deny cache's identity says about a tier's algorithm: its state tag
+/// ([`push_tag`]) and script parameters ([`push_params`]).
+fn push_tier_identity(text: &mut String, algorithm: &AnyAlgorithm) {
+    with_cached(algorithm, 0, |texts| text.push_str(&texts.identity));
+}
+
+/// Runs `f` on the texts of `algorithm` at `cost`, from this thread's cache (formatting and
+/// remembering them on a miss).
+fn with_cached(algorithm: &AnyAlgorithm, cost: u32, f: impl FnOnce(&TierTexts)) {
     SPECS.with(|cache| {
         // Not reentrant: nothing below calls back into this function.
         let mut cache = cache.borrow_mut();
@@ -381,28 +393,43 @@ fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
             .iter()
             .flatten()
             .find(|(a, c, _)| a == algorithm && *c == cost);
-        if let Some((_, _, text)) = hit {
-            spec.push_str(text);
+        if let Some((_, _, texts)) = hit {
+            f(texts);
             return;
         }
-        let text = tier_spec(algorithm, cost);
-        spec.push_str(&text);
+        let mut identity = String::with_capacity(64);
+        push_tag(&mut identity, algorithm);
+        push_params(&mut identity, algorithm);
+        let texts = TierTexts {
+            spec: tier_spec(algorithm, cost).into_boxed_str(),
+            identity: identity.into_boxed_str(),
+        };
+        f(&texts);
         let slot = cache.next;
         cache.next = (slot + 1) % SPEC_CACHE;
-        cache.entries[slot] = Some((*algorithm, cost, text.into_boxed_str()));
+        cache.entries[slot] = Some((*algorithm, cost, texts));
     });
 }
 
-/// How many specs each thread remembers (see [`SpecCache`]).
+/// How many (algorithm, cost) pairs each thread remembers (see [`SpecCache`]).
 const SPEC_CACHE: usize = 8;
 
-/// The tier specs this thread wrote last, with the algorithm and cost each was written
-/// for: a pure cache of [`tier_spec`], which depends on nothing else. A server checks the
-/// same few tiers at the same cost over and over, and a spec is half a dozen formatted
-/// numbers; the cache keeps them from being formatted on every call. Replaced round robin.
+/// The texts a call and the deny cache write for one tier.
+struct TierTexts {
+    /// Its spec, at the cost it was made for ([`tier_spec`]).
+    spec: Box<str>,
+    /// Its tag and parameters, for the deny cache's identity (no cost in it).
+    identity: Box<str>,
+}
+
+/// The tier texts this thread wrote last, with the algorithm and cost each was written
+/// for: a pure cache of [`tier_spec`], [`push_tag`] and [`push_params`], which depend on
+/// nothing else. A server checks the same few tiers at the same cost over and over, and
+/// each text is half a dozen formatted numbers; the cache keeps them from being formatted
+/// on every call. Replaced round robin.
 #[derive(Default)]
 struct SpecCache {
-    entries: [Option<(AnyAlgorithm, u32, Box<str>)>; SPEC_CACHE],
+    entries: [Option<(AnyAlgorithm, u32, TierTexts)>; SPEC_CACHE],
     next: usize,
 }
 
@@ -501,6 +528,11 @@ fn push_params(out: &mut String, algorithm: &AnyAlgorithm) {
 
 /// Appends `name` with `%`, `:`, `{` and `}` escaped, so key parts cannot run together.
 fn push_escaped(key: &mut String, name: &str) {
+    // The common case, a name with nothing to escape, in one copy.
+    if !name.contains(['%', ':', '{', '}']) {
+        key.push_str(name);
+        return;
+    }
     for c in name.chars() {
         match c {
             // Writing to a `String` cannot fail.
@@ -795,9 +827,7 @@ impl RedisStore {
             if let Some(slot) = stamps.get_mut(i) {
                 *slot = stamp_of(key.as_bytes());
             }
-            let algorithm = p.tier.algorithm();
-            push_tag(&mut text, algorithm);
-            push_params(&mut text, algorithm);
+            push_tier_identity(&mut text, p.tier.algorithm());
             if p.cost == cost {
                 text.push(';');
             } else {
@@ -920,7 +950,9 @@ impl RedisStore {
         #[allow(clippy::cast_possible_truncation)]
         let backoff_until = &shared.backoff_until[(call.tag % groups) as usize];
         // Relaxed: a hint about when to try Redis again; no data is published with it.
-        if shared.local_now() < backoff_until.load(Ordering::Relaxed) {
+        // The clock is read only while a backoff is set (0: none).
+        let until = backoff_until.load(Ordering::Relaxed);
+        if until != 0 && shared.local_now() < until {
             Counters::bump(&shared.counters.degraded);
             return Err(FailureCause::Backoff);
         }

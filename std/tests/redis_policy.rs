@@ -475,8 +475,12 @@ fn sliding_log_costs_above_the_cap_are_errors() {
 
 /// A store whose failures are quick to see: 300 ms timeouts, 50 ms backoff.
 fn fault_store(target: RedisTarget, prefix: &str, failure: FailurePolicy) -> RedisStore {
+    // No deny cache: every check goes to Redis. With it, a key denied before a fault
+    // begins (checks faster than the fault's side command) is answered locally for the
+    // rest of its window, and no check would meet the fault.
     let config = RedisConfig::new(prefix)
         .unwrap()
+        .with_deny_cache(0)
         .with_timeout(Duration::from_millis(300))
         .with_connect_timeout(Duration::from_millis(300))
         .with_retry_backoff(Duration::from_millis(50))

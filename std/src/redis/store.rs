@@ -1349,11 +1349,12 @@ impl AsyncStore for RedisStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{push_tier_spec, tier_spec, SPEC_CACHE};
+    use super::{push_params, push_tag, push_tier_identity, push_tier_spec, tier_spec, SPEC_CACHE};
     use crate::{AlgorithmConfig, AnyAlgorithm, Nanos};
 
     /// The spec cache is a pure cache: whatever it holds, evicts or hits, every spec is the
-    /// one `tier_spec` formats, and each tier of a plan is separated by `;`.
+    /// one `tier_spec` formats (each tier of a plan separated by `;`), and every identity
+    /// part the one `push_tag` and `push_params` format.
     #[test]
     fn cached_specs_are_the_formatted_ones() {
         let algorithms: Vec<AnyAlgorithm> = (1..=6u64)
@@ -1388,6 +1389,12 @@ mod tests {
                         tier_spec(&algorithms[(i + 1) % algorithms.len()], cost)
                     );
                     assert_eq!(plan, expected, "round {round}, algorithm {i}, cost {cost}");
+                    let mut identity = String::new();
+                    push_tier_identity(&mut identity, algorithm);
+                    let mut formatted = String::new();
+                    push_tag(&mut formatted, algorithm);
+                    push_params(&mut formatted, algorithm);
+                    assert_eq!(identity, formatted, "round {round}, algorithm {i}");
                 }
             }
         }

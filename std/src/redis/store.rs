@@ -173,9 +173,8 @@ pub use crate::policy::MAX_LOG_COST;
 /// to that thread and back for its round trip. A server on a multi-threaded tokio runtime
 /// builds the store with [`on_runtime`](Self::on_runtime) instead: the connection lives on
 /// the server's runtime, and an awaited check sends and receives on it, as a plain
-/// `redis` client on that runtime would (at one request in flight, `redis_bench` measured
-/// ~0.5× the plain client's decisions/s with an own I/O thread and ~0.95× on the
-/// application's runtime; see README).
+/// `redis` client on that runtime would: no two thread wake-ups per round trip, which
+/// wait for a CPU when the machine is busy (see README's `redis_bench` figures).
 ///
 /// ```no_run
 /// use tollgate::policy::Policy;
@@ -595,8 +594,8 @@ impl RedisStore {
     /// ([`Policy::allow_async`](crate::policy::Policy::allow_async), the HTTP layer's
     /// [`awaited`](crate::http::RateLimitLayer::awaited) mode) from a task on that runtime
     /// then sends and receives on the task's own runtime: no hand-off to the store's thread
-    /// and back, which is most of a round trip's client-side cost when few requests are in
-    /// flight. Blocking checks keep working from any thread.
+    /// and back (two thread wake-ups per round trip, which on a busy machine wait for a
+    /// CPU). Blocking checks keep working from any thread.
     ///
     /// The runtime must enable I/O and time (as `#[tokio::main]` does) and outlive the
     /// store's use: once it shuts down, checks fail over to the

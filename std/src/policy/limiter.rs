@@ -548,9 +548,10 @@ fn plan_into<'a>(
     request: &Request<'a>,
     cost: impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
 ) -> Result<(), InsufficientCapacity> {
+    // One hash of the client: its state key, and its lookup in the rule index.
     let client = fingerprint(request.client);
     for rule in set
-        .matching(request.client, request.endpoint)
+        .matching_fingerprinted(request.client, client, request.endpoint)
         .into_iter()
         .flatten()
     {

@@ -371,18 +371,19 @@ fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
     if !spec.is_empty() {
         spec.push(';');
     }
-    with_cached(algorithm, cost, |texts| spec.push_str(&texts.spec));
+    with_cached(algorithm, Some(cost), |texts| spec.push_str(&texts.spec));
 }
 
 /// Appends what the deny cache's identity says about a tier's algorithm: its state tag
 /// ([`push_tag`]) and script parameters ([`push_params`]).
 fn push_tier_identity(text: &mut String, algorithm: &AnyAlgorithm) {
-    with_cached(algorithm, 0, |texts| text.push_str(&texts.identity));
+    // Any cost's entry will do: the identity part has no cost in it.
+    with_cached(algorithm, None, |texts| text.push_str(&texts.identity));
 }
 
-/// Runs `f` on the texts of `algorithm` at `cost`, from this thread's cache (formatting and
-/// remembering them on a miss).
-fn with_cached(algorithm: &AnyAlgorithm, cost: u32, f: impl FnOnce(&TierTexts)) {
+/// Runs `f` on the texts of `algorithm` at `cost` (any cost if `None`), from this thread's
+/// cache (formatting and remembering them on a miss; at cost 1 for `None`, the commonest).
+fn with_cached(algorithm: &AnyAlgorithm, cost: Option<u32>, f: impl FnOnce(&TierTexts)) {
     SPECS.with(|cache| {
         // Not reentrant: nothing below calls back into this function.
         let mut cache = cache.borrow_mut();
@@ -391,11 +392,12 @@ fn with_cached(algorithm: &AnyAlgorithm, cost: u32, f: impl FnOnce(&TierTexts)) 
             .entries
             .iter()
             .flatten()
-            .find(|(a, c, _)| a == algorithm && *c == cost);
+            .find(|(a, c, _)| a == algorithm && cost.map_or(true, |cost| *c == cost));
         if let Some((_, _, texts)) = hit {
             f(texts);
             return;
         }
+        let cost = cost.unwrap_or(1);
         let mut identity = String::with_capacity(64);
         push_tag(&mut identity, algorithm);
         push_params(&mut identity, algorithm);

@@ -30,7 +30,10 @@
 //!
 //! `TOLLGATE_REDIS_BENCH=leased` (or `store`) runs only the baselines and the leased-store
 //! (or `RedisStore`) rows; `TOLLGATE_REDIS_BENCH=awaited` the baselines and the awaited
-//! rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved rows.
+//! rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved rows;
+//! `TOLLGATE_REDIS_BENCH=count-float:N` (or `count-tier:N`) exactly `N` decisions of one
+//! side of the interleaved comparison at 16 callers, for counting the client's
+//! instructions per decision under callgrind.
 
 #[cfg(feature = "redis")]
 #[path = "../../../std/tests/redis_support/server.rs"]
@@ -294,6 +297,10 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 interleaved(&server, duration).await;
                 return;
             }
+            Ok(mode) if mode.starts_with("count-") => {
+                counted(&server, mode).await;
+                return;
+            }
             Ok("store") => {
                 baselines(&server, duration).await;
                 interleaved(&server, duration).await;
@@ -510,6 +517,73 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 policy_work.1 / policy_work.0.max(1) as f64,
             );
         }
+    }
+
+    /// `TOLLGATE_REDIS_BENCH=count-float:N` (or `count-tier:N`): exactly `N` decisions of the
+    /// float script (or of the policy's one exact GCRA tier), as in [`interleaved`]'s 16
+    /// callers, and nothing else, for counting the client's instructions per decision
+    /// under callgrind (which does not follow the `redis-server` child): the difference
+    /// between a run of `2N` and one of `N`, divided by `N`.
+    async fn counted(server: &RedisServer, mode: &str) {
+        const TASKS: u64 = 16;
+        let (side, n) = mode
+            .strip_prefix("count-")
+            .and_then(|m| m.split_once(':'))
+            .expect("count-float:N or count-tier:N");
+        let per_task = n.parse::<u64>().expect("N") / TASKS;
+        let client = redis::Client::open(server.url()).expect("url");
+        let manager = ConnectionManager::new(client).await.expect("connect");
+        load_float_library(&manager).await;
+        let config = RedisConfig::new("bc")
+            .unwrap()
+            .with_timeout(Duration::from_secs(5));
+        let store = RedisStore::on_runtime(
+            RedisTarget::Single(server.url()),
+            config,
+            tokio::runtime::Handle::current(),
+        )
+        .expect("store");
+        let policy = Arc::new(
+            Policy::from_toml(ONE_TIER, MonotonicClock::new())
+                .expect("rules")
+                .store(store),
+        );
+        policy.allow_async("warmup", "/", 1).await.expect("warmup");
+        let float = match side {
+            "float" => true,
+            "tier" => false,
+            other => panic!("count-{other}: float or tier"),
+        };
+        let handles: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let (m, p) = (manager.clone(), policy.clone());
+                tokio::spawn(async move {
+                    for i in 0..per_task {
+                        let key = format!("c{}", (t * 7919 + i) % 10_000);
+                        if float {
+                            let reply: Vec<i64> = redis::cmd("FCALL")
+                                .arg("bench_float_gcra")
+                                .arg(1)
+                                .arg(&key)
+                                .arg("0.000001")
+                                .arg("1")
+                                .query_async(&mut m.clone())
+                                .await
+                                .expect("FCALL");
+                            std::hint::black_box(reply);
+                        } else {
+                            let d = p.allow_async(&key, "/", 1).await.expect("allow");
+                            std::hint::black_box(d);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.expect("task");
+        }
+        assert_eq!(policy.backend().stats().degraded, 0, "degraded");
+        println!("{side}: {} decisions", per_task * TASKS);
     }
 
     /// A `Policy` on a `RedisStore` (server time): one GCRA tier, and three tiers in one

@@ -154,7 +154,7 @@ impl<T: core::fmt::Debug> core::fmt::Debug for SwapCell<T> {
 /// the loom models do not cover (the rule-set swap is [`SwapCell`], which they do), so they stay on `std`'s types even under
 /// `--cfg tollgate_loom` (where the keyed table above switches to loom's).
 pub(crate) mod plain {
-    /// The leased store's flags.
+    /// The leased store's flags and the Redis connection's mode.
     #[cfg(feature = "redis")]
     pub(crate) use std::sync::atomic::AtomicBool;
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};

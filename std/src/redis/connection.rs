@@ -4,8 +4,8 @@
 //! answers `Function not found`; `EVALSHA` with its `NOSCRIPT` reload on servers without
 //! Redis Functions (before 7.0).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use crate::sync::plain::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -34,7 +34,9 @@ enum Connector {
 /// themselves).
 pub(crate) struct Connection {
     connector: Connector,
-    handle: Mutex<Option<Handle>>,
+    /// Set by the first check that connects, then never replaced (both kinds reconnect
+    /// by themselves).
+    handle: OnceLock<Handle>,
     /// Set once a server answered that it has no `FCALL` / `FUNCTION` (Redis 6): this
     /// connection then runs scripts by `EVALSHA` / `EVAL` for good.
     eval_only: AtomicBool,
@@ -73,7 +75,11 @@ impl Connection {
                     Client::open(url.as_str()).map_err(|e| BuildError::Url(e.to_string()))?;
                 let manager = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(config.connect_timeout()))
-                    .set_response_timeout(Some(config.timeout()))
+                    // None: the store bounds each whole call (a reply, a reload of the
+                    // library, a wait for a reconnect) by the same timeout itself, and a
+                    // timed-out reply does not make the manager reconnect either way, so a
+                    // second timer per request would only cost time.
+                    .set_response_timeout(None)
                     // Reconnect quickly and keep trying: the store's own backoff decides
                     // how often a check waits for Redis.
                     .set_min_delay(std::time::Duration::from_millis(10))
@@ -97,13 +103,13 @@ impl Connection {
         };
         Ok(Connection {
             connector,
-            handle: Mutex::new(None),
+            handle: OnceLock::new(),
             eval_only: AtomicBool::new(!config.functions()),
         })
     }
 
     async fn handle(&self) -> Result<Handle, RedisError> {
-        if let Some(handle) = self.lock().as_ref() {
+        if let Some(handle) = self.handle.get() {
             return Ok(handle.clone());
         }
         let handle = match &self.connector {
@@ -113,13 +119,7 @@ impl Connection {
             Connector::Cluster(client) => Handle::Cluster(client.get_async_connection().await?),
         };
         // Two first checks may both connect; the second one's handle is dropped.
-        Ok(self.lock().get_or_insert(handle).clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Handle>> {
-        // A poisoned lock only means another thread panicked while cloning a handle; the
-        // Option inside is still valid.
-        self.handle.lock().unwrap_or_else(|e| e.into_inner())
+        Ok(self.handle.get_or_init(|| handle).clone())
     }
 
     async fn query(&self, cmd: &Cmd, counters: &Counters) -> Result<Value, RedisError> {
@@ -135,7 +135,7 @@ impl Connection {
     async fn query_at(
         &self,
         cmd: &Cmd,
-        key: Option<&String>,
+        key: Option<&str>,
         counters: &Counters,
     ) -> Result<Value, RedisError> {
         let mut handle = self.handle().await?;
@@ -160,8 +160,8 @@ impl Connection {
     pub(crate) async fn eval(
         &self,
         script: &LuaScript,
-        keys: &[String],
-        args: &[String],
+        keys: &[&str],
+        args: &[&str],
         counters: &Counters,
     ) -> Result<Value, RedisError> {
         // Relaxed: a hint; a racing call that still tries FCALL just gets the same answer.
@@ -177,7 +177,7 @@ impl Connection {
                     Counters::bump(&counters.script_reloads);
                     let mut load = redis::cmd("FUNCTION");
                     load.arg("LOAD").arg("REPLACE").arg(script.library());
-                    match self.query_at(&load, keys.first(), counters).await {
+                    match self.query_at(&load, keys.first().copied(), counters).await {
                         Ok(_) => return self.query(&fcall, counters).await,
                         Err(e) if is_unknown_command(&e) => {
                             self.eval_only.store(true, Ordering::Relaxed)
@@ -197,8 +197,8 @@ impl Connection {
     pub(crate) async fn eval_sha(
         &self,
         script: &LuaScript,
-        keys: &[String],
-        args: &[String],
+        keys: &[&str],
+        args: &[&str],
         counters: &Counters,
     ) -> Result<Value, RedisError> {
         let mut cmd = redis::cmd("EVALSHA");

@@ -64,25 +64,31 @@ fn parse_wait(value: &Value) -> Option<(bool, u64)> {
 /// assert_eq!(decode_reply(&[10], &Value::Nil), None);
 /// ```
 pub fn decode_reply(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
+    let mut decisions = vec![Decision::allow(0, 0, Nanos::ZERO); limits.len()];
+    decode_into(limits, reply, &mut decisions)?;
+    Some(decisions)
+}
+
+/// [`decode_reply`] into `out` (its first `limits.len()` entries), without allocating:
+/// `None` if the reply has another shape or `out` is shorter than `limits` (then `out` may
+/// hold some decisions of the tiers before the malformed field).
+pub(crate) fn decode_into(limits: &[u64], reply: &Value, out: &mut [Decision]) -> Option<()> {
     let Value::Array(items) = reply else {
         return None;
     };
-    if items.len() != 1 + 3 * limits.len() {
+    if items.len() != 1 + 3 * limits.len() || out.len() < limits.len() {
         return None;
     }
-    limits
-        .iter()
-        .zip(items[1..].chunks_exact(3))
-        .map(|(&limit, f)| {
-            let remaining = parse_hex(&f[0])?;
-            let reset_after = Nanos::new(parse_hex(&f[1])?);
-            let (allowed, wait) = parse_wait(&f[2])?;
-            let wait = Nanos::new(wait);
-            Some(if allowed {
-                Decision::allow(limit, remaining, reset_after).with_delay(wait)
-            } else {
-                Decision::deny(limit, remaining, reset_after, wait)
-            })
-        })
-        .collect()
+    for ((&limit, f), slot) in limits.iter().zip(items[1..].chunks_exact(3)).zip(out) {
+        let remaining = parse_hex(&f[0])?;
+        let reset_after = Nanos::new(parse_hex(&f[1])?);
+        let (allowed, wait) = parse_wait(&f[2])?;
+        let wait = Nanos::new(wait);
+        *slot = if allowed {
+            Decision::allow(limit, remaining, reset_after).with_delay(wait)
+        } else {
+            Decision::deny(limit, remaining, reset_after, wait)
+        };
+    }
+    Some(())
 }

@@ -115,8 +115,10 @@ pub use crate::policy::MAX_LOG_COST;
 /// - **Identity.** The same request is the same plan: every tier's Redis key, its state
 ///   tag and the parameters the script is given (algorithm, limit, tolerance or horizon:
 ///   a reload to other parameters is another request and misses), and every tier's cost.
-///   Keys are length-prefixed in the identity, so no two plans share one. Building it is
-///   the only allocation of a cached answer (one `String`).
+///   Keys are length-prefixed in the identity, so no two plans share one. It is built
+///   only when a deny of the check's first key may still stand (a per-store table of the
+///   latest deadline cached for keys of each hash slot says so): a check that no cached
+///   deny can answer pays one atomic load, not the identity and the cache's lock.
 /// - **Answer.** Each tier's decision as Redis gave it, its durations (`retry_after`,
 ///   `reset_after`, `delay`) shortened by the time elapsed since the request was sent.
 /// - **Until when.** As long as that answer is exactly what Redis would give if no other
@@ -244,7 +246,8 @@ struct Shared {
     /// cluster): local ns (since `epoch`) before which Redis is not tried again for the
     /// tags of that group; 0: no backoff.
     backoff_until: Box<[AtomicU64]>,
-    slack_ms: String,
+    /// Each [`Op`]'s mode argument ([`Shared::mode`]).
+    modes: [String; 5],
     /// Denies of checks, answered locally until their retry time (see "Deny cache" on
     /// [`RedisStore`]).
     deny_cache: DenyCache<CachedDeny>,
@@ -253,10 +256,17 @@ struct Shared {
     stamps: Box<[AtomicU64]>,
     /// The invalidation generation: bumped by every refund and charge.
     generation: AtomicU64,
+    /// Slot `fnv1a(key) % STAMPS`: the latest deadline (local ns, see
+    /// [`RedisStore::cache_now`]) of a deny cached for a plan with a key mapped to it. A
+    /// check whose first key's slot has passed has no deny in the cache (every key of a
+    /// cached plan marks its slot before the deny is stored), so it skips building its
+    /// identity and the cache's lock. Only a hint: a deny stored after the load that
+    /// missed it costs a round trip.
+    deny_until: Box<[AtomicU64]>,
 }
 
 /// Invalidation stamps of a store's deny cache (keys share a stamp by their hash; 128 KiB
-/// per store with the cache on). A write to another key sharing a stamp invalidates a
+/// per store with the cache on, and as much for the latest deadline per stamp). A write to another key sharing a stamp invalidates a
 /// cached deny needlessly, which costs one round trip: with `w` keys written per second by
 /// this process, a deny of `k` keys survives about `16384 / (w·k)` seconds (80 s at 100
 /// admitted checks of two tiers per second, 0.8 s at 10 000), against a hot client's
@@ -346,32 +356,98 @@ pub(super) fn finish<F: Future>(operation: F) -> F::Output {
 /// of the groups whose checks failed, not every key.
 const BACKOFF_GROUPS: usize = 64;
 
-/// One script call: its keys and arguments, and which plan tiers it covers.
+/// One script call: its keys and arguments, and which plan tiers it covers. Its texts lie
+/// end to end in one buffer, so making a call allocates once.
+#[derive(Clone)]
 struct Call {
     /// FNV-1a of the call's hash tag (the client, or `@`): its backoff group.
     tag: u64,
-    keys: Vec<String>,
-    /// The arguments after the mode (which [`RedisStore::run`] puts first): the plan (the
-    /// tiers' specs), then the client's time unless the server's is used (see
+    /// The keys, then the plan argument (the tiers' specs), then the client's time unless
+    /// the server's is used (see `scripts/store.lua`); the mode, which
+    /// [`RedisStore::call`] puts first, is not in it.
+    text: String,
+    /// Where each key ends in `text` (the first `len` entries).
+    key_ends: [usize; MAX_TIERS],
+    /// Where the plan argument ends in `text` (the client's time, if any, follows).
+    spec_end: usize,
+    /// The plan tiers the call covers, in order (the first `len` entries).
+    tiers: [usize; MAX_TIERS],
+    len: usize,
+}
+
+impl Call {
+    /// A call with no tiers yet, of the backoff group `tag`.
+    fn new(tag: u64) -> Call {
+        Call {
+            tag,
+            text: String::with_capacity(160),
+            key_ends: [0; MAX_TIERS],
+            spec_end: 0,
+            tiers: [0; MAX_TIERS],
+            len: 0,
+        }
+    }
+
+    /// The plan tiers it covers.
+    fn tiers(&self) -> &[usize] {
+        &self.tiers[..self.len]
+    }
+
+    /// Its keys, in order.
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        let starts = core::iter::once(0).chain(self.key_ends[..self.len].iter().copied());
+        starts
+            .zip(&self.key_ends[..self.len])
+            .map(|(start, &end)| &self.text[start..end])
+    }
+
+    /// Its keys and arguments as the script takes them, `mode` first (see
     /// `scripts/store.lua`).
-    args: Vec<String>,
-    tiers: Vec<usize>,
+    fn script<'a>(&'a self, mode: &'a str) -> ScriptArgs<'a> {
+        let mut keys = [""; MAX_TIERS];
+        for (slot, key) in keys.iter_mut().zip(self.keys()) {
+            *slot = key;
+        }
+        let keys_end = self.key_ends[..self.len].last().copied().unwrap_or(0);
+        let time = &self.text[self.spec_end..];
+        ScriptArgs {
+            keys,
+            keys_len: self.len,
+            args: [mode, &self.text[keys_end..self.spec_end], time],
+            args_len: if time.is_empty() { 2 } else { 3 },
+        }
+    }
 }
 
-fn hex(value: u64) -> String {
-    format!("{value:016x}")
+/// A call's keys and arguments, borrowed from it (see [`Call::script`]).
+struct ScriptArgs<'a> {
+    keys: [&'a str; MAX_TIERS],
+    keys_len: usize,
+    /// The mode, the plan, the client's time (if any).
+    args: [&'a str; 3],
+    args_len: usize,
 }
 
-/// Appends one tier's *spec* to a call's plan argument (see `scripts/store.lua`), after a `;`
-/// if it is not the first: space-separated words, its algorithm's first encoded part, its
+impl<'a> ScriptArgs<'a> {
+    fn keys(&self) -> &[&'a str] {
+        &self.keys[..self.keys_len]
+    }
+
+    fn args(&self) -> &[&'a str] {
+        &self.args[..self.args_len]
+    }
+}
+
+/// Appends one tier's *spec* to a call's plan argument, which starts at `start` in `text`
+/// (see `scripts/store.lua`), after a `;` if it is not the first: space-separated words, its algorithm's first encoded part, its
 /// state tag, the most its window count holds, then the rest of the encoding. The script
 /// parses a plan once and remembers it, so the tiers of a call cost one argument, read by
 /// one table lookup.
-fn push_tier_spec(spec: &mut String, algorithm: &AnyAlgorithm, cost: u32) {
-    if !spec.is_empty() {
-        spec.push(';');
+fn push_tier_spec(text: &mut String, start: usize, algorithm: &AnyAlgorithm, cost: u32) {
+    if text.len() > start {
+        text.push(';');
     }
-    with_cached(algorithm, Some(cost), |texts| spec.push_str(&texts.spec));
+    with_cached(algorithm, Some(cost), |texts| text.push_str(&texts.spec));
 }
 
 /// Appends what the deny cache's identity says about a tier's algorithm: its state tag
@@ -577,9 +653,9 @@ pub(crate) fn push_key(
     }
 }
 
-/// The per-tier decisions of a check or peek reply (`None` if malformed).
-fn decode(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
-    super::reply::decode_reply(limits, reply)
+/// Writes the per-tier decisions of a check or peek reply into `out` (`None` if malformed).
+fn decode_into(limits: &[u64], reply: &Value, out: &mut [Decision]) -> Option<()> {
+    super::reply::decode_into(limits, reply, out)
 }
 
 impl RedisStore {
@@ -662,12 +738,17 @@ impl RedisStore {
                 })
                     .map(|_| AtomicU64::new(0))
                     .collect(),
-                slack_ms: config.ttl_slack().as_millis().to_string(),
+                // In the order of `Op`'s variants, which `mode` indexes by.
+                modes: [Op::Check, Op::Peek, Op::PeekDenied, Op::Refund, Op::Charge]
+                    .map(|op| format!("{}{}", op.code(), config.ttl_slack().as_millis())),
                 deny_cache: DenyCache::new(config.deny_cache()),
                 stamps: (0..if config.deny_cache() > 0 { STAMPS } else { 0 })
                     .map(|_| AtomicU64::new(0))
                     .collect(),
                 generation: AtomicU64::new(0),
+                deny_until: (0..if config.deny_cache() > 0 { STAMPS } else { 0 })
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
                 config,
             }),
             runtime: Some(runtime),
@@ -700,38 +781,43 @@ impl RedisStore {
 
     /// The calls `plan` needs (any operation: [`run`](Self::run) adds the mode): client
     /// tiers, then global tiers (each group one slot), each with the tier indices it covers.
-    fn calls(&self, plan: &Plan<'_>, now: Nanos) -> Vec<Call> {
-        let shared = &self.shared;
-        let now_arg = match shared.config.time_source() {
-            TimeSource::Client => Some(hex(now.as_u64())),
-            TimeSource::Server => None,
-        };
-        let mut calls: Vec<Call> = Vec::with_capacity(2);
-        for global in [false, true] {
-            let mut call = Call {
-                tag: 0,
-                keys: Vec::new(),
-                args: Vec::with_capacity(2),
-                tiers: Vec::new(),
-            };
-            let mut specs = String::with_capacity(80);
+    fn calls(&self, plan: &Plan<'_>, now: Nanos) -> [Option<Call>; 2] {
+        let client_time = self.shared.config.time_source() == TimeSource::Client;
+        // Built in place (a call is a few hundred bytes: not moved around).
+        let mut calls = [None, None];
+        for (slot, global) in calls.iter_mut().zip([false, true]) {
             for (i, p) in plan.iter().enumerate() {
                 if (p.rule.partition() == Partition::Global) != global {
                     continue;
                 }
-                call.keys.push(self.key_of(p));
-                push_tier_spec(&mut specs, p.tier.algorithm(), p.cost);
-                call.tiers.push(i);
-                call.tag = if global {
-                    fnv1a(b"@")
-                } else {
-                    fnv1a(p.client.as_bytes())
-                };
+                let call = slot.get_or_insert_with(|| {
+                    Call::new(if global {
+                        fnv1a(b"@")
+                    } else {
+                        fnv1a(p.client.as_bytes())
+                    })
+                });
+                if call.len == MAX_TIERS {
+                    // A plan holds at most MAX_TIERS tiers.
+                    break;
+                }
+                self.push_key_of(&mut call.text, p);
+                call.key_ends[call.len] = call.text.len();
+                call.tiers[call.len] = i;
+                call.len += 1;
             }
-            if !call.tiers.is_empty() {
-                call.args.push(specs);
-                call.args.extend(now_arg.clone());
-                calls.push(call);
+            let Some(call) = slot else { continue };
+            // The specs after the keys, in the same order.
+            let keys_end = call.text.len();
+            for &i in &call.tiers[..call.len] {
+                if let Some(p) = plan.get(i) {
+                    push_tier_spec(&mut call.text, keys_end, p.tier.algorithm(), p.cost);
+                }
+            }
+            call.spec_end = call.text.len();
+            if client_time {
+                // Writing to a `String` cannot fail.
+                let _ = write!(call.text, "{:016x}", now.as_u64());
             }
         }
         calls
@@ -765,27 +851,29 @@ impl RedisStore {
             LeaseOp::Take => Op::Check,
             LeaseOp::Return => Op::Refund,
         };
-        let mut call = Call {
-            tag: tier.tag,
-            keys: vec![tier.key.clone()],
-            args: Vec::with_capacity(2),
-            tiers: vec![0],
-        };
-        let mut specs = String::with_capacity(80);
-        push_tier_spec(&mut specs, &tier.algorithm, cost);
-        call.args.push(specs);
+        let mut call = Call::new(tier.tag);
+        call.text.push_str(&tier.key);
+        call.key_ends[0] = call.text.len();
+        call.len = 1;
+        push_tier_spec(&mut call.text, tier.key.len(), &tier.algorithm, cost);
+        call.spec_end = call.text.len();
         if shared.config.time_source() == TimeSource::Client {
-            call.args.push(hex(now.as_u64()));
+            // Writing to a `String` cannot fail.
+            let _ = write!(call.text, "{:016x}", now.as_u64());
         }
         let reply = self.run(&call, op).ok()?;
         let limit = tier.algorithm.limit();
         let decision = match op {
             Op::Refund => Decision::allow(limit, limit, Nanos::ZERO),
-            _ => decode(&[limit], &reply)?.into_iter().next()?,
+            _ => {
+                let mut decision = [Decision::allow(0, 0, Nanos::ZERO)];
+                decode_into(&[limit], &reply, &mut decision)?;
+                decision[0]
+            }
         };
         Counters::bump(&shared.counters.redis_decisions);
         if op == Op::Refund || decision.allowed {
-            self.invalidate(core::slice::from_ref(&call));
+            self.invalidate([&call]);
         }
         Some(decision)
     }
@@ -910,6 +998,10 @@ impl RedisStore {
             return;
         }
         let tiers: Box<[Decision]> = decisions().copied().collect();
+        for &slot in &id.stamps[..id.tiers] {
+            // Relaxed: a hint (see `deny_until`).
+            self.shared.deny_until[slot].fetch_max(deadline, Ordering::Relaxed);
+        }
         self.shared.deny_cache.put(
             &id.text,
             id.cost,
@@ -922,7 +1014,7 @@ impl RedisStore {
     /// After this process wrote the keys of `calls` (an admitted check, a refund, a
     /// charge): invalidates the cached denies touching them (see "Deny cache" on
     /// [`RedisStore`]).
-    fn invalidate(&self, calls: &[Call]) {
+    fn invalidate<'c>(&self, calls: impl IntoIterator<Item = &'c Call>) {
         let shared = &self.shared;
         if !shared.deny_cache.enabled() {
             return;
@@ -931,7 +1023,7 @@ impl RedisStore {
         // round trip) was sent after this write had its answer, so Redis' deny already
         // counts it; one that read an earlier generation is stamped below it.
         let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        for key in calls.iter().flat_map(|c| &c.keys) {
+        for key in calls.into_iter().flat_map(Call::keys) {
             // Release: pairs with the Acquire load in `answer`.
             shared.stamps[stamp_of(key.as_bytes())].fetch_max(generation, Ordering::Release);
         }
@@ -960,41 +1052,37 @@ impl RedisStore {
         let Some(runtime) = self.runtime.as_ref() else {
             return Err(FailureCause::Connection);
         };
-        // The mode first: the operation's code and the TTL slack (see `scripts/store.lua`).
-        let mut args = Vec::with_capacity(call.args.len() + 1);
-        args.push(format!("{}{}", op.code(), shared.slack_ms));
-        args.extend(call.args.iter().cloned());
         let handle = runtime.handle();
+        let script = call.script(shared.mode(op));
+        let (keys, args) = (script.keys(), script.args());
         let result = match io {
             Io::Blocking => match (runtime, tokio::runtime::Handle::try_current()) {
                 // A plain thread: drive the call on it (the store's own runtime: no
                 // hand-off to the I/O thread and back).
-                (IoRuntime::Own(runtime), Err(_)) => {
-                    runtime.block_on(shared.eval(&call.keys, &args))
-                }
+                (IoRuntime::Own(runtime), Err(_)) => runtime.block_on(shared.eval(keys, args)),
                 // A plain thread, a given (multi-threaded) runtime, whose workers drive
                 // the I/O while this thread polls the call.
-                (IoRuntime::Given(handle), Err(_)) => {
-                    handle.block_on(shared.eval(&call.keys, &args))
-                }
+                (IoRuntime::Given(handle), Err(_)) => handle.block_on(shared.eval(keys, args)),
                 // A worker of a multi-threaded runtime blocking on the given one: it hands
                 // its other tasks to another thread first, so that blocking cannot starve
                 // the runtime that would answer (the given runtime may be this one).
                 (IoRuntime::Given(handle), Ok(current))
                     if current.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
                 {
-                    tokio::task::block_in_place(|| handle.block_on(shared.eval(&call.keys, &args)))
+                    tokio::task::block_in_place(|| handle.block_on(shared.eval(keys, args)))
                 }
                 // Inside an async runtime, where blocking on another runtime is refused:
                 // the call runs on the store's runtime and this thread waits for its answer.
                 (_, Ok(_)) => {
-                    let keys = call.keys.clone();
+                    let call = call.clone();
                     let task = Arc::clone(shared);
                     let (tx, rx) = mpsc::sync_channel(1);
                     handle.spawn(async move {
+                        let script = call.script(task.mode(op));
+                        let eval = task.eval(script.keys(), script.args());
                         // The receiver waits for this send; it is gone only if the caller
                         // panicked.
-                        let _ = tx.send(task.eval(&keys, &args).await);
+                        let _ = tx.send(eval.await);
                     });
                     rx.recv().unwrap_or(Err(FailureCause::Connection))
                 }
@@ -1006,7 +1094,7 @@ impl RedisStore {
             // be this task's own: then nothing leaves this runtime). No task is spawned
             // per call.
             Io::Async => {
-                let mut eval = pin!(shared.eval(&call.keys, &args));
+                let mut eval = pin!(shared.eval(keys, args));
                 std::future::poll_fn(|cx| {
                     let _context = handle.enter();
                     eval.as_mut().poll(cx)
@@ -1046,20 +1134,22 @@ impl RedisStore {
         outcomes: &mut [TierOutcome],
         io: Io,
     ) -> (bool, bool) {
-        let limits: Vec<u64> = call
-            .tiers
-            .iter()
-            .filter_map(|&i| plan.get(i).map(|p| p.tier.algorithm().limit()))
-            .collect();
-        let decided = self
-            .call(call, op, io)
-            .await
-            .and_then(|reply| decode(&limits, &reply).ok_or(FailureCause::Server));
+        let reply = self.call(call, op, io).await;
+        // (after the await: not kept in the future while Redis answers)
+        let mut limits = [0; MAX_TIERS];
+        for (limit, &i) in limits.iter_mut().zip(call.tiers()) {
+            *limit = plan.get(i).map_or(0, |p| p.tier.algorithm().limit());
+        }
+        let limits = &limits[..call.len];
+        let mut decisions = [Decision::allow(0, 0, Nanos::ZERO); MAX_TIERS];
+        let decided = reply.and_then(|reply| {
+            decode_into(limits, &reply, &mut decisions).ok_or(FailureCause::Server)
+        });
         match decided {
-            Ok(decisions) => {
+            Ok(()) => {
                 Counters::bump(&self.shared.counters.redis_decisions);
                 let mut all = true;
-                for (&i, decision) in call.tiers.iter().zip(decisions) {
+                for (&i, decision) in call.tiers().iter().zip(decisions) {
                     all &= decision.allowed;
                     outcomes[i].decision = decision;
                 }
@@ -1072,10 +1162,13 @@ impl RedisStore {
                         Op::Peek => LocalOp::Peek,
                         Op::PeekDenied | Op::Refund | Op::Charge => LocalOp::PeekDenied,
                     };
-                    return (fallback.run(plan, &call.tiers, local, now, outcomes), false);
+                    return (
+                        fallback.run(plan, call.tiers(), local, now, outcomes),
+                        false,
+                    );
                 }
                 let policy = self.shared.config.failure_policy();
-                for (&i, limit) in call.tiers.iter().zip(&limits) {
+                for (&i, limit) in call.tiers().iter().zip(limits) {
                     let cost = plan.get(i).map_or(0, |p| u64::from(p.cost));
                     outcomes[i].decision = match policy {
                         FailurePolicy::FailClosed { retry_after } => {
@@ -1094,7 +1187,7 @@ impl RedisStore {
 
 impl Shared {
     /// One script call within the configured timeout: the reply, or why there is none.
-    async fn eval(&self, keys: &[String], args: &[String]) -> Result<Value, FailureCause> {
+    async fn eval(&self, keys: &[&str], args: &[&str]) -> Result<Value, FailureCause> {
         let eval = self
             .connection
             .eval(&self.script, keys, args, &self.counters);
@@ -1103,6 +1196,12 @@ impl Shared {
             Ok(Err(error)) => Err(FailureCause::of(&error)),
             Err(_elapsed) => Err(FailureCause::Timeout),
         }
+    }
+
+    /// The first script argument of `op`: its code and the TTL slack (see
+    /// `scripts/store.lua`).
+    fn mode(&self, op: Op) -> &str {
+        &self.modes[op as usize]
     }
 
     /// Local monotonic ns since construction.
@@ -1175,20 +1274,31 @@ impl RedisStore {
     ) {
         let shared = &self.shared;
         Counters::bump(&shared.counters.decisions);
-        // The deny cache first (see "Deny cache" on `RedisStore`): the identity is the one
-        // allocation of a cached answer.
+        let calls = self.calls(plan, now);
+        // The deny cache first (see "Deny cache" on `RedisStore`), looked up only if a deny
+        // of the plan's first key may still stand: most checks build no identity.
         let cache = if shared.deny_cache.enabled() && !plan.is_empty() {
-            let id = self.identity(plan);
             let local = self.cache_now(now);
-            let hit = shared
-                .deny_cache
-                .find(&id.text, id.cost, local, |deny, sent| {
-                    self.answer(deny, &id, sent, local, outcomes)
-                });
-            if hit.is_some() {
-                Counters::bump(&shared.counters.deny_cache_hits);
-                return;
-            }
+            let first = calls.iter().flatten().flat_map(Call::keys).next();
+            // Relaxed: a hint (see `deny_until`); a deny this load misses costs a round trip.
+            let may_stand = first.is_some_and(|key| {
+                shared.deny_until[stamp_of(key.as_bytes())].load(Ordering::Relaxed) > local
+            });
+            let id = if may_stand {
+                let id = self.identity(plan);
+                let hit = shared
+                    .deny_cache
+                    .find(&id.text, id.cost, local, |deny, sent| {
+                        self.answer(deny, &id, sent, local, outcomes)
+                    });
+                if hit.is_some() {
+                    Counters::bump(&shared.counters.deny_cache_hits);
+                    return;
+                }
+                Some(id)
+            } else {
+                None
+            };
             // Acquire: pairs with the AcqRel bump of `invalidate` (read before the round
             // trip, so a refund racing with it invalidates the deny it brings).
             let generation = shared.generation.load(Ordering::Acquire);
@@ -1196,12 +1306,12 @@ impl RedisStore {
         } else {
             None
         };
-        let calls = self.calls(plan, now);
-        let mut admitted: Vec<&Call> = Vec::with_capacity(2);
+        let mut admitted: [Option<&Call>; 2] = [None; 2];
         let mut denied = false;
         // Whether Redis made every answer (only such denies are cached).
         let mut clean = true;
-        for call in &calls {
+        for (slot, call) in admitted.iter_mut().zip(&calls) {
+            let Some(call) = call else { continue };
             if denied {
                 // An earlier group denied: this one only reports.
                 clean &= self
@@ -1213,14 +1323,14 @@ impl RedisStore {
             let (all, redis) = self.decide(plan, call, Op::Check, now, outcomes, io).await;
             clean &= redis;
             if all {
-                admitted.push(call);
+                *slot = Some(call);
             } else {
                 denied = true;
             }
         }
         if denied {
             // Give back what the groups that admitted took, then report their state.
-            for call in admitted {
+            for call in admitted.into_iter().flatten() {
                 // If Redis cannot take the refund now, it keeps the permits: the strict side
                 // (they return with the window or the drain).
                 clean &= self.call(call, Op::Refund, io).await.is_ok();
@@ -1230,12 +1340,13 @@ impl RedisStore {
                     .1;
             }
             if let (true, Some((id, sent, generation))) = (clean, cache) {
+                let id = id.unwrap_or_else(|| self.identity(plan));
                 self.remember(plan, &id, sent, generation, outcomes);
             }
         } else {
             // Admitted: the permits taken change what other cached denies of these keys
             // would now hear (a retry later, fewer remaining).
-            self.invalidate(&calls);
+            self.invalidate(calls.iter().flatten());
         }
     }
 
@@ -1250,34 +1361,34 @@ impl RedisStore {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         Counters::bump(&self.shared.counters.decisions);
-        for call in self.calls(plan, now) {
-            self.decide(plan, &call, Op::Peek, now, outcomes, io).await;
+        for call in self.calls(plan, now).iter().flatten() {
+            self.decide(plan, call, Op::Peek, now, outcomes, io).await;
         }
     }
 
     /// [`Store::refund`] by `io`.
     pub(super) async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
-        for call in &calls {
+        for call in calls.iter().flatten() {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
             let _ = self.call(call, Op::Refund, io).await;
         }
-        self.invalidate(&calls);
+        self.invalidate(calls.iter().flatten());
     }
 
     /// [`Store::charge`] by `io`.
     pub(super) async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
-        for call in &calls {
+        for call in calls.iter().flatten() {
             if let (Err(_), Some(fallback)) =
                 (self.call(call, Op::Charge, io).await, &self.fallback)
             {
                 // Work done during an outage counts against the local share.
-                fallback.run(plan, &call.tiers, LocalOp::Charge, now, &mut []);
+                fallback.run(plan, call.tiers(), LocalOp::Charge, now, &mut []);
             }
         }
-        self.invalidate(&calls);
+        self.invalidate(calls.iter().flatten());
     }
 }
 
@@ -1382,8 +1493,8 @@ mod tests {
             for (i, algorithm) in algorithms.iter().enumerate() {
                 for cost in [1, 1 + round % 2] {
                     let mut plan = String::new();
-                    push_tier_spec(&mut plan, algorithm, cost);
-                    push_tier_spec(&mut plan, &algorithms[(i + 1) % algorithms.len()], cost);
+                    push_tier_spec(&mut plan, 0, algorithm, cost);
+                    push_tier_spec(&mut plan, 0, &algorithms[(i + 1) % algorithms.len()], cost);
                     let expected = format!(
                         "{};{}",
                         tier_spec(algorithm, cost),

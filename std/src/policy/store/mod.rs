@@ -575,11 +575,16 @@ impl Store for InProcess {
         for i in 0..n {
             let p = &entries[i].tier;
             let out = &mut outcomes[i].decision;
-            match p
-                .tier
-                .store
-                .commit(p.key, now, p.cost, &mut prepared[i], out)
-            {
+            // The common case inline (the slot unchanged since step 1); the tier's store is
+            // asked only when the key must be looked up again.
+            let committed = match prepared[i].try_commit() {
+                Some(recorded) => Some(Ok(recorded)),
+                None => p
+                    .tier
+                    .store
+                    .commit_again(p.key, now, p.cost, &mut prepared[i], out),
+            };
+            match committed {
                 Some(Ok(true)) => taken |= 1 << i,
                 Some(Ok(false)) if out.allowed => {}
                 committed => {

@@ -174,6 +174,20 @@ pub(crate) struct Prepared<'t> {
 }
 
 impl Prepared<'_> {
+    /// Step 2 of a two-step take, its fast path: whether it recorded the state step 1
+    /// decided (`false`: nothing to record), with one compare-and-swap on the slot step 1
+    /// read; `None` if that slot changed since (the store must look the key up again:
+    /// [`TierStore::commit_again`]).
+    #[inline(always)]
+    pub(crate) fn try_commit(&self) -> Option<bool> {
+        let Some(next) = self.next else {
+            return Some(false);
+        };
+        self.seen
+            .is_some_and(|seen| seen.replace(next))
+            .then_some(true)
+    }
+
     /// The receipt of the take that recorded it (step 2 of a two-step take), if it wrote.
     #[inline]
     pub(crate) fn receipt(&self) -> Option<TakeReceipt> {
@@ -383,8 +397,10 @@ impl TierStore {
     /// found (another caller wrote meanwhile, or the key moved), overwriting `out` and
     /// `prepared`. Whether something was recorded (`false`: a deny, or an admit that
     /// writes nothing); `None` if the key is no longer resident (evicted or moved since
-    /// step 1, which recorded nothing): the caller takes the general path.
-    #[inline]
+    /// step 1, which recorded nothing): the caller takes the general path. (The in-process
+    /// store runs the two parts itself: [`Prepared::try_commit`] inline, then
+    /// [`commit_again`](Self::commit_again) only if needed.)
+    #[cfg(test)]
     pub(crate) fn commit<'t>(
         &'t self,
         key: u64,
@@ -393,19 +409,18 @@ impl TierStore {
         prepared: &mut Prepared<'t>,
         out: &mut Decision,
     ) -> Option<Result<bool, InsufficientCapacity>> {
-        let Some(next) = prepared.next else {
-            return Some(Ok(false));
-        };
-        if prepared.seen.is_some_and(|seen| seen.replace(next)) {
-            return Some(Ok(true));
+        match prepared.try_commit() {
+            Some(recorded) => Some(Ok(recorded)),
+            None => self.commit_again(key, now, cost, prepared, out),
         }
-        self.commit_again(key, now, cost, prepared, out)
     }
 
-    /// [`commit`](Self::commit) when the slot read in step 1 changed: looks the key up
-    /// again.
+    /// Step 2 of a two-step take when [`Prepared::try_commit`] found the slot read in step
+    /// 1 changed: looks the key up again, and records what step 1 decided if the state is
+    /// unchanged (the key moved), else decides again on the state found, overwriting `out`
+    /// and `prepared`. Answers as [`commit`](Self::commit) does.
     #[inline(never)]
-    fn commit_again<'t>(
+    pub(crate) fn commit_again<'t>(
         &'t self,
         key: u64,
         now: Nanos,

@@ -89,7 +89,7 @@ impl<K> Table<K> {
     #[inline(always)]
     pub(crate) fn locate(&self, h: u64) -> Loc {
         // `h >> (64 - bits)` in two steps, so that zero bits (one shard) yields shard 0.
-        let shard = ((h >> 1) >> (63 - self.shard_bits)) as usize;
+        let shard = ((h >> 1) >> self.shard_shift) as usize;
         let nb = self.buckets_per_shard;
         let (b1, b2) = pair(h, nb as u64, self.shard_bits);
         let base = shard * nb;

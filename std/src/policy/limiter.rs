@@ -11,7 +11,7 @@ use super::in_flight::{Active, Published};
 use super::store::fingerprint;
 use super::{
     AsyncPolicyCheck, AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig,
-    PolicyConfigError, PolicyDecision, Request, RuleId, RuleSet, Store, Tier, TierOutcome,
+    PolicyConfigError, PolicyDecision, Request, Rule, RuleId, RuleSet, Store, Tier, TierOutcome,
 };
 use crate::sync::SwapCell;
 
@@ -550,32 +550,50 @@ fn plan_into<'a>(
 ) -> Result<(), InsufficientCapacity> {
     // One hash of the client: its state key, and its lookup in the rule index.
     let client = fingerprint(request.client);
-    for rule in set
-        .matching_fingerprinted(request.client, client, request.endpoint)
-        .into_iter()
-        .flatten()
-    {
-        let key = rule.key_id(client);
-        for tier in rule.tiers() {
-            // Start loading the in-process state's cache lines now (a hint; nothing for a
-            // tier whose state is elsewhere): by the time the store decides, they are on
-            // their way, and the tiers' misses overlap.
-            // The store's check then starts from where the prefetch located the key.
-            let at = tier.store.prefetch(key);
-            // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
-            let planned = PlannedTier {
-                rule,
-                tier,
-                key,
-                client: request.client,
-                cost: cost(tier)?,
-            };
-            if !plan.push_located(planned, at) {
-                return Ok(());
-            }
+    let [global, scoped] = set.matching_fingerprinted(request.client, client, request.endpoint);
+    // Each slot's rule in turn (written out, not an iterator over the pair: a check then
+    // keeps no iterator state).
+    if let Some(rule) = global {
+        if !plan_rule(plan, rule, client, request, &cost)? {
+            return Ok(());
         }
     }
+    if let Some(rule) = scoped {
+        plan_rule(plan, rule, client, request, &cost)?;
+    }
     Ok(())
+}
+
+/// Appends `rule`'s tiers to `plan` (see [`plan_into`]), the key under the rule being
+/// that of the client whose fingerprint is `client`; `false` if the plan is full.
+#[inline(always)]
+fn plan_rule<'a>(
+    plan: &mut Plan<'a>,
+    rule: &'a Rule,
+    client: u64,
+    request: &Request<'a>,
+    cost: &impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
+) -> Result<bool, InsufficientCapacity> {
+    let key = rule.key_id(client);
+    for tier in rule.tiers() {
+        // Start loading the in-process state's cache lines now (a hint; nothing for a
+        // tier whose state is elsewhere): by the time the store decides, they are on
+        // their way, and the tiers' misses overlap.
+        // The store's check then starts from where the prefetch located the key.
+        let at = tier.store.prefetch(key);
+        // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
+        let planned = PlannedTier {
+            rule,
+            tier,
+            key,
+            client: request.client,
+            cost: cost(tier)?,
+        };
+        if !plan.push_located(planned, at) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 impl<C, S> Policy<C, S> {

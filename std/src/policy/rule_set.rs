@@ -22,42 +22,73 @@ pub const MAX_CAPACITY: usize = 1 << 26;
 /// Default number of keys one tier keeps state for.
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
-/// Names (clients or endpoints) and what each maps to, hashed by [`fingerprint`]: the hash
-/// a check computes for its client anyway (the client's state key), so looking the client
-/// up costs no second hash. An empty index is not even hashed into.
+/// Names (clients or endpoints) and what each maps to. A few names (at most
+/// [`FEW`]: a config's endpoints, its client rules) are found by comparing the name with
+/// each in turn, which needs no hash at all (an endpoint is not otherwise hashed); more are
+/// found through a table hashed by [`fingerprint`]: the hash a check computes for its
+/// client anyway (the client's state key), so looking the client up costs no second hash.
 #[derive(Debug)]
 struct Index<V> {
-    table: HashTable<(Box<str>, V)>,
+    /// Every name, in insertion order.
+    entries: Vec<(Box<str>, V)>,
+    /// Each name's position in `entries`, by fingerprint (kept whatever the size: it finds
+    /// names while the index is built, and at lookups once there are more than [`FEW`]).
+    table: HashTable<usize>,
 }
+
+/// The most names an [`Index`] looks up by comparing them one by one: a comparison of a name
+/// that differs costs a length compare (or two word loads), a hash and a table probe tens
+/// of instructions.
+const FEW: usize = 4;
 
 impl<V> Default for Index<V> {
     fn default() -> Self {
         Index {
+            entries: Vec::new(),
             table: HashTable::new(),
         }
     }
 }
 
 impl<V> Index<V> {
-    /// The value of `name`, whose [`fingerprint`] is `hash`.
+    /// The value of `name`, whose [`fingerprint`] `hash()` computes if needed (only for an
+    /// index of more than [`FEW`] names).
     #[inline]
-    fn get(&self, name: &str, hash: u64) -> Option<&V> {
-        if self.table.is_empty() {
-            return None;
+    fn get(&self, name: &str, hash: impl FnOnce() -> u64) -> Option<&V> {
+        if self.entries.len() <= FEW {
+            return self
+                .entries
+                .iter()
+                .find(|(key, _)| same(key, name))
+                .map(|(_, value)| value);
         }
-        self.table
-            .find(hash, |(key, _)| same(key, name))
-            .map(|(_, value)| value)
+        let &i = self
+            .table
+            .find(hash(), |&i| same(&self.entries[i].0, name))?;
+        Some(&self.entries[i].1)
+    }
+
+    /// Whether it holds no name.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     /// The value of `name`, inserted by `value()` if absent.
     fn get_or_insert_with(&mut self, name: &str, value: impl FnOnce() -> V) -> &mut V {
+        let entries = &mut self.entries;
         let entry = self.table.entry(
             fingerprint(name),
-            |(key, _)| same(key, name),
-            |(key, _)| fingerprint(key),
+            |&i| same(&entries[i].0, name),
+            |&i| fingerprint(&entries[i].0),
         );
-        &mut entry.or_insert_with(|| (name.into(), value())).into_mut().1
+        let i = *entry
+            .or_insert_with(|| {
+                entries.push((name.into(), value()));
+                entries.len() - 1
+            })
+            .get();
+        &mut entries[i].1
     }
 }
 
@@ -225,15 +256,15 @@ impl RuleSet {
     ) -> [Option<&Rule>; 2] {
         let global = self
             .by_client
-            .get(client, client_hash)
+            .get(client, || client_hash)
             .copied()
             .or(self.default);
-        let scoped = if self.by_endpoint.table.is_empty() {
+        let scoped = if self.by_endpoint.is_empty() {
             None
         } else {
             self.by_endpoint
-                .get(endpoint, fingerprint(endpoint))
-                .and_then(|e| e.by_client.get(client, client_hash).copied().or(e.any))
+                .get(endpoint, || fingerprint(endpoint))
+                .and_then(|e| e.by_client.get(client, || client_hash).copied().or(e.any))
         };
         [
             global.map(|i| &self.rules[i]),
@@ -317,17 +348,26 @@ mod tests {
     /// client's endpoint rule replaces the endpoint's any-client rule.
     #[test]
     fn indexes_find_names_and_client_endpoint_rules() {
-        let mut index: Index<usize> = Index::default();
-        assert_eq!(index.get("x", fingerprint("x")), None);
-        for (i, name) in ["/a", "/search", "acct_123456789012345678"]
-            .iter()
-            .enumerate()
-        {
-            assert_eq!(*index.get_or_insert_with(name, || i), i);
+        // Few names (compared one by one), then many (through the table).
+        for extra in [0, 2 * FEW] {
+            let mut index: Index<usize> = Index::default();
+            assert_eq!(index.get("x", || fingerprint("x")), None);
+            let names: Vec<String> = ["/a", "/search", "acct_123456789012345678"]
+                .iter()
+                .map(|n| n.to_string())
+                .chain((0..extra).map(|i| format!("/extra/{i}")))
+                .collect();
+            for (i, name) in names.iter().enumerate() {
+                assert_eq!(*index.get_or_insert_with(name, || i), i);
+            }
+            assert_eq!(index.entries.len() <= FEW, extra == 0);
+            assert_eq!(*index.get_or_insert_with("/search", || 99), 1);
+            for (i, name) in names.iter().enumerate() {
+                assert_eq!(index.get(name, || fingerprint(name)), Some(&i), "{name}");
+            }
+            assert_eq!(index.get("/searcH", || fingerprint("/searcH")), None);
+            assert_eq!(index.get("/searc", || fingerprint("/searc")), None);
         }
-        assert_eq!(*index.get_or_insert_with("/search", || 9), 1);
-        assert_eq!(index.get("/search", fingerprint("/search")), Some(&1));
-        assert_eq!(index.get("/searcH", fingerprint("/searcH")), None);
         let set = RuleSet::compile(
             &PolicyConfig::from_toml(
                 "[[rules]]\nname = \"s\"\nendpoint = \"/s\"\nlimit = 1\nwindow = \"1s\"\n\

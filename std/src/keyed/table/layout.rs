@@ -78,8 +78,10 @@ impl<K> Table<K> {
     #[inline(always)]
     pub(crate) fn prefetch_located(&self, h: u64) -> Loc {
         let loc = self.locate(h);
-        prefetch_bucket(&self.buckets[loc.g1]);
-        prefetch_bucket(&self.buckets[loc.g2]);
+        // Addresses only (no bounds check: `locate` answers buckets of this table, and a
+        // prefetch of any address is harmless anyway).
+        prefetch_bucket(self.buckets.as_ptr().wrapping_add(loc.g1));
+        prefetch_bucket(self.buckets.as_ptr().wrapping_add(loc.g2));
         loc
     }
 
@@ -87,7 +89,7 @@ impl<K> Table<K> {
     #[inline(always)]
     pub(crate) fn locate(&self, h: u64) -> Loc {
         // `h >> (64 - bits)` in two steps, so that zero bits (one shard) yields shard 0.
-        let shard = ((h >> 1) >> (63 - self.shard_bits)) as usize;
+        let shard = ((h >> 1) >> self.shard_shift) as usize;
         let nb = self.buckets_per_shard;
         let (b1, b2) = pair(h, nb as u64, self.shard_bits);
         let base = shard * nb;
@@ -121,15 +123,15 @@ impl<K> Table<K> {
     }
 }
 
-/// Hints the CPU to start loading `bucket`'s cache line.
+/// Hints the CPU to start loading the cache line at `bucket`.
 #[inline(always)]
-fn prefetch_bucket(bucket: &Bucket) {
+fn prefetch_bucket(bucket: *const Bucket) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults, reads nothing the program can observe and writes
-    // nothing; the address comes from a live reference anyway.
+    // nothing, whatever the address (it is a bucket of the table anyway).
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (bucket as *const Bucket).cast::<i8>(),
+            bucket.cast::<i8>(),
         );
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -105,6 +105,9 @@ pub(crate) struct Table<K> {
     /// Capacity beyond the shards' bases, shared.
     pool: Box<QuotaPool>,
     shard_bits: u32,
+    /// `63 − shard_bits`: how far `h >> 1` shifts right to leave the shard (precomputed for
+    /// `locate`).
+    shard_shift: u32,
     buckets_per_shard: usize,
     /// ⌈2⁶⁴ / buckets_per_shard⌉: divides a bucket index (< 2³²) by `buckets_per_shard`
     /// with one multiplication (Lemire's exact fast division).
@@ -156,6 +159,7 @@ impl<K> Table<K> {
                 spare: AtomicUsize::new(geometry.pool()),
             }),
             shard_bits,
+            shard_shift: 63 - shard_bits,
             buckets_per_shard: nb,
             bucket_divisor: u64::MAX / nb as u64 + 1,
             single_empties,

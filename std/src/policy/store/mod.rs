@@ -26,9 +26,8 @@ use std::mem::MaybeUninit;
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
 use super::{Rule, Tier, TierOutcome, MAX_TIERS};
-use crate::keyed::Loc;
 use crate::sync::plain::{AtomicU64, Ordering};
-use tier::{Prepared, TakeReceipt as Receipt};
+use tier::{Prepared, Spot, TakeReceipt as Receipt};
 
 mod cell;
 mod log;
@@ -64,13 +63,13 @@ pub struct Plan<'a> {
     len: usize,
 }
 
-/// One tier of a plan, and where the in-process store found its key's table slot when the
-/// plan was made (so its check need not locate it again).
+/// One tier of a plan, and where the in-process store located its key's table slot when
+/// the plan was made (so its check need not locate it again).
 #[derive(Copy, Clone, Debug)]
 struct Entry<'a> {
     tier: PlannedTier<'a>,
-    /// From `tier.tier.store`'s own table (`None`: not located).
-    at: Option<Loc>,
+    /// In `tier.tier.store`'s own table (`None`: not located).
+    at: Option<Spot<'a>>,
 }
 
 impl<'a> Plan<'a> {
@@ -94,7 +93,7 @@ impl<'a> Plan<'a> {
     /// Appends `tier`, whose key lives at `at` in its store's table (as that store's
     /// `prefetch` answered); `false` if the plan is full.
     #[inline]
-    pub(crate) fn push_located(&mut self, tier: PlannedTier<'a>, at: Option<Loc>) -> bool {
+    pub(crate) fn push_located(&mut self, tier: PlannedTier<'a>, at: Option<Spot<'a>>) -> bool {
         match self.entries.get_mut(self.len) {
             Some(slot) => {
                 slot.write(Entry { tier, at });
@@ -469,6 +468,49 @@ impl InProcess {
     }
 }
 
+impl InProcess {
+    /// The fast path's step 2 after tier `i`'s commit recorded nothing although the tier
+    /// admits, or could not run (`committed`: a deny decided again, an error, or the key
+    /// gone), the tiers in `taken` having recorded theirs: compensates them (step 3) and
+    /// reports, or starts over on the general path.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn commit_failed(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        prepared: &[Prepared<'_>],
+        i: usize,
+        committed: Option<Result<bool, InsufficientCapacity>>,
+        taken: u32,
+    ) -> Result<(), InsufficientCapacity> {
+        match committed {
+            Some(Ok(_)) => {
+                // Another caller took the last permit since step 1: compensate.
+                self.undo_prepared(plan, prepared, taken);
+                // Report the other tiers as they are now (after the undo).
+                for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                Ok(())
+            }
+            Some(Err(e)) => {
+                Self::give_back(plan, prepared, taken);
+                Err(e)
+            }
+            None => {
+                // The key left the table since step 1: give back what was taken and
+                // start over on the general path.
+                self.undo_prepared(plan, prepared, taken);
+                self.check_general(plan, now, outcomes)
+            }
+        }
+    }
+}
+
 impl Store for InProcess {
     /// Every tier resident in a single-word table (the steady state) takes a fast path:
     /// the precheck decides every tier (the first included) on the state it reads and
@@ -486,28 +528,39 @@ impl Store for InProcess {
         if !self.precheck || plan.len() < 2 {
             return self.check_general(plan, now, outcomes);
         }
+        // Exactly the plan's outcomes (the caller gives at least as many), so the loops
+        // below walk plan, outcomes and slots together with no bounds check.
+        let outcomes = &mut outcomes[..plan.len()];
         // Left uninitialised (not zeroed: the hot path writes only the plan's tiers).
         let mut slots = [const { MaybeUninit::<Prepared<'_>>::uninit() }; MAX_TIERS];
         let mut filled = 0;
         let mut denied = false;
-        for (i, entry) in plan.entries().iter().enumerate() {
+        let mut located = true;
+        for ((entry, outcome), slot) in plan
+            .entries()
+            .iter()
+            .zip(outcomes.iter_mut())
+            .zip(slots.iter_mut())
+        {
             let p = &entry.tier;
-            match p
-                .tier
-                .store
-                .prepare(p.key, entry.at, now, p.cost, &mut outcomes[i].decision)
-            {
-                Some(ready) => {
-                    slots[i].write(ready?);
-                    filled = i + 1;
-                    denied |= !outcomes[i].decision.allowed;
-                }
-                None => return self.check_general(plan, now, outcomes),
-            }
+            let ready = match entry.at {
+                Some(spot) => spot.prepare(p.key, now, p.cost, &mut outcome.decision),
+                None => None,
+            };
+            let Some(ready) = ready else {
+                located = false;
+                break;
+            };
+            slot.write(ready?);
+            filled += 1;
+            denied |= !outcome.decision.allowed;
         }
-        // SAFETY: each round of the loop above wrote `slots[i]` for i = 0, 1, … in turn
-        // (or returned), so `slots[..filled]` is initialised; `MaybeUninit<T>` has `T`'s
-        // layout, and `Prepared` is `Copy` (nothing to drop).
+        if !located {
+            return self.check_general(plan, now, outcomes);
+        }
+        // SAFETY: each round of the loop above wrote the next of `slots` in turn (or
+        // returned, or broke out to the return above), so `slots[..filled]` is initialised;
+        // `MaybeUninit<T>` has `T`'s layout, and `Prepared` is `Copy` (nothing to drop).
         let prepared: &mut [Prepared<'_>] =
             unsafe { core::slice::from_raw_parts_mut(slots.as_mut_ptr().cast(), filled) };
         if denied {
@@ -516,36 +569,26 @@ impl Store for InProcess {
         }
         // Bit i: tier i recorded its take (the receipt is `prepared[i]`'s).
         let mut taken = 0u32;
-        for (i, p) in plan.iter().enumerate() {
-            let committed = p.tier.store.commit(
-                p.key,
-                now,
-                p.cost,
-                &mut prepared[i],
-                &mut outcomes[i].decision,
-            );
+        // All of one length (every tier was prepared), so indexing checks no bound.
+        let n = prepared.len();
+        let (entries, outcomes) = (&plan.entries()[..n], &mut outcomes[..n]);
+        for i in 0..n {
+            let p = &entries[i].tier;
+            let out = &mut outcomes[i].decision;
+            // The common case inline (the slot unchanged since step 1); the tier's store is
+            // asked only when the key must be looked up again.
+            let committed = match prepared[i].try_commit() {
+                Some(recorded) => Some(Ok(recorded)),
+                None => p
+                    .tier
+                    .store
+                    .commit_again(p.key, now, p.cost, &mut prepared[i], out),
+            };
             match committed {
                 Some(Ok(true)) => taken |= 1 << i,
-                Some(Ok(false)) if outcomes[i].decision.allowed => {}
-                Some(Ok(false)) => {
-                    // Another caller took the last permit since step 1: compensate.
-                    self.undo_prepared(plan, prepared, taken);
-                    // Report the other tiers as they are now (after the undo).
-                    for (j, p) in plan.iter().enumerate().skip(i + 1) {
-                        outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
-                    }
-                    Self::current_state(plan, outcomes, now);
-                    return Ok(());
-                }
-                Some(Err(e)) => {
-                    Self::give_back(plan, prepared, taken);
-                    return Err(e);
-                }
-                None => {
-                    // The key left the table since step 1: give back what was taken and
-                    // start over on the general path.
-                    self.undo_prepared(plan, prepared, taken);
-                    return self.check_general(plan, now, outcomes);
+                Some(Ok(false)) if out.allowed => {}
+                committed => {
+                    return self.commit_failed(plan, now, outcomes, prepared, i, committed, taken)
                 }
             }
         }

@@ -128,7 +128,43 @@ fn decide_into(
     }
 }
 
-/// What [`TierStore::prepare`] decided: the state it decided on, where it read it (so the
+/// Where a single-word store's table may hold a key, as [`TierStore::prefetch`] located
+/// it: the table, its algorithm and the key's buckets, so that [`prepare`](Self::prepare)
+/// neither looks the store's state up nor locates the key again.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Spot<'t> {
+    table: &'t Table<()>,
+    algorithm: &'t PackedAlgorithm,
+    loc: Loc,
+}
+
+impl<'t> Spot<'t> {
+    /// Step 1 of a two-step take (the in-process store's check of several tiers): decides
+    /// `cost` for `key` (the key this spot was located for) at `now` on its current state,
+    /// writing the decision to `out` and recording nothing. `None` when the fast path does
+    /// not apply (a key not resident, or a probe that raced a move): the caller then takes
+    /// the general path.
+    #[inline(always)]
+    pub(crate) fn prepare(
+        self,
+        key: u64,
+        now: Nanos,
+        cost: u32,
+        out: &mut Decision,
+    ) -> Option<Result<Prepared<'t>, InsufficientCapacity>> {
+        let seen = self.table.read_if_found(key, self.loc)?;
+        let state = seen.state();
+        Some(
+            decide_into(self.algorithm, state, now, cost, out).map(|next| Prepared {
+                state,
+                seen: Some(seen),
+                next,
+            }),
+        )
+    }
+}
+
+/// What [`Spot::prepare`] decided: the state it decided on, where it read it (so the
 /// commit writes without a second lookup) and the state to write (`None`: nothing to write).
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Prepared<'t> {
@@ -138,6 +174,20 @@ pub(crate) struct Prepared<'t> {
 }
 
 impl Prepared<'_> {
+    /// Step 2 of a two-step take, its fast path: whether it recorded the state step 1
+    /// decided (`false`: nothing to record), with one compare-and-swap on the slot step 1
+    /// read; `None` if that slot changed since (the store must look the key up again:
+    /// [`TierStore::commit_again`]).
+    #[inline(always)]
+    pub(crate) fn try_commit(&self) -> Option<bool> {
+        let Some(next) = self.next else {
+            return Some(false);
+        };
+        self.seen
+            .is_some_and(|seen| seen.replace(next))
+            .then_some(true)
+    }
+
     /// The receipt of the take that recorded it (step 2 of a two-step take), if it wrote.
     #[inline]
     pub(crate) fn receipt(&self) -> Option<TakeReceipt> {
@@ -257,11 +307,15 @@ impl TierStore {
     /// nothing for a store not yet allocated.
     ///
     /// For a single-word tier, answers where the key lives in its table, for
-    /// [`prepare`](Self::prepare) (which then need not locate it again).
+    /// [`Spot::prepare`] (which then need not locate it again).
     #[inline]
-    pub(crate) fn prefetch(&self, key: u64) -> Option<Loc> {
+    pub(crate) fn prefetch(&self, key: u64) -> Option<Spot<'_>> {
         match self.cells.get() {
-            Some(Cells::Words { table, .. }) => Some(table.prefetch_located(key)),
+            Some(Cells::Words { table, algorithm }) => Some(Spot {
+                table,
+                algorithm,
+                loc: table.prefetch_located(key),
+            }),
             Some(Cells::Logs { cells, .. }) => {
                 cells.prefetch(key);
                 None
@@ -337,45 +391,16 @@ impl TierStore {
         }
     }
 
-    /// Step 1 of a two-step take (the in-process store's check of several tiers): decides
-    /// `cost` for `key` at `now` on its current state, writing the decision to `out` and
-    /// recording nothing. `None` when the fast path does not apply (a log tier, a store not
-    /// yet allocated, a key not resident, or a probe that raced a move): the caller then
-    /// takes the general path. `at`: where [`prefetch`](Self::prefetch) of this store
-    /// found `key` lives, if it answered.
-    #[inline]
-    pub(crate) fn prepare(
-        &self,
-        key: u64,
-        at: Option<Loc>,
-        now: Nanos,
-        cost: u32,
-        out: &mut Decision,
-    ) -> Option<Result<Prepared<'_>, InsufficientCapacity>> {
-        let Some(Cells::Words { table, algorithm }) = self.cells.get() else {
-            return None;
-        };
-        // `at` came from this store's table (its only one: `cells` is set once).
-        let at = at.unwrap_or_else(|| table.locate(key));
-        let seen = table.read_if_found(key, at)?;
-        let state = seen.state();
-        Some(
-            decide_into(algorithm, state, now, cost, out).map(|next| Prepared {
-                state,
-                seen: Some(seen),
-                next,
-            }),
-        )
-    }
-
-    /// Step 2 of a two-step take: records what [`prepare`](Self::prepare) decided, if the
+    /// Step 2 of a two-step take: records what [`Spot::prepare`] decided, if the
     /// key's state is still the one it decided on (one compare-and-swap on the slot step 1
     /// read, no second lookup and no second decision); else decides again on the state
     /// found (another caller wrote meanwhile, or the key moved), overwriting `out` and
     /// `prepared`. Whether something was recorded (`false`: a deny, or an admit that
     /// writes nothing); `None` if the key is no longer resident (evicted or moved since
-    /// step 1, which recorded nothing): the caller takes the general path.
-    #[inline]
+    /// step 1, which recorded nothing): the caller takes the general path. (The in-process
+    /// store runs the two parts itself: [`Prepared::try_commit`] inline, then
+    /// [`commit_again`](Self::commit_again) only if needed.)
+    #[cfg(test)]
     pub(crate) fn commit<'t>(
         &'t self,
         key: u64,
@@ -384,19 +409,18 @@ impl TierStore {
         prepared: &mut Prepared<'t>,
         out: &mut Decision,
     ) -> Option<Result<bool, InsufficientCapacity>> {
-        let Some(next) = prepared.next else {
-            return Some(Ok(false));
-        };
-        if prepared.seen.is_some_and(|seen| seen.replace(next)) {
-            return Some(Ok(true));
+        match prepared.try_commit() {
+            Some(recorded) => Some(Ok(recorded)),
+            None => self.commit_again(key, now, cost, prepared, out),
         }
-        self.commit_again(key, now, cost, prepared, out)
     }
 
-    /// [`commit`](Self::commit) when the slot read in step 1 changed: looks the key up
-    /// again.
+    /// Step 2 of a two-step take when [`Prepared::try_commit`] found the slot read in step
+    /// 1 changed: looks the key up again, and records what step 1 decided if the state is
+    /// unchanged (the key moved), else decides again on the state found, overwriting `out`
+    /// and `prepared`. Answers as [`commit`](Self::commit) does.
     #[inline(never)]
-    fn commit_again<'t>(
+    pub(crate) fn commit_again<'t>(
         &'t self,
         key: u64,
         now: Nanos,
@@ -924,11 +948,20 @@ mod tests {
         let store = TierStore::new(gcra(10, 10), 100).unwrap();
         let k = fingerprint("k");
         let mut out = Decision::allow(0, 0, Nanos::ZERO);
-        assert!(store.prepare(k, None, Nanos::ZERO, 1, &mut out).is_none());
+        // A store not yet allocated locates nothing; a key not resident has no fast path.
+        assert!(store.prefetch(k).is_none());
         assert_eq!(admitted(&store, "k", 8), 8);
+        let other = fingerprint("other");
+        assert!(store
+            .prefetch(other)
+            .unwrap()
+            .prepare(other, Nanos::ZERO, 1, &mut out)
+            .is_none());
         // Unchanged state: one CAS records the prepared take.
         let mut prepared = store
-            .prepare(k, store.prefetch(k), Nanos::ZERO, 1, &mut out)
+            .prefetch(k)
+            .unwrap()
+            .prepare(k, Nanos::ZERO, 1, &mut out)
             .unwrap()
             .unwrap();
         assert!(out.allowed && out.remaining == 1);
@@ -944,7 +977,9 @@ mod tests {
         assert_eq!(admitted(&store, "k", 1), 1);
         // Another caller takes the last permit between the steps: decided again, denied.
         let mut prepared = store
-            .prepare(k, store.prefetch(k), Nanos::ZERO, 1, &mut out)
+            .prefetch(k)
+            .unwrap()
+            .prepare(k, Nanos::ZERO, 1, &mut out)
             .unwrap()
             .unwrap();
         assert!(out.allowed);

@@ -20,7 +20,11 @@
 //!   interleaved: five rounds, each a short run of one then the other (the order alternating),
 //!   at 1 and 16 concurrent callers; the median decisions/s of each and the median of the
 //!   rounds' ratios (so that one burst of a noisy neighbour does not decide the ratio), and
-//!   the server's µs per decision of each over all rounds.
+//!   the server's µs and socket reads per decision of each over all rounds;
+//! - the server's capacity for the same two scripts, as `redis-benchmark` measures it (16
+//!   connections, 10 000 keys; the tier's `FCALL` exactly as the store sends it, read back
+//!   from the slow log), interleaved in the same way: both sides driven by the same C
+//!   client, so they differ only by the server's work.
 //!
 //! Starts its own `redis-server` on a free loopback port (no persistence):
 //!
@@ -30,7 +34,7 @@
 //!
 //! `TOLLGATE_REDIS_BENCH=leased` (or `store`) runs only the baselines and the leased-store
 //! (or `RedisStore`) rows; `TOLLGATE_REDIS_BENCH=awaited` the baselines and the awaited
-//! rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved rows;
+//! rows; `TOLLGATE_REDIS_BENCH=interleaved` only the interleaved and capacity rows;
 //! `TOLLGATE_REDIS_BENCH=count-float:N` (or `count-tier:N`) exactly `N` decisions of one
 //! side of the interleaved comparison at 16 callers, for counting the client's
 //! instructions per decision under callgrind.
@@ -109,6 +113,20 @@ mod bench {
                     usec + field(l, "usec").unwrap_or(0.0),
                 )
             })
+    }
+
+    /// The reads the server made from its clients' sockets since the last reset (`INFO
+    /// stats`: `total_reads_processed`): fewer reads per decision means more commands
+    /// arrived together, each read serving several.
+    fn server_reads(server: &RedisServer) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut server.connection())
+            .expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_reads_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// One result line.
@@ -295,6 +313,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             }
             Ok("interleaved") => {
                 interleaved(&server, duration).await;
+                capacity(&server, duration).await;
                 return;
             }
             Ok(mode) if mode.starts_with("count-") => {
@@ -304,6 +323,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             Ok("store") => {
                 baselines(&server, duration).await;
                 interleaved(&server, duration).await;
+                capacity(&server, duration).await;
                 tokio::task::block_in_place(|| policies(&server, duration));
                 return;
             }
@@ -311,6 +331,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         }
         baselines(&server, duration).await;
         interleaved(&server, duration).await;
+        capacity(&server, duration).await;
         // The store blocks its caller and owns a runtime: run it off the async workers.
         tokio::task::block_in_place(|| policies(&server, duration));
         tokio::task::block_in_place(|| leased(&server, duration));
@@ -464,8 +485,8 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         );
         for tasks in [1usize, 16] {
             let (mut float_rates, mut policy_rates, mut ratios) = (vec![], vec![], vec![]);
-            // (decisions, server µs) of each side over every round
-            let (mut float_work, mut policy_work) = ((0u64, 0.0), (0u64, 0.0));
+            // (decisions, server µs, server reads) of each side over every round
+            let (mut float_work, mut policy_work) = ((0u64, 0.0, 0u64), (0u64, 0.0, 0u64));
             for round in 0..ROUNDS {
                 let (mut float_rate, mut policy_rate) = (0.0, 0.0);
                 for side in 0..2 {
@@ -490,15 +511,21 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                         })
                         .await;
                         let (_, usec) = server_work(server);
+                        let reads = server_reads(server);
                         float_rate = rate;
-                        float_work = (float_work.0 + n, float_work.1 + usec);
+                        float_work = (float_work.0 + n, float_work.1 + usec, float_work.2 + reads);
                     } else {
                         let before = policy.backend().stats().degraded;
                         let (rate, n) = drive_awaited(&policy, tasks, run).await;
                         assert_eq!(policy.backend().stats().degraded, before, "degraded");
                         let (_, usec) = server_work(server);
+                        let reads = server_reads(server);
                         policy_rate = rate;
-                        policy_work = (policy_work.0 + n, policy_work.1 + usec);
+                        policy_work = (
+                            policy_work.0 + n,
+                            policy_work.1 + usec,
+                            policy_work.2 + reads,
+                        );
                     }
                 }
                 float_rates.push(float_rate);
@@ -509,14 +536,154 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 .iter()
                 .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
             println!(
-                "  {tasks:>2} callers: float {:.0}/s, 1 tier {:.0}/s (medians); ratio 1 tier / float: median {:.2} (rounds {lo:.2}..{hi:.2}); server µs/d float {:.2}, 1 tier {:.2}",
+                "  {tasks:>2} callers: float {:.0}/s, 1 tier {:.0}/s (medians); ratio 1 tier / float: median {:.2} (rounds {lo:.2}..{hi:.2}); server µs/d float {:.2}, 1 tier {:.2}; server reads/d float {:.2}, 1 tier {:.2}",
                 median(&float_rates),
                 median(&policy_rates),
                 median(&ratios),
                 float_work.1 / float_work.0.max(1) as f64,
                 policy_work.1 / policy_work.0.max(1) as f64,
+                float_work.2 as f64 / float_work.0.max(1) as f64,
+                policy_work.2 as f64 / policy_work.0.max(1) as f64,
             );
         }
+    }
+
+    /// The server's capacity for each script, as `redis-benchmark` measures it (16
+    /// connections, one command in flight on each, 10 000 keys): the float GCRA script's
+    /// `FCALL` against the very `FCALL` a `RedisStore` sends for one exact GCRA tier (read
+    /// back from the server's slow log after one real check, the client's hash tag then
+    /// replaced by `redis-benchmark`'s random key), interleaved over `ROUNDS` rounds,
+    /// alternating which runs first. The client here is `redis-benchmark`'s C loop for
+    /// both, so the two differ only by what runs on the server: this is the measure issue
+    /// 13 started from (~30 000 against ~64 000 decisions/s).
+    async fn capacity(server: &RedisServer, duration: Duration) {
+        const ROUNDS: usize = 5;
+        let client = redis::Client::open(server.url()).expect("url");
+        let manager = ConnectionManager::new(client).await.expect("connect");
+        load_float_library(&manager).await;
+        let config = RedisConfig::new("bk")
+            .unwrap()
+            .with_timeout(Duration::from_secs(5));
+        let store = RedisStore::on_runtime(
+            RedisTarget::Single(server.url()),
+            config,
+            tokio::runtime::Handle::current(),
+        )
+        .expect("store");
+        let policy = Policy::from_toml(ONE_TIER, MonotonicClock::new())
+            .expect("rules")
+            .store(store);
+        policy.allow_async("warmup", "/", 1).await.expect("warmup");
+        // The exact command of one check, from the slow log (every command logged).
+        let mut c = server.connection();
+        let set = |c: &mut redis::Connection, v: &str| {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("slowlog-log-slower-than")
+                .arg(v)
+                .query(c)
+                .expect("CONFIG SET");
+        };
+        set(&mut c, "0");
+        let _: () = redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query(&mut c)
+            .expect("RESET");
+        policy.allow_async("c42", "/", 1).await.expect("check");
+        set(&mut c, "10000");
+        let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(100)
+            .query(&mut c)
+            .expect("SLOWLOG GET");
+        let text = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::SimpleString(s) => s.clone(),
+            other => panic!("slow log argument {other:?}"),
+        };
+        let tier: Vec<String> = log
+            .iter()
+            .find_map(|entry| {
+                let redis::Value::Array(fields) = entry else {
+                    return None;
+                };
+                let redis::Value::Array(args) = fields.get(3)? else {
+                    return None;
+                };
+                let args: Vec<String> = args.iter().map(text).collect();
+                (args.first()?.eq_ignore_ascii_case("FCALL")).then_some(args)
+            })
+            .expect("the check's FCALL in the slow log")
+            .into_iter()
+            .map(|a| a.replace("{c42}", "{c__rand_int__}"))
+            .collect();
+        assert!(
+            tier.iter().any(|a| a.contains("__rand_int__"))
+                && !tier.iter().any(|a| a.contains("more bytes")),
+            "the check's FCALL, whole, with its client's key: {tier:?}"
+        );
+        let float: Vec<String> = [
+            "FCALL",
+            "bench_float_gcra",
+            "1",
+            "fk:__rand_int__",
+            "0.000001",
+            "1",
+        ]
+        .map(String::from)
+        .to_vec();
+        // About `duration / 2` per run at the rates seen here.
+        let requests = ((duration.as_secs_f64() / 2.0) * 60_000.0).max(20_000.0) as u64;
+        let bench = |command: &[String]| -> f64 {
+            let out = std::process::Command::new("redis-benchmark")
+                .args(["-h", "127.0.0.1", "-p", &server.port().to_string()])
+                .args(["-c", "16", "-r", "10000", "--csv"])
+                .args(["-n", &requests.to_string()])
+                .args(command)
+                .output()
+                .expect("redis-benchmark (from the redis-tools package) on PATH");
+            assert!(out.status.success(), "redis-benchmark: {out:?}");
+            // `"test","rps",...` then one line per test: the rate is the second field.
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.split(',').nth(1)?.trim_matches('"').parse().ok())
+                .next()
+                .expect("a rate in redis-benchmark's CSV")
+        };
+        println!(
+            "server capacity, redis-benchmark (16 connections, 10 000 keys), {ROUNDS} rounds of {requests} requests per side: float GCRA script (FCALL) against the FCALL of 1 exact GCRA tier"
+        );
+        let (mut floats, mut tiers, mut ratios) = (vec![], vec![], vec![]);
+        let (mut float_work, mut tier_work) = ((0u64, 0.0), (0u64, 0.0));
+        for round in 0..ROUNDS {
+            let (mut f, mut t) = (0.0, 0.0);
+            for side in 0..2 {
+                reset_server_stats(server);
+                if (side == 0) == (round % 2 == 0) {
+                    f = tokio::task::block_in_place(|| bench(&float));
+                    let (calls, usec) = server_work(server);
+                    float_work = (float_work.0 + calls, float_work.1 + usec);
+                } else {
+                    t = tokio::task::block_in_place(|| bench(&tier));
+                    let (calls, usec) = server_work(server);
+                    tier_work = (tier_work.0 + calls, tier_work.1 + usec);
+                }
+            }
+            floats.push(f);
+            tiers.push(t);
+            ratios.push(t / f);
+        }
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        println!(
+            "  16 connections: float {:.0}/s, 1 tier {:.0}/s (medians); ratio 1 tier / float: median {:.2} (rounds {lo:.2}..{hi:.2}); server µs/d float {:.2}, 1 tier {:.2}",
+            median(&floats),
+            median(&tiers),
+            median(&ratios),
+            float_work.1 / float_work.0.max(1) as f64,
+            tier_work.1 / tier_work.0.max(1) as f64,
+        );
     }
 
     /// `TOLLGATE_REDIS_BENCH=count-float:N` (or `count-tier:N`): exactly `N` decisions of the

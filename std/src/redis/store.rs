@@ -1461,8 +1461,50 @@ impl AsyncStore for RedisStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{push_params, push_tag, push_tier_identity, push_tier_spec, tier_spec, SPEC_CACHE};
+    use super::{
+        push_params, push_tag, push_tier_identity, push_tier_spec, tier_spec, Call, SPEC_CACHE,
+    };
     use crate::{AlgorithmConfig, AnyAlgorithm, Nanos};
+
+    /// A call's keys, plan and time share one buffer: each comes back whole and in order,
+    /// the mode first among the arguments, the time only if there is one.
+    #[test]
+    fn a_call_gives_back_its_keys_and_arguments() {
+        let mut call = Call::new(7);
+        for (i, key) in ["p:r:a:{c}", "p:r:b:{c}", "p:other:t:{c}"]
+            .iter()
+            .enumerate()
+        {
+            call.text.push_str(key);
+            call.key_ends[i] = call.text.len();
+            call.tiers[i] = 2 * i;
+            call.len = i + 1;
+        }
+        call.text.push_str("spec one;spec two;spec three");
+        call.spec_end = call.text.len();
+        let script = call.script("c1000");
+        assert_eq!(script.keys(), ["p:r:a:{c}", "p:r:b:{c}", "p:other:t:{c}"]);
+        assert_eq!(script.args(), ["c1000", "spec one;spec two;spec three"]);
+        assert_eq!(call.tiers(), [0, 2, 4]);
+        assert_eq!(call.keys().count(), 3);
+        // With the client's time after the plan.
+        call.text.push_str("00000000000003e8");
+        let script = call.script("p1000");
+        assert_eq!(script.keys().len(), 3);
+        assert_eq!(
+            script.args(),
+            ["p1000", "spec one;spec two;spec three", "00000000000003e8"]
+        );
+        // One key.
+        let mut one = Call::new(1);
+        one.text.push('k');
+        one.key_ends[0] = 1;
+        one.len = 1;
+        one.text.push('s');
+        one.spec_end = 2;
+        assert_eq!(one.script("r5").keys(), ["k"]);
+        assert_eq!(one.script("r5").args(), ["r5", "s"]);
+    }
 
     /// The spec cache is a pure cache: whatever it holds, evicts or hits, every spec is the
     /// one `tier_spec` formats (each tier of a plan separated by `;`), and every identity

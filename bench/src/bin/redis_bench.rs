@@ -442,6 +442,42 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
         }
     }
 
+    /// The two sides of [`interleaved`], [`capacity`] and [`counted`]: a connection with the
+    /// float GCRA script loaded as a function, and a policy of one exact GCRA tier on a
+    /// `RedisStore` with keys under `prefix`, its I/O on this runtime (as the float script's
+    /// connection is), connected and its library loaded by a first check.
+    async fn float_and_tier(
+        server: &RedisServer,
+        prefix: &str,
+    ) -> (ConnectionManager, Arc<Policy<MonotonicClock, RedisStore>>) {
+        let client = redis::Client::open(server.url()).expect("url");
+        let manager = ConnectionManager::new(client).await.expect("connect");
+        load_float_library(&manager).await;
+        let config = RedisConfig::new(prefix)
+            .unwrap()
+            .with_timeout(Duration::from_secs(5));
+        let store = RedisStore::on_runtime(
+            RedisTarget::Single(server.url()),
+            config,
+            tokio::runtime::Handle::current(),
+        )
+        .expect("store");
+        let policy = Arc::new(
+            Policy::from_toml(ONE_TIER, MonotonicClock::new())
+                .expect("rules")
+                .store(store),
+        );
+        policy.allow_async("warmup", "/", 1).await.expect("warmup");
+        (manager, policy)
+    }
+
+    /// The least and the greatest of `values`.
+    fn range(values: &[f64]) -> (f64, f64) {
+        values
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)))
+    }
+
     /// The median of `values` (the upper one of an even count).
     fn median(values: &[f64]) -> f64 {
         let mut sorted = values.to_vec();
@@ -460,26 +496,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
     async fn interleaved(server: &RedisServer, duration: Duration) {
         const ROUNDS: usize = 5;
         let run = duration / 2;
-        let client = redis::Client::open(server.url()).expect("url");
-        let manager = ConnectionManager::new(client).await.expect("connect");
-        load_float_library(&manager).await;
-        let config = RedisConfig::new("bi")
-            .unwrap()
-            .with_timeout(Duration::from_secs(5));
-        // On this runtime, as the float script's connection is.
-        let store = RedisStore::on_runtime(
-            RedisTarget::Single(server.url()),
-            config,
-            tokio::runtime::Handle::current(),
-        )
-        .expect("store");
-        let policy = Arc::new(
-            Policy::from_toml(ONE_TIER, MonotonicClock::new())
-                .expect("rules")
-                .store(store),
-        );
-        // Connect and load the script before measuring.
-        policy.allow_async("warmup", "/", 1).await.expect("warmup");
+        let (manager, policy) = float_and_tier(server, "bi").await;
         println!(
             "interleaved, {ROUNDS} rounds of {run:?} per side: float GCRA script (FCALL) against 1 exact GCRA tier (policy on RedisStore::on_runtime, awaited, FCALL)"
         );
@@ -532,9 +549,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
                 policy_rates.push(policy_rate);
                 ratios.push(policy_rate / float_rate);
             }
-            let (lo, hi) = ratios
-                .iter()
-                .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+            let (lo, hi) = range(&ratios);
             println!(
                 "  {tasks:>2} callers: float {:.0}/s, 1 tier {:.0}/s (medians); ratio 1 tier / float: median {:.2} (rounds {lo:.2}..{hi:.2}); server µs/d float {:.2}, 1 tier {:.2}; server reads/d float {:.2}, 1 tier {:.2}",
                 median(&float_rates),
@@ -558,22 +573,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
     /// 13 started from (~30 000 against ~64 000 decisions/s).
     async fn capacity(server: &RedisServer, duration: Duration) {
         const ROUNDS: usize = 5;
-        let client = redis::Client::open(server.url()).expect("url");
-        let manager = ConnectionManager::new(client).await.expect("connect");
-        load_float_library(&manager).await;
-        let config = RedisConfig::new("bk")
-            .unwrap()
-            .with_timeout(Duration::from_secs(5));
-        let store = RedisStore::on_runtime(
-            RedisTarget::Single(server.url()),
-            config,
-            tokio::runtime::Handle::current(),
-        )
-        .expect("store");
-        let policy = Policy::from_toml(ONE_TIER, MonotonicClock::new())
-            .expect("rules")
-            .store(store);
-        policy.allow_async("warmup", "/", 1).await.expect("warmup");
+        let (_manager, policy) = float_and_tier(server, "bk").await;
         // The exact command of one check, from the slow log (every command logged).
         let mut c = server.connection();
         let set = |c: &mut redis::Connection, v: &str| {
@@ -673,9 +673,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             tiers.push(t);
             ratios.push(t / f);
         }
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        let (lo, hi) = range(&ratios);
         println!(
             "  16 connections: float {:.0}/s, 1 tier {:.0}/s (medians); ratio 1 tier / float: median {:.2} (rounds {lo:.2}..{hi:.2}); server µs/d float {:.2}, 1 tier {:.2}",
             median(&floats),
@@ -698,24 +696,7 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
             .and_then(|m| m.split_once(':'))
             .expect("count-float:N or count-tier:N");
         let per_task = n.parse::<u64>().expect("N") / TASKS;
-        let client = redis::Client::open(server.url()).expect("url");
-        let manager = ConnectionManager::new(client).await.expect("connect");
-        load_float_library(&manager).await;
-        let config = RedisConfig::new("bc")
-            .unwrap()
-            .with_timeout(Duration::from_secs(5));
-        let store = RedisStore::on_runtime(
-            RedisTarget::Single(server.url()),
-            config,
-            tokio::runtime::Handle::current(),
-        )
-        .expect("store");
-        let policy = Arc::new(
-            Policy::from_toml(ONE_TIER, MonotonicClock::new())
-                .expect("rules")
-                .store(store),
-        );
-        policy.allow_async("warmup", "/", 1).await.expect("warmup");
+        let (manager, policy) = float_and_tier(server, "bc").await;
         let float = match side {
             "float" => true,
             "tier" => false,

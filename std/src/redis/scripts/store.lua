@@ -496,7 +496,8 @@ local function parse_spec(s)
   if algo == ALGOS.gcra and p.num and p[4] > 0 and p[3] <= p[2]
     and not (p.head and p[3] >= p.half) then
     local ahead = p[3]
-    p.fresh_rem, p.fresh_reset = ndiv(p[2] - ahead, p[1]), ahead
+    p.fresh_rem = ndiv(p[2] - ahead, p[1])
+    p.fresh_reply = { 1, p.fresh_rem, ahead, 0 }
     local ms = ahead / 1000000
     p.fresh_ms = ms - ms % 1 + 3
     local vh = ahead / TWO32
@@ -600,7 +601,7 @@ local function main(keys, args)
       local ms = p.fresh_ms + slack
       redis.call('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
         'PX', MS_STR[ms] or ms_arg(ms))
-      return { 1, p.fresh_rem, p.fresh_reset, 0 }
+      return p.fresh_reply
     end
     set_now(hi, lo, true)
     now = 0

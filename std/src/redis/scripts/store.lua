@@ -565,7 +565,23 @@ local function main(keys, args)
   local tiers = #KEYS
   local hi, lo
   local client = ARGV[3]
-  if client == nil then hi, lo = server_time() else hi, lo = halves(client) end
+  if client == nil then
+    -- the server's TIME in ns as its high and low 32 bits (see TIME_S in the prelude)
+    local t = redis.call('TIME')
+    if t[1] ~= TIME_S then
+      local s = tonumber(t[1], 10)
+      local sl = s % 65536
+      local x = (s - sl) / 65536 * 1000000000
+      local xl = x % 65536
+      TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
+    end
+    lo = TIME_LO + tonumber(t[2], 10) * 1000
+    local c = lo / TWO32
+    c = c - c % 1 -- floor (see ndiv)
+    hi, lo = TIME_HI + c, lo - c * TWO32
+  else
+    hi, lo = halves(client)
+  end
 
   -- The plan's tiers, their specs parsed (or remembered).
   local pl = PLANS[ARGV[2]]

@@ -366,23 +366,8 @@ end
 -- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
 -- so every step is exact in a double.
 -- The library keeps the last second's string and its part of the sum (a pure cache: the
--- seconds change once a second, the µs every call).
+-- seconds change once a second, the µs every call). The runner's `main` reads it, inline.
 local TIME_S, TIME_HI, TIME_LO = nil, 0, 0
-
-local function server_time()
-  local t = redis.call('TIME')
-  if t[1] ~= TIME_S then
-    local s = tonumber(t[1], 10)
-    local sl = s % 65536
-    local x = (s - sl) / 65536 * 1000000000
-    local xl = x % 65536
-    TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
-  end
-  local lo = TIME_LO + tonumber(t[2], 10) * 1000
-  local c = lo / TWO32
-  c = c - c % 1 -- floor (see ndiv)
-  return TIME_HI + c, lo - c * TWO32
-end
 
 -- 16 hex digits as their high and low 32 bits.
 local function halves(s)

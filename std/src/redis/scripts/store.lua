@@ -75,7 +75,8 @@ local function wide(f, a, b, c, d)
   return r
 end
 
--- The stored state of tier i's key: nil if absent; the tier's spec itself (whose kind and
+-- The stored state of tier i's key (`raw`: its GET's reply, if the caller read it already;
+-- never for a log): nil if absent; the tier's spec itself (whose kind and
 -- tag are the state's) for a word state under the tier's own tag (the common case), its
 -- fields then in T_ST[i]; otherwise { kind, p1, p2, tag, st (fields) or view (a log), zset
 -- (the key is a sorted set) }. A value this runner did not write reads as kind nil (fresh,
@@ -99,16 +100,18 @@ end
 -- sliding window counter), tag }.
 local RAWV, RAWV_COUNT = {}, 0
 
-local function load(i, p)
+local function load(i, p, raw)
   local key = KEYS[i]
-  if p.kind == 'l' then
-    local n = redis.pcall('ZCARD', key)
-    if type(n) == 'number' then
-      if n == 0 then return nil end
-      return load_log(key, n)
+  if raw == nil then
+    if p.kind == 'l' then
+      local n = redis.pcall('ZCARD', key)
+      if type(n) == 'number' then
+        if n == 0 then return nil end
+        return load_log(key, n)
+      end
     end
+    raw = redis.pcall('GET', key)
   end
-  local raw = redis.pcall('GET', key)
   if raw == false then return nil end
   -- (an error reply is a table, of length 0)
   local len = p.len
@@ -483,6 +486,24 @@ local function parse_spec(s)
     p.head = p[2]
     p.half = p[2] - (p[2] - p[2] % 2) / 2
   end
+  -- A GCRA check on an absent key (see main's fast path): gcra.decide (Gcra::decide) of the
+  -- fresh state in relative mode on its number path (now = 0, the state before it: tat = 0,
+  -- new_tat = ahead = cost*T) depends on the parameters alone, as does write_word's TTL of
+  -- the state written when the key gets no headroom. Kept where the check admits and
+  -- writes (cost > 0, cost*T <= tau) without headroom: the reply's remaining
+  -- (tau - cost*T) / T and reset_after cost*T; write_word's TTL before the slack (ms);
+  -- inst_hex's split of cost*T into 32-bit halves.
+  if algo == ALGOS.gcra and p.num and p[4] > 0 and p[3] <= p[2]
+    and not (p.head and p[3] >= p.half) then
+    local ahead = p[3]
+    p.fresh_rem = ndiv(p[2] - ahead, p[1])
+    p.fresh_reply = { 1, p.fresh_rem, ahead, 0 }
+    local ms = ahead / 1000000
+    p.fresh_ms = ms - ms % 1 + 3
+    local vh = ahead / TWO32
+    vh = vh - vh % 1
+    p.fresh_vh, p.fresh_vl = vh, ahead - vh * TWO32
+  end
   return p
 end
 
@@ -544,7 +565,23 @@ local function main(keys, args)
   local tiers = #KEYS
   local hi, lo
   local client = ARGV[3]
-  if client == nil then hi, lo = server_time() else hi, lo = halves(client) end
+  if client == nil then
+    -- the server's TIME in ns as its high and low 32 bits (see TIME_S in the prelude)
+    local t = redis.call('TIME')
+    if t[1] ~= TIME_S then
+      local s = tonumber(t[1], 10)
+      local sl = s % 65536
+      local x = (s - sl) / 65536 * 1000000000
+      local xl = x % 65536
+      TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
+    end
+    lo = TIME_LO + tonumber(t[2], 10) * 1000
+    local c = lo / TWO32
+    c = c - c % 1 -- floor (see ndiv)
+    hi, lo = TIME_HI + c, lo - c * TWO32
+  else
+    hi, lo = halves(client)
+  end
 
   -- The plan's tiers, their specs parsed (or remembered).
   local pl = PLANS[ARGV[2]]
@@ -561,10 +598,30 @@ local function main(keys, args)
     -- The commonest call, a check of one GCRA / leaky bucket tier: the steps below for
     -- one tier (load_all, decide, the reply, the write), without the per-tier arrays. A
     -- log's state or an instant too far for relative mode takes the general steps.
+    local p = pl[1]
+    local raw = redis.pcall('GET', KEYS[1])
+    if raw == false and p.fresh_rem and HEX2 and hi < 4292870144 then
+      -- An absent key under a GCRA tier that admits a fresh state (see parse_spec): the
+      -- steps below for it (set_now in relative mode, ROOMY: the number path; load: nil;
+      -- gcra.decide: admitted; write_word: inst_hex of now + cost*T, SET with the state's
+      -- TTL), with what the spec fixes precomputed.
+      local lo = lo + p.fresh_vl
+      local hi = hi + p.fresh_vh
+      if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+      if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
+      local d = lo % 256
+      lo = (lo - d) / 256
+      local c = lo % 256
+      lo = (lo - c) / 256
+      local b = lo % 256
+      local ms = p.fresh_ms + slack
+      redis.call('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+        'PX', MS_STR[ms] or ms_arg(ms))
+      return p.fresh_reply
+    end
     set_now(hi, lo, true)
     now = 0
-    local p = pl[1]
-    local old = load(1, p)
+    local old = load(1, p, raw)
     T_OLD[1] = old
     local st
     if old == p then

@@ -443,6 +443,167 @@ local function load_all(tiers, hi, lo, relative)
   return absolute or FAR
 end
 
+-- The replies check_words returns, one per tier count up to 3, reused from call to call
+-- (Redis only reads a returned table, and check_words sets every field).
+local REPLY_N = { { 1, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 } }
+
+-- A check (op 'c') of up to 3 word tiers (no log tier) in relative mode on the number path
+-- (ROOMY: see set_now; HEX2 built): main's general steps (load_all, each tier's decide,
+-- the reply, the writes) fused into one pass over the tiers, keeping each tier's
+-- outcome in locals instead of T_STATE, T_NEXT, T_SPAN and T_OK. A GCRA tier whose key is
+-- absent takes the outcome parse_spec precomputed (fresh_*: gcra.decide of the fresh
+-- state, and write_word's SET, as in main's one-tier fast path). Returns nil and true,
+-- having written nothing, where absolute mode is needed (as load_all's return): a key
+-- holding a log, or an instant too far in the past for relative mode. Decisions are pure (the caches they
+-- touch are), so deciding a tier before the next one is read changes nothing.
+local function check_words(tiers, hi, lo)
+  set_now(hi, lo, true)
+  now = 0
+  local reply = REPLY_N[tiers]
+  local all = 1
+  -- per tier: the next state, its span, the verdict, the state decided on, and whether that
+  -- is a window state read under the tier's own tag (then written here: see below)
+  local n1, n2, n3, s1, s2, s3, k1, k2, k3, t1, t2, t3, w1, w2, w3
+  for i = 1, tiers do
+    local p = T_P[i]
+    local raw = redis.pcall('GET', KEYS[i])
+    local next, span, ok, a, b, c, st
+    local own = false
+    local v = RAWV[raw]
+    if raw == false and p.fresh_rem then
+      -- gcra.decide of the fresh state (see parse_spec): admitted, the spec as the next
+      -- state's mark
+      st, next, span, ok, a, b, c = FRESH_T_REL, p, p[3], 1, p.fresh_rem, p[3], 0
+    else
+      if v and v[4] == p.tag and p.kind ~= 't' then
+        -- load's first case (a window state's value read before, under this tag: see
+        -- RAWV), its fields read where they are cached (never written to)
+        st, own = v, true
+      else
+        -- load_all's steps for the tier
+        local old = load(i, p, raw)
+        T_OLD[i] = old
+        if old == p then
+          st = T_ST[i]
+          own = p.kind ~= 't'
+        elseif old == nil and p.kind == 't' then
+          st = FRESH_T_REL
+        elseif old and old.kind == 'l' then
+          return nil, true
+        else
+          st = convert(i, old)
+        end
+        if FAR then return nil, true end
+      end
+      local out = T_OUT[i]
+      if out == nil then
+        out = { 0, 0, 0 }
+        T_OUT[i] = out
+      end
+      local e, limbs
+      next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
+      -- put_decision, inlined
+      if limbs then
+        c = wait_field(ok, c, e)
+        if LIMB[a] then a = tohex(a) end
+        if LIMB[b] then b = tohex(b) end
+      elseif ok == 1 then
+        c = e
+      else
+        c = -c
+      end
+    end
+    local base = 3 * i - 1
+    reply[base], reply[base + 1], reply[base + 2] = a, b, c
+    if ok == 0 then all = 0 end
+    if i == 1 then
+      n1, s1, k1, t1, w1 = next, span, ok, st, own
+    elseif i == 2 then
+      n2, s2, k2, t2, w2 = next, span, ok, st, own
+    else
+      n3, s3, k3, t3, w3 = next, span, ok, st, own
+    end
+  end
+  reply[1] = all
+  if all == 1 then
+    for i = 1, tiers do
+      local next, span, old, own
+      if i == 1 then
+        next, span, old, own = n1, s1, t1, w1
+      elseif i == 2 then
+        next, span, old, own = n2, s2, t2, w2
+      else
+        next, span, old, own = n3, s3, t3, w3
+      end
+      local p = T_P[i]
+      if own and next then
+        -- write_word of a window state read under the tier's own tag (`old`): its SETRANGE
+        -- cases inlined, else (T_OLD not set for it here) its SET
+        local index, b = next[1], next[2]
+        local kind = p.kind
+        local done = false
+        if old[1] == index then
+          local hb = HEXN[b] or tohex(b)
+          if kind == 'f' then
+            redis.call('SETRANGE', KEYS[i], p.off2, hb)
+            done = true
+          else
+            local c = next[3]
+            if (old[3] == 0) == (c == 0) and (old[2] == 0) == (b == 0) then
+              local hc = HEXN[c] or tohex(c)
+              if old[2] == b then
+                redis.call('SETRANGE', KEYS[i], p.off3, hc)
+              else
+                redis.call('SETRANGE', KEYS[i], p.off2, hb .. hc)
+              end
+              done = true
+            end
+          end
+        end
+        if not done then
+          T_OLD[i] = nil
+          write_word(i, next, span)
+        end
+      elseif next == p then
+        -- write_word of the fresh state's next one (see main's one-tier fast path):
+        -- inst_hex of now + cost*T, SET with the state's TTL
+        local lo = NOW_L + p.fresh_vl
+        local hi = NOW_H + p.fresh_vh
+        if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+        if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
+        local d = lo % 256
+        lo = (lo - d) / 256
+        local c = lo % 256
+        lo = (lo - c) / 256
+        local b = lo % 256
+        local ms = p.fresh_ms + slack
+        redis.call('SET', KEYS[i], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+          'PX', MS_STR[ms] or ms_arg(ms))
+      elseif next then
+        write_word(i, next, span)
+      end
+    end
+  else
+    for i = 1, tiers do
+      local ok, st
+      if i == 1 then
+        ok, st = k1, t1
+      elseif i == 2 then
+        ok, st = k2, t2
+      else
+        ok, st = k3, t3
+      end
+      if ok == 1 then
+        -- the request did not count: an admitting tier reports its current state
+        local p = T_P[i]
+        local _, _, ok, a, b, c, e = p.algo.decide(st, p, now, true)
+        put_decision(reply, i, ok, a, b, c, e)
+      end
+    end
+  end
+  return reply
+end
+
 -- A tier spec parsed: { algo, decide (algo.decide), kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
 -- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
 -- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log),
@@ -653,9 +814,22 @@ local function main(keys, args)
     end
   end
 
+  -- check_words (a one-tier GCRA / leaky bucket check comes here from the steps above only
+  -- where they need absolute mode)
+  local absolute = false
+  if op == 'c' and relative and tiers <= 3 and (tiers > 1 or pl[1].kind ~= 't')
+    and HEX2 and hi < 4292870144 then
+    local reply
+    reply, absolute = check_words(tiers, hi, lo)
+    if reply then return reply end
+  end
+
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
-  -- part, or a state holds an instant too far in the past for it (then read again).
-  if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
+  -- part, or a state holds an instant too far in the past for it (then read again; at once
+  -- if check_words found that).
+  if absolute or load_all(tiers, hi, lo, relative) and relative then
+    load_all(tiers, hi, lo, false)
+  end
 
   if op == 'r' or op == 'g' then
     for i = 1, tiers do

@@ -35,6 +35,9 @@
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
 -- the helpers read as upvalues.
 local KEYS, ARGV, now, slack
+-- redis.call and redis.pcall, bound by main with the prelude's globals (see bind): an
+-- upvalue read instead of a global's and a field's
+local RCALL, RPCALL
 
 -- The call's tiers, by index: T_P is the call's parsed plan (its specs, see `plan`; read
 -- only), the others scratch arrays every call overwrites from 1 to #KEYS before reading
@@ -457,7 +460,9 @@ local REPLY_N = { { 1, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0
 -- holding a log, or an instant too far in the past for relative mode. Decisions are pure (the caches they
 -- touch are), so deciding a tier before the next one is read changes nothing.
 local function check_words(tiers, hi, lo)
-  set_now(hi, lo, true)
+  -- set_now(hi, lo, true), inlined (ROOMY and FAST: see the caller)
+  NOW_H, NOW_L, NOW_ABS = hi, lo, nil
+  RELATIVE, ROOMY, EPOCH, FAR, FAST = true, true, -EXACT, false, true
   now = 0
   local reply = REPLY_N[tiers]
   local all = 1
@@ -466,7 +471,7 @@ local function check_words(tiers, hi, lo)
   local n1, n2, n3, s1, s2, s3, k1, k2, k3, t1, t2, t3, w1, w2, w3
   for i = 1, tiers do
     local p = T_P[i]
-    local raw = redis.pcall('GET', KEYS[i])
+    local raw = RPCALL('GET', KEYS[i])
     local next, span, ok, a, b, c, st
     local own = false
     local v = RAWV[raw]
@@ -545,16 +550,16 @@ local function check_words(tiers, hi, lo)
         if old[1] == index then
           local hb = HEXN[b] or tohex(b)
           if kind == 'f' then
-            redis.call('SETRANGE', KEYS[i], p.off2, hb)
+            RCALL('SETRANGE', KEYS[i], p.off2, hb)
             done = true
           else
             local c = next[3]
             if (old[3] == 0) == (c == 0) and (old[2] == 0) == (b == 0) then
               local hc = HEXN[c] or tohex(c)
               if old[2] == b then
-                redis.call('SETRANGE', KEYS[i], p.off3, hc)
+                RCALL('SETRANGE', KEYS[i], p.off3, hc)
               else
-                redis.call('SETRANGE', KEYS[i], p.off2, hb .. hc)
+                RCALL('SETRANGE', KEYS[i], p.off2, hb .. hc)
               end
               done = true
             end
@@ -577,7 +582,7 @@ local function check_words(tiers, hi, lo)
         lo = (lo - c) / 256
         local b = lo % 256
         local ms = p.fresh_ms + slack
-        redis.call('SET', KEYS[i], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+        RCALL('SET', KEYS[i], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
           'PX', MS_STR[ms] or ms_arg(ms))
       elseif next then
         write_word(i, next, span)
@@ -716,7 +721,10 @@ end
 
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
 local function main(keys, args)
-  if floor == nil then bind() end
+  if floor == nil then
+    bind()
+    RCALL, RPCALL = redis.call, redis.pcall
+  end
   KEYS, ARGV = keys, args
   NL = BASE_NL
   local m = MODES[ARGV[1]] or mode(ARGV[1] or '')
@@ -728,7 +736,7 @@ local function main(keys, args)
   local client = ARGV[3]
   if client == nil then
     -- the server's TIME in ns as its high and low 32 bits (see TIME_S in the prelude)
-    local t = redis.call('TIME')
+    local t = RCALL('TIME')
     if t[1] ~= TIME_S then
       local s = tonumber(t[1], 10)
       local sl = s % 65536
@@ -760,7 +768,7 @@ local function main(keys, args)
     -- one tier (load_all, decide, the reply, the write), without the per-tier arrays. A
     -- log's state or an instant too far for relative mode takes the general steps.
     local p = pl[1]
-    local raw = redis.pcall('GET', KEYS[1])
+    local raw = RPCALL('GET', KEYS[1])
     if raw == false and p.fresh_rem and HEX2 and hi < 4292870144 then
       -- An absent key under a GCRA tier that admits a fresh state (see parse_spec): the
       -- steps below for it (set_now in relative mode, ROOMY: the number path; load: nil;
@@ -776,7 +784,7 @@ local function main(keys, args)
       lo = (lo - c) / 256
       local b = lo % 256
       local ms = p.fresh_ms + slack
-      redis.call('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+      RCALL('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
         'PX', MS_STR[ms] or ms_arg(ms))
       return p.fresh_reply
     end

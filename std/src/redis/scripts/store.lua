@@ -505,17 +505,51 @@ local function check_words(tiers, hi, lo)
         out = { 0, 0, 0 }
         T_OUT[i] = out
       end
-      local e, limbs
-      next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
-      -- put_decision, inlined
-      if limbs then
-        c = wait_field(ok, c, e)
-        if LIMB[a] then a = tohex(a) end
-        if LIMB[b] then b = tohex(b) end
-      elseif ok == 1 then
-        c = e
-      else
-        c = -c
+      if p.kind == 'f' and p.num then
+        -- fixed.decide's number path (FixedWindow::decide; FAST is set) to an admission,
+        -- inlined: the same steps; anything else takes the call below
+        local window, limit = p[1], p[2]
+        local index, count = st[1], st[2]
+        -- window_of's first case inlined: the memo's window if the time is still in it
+        local cur, into
+        local w = WINDOWS[window]
+        if w then
+          local d = NOW_H - w[2]
+          if d >= 0 and d < 1048576 then
+            d = d * TWO32 + (NOW_L - w[3])
+            if d >= 0 and d < window then cur, into = w[1], d end
+          end
+        end
+        if cur == nil then cur, into = window_of(window) end
+        if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
+          local ahead = 0
+          if index < cur then index, count = cur, 0 else ahead = index - cur end
+          local reset = ahead * window + (window - into)
+          local cost = p[3]
+          local new_count = count + cost
+          if reset < EXACT and new_count < EXACT and new_count <= limit then
+            if cost ~= 0 then
+              next = out
+              out[1], out[2] = index, new_count
+            end
+            -- (put_decision: the wait of an admission on the number path is 0)
+            span, ok, a, b, c = reset, 1, limit - new_count, reset, 0
+          end
+        end
+      end
+      if ok == nil then
+        local e, limbs
+        next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
+        -- put_decision, inlined
+        if limbs then
+          c = wait_field(ok, c, e)
+          if LIMB[a] then a = tohex(a) end
+          if LIMB[b] then b = tohex(b) end
+        elseif ok == 1 then
+          c = e
+        else
+          c = -c
+        end
       end
     end
     local base = 3 * i - 1
@@ -744,7 +778,8 @@ local function main(keys, args)
       local xl = x % 65536
       TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
     end
-    lo = TIME_LO + tonumber(t[2], 10) * 1000
+    -- (the string coerced, as tonumber(t[2], 10) reads it, without the call)
+    lo = TIME_LO + t[2] * 1000
     local c = lo / TWO32
     c = c - c % 1 -- floor (see ndiv)
     hi, lo = TIME_HI + c, lo - c * TWO32

@@ -536,6 +536,54 @@ local function check_words(tiers, hi, lo)
             span, ok, a, b, c = reset, 1, limit - new_count, reset, 0
           end
         end
+      elseif p.kind == 'c' and p.num then
+        -- swc.decide's number path (SlidingWindowCounter::decide; FAST is set) to an
+        -- admission with prev <= L, inlined: the same steps; anything else takes the call
+        -- below
+        local window, limit = p[1], p[2]
+        local index, prev, curr = st[1], st[2], st[3]
+        local cur, into
+        local w = WINDOWS[window]
+        if w then
+          local d = NOW_H - w[2]
+          if d >= 0 and d < 1048576 then
+            d = d * TWO32 + (NOW_L - w[3])
+            if d >= 0 and d < window then cur, into = w[1], d end
+          end
+        end
+        if cur == nil then cur, into = window_of(window) end
+        if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
+          -- swc_roll
+          local elapsed, ahead = into, 0
+          if index > cur then
+            elapsed, ahead = 0, index - cur
+          elseif index < cur then
+            if index + 1 == cur then prev = curr else prev = 0 end
+            index, curr = cur, 0
+          end
+          local weighed = prev * elapsed
+          if prev <= limit and weighed < SMALL then
+            local room = limit - prev
+            if weighed >= window then room = room + ndiv(weighed, window) end
+            local cost = p[3]
+            local new_curr = curr + cost
+            if new_curr <= room then
+              local reset = 0
+              if new_curr ~= 0 then
+                reset = (ahead + 1) * window + (window - into)
+              elseif prev ~= 0 then
+                reset = ahead * window + (window - into)
+              end
+              if reset < EXACT then
+                if cost ~= 0 then
+                  next = out
+                  out[1], out[2], out[3] = index, prev, new_curr
+                end
+                span, ok, a, b, c = reset, 1, room - new_curr, reset, 0
+              end
+            end
+          end
+        end
       end
       if ok == nil then
         local e, limbs

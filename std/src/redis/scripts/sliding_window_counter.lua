@@ -76,7 +76,9 @@ function swc.decide(st, p, now, zero, out)
       end
       local weighed = prev * elapsed
       if prev <= limit and weighed < SMALL then
-        local room = (limit - prev) + ndiv(weighed, window)
+        -- ndiv(weighed, window), its first case (0 below the divisor) without the call
+        local room = limit - prev
+        if weighed >= window then room = room + ndiv(weighed, window) end
         local new_curr = curr + cost
         if new_curr <= room then
           -- until_window(ahead, 2 or 1, window, into)

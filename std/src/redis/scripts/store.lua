@@ -35,6 +35,9 @@
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
 -- the helpers read as upvalues.
 local KEYS, ARGV, now, slack
+-- redis.call and redis.pcall, bound by main with the prelude's globals (see bind): an
+-- upvalue read instead of a global's and a field's
+local RCALL, RPCALL
 
 -- The call's tiers, by index: T_P is the call's parsed plan (its specs, see `plan`; read
 -- only), the others scratch arrays every call overwrites from 1 to #KEYS before reading
@@ -443,6 +446,251 @@ local function load_all(tiers, hi, lo, relative)
   return absolute or FAR
 end
 
+-- The replies check_words returns, one per tier count up to 3, reused from call to call
+-- (Redis only reads a returned table, and check_words sets every field).
+local REPLY_N = { { 1, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 } }
+
+-- A check (op 'c') of up to 3 word tiers (no log tier) in relative mode on the number path
+-- (ROOMY: see set_now; HEX2 built): main's general steps (load_all, each tier's decide,
+-- the reply, the writes) fused into one pass over the tiers, keeping each tier's
+-- outcome in locals instead of T_STATE, T_NEXT, T_SPAN and T_OK. A GCRA tier whose key is
+-- absent takes the outcome parse_spec precomputed (fresh_*: gcra.decide of the fresh
+-- state, and write_word's SET, as in main's one-tier fast path). Returns nil and true,
+-- having written nothing, where absolute mode is needed (as load_all's return): a key
+-- holding a log, or an instant too far in the past for relative mode. Decisions are pure (the caches they
+-- touch are), so deciding a tier before the next one is read changes nothing.
+local function check_words(tiers, hi, lo)
+  -- set_now(hi, lo, true), inlined (ROOMY and FAST: see the caller)
+  NOW_H, NOW_L, NOW_ABS = hi, lo, nil
+  RELATIVE, ROOMY, EPOCH, FAR, FAST = true, true, -EXACT, false, true
+  now = 0
+  local reply = REPLY_N[tiers]
+  local all = 1
+  -- per tier: the next state, its span, the verdict, the state decided on, and whether that
+  -- is a window state read under the tier's own tag (then written here: see below)
+  local n1, n2, n3, s1, s2, s3, k1, k2, k3, t1, t2, t3, w1, w2, w3
+  for i = 1, tiers do
+    local p = T_P[i]
+    local raw = RPCALL('GET', KEYS[i])
+    local next, span, ok, a, b, c, st
+    local own = false
+    local v = RAWV[raw]
+    if raw == false and p.fresh_rem then
+      -- gcra.decide of the fresh state (see parse_spec): admitted, the spec as the next
+      -- state's mark
+      st, next, span, ok, a, b, c = FRESH_T_REL, p, p[3], 1, p.fresh_rem, p[3], 0
+    else
+      if v and v[4] == p.tag and p.kind ~= 't' then
+        -- load's first case (a window state's value read before, under this tag: see
+        -- RAWV), its fields read where they are cached (never written to)
+        st, own = v, true
+      else
+        -- load_all's steps for the tier
+        local old = load(i, p, raw)
+        T_OLD[i] = old
+        if old == p then
+          st = T_ST[i]
+          own = p.kind ~= 't'
+        elseif old == nil and p.kind == 't' then
+          st = FRESH_T_REL
+        elseif old and old.kind == 'l' then
+          return nil, true
+        else
+          st = convert(i, old)
+        end
+        if FAR then return nil, true end
+      end
+      local out = T_OUT[i]
+      if out == nil then
+        out = { 0, 0, 0 }
+        T_OUT[i] = out
+      end
+      if p.kind == 'f' and p.num then
+        -- fixed.decide's number path (FixedWindow::decide; FAST is set) to an admission,
+        -- inlined: the same steps; anything else takes the call below
+        local window, limit = p[1], p[2]
+        local index, count = st[1], st[2]
+        -- window_of's first case inlined: the memo's window if the time is still in it
+        local cur, into
+        local w = WINDOWS[window]
+        if w then
+          local d = NOW_H - w[2]
+          if d >= 0 and d < 1048576 then
+            d = d * TWO32 + (NOW_L - w[3])
+            if d >= 0 and d < window then cur, into = w[1], d end
+          end
+        end
+        if cur == nil then cur, into = window_of(window) end
+        if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
+          local ahead = 0
+          if index < cur then index, count = cur, 0 else ahead = index - cur end
+          local reset = ahead * window + (window - into)
+          local cost = p[3]
+          local new_count = count + cost
+          if reset < EXACT and new_count < EXACT and new_count <= limit then
+            if cost ~= 0 then
+              next = out
+              out[1], out[2] = index, new_count
+            end
+            -- (put_decision: the wait of an admission on the number path is 0)
+            span, ok, a, b, c = reset, 1, limit - new_count, reset, 0
+          end
+        end
+      elseif p.kind == 'c' and p.num then
+        -- swc.decide's number path (SlidingWindowCounter::decide; FAST is set) to an
+        -- admission with prev <= L, inlined: the same steps; anything else takes the call
+        -- below
+        local window, limit = p[1], p[2]
+        local index, prev, curr = st[1], st[2], st[3]
+        local cur, into
+        local w = WINDOWS[window]
+        if w then
+          local d = NOW_H - w[2]
+          if d >= 0 and d < 1048576 then
+            d = d * TWO32 + (NOW_L - w[3])
+            if d >= 0 and d < window then cur, into = w[1], d end
+          end
+        end
+        if cur == nil then cur, into = window_of(window) end
+        if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
+          -- swc_roll
+          local elapsed, ahead = into, 0
+          if index > cur then
+            elapsed, ahead = 0, index - cur
+          elseif index < cur then
+            if index + 1 == cur then prev = curr else prev = 0 end
+            index, curr = cur, 0
+          end
+          local weighed = prev * elapsed
+          if prev <= limit and weighed < SMALL then
+            local room = limit - prev
+            if weighed >= window then room = room + ndiv(weighed, window) end
+            local cost = p[3]
+            local new_curr = curr + cost
+            if new_curr <= room then
+              local reset = 0
+              if new_curr ~= 0 then
+                reset = (ahead + 1) * window + (window - into)
+              elseif prev ~= 0 then
+                reset = ahead * window + (window - into)
+              end
+              if reset < EXACT then
+                if cost ~= 0 then
+                  next = out
+                  out[1], out[2], out[3] = index, prev, new_curr
+                end
+                span, ok, a, b, c = reset, 1, room - new_curr, reset, 0
+              end
+            end
+          end
+        end
+      end
+      if ok == nil then
+        local e, limbs
+        next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
+        -- put_decision, inlined
+        if limbs then
+          c = wait_field(ok, c, e)
+          if LIMB[a] then a = tohex(a) end
+          if LIMB[b] then b = tohex(b) end
+        elseif ok == 1 then
+          c = e
+        else
+          c = -c
+        end
+      end
+    end
+    local base = 3 * i - 1
+    reply[base], reply[base + 1], reply[base + 2] = a, b, c
+    if ok == 0 then all = 0 end
+    if i == 1 then
+      n1, s1, k1, t1, w1 = next, span, ok, st, own
+    elseif i == 2 then
+      n2, s2, k2, t2, w2 = next, span, ok, st, own
+    else
+      n3, s3, k3, t3, w3 = next, span, ok, st, own
+    end
+  end
+  reply[1] = all
+  if all == 1 then
+    for i = 1, tiers do
+      local next, span, old, own
+      if i == 1 then
+        next, span, old, own = n1, s1, t1, w1
+      elseif i == 2 then
+        next, span, old, own = n2, s2, t2, w2
+      else
+        next, span, old, own = n3, s3, t3, w3
+      end
+      local p = T_P[i]
+      if own and next then
+        -- write_word of a window state read under the tier's own tag (`old`): its SETRANGE
+        -- cases inlined, else (T_OLD not set for it here) its SET
+        local index, b = next[1], next[2]
+        local kind = p.kind
+        local done = false
+        if old[1] == index then
+          local hb = HEXN[b] or tohex(b)
+          if kind == 'f' then
+            RCALL('SETRANGE', KEYS[i], p.off2, hb)
+            done = true
+          else
+            local c = next[3]
+            if (old[3] == 0) == (c == 0) and (old[2] == 0) == (b == 0) then
+              local hc = HEXN[c] or tohex(c)
+              if old[2] == b then
+                RCALL('SETRANGE', KEYS[i], p.off3, hc)
+              else
+                RCALL('SETRANGE', KEYS[i], p.off2, hb .. hc)
+              end
+              done = true
+            end
+          end
+        end
+        if not done then
+          T_OLD[i] = nil
+          write_word(i, next, span)
+        end
+      elseif next == p then
+        -- write_word of the fresh state's next one (see main's one-tier fast path):
+        -- inst_hex of now + cost*T, SET with the state's TTL
+        local lo = NOW_L + p.fresh_vl
+        local hi = NOW_H + p.fresh_vh
+        if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+        if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
+        local d = lo % 256
+        lo = (lo - d) / 256
+        local c = lo % 256
+        lo = (lo - c) / 256
+        local b = lo % 256
+        local ms = p.fresh_ms + slack
+        RCALL('SET', KEYS[i], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+          'PX', MS_STR[ms] or ms_arg(ms))
+      elseif next then
+        write_word(i, next, span)
+      end
+    end
+  else
+    for i = 1, tiers do
+      local ok, st
+      if i == 1 then
+        ok, st = k1, t1
+      elseif i == 2 then
+        ok, st = k2, t2
+      else
+        ok, st = k3, t3
+      end
+      if ok == 1 then
+        -- the request did not count: an admitting tier reports its current state
+        local p = T_P[i]
+        local _, _, ok, a, b, c, e = p.algo.decide(st, p, now, true)
+        put_decision(reply, i, ok, a, b, c, e)
+      end
+    end
+  end
+  return reply
+end
+
 -- A tier spec parsed: { algo, decide (algo.decide), kind, tag, p1, p2 (the tag's parameters), cmax, [1..args]
 -- (the algorithm's parameters), num (all of them numbers below 2^52: see the prelude's
 -- FAST), len (the tag's length), vlen (a word state's length under the tag, -1 for a log),
@@ -555,7 +803,10 @@ end
 
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
 local function main(keys, args)
-  if floor == nil then bind() end
+  if floor == nil then
+    bind()
+    RCALL, RPCALL = redis.call, redis.pcall
+  end
   KEYS, ARGV = keys, args
   NL = BASE_NL
   local m = MODES[ARGV[1]] or mode(ARGV[1] or '')
@@ -567,7 +818,7 @@ local function main(keys, args)
   local client = ARGV[3]
   if client == nil then
     -- the server's TIME in ns as its high and low 32 bits (see TIME_S in the prelude)
-    local t = redis.call('TIME')
+    local t = RCALL('TIME')
     if t[1] ~= TIME_S then
       local s = tonumber(t[1], 10)
       local sl = s % 65536
@@ -575,7 +826,8 @@ local function main(keys, args)
       local xl = x % 65536
       TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
     end
-    lo = TIME_LO + tonumber(t[2], 10) * 1000
+    -- (the string coerced, as tonumber(t[2], 10) reads it, without the call)
+    lo = TIME_LO + t[2] * 1000
     local c = lo / TWO32
     c = c - c % 1 -- floor (see ndiv)
     hi, lo = TIME_HI + c, lo - c * TWO32
@@ -599,7 +851,7 @@ local function main(keys, args)
     -- one tier (load_all, decide, the reply, the write), without the per-tier arrays. A
     -- log's state or an instant too far for relative mode takes the general steps.
     local p = pl[1]
-    local raw = redis.pcall('GET', KEYS[1])
+    local raw = RPCALL('GET', KEYS[1])
     if raw == false and p.fresh_rem and HEX2 and hi < 4292870144 then
       -- An absent key under a GCRA tier that admits a fresh state (see parse_spec): the
       -- steps below for it (set_now in relative mode, ROOMY: the number path; load: nil;
@@ -615,7 +867,7 @@ local function main(keys, args)
       lo = (lo - c) / 256
       local b = lo % 256
       local ms = p.fresh_ms + slack
-      redis.call('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+      RCALL('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
         'PX', MS_STR[ms] or ms_arg(ms))
       return p.fresh_reply
     end
@@ -653,9 +905,22 @@ local function main(keys, args)
     end
   end
 
+  -- check_words (a one-tier GCRA / leaky bucket check comes here from the steps above only
+  -- where they need absolute mode)
+  local absolute = false
+  if op == 'c' and relative and tiers <= 3 and (tiers > 1 or pl[1].kind ~= 't')
+    and HEX2 and hi < 4292870144 then
+    local reply
+    reply, absolute = check_words(tiers, hi, lo)
+    if reply then return reply end
+  end
+
   -- Their states, read and converted: relative to now (see the prelude) unless a log takes
-  -- part, or a state holds an instant too far in the past for it (then read again).
-  if load_all(tiers, hi, lo, relative) and relative then load_all(tiers, hi, lo, false) end
+  -- part, or a state holds an instant too far in the past for it (then read again; at once
+  -- if check_words found that).
+  if absolute or load_all(tiers, hi, lo, relative) and relative then
+    load_all(tiers, hi, lo, false)
+  end
 
   if op == 'r' or op == 'g' then
     for i = 1, tiers do

@@ -34,7 +34,7 @@
 //! racing checks) is modelled directly in `tests/policy.rs` through its public API, with a
 //! sequential replay as oracle and broken twins (tiers without compensation, a reload that
 //! snapshots then swaps). Its rule-set publication (the generation, the per-generation
-//! counts and set slots of `policy::in_flight`), per-key cells and shard locks are all
+//! holds and set slots of `policy::published`), per-key cells and shard locks are all
 //! loom-visible.
 // Without the cfg the crate is empty, so the links above have nothing to point at.
 #![cfg_attr(not(tollgate_loom), allow(rustdoc::broken_intra_doc_links))]

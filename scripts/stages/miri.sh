@@ -52,10 +52,10 @@ status_doc=0
 run --doc >"$log_dir/doc.log" 2>&1 || status_doc=$?
 # The std crate's `unsafe`: the keyed table (exact keys behind per-slot pins), the policy's
 # stores built on it (tier stores handing keys to a successor, log tiers, the plan's
-# uninitialised slots), the in-flight counts a reload waits on, and a decision's
+# uninitialised slots), the published rule sets and the holds on them, and a decision's
 # uninitialised tier slots. Their unit tests, sized for miri, are interpreted too.
 status_keyed=0
-cargo +nightly miri test -p tollgate --lib -- keyed:: policy::store:: policy::in_flight \
+cargo +nightly miri test -p tollgate --lib -- keyed:: policy::store:: policy::published \
   policy::decision "${test_args[@]}" >"$log_dir/keyed.log" 2>&1 || status_keyed=$?
 
 for log in "$log_dir"/a.log "$log_dir"/b.log "$log_dir"/doc.log "$log_dir"/keyed.log; do

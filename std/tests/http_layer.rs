@@ -484,7 +484,7 @@ async fn reload_while_requests_flow() -> TestResult {
             tasks.push(tokio::spawn(async move {
                 policy
                     .reload_toml(&text)
-                    .map(|()| 0u16)
+                    .map(|_| 0u16)
                     .map_err(|e| BoxError::from(e.to_string()))
             }));
         }

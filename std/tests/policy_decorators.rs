@@ -47,8 +47,8 @@ fn metrics_count_allowed_and_denied_per_rule_under_threads() {
     assert_eq!(metered.allowed(), 40);
     assert_eq!(metered.denied(), 40);
     let snapshot = metered.snapshot();
-    let default = snapshot.iter().find(|r| r.rule == "default").unwrap();
-    let search = snapshot.iter().find(|r| r.rule == "search").unwrap();
+    let default = snapshot.iter().find(|r| &*r.rule == "default").unwrap();
+    let search = snapshot.iter().find(|r| &*r.rule == "search").unwrap();
     assert_eq!((default.allowed, default.denied), (40, 40));
     // The endpoint rule admitted every request it saw (its 100 were never exhausted).
     assert_eq!((search.allowed, search.denied), (60, 0));

@@ -1,6 +1,6 @@
 //! Golden tests: the exact headers rendered from decisions.
 
-use tollgate::policy::{Policy, RateLimitHeaders, RuleId, TierLabel, TierOutcome};
+use tollgate::policy::{Policy, PolicyDecision, RateLimitHeaders, RuleId, TierLabel};
 use tollgate::{Decision, ManualClock, Nanos};
 
 fn render(headers: &RateLimitHeaders) -> Vec<String> {
@@ -111,25 +111,29 @@ fn single_decision_rendering() {
     assert_eq!(h.get("retry-after"), Some("3"));
 }
 
+/// A decision of one tier named `name` (a leaked label: the test's own).
+fn one_tier(name: &'static str) -> PolicyDecision {
+    let label: &'static TierLabel = Box::leak(Box::new(TierLabel {
+        rule: RuleId(0),
+        rule_name: "r".into(),
+        name: name.into(),
+        quota: 5,
+        window: Nanos::from_secs(1),
+        shared: false,
+    }));
+    PolicyDecision::combine([(label, Decision::allow(5, 4, Nanos::from_millis(200)))])
+}
+
 #[test]
 fn names_are_escaped_as_structured_field_strings() {
-    let tier = TierOutcome::new(
-        TierLabel {
-            rule: RuleId(0),
-            rule_name: "r",
-            name: "a \"quoted\" \\ name",
-            quota: 5,
-            window: Nanos::from_secs(1),
-            shared: false,
-        },
-        Decision::allow(5, 4, Nanos::from_millis(200)),
-    );
+    let decision = one_tier("a \"quoted\" \\ name");
+    let tier = decision.tiers();
     assert_eq!(
-        RateLimitHeaders::policy_value(&[tier]),
+        RateLimitHeaders::policy_value(tier),
         "\"a \\\"quoted\\\" \\\\ name\";q=5;w=1"
     );
     assert_eq!(
-        RateLimitHeaders::limit_value(&[tier]),
+        RateLimitHeaders::limit_value(tier),
         "\"a \\\"quoted\\\" \\\\ name\";r=4;t=1"
     );
 }
@@ -159,24 +163,14 @@ fn from_decision_rejects_names_that_would_break_the_header() {
     assert_eq!(h.get("RateLimit"), Some("\"a\\\"b\\\\c\";r=9;t=1"));
 }
 
-/// Tier outcomes are plain public structs: a name built by hand with control characters is
+/// Tier labels are plain public structs: a name built by hand with control characters is
 /// rendered with each such character replaced by `?`, never copied into the value.
 #[test]
 fn tier_names_outside_printable_ascii_are_replaced() {
-    let tier = TierOutcome::new(
-        TierLabel {
-            rule: RuleId(0),
-            rule_name: "r",
-            name: "x\r\nInjected: 1\u{e9}",
-            quota: 5,
-            window: Nanos::from_secs(1),
-            shared: false,
-        },
-        Decision::allow(5, 4, Nanos::from_millis(200)),
-    );
+    let decision = one_tier("x\r\nInjected: 1\u{e9}");
     for value in [
-        RateLimitHeaders::policy_value(&[tier]),
-        RateLimitHeaders::limit_value(&[tier]),
+        RateLimitHeaders::policy_value(decision.tiers()),
+        RateLimitHeaders::limit_value(decision.tiers()),
     ] {
         assert!(
             value.bytes().all(|b| (b' '..=b'~').contains(&b)),

@@ -293,3 +293,88 @@ fn replaced_store_hands_keys_to_its_successor_when_first_written() {
     assert_eq!(drain(&policy, "a"), 16);
     assert_eq!(keys(), (0, 1));
 }
+
+/// Issue 27, item 4: an empty rules file (a file read while an editor rewrites it) is
+/// refused, as is one of whitespace only, so limiting stays on and no key's state is lost:
+/// a client that used its quota is still refused after the full file comes back. Only a
+/// config that says `allow_empty = true` turns limiting off; and every reload reports what
+/// it changed, so a watcher can refuse a suspicious one.
+#[test]
+fn an_empty_rules_file_is_refused_and_a_reload_reports_its_changes() {
+    let full =
+        "[[rules]]\nname = \"api\"\nlimit = 3\nwindow = \"1h\"\nalgorithm = \"fixed_window\"\n";
+    let policy = Policy::from_toml(full, ManualClock::new()).unwrap();
+    assert_eq!(drain(&policy, "c"), 3);
+    for empty in ["", "  \n\t\n", "# nothing yet\n"] {
+        let err = policy.reload_toml(empty).unwrap_err();
+        assert_eq!(err.path, "rules", "{empty:?}: {err}");
+        assert!(err.to_string().contains("allow_empty"), "{err}");
+    }
+    assert!(
+        !policy.allow("c", "/", 1).unwrap().allowed(),
+        "limiting stayed on"
+    );
+    let report = policy.reload_toml(full).unwrap();
+    assert!(report.is_empty(), "{report}");
+    assert_eq!(report.unchanged(), 1);
+    assert!(
+        !policy.allow("c", "/", 1).unwrap().allowed(),
+        "the spent quota is kept"
+    );
+    assert!(Policy::from_toml("", ManualClock::new()).is_err());
+
+    let report = policy.reload_toml("allow_empty = true\n").unwrap();
+    assert_eq!(report.removed(), ["api"]);
+    assert!(
+        policy.allow("c", "/", 1).unwrap().allowed(),
+        "asked for: unlimited"
+    );
+
+    let two = format!(
+        "{full}[[rules]]\nname = \"export\"\nendpoint = \"/export\"\nlimit = 1\nwindow = \"1h\"\n"
+    );
+    let report = policy.reload_toml(&two).unwrap();
+    assert_eq!(
+        (report.added(), report.changed()),
+        (&["api".to_owned(), "export".to_owned()][..], &[][..])
+    );
+    let report = policy
+        .reload_toml(&two.replace("limit = 3", "limit = 4"))
+        .unwrap();
+    assert_eq!(
+        (report.changed(), report.unchanged()),
+        (&["api".to_owned()][..], 1)
+    );
+    assert_eq!(report.to_string(), "changed api");
+}
+
+/// Issue 27, item 5: adding a tier to a one-tier rule keeps the first tier's state (its
+/// name is the rule's, before and after), so clients do not start fresh; and removing the
+/// added tier again keeps it too.
+#[test]
+fn adding_a_tier_to_a_one_tier_rule_keeps_its_state() {
+    let one =
+        "[[rules]]\nname = \"api\"\nlimit = 5\nwindow = \"1h\"\nalgorithm = \"fixed_window\"\n";
+    let two = "[[rules]]\nname = \"api\"\n[[rules.tiers]]\nlimit = 5\nwindow = \"1h\"\nalgorithm = \"fixed_window\"\n[[rules.tiers]]\nlimit = 100\nwindow = \"1d\"\nalgorithm = \"fixed_window\"\n";
+    let policy = Policy::from_toml(one, ManualClock::new()).unwrap();
+    for _ in 0..4 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    }
+    policy.reload_toml(two).unwrap();
+    let names: Vec<String> = policy.rule_set().rules()[0]
+        .tiers()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, ["api", "api.1"]);
+    let next = policy.allow("c", "/", 1).unwrap();
+    assert!(next.allowed());
+    assert_eq!(
+        next.tiers()[0].decision.remaining,
+        0,
+        "4 used before the reload, 1 now"
+    );
+    assert!(!policy.allow("c", "/", 1).unwrap().allowed());
+    policy.reload_toml(one).unwrap();
+    assert!(!policy.allow("c", "/", 1).unwrap().allowed(), "still spent");
+}

@@ -474,26 +474,25 @@ mod tests {
     #[test]
     fn unsendable_tier_names_leave_the_field_out() {
         use crate::policy::{RuleId, TierLabel};
-        let tier = |name| {
-            TierOutcome::new(
-                TierLabel {
-                    rule: RuleId(0),
-                    rule_name: "r",
-                    name,
-                    quota: 10,
-                    window: Nanos::from_secs(60),
-                    shared: false,
-                },
-                Decision::allow(10, 9, Nanos::from_secs(6)),
-            )
+        let tier = |name: &'static str| {
+            let label: &'static TierLabel = Box::leak(Box::new(TierLabel {
+                rule: RuleId(0),
+                rule_name: "r".into(),
+                name: name.into(),
+                quota: 10,
+                window: Nanos::from_secs(60),
+                shared: false,
+            }));
+            PolicyDecision::combine([(label, Decision::allow(10, 9, Nanos::from_secs(6)))])
         };
-        let ok = PolicyDecision::combine(&[tier("api")]);
-        let h = HeaderStyle::Draft10.render(&ok, &[tier("shadow")], "k");
+        let ok = tier("api");
+        let shadow = tier("shadow");
+        let h = HeaderStyle::Draft10.render(&ok, shadow.tiers(), "k");
         assert_eq!(h["ratelimit"], "\"api\";r=9;t=6, \"shadow\";r=9;t=6");
-        let bad = PolicyDecision::combine(&[tier("caf\u{e9}")]);
+        let bad = tier("caf\u{e9}");
         let h = HeaderStyle::Draft11.render(&bad, &[], "k");
         assert!(h.is_empty(), "{h:?}");
-        let none = PolicyDecision::combine(&[]);
+        let none = PolicyDecision::combine([]);
         assert!(HeaderStyle::Legacy.render(&none, &[], "k").is_empty());
         assert!(HeaderStyle::Draft11.render(&none, &[], "k").is_empty());
     }

@@ -79,8 +79,11 @@ impl ShadowSplit {
     }
 
     /// Splits `config`: the rules named in `names` are the shadow rules. Both halves keep
-    /// the config's `capacity`.
+    /// the config's `capacity`; either may be empty when the whole is not (a file of only
+    /// shadow rules enforces nothing, on purpose), while an empty whole stays refused unless
+    /// it says `allow_empty`.
     pub fn by_name(config: PolicyConfig, names: &[&str]) -> ShadowSplit {
+        let allow_empty = config.allow_empty || !config.rules.is_empty();
         let (shadow, enforced) = config
             .rules
             .into_iter()
@@ -89,10 +92,12 @@ impl ShadowSplit {
             enforced: PolicyConfig {
                 capacity: config.capacity,
                 rules: enforced,
+                allow_empty,
             },
             shadow: PolicyConfig {
                 capacity: config.capacity,
                 rules: shadow,
+                allow_empty,
             },
         }
     }

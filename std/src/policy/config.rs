@@ -35,6 +35,12 @@ pub struct PolicyConfig {
     /// The rules.
     #[serde(default)]
     pub rules: Vec<RuleConfig>,
+    /// Whether a config with no rules is meant (every request admitted, no state kept).
+    /// Off by default: an empty rules file is far more often a file caught half-written
+    /// (an editor saving it, a failed deploy) than a wish to stop limiting, and loading it
+    /// would drop every key's state. TOML `allow_empty = true`.
+    #[serde(default)]
+    pub allow_empty: bool,
 }
 
 impl PolicyConfig {
@@ -55,6 +61,19 @@ impl PolicyConfig {
     /// Adds a rule.
     pub fn rule(mut self, rule: RuleConfig) -> PolicyConfig {
         self.rules.push(rule);
+        self
+    }
+
+    /// Accepts a config with no rules (see [`allow_empty`](Self::allow_empty)).
+    ///
+    /// ```
+    /// use tollgate::policy::PolicyConfig;
+    /// assert!(PolicyConfig::default().validate().is_err());
+    /// assert!(PolicyConfig::default().allowing_empty().validate().is_ok());
+    /// assert!(PolicyConfig::from_toml("allow_empty = true").is_ok());
+    /// ```
+    pub fn allowing_empty(mut self) -> PolicyConfig {
+        self.allow_empty = true;
         self
     }
 }

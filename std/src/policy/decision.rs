@@ -1,11 +1,16 @@
 //! [`PolicyDecision`]: the answer to a policy check: the combined decision and every
 //! tier's part in it ([`TierOutcome`]: what one tier answered, with its [`TierLabel`]).
+//!
+//! A decision points into the rule set it was decided on (each tier's label lives in its
+//! tier) and holds that set, as a check does (see `published`): the set lives as long as
+//! the decision, however many reloads come meanwhile, and is reclaimed after the last one
+//! is gone. Nothing is interned, so nothing grows with reloads.
 
-use super::Plan;
-use super::RuleId;
+use super::published::Hold;
+use super::{Plan, RuleId, RuleSet};
 use core::mem::MaybeUninit;
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use core::ptr::NonNull;
+use std::borrow::Cow;
 use tollgate_core::{Decision, Nanos};
 
 /// The decision of a request no rule matched.
@@ -19,9 +24,10 @@ pub const MAX_TIERS: usize = 8;
 
 /// The answer to [`Policy::allow`](super::Policy::allow): allowed only if every matching
 /// tier admitted, plus each tier's own answer (for headers and metrics). Fixed size, no
-/// allocation: 568 bytes (each tier's outcome is its decision, the quota it advertises
-/// and a pointer to its [`TierLabel`](super::TierLabel)), of which a check writes only the
-/// outcomes of the tiers it checked.
+/// allocation: 584 bytes (each tier's outcome is its decision, the quota it advertises
+/// and a pointer to its [`TierLabel`](super::TierLabel); and a hold on the rule set the
+/// labels live in), of which a check writes only the outcomes of the tiers it checked.
+/// Cloning it takes another hold (one add on the cloning thread's own counter).
 ///
 /// The combined [`decision`](Self::decision) follows the core's one combine rule,
 /// [`Decision::combine`]: admitted iff every tier admitted; `remaining` the fewest of any
@@ -47,7 +53,6 @@ pub const MAX_TIERS: usize = 8;
 /// assert_eq!(d.tightest().unwrap().name(), "default");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Copy, Clone)]
 pub struct PolicyDecision {
     /// The combined (tightest) decision.
     pub decision: Decision,
@@ -57,6 +62,26 @@ pub struct PolicyDecision {
     /// At most [`MAX_TIERS`].
     len: u8,
     tightest: u8,
+    /// The rule set the outcomes' labels live in (`None`: labels that live for good, or no
+    /// tier).
+    set: Option<Hold<RuleSet>>,
+}
+
+impl Clone for PolicyDecision {
+    fn clone(&self) -> PolicyDecision {
+        let mut tiers = [const { MaybeUninit::uninit() }; MAX_TIERS];
+        for (slot, outcome) in tiers.iter_mut().zip(self.tiers()) {
+            slot.write(outcome.duplicate());
+        }
+        PolicyDecision {
+            decision: self.decision,
+            tiers,
+            len: self.len,
+            tightest: self.tightest,
+            // The copied labels point into the same set: hold it again.
+            set: self.set.clone(),
+        }
+    }
 }
 
 /// Equal when the combined decisions, the tiers checked and the tightest tier are (unused
@@ -72,11 +97,34 @@ impl PartialEq for PolicyDecision {
 impl Eq for PolicyDecision {}
 
 impl PolicyDecision {
-    /// A decision combining `tiers` (at most [`MAX_TIERS`]; extra ones are ignored).
-    pub fn combine(outcomes: &[TierOutcome]) -> PolicyDecision {
+    /// A decision combining one outcome per `(label, decision)` (at most [`MAX_TIERS`];
+    /// extra ones are ignored), with the core's one combine rule: for rendering or testing
+    /// headers of decisions made elsewhere. The labels must live for good (a `static`, or
+    /// leaked); a policy's own decisions point into their rule set instead.
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// use tollgate::policy::{PolicyDecision, RuleId, TierLabel};
+    /// use tollgate::{Decision, Nanos};
+    /// static API: TierLabel = TierLabel {
+    ///     rule: RuleId(0),
+    ///     rule_name: Cow::Borrowed("api"),
+    ///     name: Cow::Borrowed("burst"),
+    ///     quota: 10,
+    ///     window: Nanos::from_secs(1),
+    ///     shared: false,
+    /// };
+    /// let d = PolicyDecision::combine([(&API, Decision::allow(10, 9, Nanos::from_millis(100)))]);
+    /// assert!(d.allowed());
+    /// assert_eq!((d.tiers()[0].name(), d.remaining()), ("burst", 9));
+    /// ```
+    pub fn combine<I>(outcomes: I) -> PolicyDecision
+    where
+        I: IntoIterator<Item = (&'static TierLabel, Decision)>,
+    {
         let mut decision = PolicyDecision::empty();
-        for (slot, outcome) in decision.tiers.iter_mut().zip(outcomes) {
-            slot.write(*outcome);
+        for (slot, (label, outcome)) in decision.tiers.iter_mut().zip(outcomes) {
+            slot.write(TierOutcome::labelled(label, outcome));
             decision.len += 1;
         }
         decision.settle(1);
@@ -89,15 +137,23 @@ impl PolicyDecision {
     pub(crate) fn empty() -> PolicyDecision {
         PolicyDecision {
             decision: NO_RULE,
-            tiers: [MaybeUninit::uninit(); MAX_TIERS],
+            tiers: [const { MaybeUninit::uninit() }; MAX_TIERS],
             len: 0,
             tightest: u8::MAX,
+            set: None,
         }
+    }
+
+    /// Keeps `set` (the rule set the labels point into) alive as long as this decision.
+    #[inline(always)]
+    pub(crate) fn hold(&mut self, set: Hold<RuleSet>) {
+        self.set = Some(set);
     }
 
     /// Makes this (empty) decision one about to be made over `plan`'s tiers: each outcome
     /// labelled, its decision not yet written (the store writes it through
     /// [`outcomes_mut`](Self::outcomes_mut), then [`settle`](Self::settle) combines them).
+    /// The labels live in the plan's rule set, which the caller then [`hold`](Self::hold)s.
     #[inline]
     pub(crate) fn label(&mut self, plan: &Plan<'_>) {
         let mut len = 0u8;
@@ -214,33 +270,31 @@ impl core::fmt::Debug for PolicyDecision {
 }
 
 /// What headers and metrics say about a tier: its rule, its names and what it advertises.
-/// Interned for the life of the process ([`intern`](Self::intern)), so a decision refers to
-/// it by one pointer, however often it is copied, and needs no reference count on the hot
-/// path. A rule set labels each of its tiers once, when it is compiled (and again if a
-/// reload gives its rule another id); growth is bounded by the distinct labels ever
-/// configured, not by traffic.
+/// Each tier of a rule set owns its label; a decision points to it (one pointer, however
+/// often the decision is copied) and holds the rule set meanwhile, so labels need no
+/// interning and no reference count on the hot path, and are freed with their rule set.
 ///
 /// ```
 /// use tollgate::policy::{RuleId, TierLabel};
 /// use tollgate::Nanos;
 /// let label = TierLabel {
 ///     rule: RuleId(0),
-///     rule_name: "api",
-///     name: "burst",
+///     rule_name: "api".into(),
+///     name: "burst".into(),
 ///     quota: 10,
 ///     window: Nanos::from_secs(1),
 ///     shared: false,
 /// };
-/// assert!(core::ptr::eq(label.intern(), label.intern()));
+/// assert_eq!(label.name, "burst");
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TierLabel {
     /// The rule the tier belongs to.
     pub rule: RuleId,
     /// That rule's name.
-    pub rule_name: &'static str,
+    pub rule_name: Cow<'static, str>,
     /// The tier's name (the policy name in `RateLimit` headers).
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     /// The configured limit per window.
     pub quota: u64,
     /// The configured window.
@@ -251,42 +305,11 @@ pub struct TierLabel {
     pub shared: bool,
 }
 
-impl TierLabel {
-    /// The process-wide copy of this label (stored, and leaked, the first time it is seen).
-    pub fn intern(&self) -> &'static TierLabel {
-        static LABELS: OnceLock<Mutex<HashSet<&'static TierLabel>>> = OnceLock::new();
-        let labels = LABELS.get_or_init(|| Mutex::new(HashSet::new()));
-        // A poisoned set still holds valid labels: keep using it.
-        let mut labels = labels.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(existing) = labels.get(self) {
-            return existing;
-        }
-        let leaked: &'static TierLabel = Box::leak(Box::new(*self));
-        labels.insert(leaked);
-        leaked
-    }
-}
-
 /// One tier's answer, with what headers need to describe it: the tier's [`TierLabel`]
 /// (one pointer: names are read through it only when headers or metrics ask) and the
-/// quota it advertises to this client. 64 bytes.
-///
-/// ```
-/// use tollgate::policy::{RuleId, TierLabel, TierOutcome};
-/// use tollgate::{Decision, Nanos};
-/// let label = TierLabel {
-///     rule: RuleId(0),
-///     rule_name: "api",
-///     name: "burst",
-///     quota: 10,
-///     window: Nanos::from_secs(1),
-///     shared: false,
-/// };
-/// let outcome = TierOutcome::new(label, Decision::allow(10, 9, Nanos::from_millis(100)));
-/// assert!(outcome.decision.allowed);
-/// assert_eq!((outcome.name(), outcome.quota()), ("burst", 10));
-/// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// quota it advertises to this client. 64 bytes. Outcomes live only inside a
+/// [`PolicyDecision`] (made by a check, or by [`PolicyDecision::combine`]): they are read
+/// through it, and a store writes their decisions.
 pub struct TierOutcome {
     /// The tier's decision (what a [`Store`](super::Store) writes). In a denied policy
     /// decision, tiers that admitted had their permits given back; their decision shows
@@ -294,30 +317,70 @@ pub struct TierOutcome {
     pub decision: Decision,
     /// The quota advertised to this client: the label's, divided for a penalized client.
     quota: u64,
-    /// The tier's description (interned).
-    label: &'static TierLabel,
+    /// The tier's description: in the rule set the decision holding this outcome holds,
+    /// or living for good (see [`PolicyDecision::combine`]).
+    label: NonNull<TierLabel>,
+}
+
+// SAFETY: the label is only read, through `&self`, while the decision holding this outcome
+// keeps it alive (its rule set, held; or a label that lives for good); `TierLabel` is
+// `Sync`. An outcome never leaves its decision: it has no public constructor and is neither
+// `Clone` nor `Default`, so safe code can only swap outcomes within one decision.
+unsafe impl Send for TierOutcome {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for TierOutcome {}
+
+/// Equal when their decisions, advertised quotas and labels are (labels by content: the
+/// same tier in two rule sets, or two policies, compares equal).
+impl PartialEq for TierOutcome {
+    fn eq(&self, other: &TierOutcome) -> bool {
+        self.decision == other.decision
+            && self.quota == other.quota
+            && self.label() == other.label()
+    }
+}
+
+impl Eq for TierOutcome {}
+
+impl core::fmt::Debug for TierOutcome {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TierOutcome")
+            .field("decision", &self.decision)
+            .field("quota", &self.quota)
+            .field("label", self.label())
+            .finish()
+    }
 }
 
 impl TierOutcome {
-    /// An outcome of the tier `label` describes (interned: see [`TierLabel::intern`]).
-    pub fn new(label: TierLabel, decision: Decision) -> TierOutcome {
-        TierOutcome::labelled(label.intern(), decision)
-    }
-
-    /// An outcome of an interned label (the policy's check: no lookup).
+    /// An outcome of the tier `label` describes: `label` lives in the rule set the decision
+    /// made of this outcome holds, or for good.
     #[inline]
-    pub(crate) fn labelled(label: &'static TierLabel, decision: Decision) -> TierOutcome {
+    pub(crate) fn labelled(label: &TierLabel, decision: Decision) -> TierOutcome {
         TierOutcome {
             decision,
             quota: label.quota,
-            label,
+            label: NonNull::from(label),
+        }
+    }
+
+    /// A bitwise copy, for a copy of the decision holding this one (which holds the label's
+    /// rule set too), or for a store's scratch outcomes that live within one check.
+    #[inline]
+    pub(crate) fn duplicate(&self) -> TierOutcome {
+        TierOutcome {
+            decision: self.decision,
+            quota: self.quota,
+            label: self.label,
         }
     }
 
     /// The tier's description.
     #[inline]
-    pub fn label(&self) -> &'static TierLabel {
-        self.label
+    pub fn label(&self) -> &TierLabel {
+        // SAFETY: alive while the decision holding this outcome is (see the `Send` impl),
+        // which outlives `&self`.
+        unsafe { self.label.as_ref() }
     }
 
     /// The rule the tier belongs to.
@@ -328,14 +391,14 @@ impl TierOutcome {
 
     /// That rule's name.
     #[inline]
-    pub fn rule_name(&self) -> &'static str {
-        self.label().rule_name
+    pub fn rule_name(&self) -> &str {
+        &self.label().rule_name
     }
 
     /// The tier's name (the policy name in `RateLimit` headers).
     #[inline]
-    pub fn name(&self) -> &'static str {
-        self.label().name
+    pub fn name(&self) -> &str {
+        &self.label().name
     }
 
     /// The limit per window advertised to this client: the configured one, divided for a
@@ -374,49 +437,50 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn outcomes_and_decisions_stay_compact() {
         assert_eq!(core::mem::size_of::<TierOutcome>(), 64);
-        assert_eq!(core::mem::size_of::<PolicyDecision>(), 568);
+        assert_eq!(core::mem::size_of::<PolicyDecision>(), 584);
     }
 
-    fn outcome(name: &'static str, decision: Decision) -> TierOutcome {
-        TierOutcome::new(
-            TierLabel {
-                rule: RuleId(0),
-                rule_name: "r",
-                name,
-                quota: 10,
-                window: Nanos::from_secs(1),
-                shared: false,
-            },
-            decision,
-        )
+    fn label(name: &'static str) -> &'static TierLabel {
+        Box::leak(Box::new(TierLabel {
+            rule: RuleId(0),
+            rule_name: Cow::Borrowed("r"),
+            name: Cow::Borrowed(name),
+            quota: 10,
+            window: Nanos::from_secs(1),
+            shared: false,
+        }))
     }
 
-    /// A decision of fewer tiers than it has slots (the rest never written): copied,
+    /// A decision of fewer tiers than it has slots (the rest never written): cloned,
     /// compared, formatted and scaled, only its tiers are read.
     #[test]
     fn a_partly_filled_decision_reads_only_its_tiers() {
-        let first = outcome("a", Decision::allow(10, 4, Nanos::from_millis(600)));
-        let second = outcome("b", Decision::allow(10, 7, Nanos::from_millis(300)));
-        let decision = PolicyDecision::combine(&[first, second]);
-        let copy = decision;
-        let clone = Clone::clone(&decision);
-        assert_eq!(copy, decision);
+        let (a, b) = (label("a"), label("b"));
+        let first = Decision::allow(10, 4, Nanos::from_millis(600));
+        let second = Decision::allow(10, 7, Nanos::from_millis(300));
+        let decision = PolicyDecision::combine([(a, first), (b, second)]);
+        let clone = decision.clone();
         assert_eq!(clone, decision);
-        assert_eq!(copy.tiers(), [first, second]);
-        assert_eq!(copy.tightest(), Some(&first));
-        assert_eq!(copy.remaining(), 4);
-        assert!(format!("{copy:?}").contains("tiers"));
-        let other = PolicyDecision::combine(&[first]);
+        let names: Vec<_> = clone
+            .tiers()
+            .iter()
+            .map(|t| (t.name(), t.decision))
+            .collect();
+        assert_eq!(names, [("a", first), ("b", second)]);
+        assert_eq!(clone.tightest().map(TierOutcome::name), Some("a"));
+        assert_eq!(clone.remaining(), 4);
+        assert!(format!("{clone:?}").contains("tiers"));
+        let other = PolicyDecision::combine([(a, first)]);
         assert_ne!(other, decision);
-        let empty = PolicyDecision::combine(&[]);
+        let empty = PolicyDecision::combine([]);
         assert_eq!(empty, PolicyDecision::empty());
         assert!(empty.allowed() && empty.tiers().is_empty() && empty.tightest().is_none());
-        let mut scaled = decision;
+        let mut scaled = decision.clone();
         scaled.scale_down(2);
         assert_eq!(scaled.tiers()[0].quota(), 5);
         assert_eq!(scaled.remaining(), 2);
-        let full = PolicyDecision::combine(&[first; MAX_TIERS + 2]);
+        let full = PolicyDecision::combine([(a, first); MAX_TIERS + 2]);
         assert_eq!(full.tiers().len(), MAX_TIERS);
-        assert_eq!(full, Clone::clone(&full));
+        assert_eq!(full, full.clone());
     }
 }

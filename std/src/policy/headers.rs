@@ -84,19 +84,25 @@ impl RateLimitHeaders {
     /// The `RateLimit-Policy` field value for `tiers`: `"name";q=Q;w=W, ...`.
     ///
     /// ```
-    /// use tollgate::policy::{RateLimitHeaders, RuleId, TierLabel, TierOutcome};
-    /// use tollgate::{Decision, Nanos};
-    /// let tier = |name, quota, secs| TierOutcome::new(
-    ///     TierLabel {
-    ///         rule: RuleId(0), rule_name: "api", name, quota,
-    ///         window: Nanos::from_secs(secs), shared: false,
-    ///     },
-    ///     Decision::allow(quota, quota - 1, Nanos::ZERO),
-    /// );
+    /// use tollgate::policy::{Policy, RateLimitHeaders};
+    /// let policy = Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "api"
+    ///     [[rules.tiers]]
+    ///     name = "burst"
+    ///     limit = 100
+    ///     window = "1m"
+    ///     [[rules.tiers]]
+    ///     name = "daily"
+    ///     limit = 1000
+    ///     window = "1d"
+    /// "#, tollgate::policy::FnClock(|| tollgate::Nanos::ZERO))?;
+    /// let decision = policy.allow("acct_1", "/", 1)?;
     /// assert_eq!(
-    ///     RateLimitHeaders::policy_value(&[tier("burst", 100, 60), tier("daily", 1000, 86_400)]),
+    ///     RateLimitHeaders::policy_value(decision.tiers()),
     ///     "\"burst\";q=100;w=60, \"daily\";q=1000;w=86400"
     /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn policy_value(tiers: &[TierOutcome]) -> String {
         let mut out = String::new();

@@ -7,19 +7,22 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
-use super::in_flight::{Active, Published};
+use super::published::{Active, Published};
 use super::store::fingerprint;
 use super::{
     AsyncPolicyCheck, AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig,
-    PolicyConfigError, PolicyDecision, Request, Rule, RuleId, RuleSet, Store, Tier, TierOutcome,
+    PolicyConfigError, PolicyDecision, ReloadReport, Request, Rule, RuleId, RuleSet, Store, Tier,
+    TierOutcome,
 };
-use crate::sync::SwapCell;
 
-/// Stable rule ids by name, kept across reloads.
+/// Stable rule ids by name: a rule keeps its id across reloads while its name stays in the
+/// rules (metrics indexed by id keep meaning); a name that leaves is forgotten (a later rule
+/// of that name gets a new id), so the registry holds the rules in force only.
 #[derive(Debug, Default)]
 struct Registry {
-    ids: HashMap<&'static str, RuleId>,
-    names: Vec<&'static str>,
+    ids: HashMap<Box<str>, RuleId>,
+    /// The id the next new name gets.
+    next: u32,
 }
 
 /// The gateway-facing limiter: a [`RuleSet`] checked all-or-nothing, swappable at runtime.
@@ -54,10 +57,10 @@ struct Registry {
 ///
 /// ## Hot reload
 ///
-/// [`reload`](Self::reload) validates the new config, then publishes it atomically; checks
-/// in flight finish on the set they started with, and the reload returns once none is left
-/// on the old set (a check counts itself in on its own cache line: no reference count, no
-/// shared write). State is keyed by
+/// [`reload`](Self::reload) validates the new config, then publishes it atomically and
+/// returns: it never waits for a check. Checks in flight finish on the set they started
+/// with, which is reclaimed once the last of them is done (a check holds its set on its own
+/// cache line: no shared reference count, no shared write). State is keyed by
 /// (rule name, tier name): every tier whose names survive keeps its per-key state, so a key
 /// keeps its state across the swap. Where a tier's algorithm or numbers changed, the tier
 /// gets a new store, and each key's state is converted when a request first touches it
@@ -88,12 +91,11 @@ struct Registry {
 /// `capacity` applies to tiers the reload creates; surviving tiers keep their table.
 #[derive(Debug)]
 pub struct Policy<C, S = InProcess> {
-    rules: SwapCell<RuleSet>,
     clock: C,
     registry: Mutex<Registry>,
     store: S,
-    /// The set in force and the checks working on it, generation by generation (see
-    /// `in_flight`); `rules` keeps the set alive.
+    /// The set in force, and every replaced set still held by a check or a decision (see
+    /// `published`).
     published: Published<RuleSet>,
     /// A reload step switched off for a loom model's broken twin.
     #[cfg(tollgate_loom)]
@@ -105,11 +107,9 @@ impl<C: Clock> Policy<C> {
     pub fn new(config: PolicyConfig, clock: C) -> Result<Policy<C>, PolicyConfigError> {
         let mut set = RuleSet::compile(&config)?;
         let mut registry = Registry::default();
-        assign_ids(&mut registry, &mut set);
-        let rules = SwapCell::from_pointee(set);
-        let published = Published::new(Arc::as_ptr(&rules.load_full()));
+        assign_ids(&mut registry, &mut set)?;
+        let published = Published::new(Arc::new(set));
         Ok(Policy {
-            rules,
             clock,
             registry: Mutex::new(registry),
             store: InProcess::new(),
@@ -145,7 +145,6 @@ impl<C, S> Policy<C, S> {
     /// the previous store stays there.
     pub fn store<T: Store>(self, store: T) -> Policy<C, T> {
         Policy {
-            rules: self.rules,
             clock: self.clock,
             registry: self.registry,
             store,
@@ -175,49 +174,70 @@ impl<C: Clock, S: Store> Policy<C, S> {
     }
 
     /// Swaps in a new rule set, keeping every surviving tier's per-key state (see the type
-    /// docs). On error nothing changes.
-    pub fn reload(&self, config: PolicyConfig) -> Result<(), PolicyConfigError> {
+    /// docs), and reports what it changed (rules added, removed, changed). On error nothing
+    /// changes. A config with no rules is an error unless it says so
+    /// ([`PolicyConfig::allow_empty`]).
+    ///
+    /// Never waits on a check: it publishes the new set and returns. Checks already under
+    /// way (an awaited one may be suspended in its store call) finish on the set they
+    /// started with, which is reclaimed when the last of them, and the last decision
+    /// pointing into it, is gone. Safe to call from async code, on any runtime thread.
+    pub fn reload(&self, config: PolicyConfig) -> Result<ReloadReport, PolicyConfigError> {
         let mut set = RuleSet::compile(&config)?;
-        // One reload at a time, so each adopts the state of the set it replaces.
+        // One reload at a time, so each adopts the state of the set it replaces. (Held for
+        // the compile's bookkeeping and the publish only: nothing in it waits on a check.)
         let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
-        assign_ids(&mut registry, &mut set);
-        let old = self.rules.load_full();
+        assign_ids(&mut registry, &mut set)?;
+        let old = self.published.load_full();
+        let report = ReloadReport::between(&old, &set);
         set.adopt_state(&old);
+        drop(old);
         let set = Arc::new(set);
-        // No key of a changed tier moves until every check that may still use the old set
-        // is done (it may yet undo a take in an old store): the grace period, through which
-        // the reload holds the new stores' gates (a miss in one meanwhile waits).
-        #[cfg(not(tollgate_loom))]
-        let _gates = set.hold_gates();
         #[cfg(tollgate_loom)]
-        let _gates =
-            (self.fault != Some(super::PolicyFault::NoReloadGate)).then(|| set.hold_gates());
-        self.rules.store(Arc::clone(&set));
-        // Waits until no check works on `old`, which stays alive until then (it is freed
-        // when the last `Arc` drops, at the end of this call at the earliest). Nothing
-        // between the store above and this publish can unwind, so `old` is never dropped
-        // while still published.
-        self.published.publish(Arc::as_ptr(&set));
-        // Then keys may move, each converted when a request that records something first
-        // touches it (no sweep): the same instant the Redis store rewrites it at.
-        set.settle_predecessors(self.clock.now());
-        Ok(())
+        let retire_first = self.fault != Some(super::PolicyFault::RetireAfterPublish);
+        #[cfg(not(tollgate_loom))]
+        let retire_first = true;
+        let mut generation = 0;
+        // The replaced stores are retired before the new set is visible: a check still on
+        // the old set then inserts no key there that a check on the new set could miss (see
+        // `store::tier`).
+        self.published.publish(Arc::clone(&set), |number| {
+            generation = number;
+            if retire_first {
+                set.retire_replaced(number);
+            }
+        });
+        if !retire_first {
+            set.retire_replaced(generation);
+        }
+        #[cfg(tollgate_loom)]
+        if self.fault == Some(super::PolicyFault::ReclaimAtPublish) {
+            self.published.reclaim_ignoring_holds();
+        }
+        // Keys move one by one, each converted when a request that records something first
+        // touches it (no sweep): the same instant the Redis store rewrites it at. Old
+        // generations nothing can write to any more are dropped now.
+        set.trim(self.clock.now(), self.published.oldest_held());
+        Ok(report)
     }
 
     /// [`reload`](Self::reload) from TOML.
-    pub fn reload_toml(&self, text: &str) -> Result<(), PolicyConfigError> {
+    pub fn reload_toml(&self, text: &str) -> Result<ReloadReport, PolicyConfigError> {
         self.reload(PolicyConfig::from_toml(text)?)
     }
 
     /// The rule set in force.
     pub fn rule_set(&self) -> Arc<RuleSet> {
-        self.rules.load_full()
+        self.published.load_full()
     }
 
-    /// The name of rule `id`, if it was ever loaded.
-    pub fn rule_name(&self, id: RuleId) -> Option<&'static str> {
-        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
-        registry.names.get(id.index()).copied()
+    /// The name of rule `id`, if it is in force.
+    pub fn rule_name(&self, id: RuleId) -> Option<String> {
+        let set = self.published.enter();
+        set.rules()
+            .iter()
+            .find(|rule| rule.id() == id)
+            .map(|rule| rule.name().to_owned())
     }
 
     /// Checks `cost` permits for `client` on `endpoint` now (one clock read).
@@ -263,8 +283,9 @@ impl<C: Clock, S: Store> Policy<C, S> {
 impl<C: Clock, S: AsyncStore> Policy<C, S> {
     /// [`allow`](Self::allow), awaiting the store.
     ///
-    /// While it awaits, the check counts as in flight on the rule set it matched: a
-    /// [`reload`](Self::reload) waits for it (at most the store's own timeout).
+    /// While it awaits, the check holds the rule set it matched: a
+    /// [`reload`](Self::reload) meanwhile does not wait for it, and the check finishes on
+    /// that set.
     ///
     /// ```
     /// use tollgate::policy::{FnClock, Policy};
@@ -348,16 +369,20 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         })?;
         let mut decision = PolicyDecision::empty();
         decision.label(&plan);
-        if !plan.is_empty() {
-            let now = now.unwrap_or_else(|| self.clock.now());
-            let outcomes = decision.outcomes_mut();
-            if peek {
-                self.store.peek_async(&plan, now, outcomes).await?;
-            } else {
-                self.store.check_async(&plan, now, outcomes).await?;
-            }
+        if plan.is_empty() {
+            decision.settle(request.divisor);
+            return Ok(decision);
+        }
+        let now = now.unwrap_or_else(|| self.clock.now());
+        let outcomes = decision.outcomes_mut();
+        if peek {
+            self.store.peek_async(&plan, now, outcomes).await?;
+        } else {
+            self.store.check_async(&plan, now, outcomes).await?;
         }
         decision.settle(request.divisor);
+        // The labels point into the set: the decision keeps it.
+        decision.hold(set.into_hold());
         Ok(decision)
     }
 }
@@ -390,19 +415,36 @@ impl<C: Clock, S: Store> Policy<C, S> {
     }
 }
 
-fn assign_ids(registry: &mut Registry, set: &mut RuleSet) {
+/// Numbers `set`'s rules by name (a name in force keeps its id), then forgets the names
+/// that left. Errors only after 2^32 distinct names (in one policy's lifetime), changing
+/// nothing.
+fn assign_ids(registry: &mut Registry, set: &mut RuleSet) -> Result<(), PolicyConfigError> {
+    let new = set
+        .rules()
+        .iter()
+        .filter(|rule| !registry.ids.contains_key(rule.name()))
+        .count();
+    if u64::from(registry.next) + new as u64 > u64::from(u32::MAX) {
+        return Err(PolicyConfigError::new(
+            "rules",
+            "this policy has numbered 2^32 distinct rule names: build a new policy",
+        ));
+    }
+    let mut ids = HashMap::with_capacity(set.rules().len());
     for rule in set.rules_mut() {
-        // Truncation: `names` holds one entry per distinct rule name ever loaded, each
-        // interned (leaked) once: 2^32 of them would hold over 64 GiB in `names` and `ids`
-        // alone, and on 32-bit targets a usize is a u32.
-        #[allow(clippy::cast_possible_truncation)]
-        let next = RuleId(registry.names.len() as u32);
-        let id = *registry.ids.entry(rule.name()).or_insert(next);
-        if id == next {
-            registry.names.push(rule.name());
-        }
+        let id = match registry.ids.get(rule.name()) {
+            Some(&id) => id,
+            None => {
+                let id = RuleId(registry.next);
+                registry.next += 1;
+                id
+            }
+        };
+        ids.insert(Box::from(rule.name()), id);
         rule.set_id(id);
     }
+    registry.ids = ids;
+    Ok(())
 }
 
 /// The permits a request charges a tier: `cost · divisor`, capped at what the tier can
@@ -612,16 +654,20 @@ impl<C, S> Policy<C, S> {
         })?;
         let mut decision = PolicyDecision::empty();
         decision.label(&plan);
-        if !plan.is_empty() {
-            decide(&plan, decision.outcomes_mut())?;
+        if plan.is_empty() {
+            decision.settle(request.divisor);
+            return Ok(decision);
         }
+        decide(&plan, decision.outcomes_mut())?;
         decision.settle(request.divisor);
+        // The labels point into the set: the decision keeps it.
+        decision.hold(set.into_hold());
         Ok(decision)
     }
 
-    /// The rule set in force, counted as in use until the returned value drops (see the
-    /// `in_flight` module docs). Held across an awaited store call too: a reload then
-    /// waits for the call (at most the store's own timeout).
+    /// The rule set in force, held until the returned value drops (see the `published`
+    /// module docs). Held across an awaited store call too: a reload meanwhile does not
+    /// wait, and the set lives until the call is done.
     #[inline]
     fn active_set(&self) -> Active<'_, RuleSet> {
         self.published.enter()

@@ -7,8 +7,11 @@
 #[doc(hidden)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum PolicyFault {
-    /// A reload does not hold the new stores' gates through the grace period: a check on
-    /// the new rule set may carry a key out of an old store while a check still on the old
-    /// set has taken from it and has yet to undo that take.
-    NoReloadGate,
+    /// A reload retires the stores it replaces only after it has published the new set: a
+    /// check on the new rules may carry a key out of an old store while a check still on
+    /// the old rules inserts that key there afresh (its take is then lost).
+    RetireAfterPublish,
+    /// A reload reclaims the rule set it replaced at once, whatever still holds it: a
+    /// check suspended on the old set finds it gone.
+    ReclaimAtPublish,
 }

@@ -1,7 +1,7 @@
 //! [`Metered`]: the metrics decorator: allowed and denied counts per rule, lock-free.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
@@ -10,7 +10,8 @@ use super::{AsyncPolicyCheck, PolicyCheck, PolicyDecision, Request, StripedCount
 /// Counters of one rule.
 #[derive(Debug, Default)]
 struct RuleCounters {
-    name: OnceLock<&'static str>,
+    /// The rule's name, as first counted (a copy: the rule set it came from may go).
+    name: OnceLock<Arc<str>>,
     allowed: StripedCounter,
     denied: StripedCounter,
 }
@@ -20,7 +21,7 @@ struct RuleCounters {
 #[non_exhaustive]
 pub struct RuleMetrics {
     /// The rule's name.
-    pub rule: &'static str,
+    pub rule: Arc<str>,
     /// Requests this rule admitted (all its tiers admitted).
     pub allowed: u64,
     /// Requests this rule denied (one of its tiers denied).
@@ -50,7 +51,7 @@ pub struct RuleMetrics {
 /// let metered = Metered::new(policy);
 /// for _ in 0..3 { metered.allow("a", "/", 1)?; }
 /// let rules = metered.snapshot();
-/// assert_eq!((rules[0].rule, rules[0].allowed, rules[0].denied), ("default", 2, 1));
+/// assert_eq!((&*rules[0].rule, rules[0].allowed, rules[0].denied), ("default", 2, 1));
 /// assert_eq!((metered.allowed(), metered.denied()), (2, 1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -98,8 +99,8 @@ impl<P: PolicyCheck> Metered<P> {
         self.rules
             .iter()
             .filter_map(|c| {
-                c.name.get().map(|&rule| RuleMetrics {
-                    rule,
+                c.name.get().map(|rule| RuleMetrics {
+                    rule: Arc::clone(rule),
                     allowed: c.allowed.get(),
                     denied: c.denied.get(),
                 })
@@ -124,7 +125,7 @@ impl<P: PolicyCheck> Metered<P> {
                 .filter(|t| t.rule() == tier.rule())
                 .all(|t| t.decision.allowed);
             if let Some(counters) = self.rules.get(tier.rule().index()) {
-                counters.name.get_or_init(|| tier.rule_name());
+                counters.name.get_or_init(|| tier.rule_name().into());
                 if rule_allowed {
                     counters.allowed.add(1);
                 } else {
@@ -134,7 +135,10 @@ impl<P: PolicyCheck> Metered<P> {
             #[cfg(feature = "metrics")]
             metrics::counter!(
                 "tollgate_policy_decisions_total",
-                "rule" => tier.rule_name(),
+                "rule" => match self.rules.get(tier.rule().index()).and_then(|c| c.name.get()) {
+                    Some(name) => metrics::SharedString::from(Arc::clone(name)),
+                    None => metrics::SharedString::from(tier.rule_name().to_owned()),
+                },
                 "outcome" => if rule_allowed { "allowed" } else { "denied" }
             )
             .increment(1);

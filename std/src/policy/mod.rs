@@ -47,13 +47,14 @@ mod config;
 mod decision;
 mod error;
 mod headers;
-mod in_flight;
 #[allow(clippy::module_inception)]
 mod limiter;
 #[cfg(tollgate_loom)]
 mod loom_fault;
 mod metered;
 mod penalty;
+mod published;
+mod reload_report;
 mod reservation;
 mod rule;
 mod rule_set;
@@ -76,6 +77,7 @@ pub use limiter::Policy;
 pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
 pub use penalty::AdaptivePenalty;
+pub use reload_report::ReloadReport;
 pub use reservation::Reservation;
 pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
 pub use rule_set::{RuleSet, DEFAULT_CAPACITY, MAX_CAPACITY};

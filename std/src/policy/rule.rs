@@ -1,10 +1,8 @@
 //! [`Rule`]: a validated rule: its selectors, partition and tiers; [`RuleId`], its stable
-//! number within one policy; and the interning of rule and tier names.
+//! number within one policy.
 
 use super::tier::check_name;
 use super::{Partition, PolicyConfigError, RuleConfig, Tier, TierConfig, MAX_CAPACITY};
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// The most tiers one rule may hold.
 pub const MAX_TIERS_PER_RULE: usize = 4;
@@ -29,7 +27,7 @@ pub const MAX_TIERS_PER_RULE: usize = 4;
 #[derive(Debug)]
 pub struct Rule {
     id: RuleId,
-    name: &'static str,
+    name: Box<str>,
     client: Option<Box<str>>,
     endpoint: Option<Box<str>>,
     per: Partition,
@@ -119,18 +117,19 @@ impl Rule {
                 Some(c) => c,
             }
         };
-        let several = tiers.len() > 1;
         let id = u32::try_from(index).map(RuleId).map_err(|_| {
             PolicyConfigError::new(path.clone(), "at most 2^32 rules (a rule's id is a u32)")
         })?;
-        let name = intern(&config.name);
-        let labelled = (id, name, config.per == Partition::Global);
+        let labelled = (id, config.name.as_str(), config.per == Partition::Global);
         let mut compiled: Vec<Tier> = Vec::with_capacity(tiers.len());
         for (i, (tier, tier_path)) in tiers.iter().enumerate() {
-            let default_name = if several {
-                format!("{}.{i}", config.name)
-            } else {
+            // The first tier is named after its rule whether the rule has one tier or more, so
+            // adding a tier to a one-tier rule keeps the first tier's state (a new name would
+            // start every client fresh); the others are `rule.1`, `rule.2`, …
+            let default_name = if i == 0 {
                 config.name.clone()
+            } else {
+                format!("{}.{i}", config.name)
             };
             let tier = Tier::compile(tier, tier_path, &default_name, capacity, labelled)?;
             if let Some(j) = compiled.iter().position(|t| t.name() == tier.name()) {
@@ -146,7 +145,7 @@ impl Rule {
         }
         Ok(Rule {
             id,
-            name,
+            name: config.name.as_str().into(),
             client: config.client.as_deref().map(Box::from),
             endpoint: config.endpoint.as_deref().map(Box::from),
             per: config.per,
@@ -161,8 +160,8 @@ impl Rule {
     }
 
     /// The rule's name.
-    pub fn name(&self) -> &'static str {
-        self.name
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The client it is for, if any.
@@ -221,32 +220,5 @@ impl RuleId {
     /// As an index.
     pub const fn index(self) -> usize {
         self.0 as usize
-    }
-}
-
-/// Returns the process-wide copy of `name`, leaking it the first time it is seen.
-pub(crate) fn intern(name: &str) -> &'static str {
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| Mutex::new(HashSet::new()));
-    // A poisoned set still holds valid names: keep using it.
-    let mut names = names.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(existing) = names.get(name) {
-        return existing;
-    }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.insert(leaked);
-    leaked
-}
-
-#[cfg(test)]
-mod tests {
-    use super::intern;
-
-    #[test]
-    fn same_name_same_pointer() {
-        let a = intern("burst");
-        let b = intern(&String::from("burst"));
-        assert!(core::ptr::eq(a, b));
-        assert_ne!(intern("daily").as_ptr(), a.as_ptr());
     }
 }

@@ -180,6 +180,13 @@ impl RuleSet {
             Some(c) => c,
             None => DEFAULT_CAPACITY,
         };
+        if config.rules.is_empty() && !config.allow_empty {
+            return Err(PolicyConfigError::new(
+                "rules",
+                "no rules: every request would be admitted and every key's state dropped; \
+                 set `allow_empty = true` if that is meant",
+            ));
+        }
         let mut set = RuleSet {
             rules: Vec::with_capacity(config.rules.len()),
             default: None,
@@ -189,7 +196,7 @@ impl RuleSet {
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {
             let rule = Rule::compile(rule_config, i, capacity)?;
-            if let Some(j) = names.insert(rule.name(), i) {
+            if let Some(j) = names.insert(&rule_config.name, i) {
                 return Err(PolicyConfigError::new(
                     format!("rules[{i}].name"),
                     format!("\"{}\" is already the name of rules[{j}]", rule.name()),
@@ -280,7 +287,7 @@ impl RuleSet {
     /// keeps its keyed state: the same store where the algorithm is unchanged, else its own
     /// fresh store as the old one's successor, which converts the old keys as they are
     /// carried over (see [`Policy::reload`](super::Policy::reload) and
-    /// [`settle_predecessors`](Self::settle_predecessors)).
+    /// [`retire_replaced`](Self::retire_replaced)).
     pub(crate) fn adopt_state(&mut self, old: &RuleSet) {
         for rule in &mut self.rules {
             let Some(old_rule) = old.rule(rule.name()) else {
@@ -300,22 +307,23 @@ impl RuleSet {
         }
     }
 
-    /// The gates of every tier store that replaces one of the old set's: a reload holds
-    /// them through the grace period (see `TierStore::hold_gate`).
-    pub(crate) fn hold_gates(&self) -> Vec<impl Drop + '_> {
-        self.rules
-            .iter()
-            .flat_map(|rule| rule.tiers())
-            .filter_map(|tier| tier.store.hold_gate())
-            .collect()
+    /// Retires every store of the old set that a store of this one replaces (a reload, just
+    /// before it publishes this set as generation `generation`): they insert no key any
+    /// more, and their keys move on first touch (see `TierStore::retire`).
+    pub(crate) fn retire_replaced(&self, generation: u64) {
+        for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
+            if let Some(old) = tier.store.replaces_unretired() {
+                old.retire(generation);
+            }
+        }
     }
 
-    /// After the grace period of a reload that published this set: lets the keys of every
-    /// replaced store move (each on its first touch) and drops the old generations that
-    /// hold nothing live (see `TierStore::settle_predecessors`).
-    pub(crate) fn settle_predecessors(&self, now: Nanos) {
+    /// After a reload published this set: drops the old generations of every tier store
+    /// that hold nothing live and that no rule set still in use can write to (`oldest_held`:
+    /// the oldest generation number still held; see `TierStore::trim`).
+    pub(crate) fn trim(&self, now: Nanos, oldest_held: u64) {
         for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
-            tier.store.settle_predecessors(now);
+            tier.store.trim(now, oldest_held);
         }
     }
 }

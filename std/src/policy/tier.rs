@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use tollgate_core::{AlgorithmConfig, AnyAlgorithm, ConfigError, Nanos};
 
-use super::rule::intern;
 use super::{
     parse_duration, AlgorithmKind, PolicyConfigError, RuleId, TierConfig, TierLabel, TierStore,
 };
@@ -35,7 +34,6 @@ pub const MAX_LOG_COST: u32 = 4096;
 /// ```
 #[derive(Debug)]
 pub struct Tier {
-    name: &'static str,
     kind: AlgorithmKind,
     quota: u64,
     window: Nanos,
@@ -43,9 +41,9 @@ pub struct Tier {
     config: AlgorithmConfig,
     algorithm: AnyAlgorithm,
     max_cost: u64,
-    /// What headers and metrics say about it (interned; relabelled if its rule's id
-    /// changes).
-    label: &'static TierLabel,
+    /// Its name, and what headers and metrics say about it (relabelled if its rule's id
+    /// changes); decisions point to it.
+    label: TierLabel,
     pub(crate) store: Arc<TierStore>,
 }
 
@@ -58,7 +56,7 @@ impl Tier {
         path: &str,
         default_name: &str,
         capacity: usize,
-        rule: (RuleId, &'static str, bool),
+        rule: (RuleId, &str, bool),
     ) -> Result<Tier, PolicyConfigError> {
         let field = |name: &str| format!("{path}.{name}");
         let name = match &config.name {
@@ -152,10 +150,8 @@ impl Tier {
             AnyAlgorithm::Log(_) => algorithm.max_cost().min(u64::from(MAX_LOG_COST)),
             AnyAlgorithm::Packed(_) => algorithm.max_cost(),
         };
-        let name = intern(name);
         let (rule, rule_name, shared) = rule;
         Ok(Tier {
-            name,
             kind,
             quota: limit,
             window,
@@ -164,13 +160,12 @@ impl Tier {
             max_cost,
             label: TierLabel {
                 rule,
-                rule_name,
-                name,
+                rule_name: rule_name.to_owned().into(),
+                name: name.to_owned().into(),
                 quota: limit,
                 window,
                 shared,
-            }
-            .intern(),
+            },
             store: Arc::new(
                 TierStore::new(algorithm, capacity)
                     .map_err(|e| PolicyConfigError::new("capacity", e.to_string()))?,
@@ -179,25 +174,19 @@ impl Tier {
     }
 
     /// The name headers and metrics use for this tier.
-    pub fn name(&self) -> &'static str {
-        self.name
+    pub fn name(&self) -> &str {
+        &self.label.name
     }
 
     /// What headers and metrics say about this tier (its rule, names, quota and window).
     #[inline]
-    pub fn label(&self) -> &'static TierLabel {
-        self.label
+    pub fn label(&self) -> &TierLabel {
+        &self.label
     }
 
     /// Gives the tier's label the rule id `rule` (a policy numbers rules by name).
     pub(crate) fn relabel(&mut self, rule: RuleId) {
-        if self.label.rule != rule {
-            self.label = TierLabel {
-                rule,
-                ..*self.label
-            }
-            .intern();
-        }
+        self.label.rule = rule;
     }
 
     /// The configured algorithm.

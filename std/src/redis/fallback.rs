@@ -115,7 +115,7 @@ impl PlanFallback {
         }
         if (op == LocalOp::Check && !all) || op == LocalOp::PeekDenied {
             for (key, receipt, cost, table) in taken {
-                table.compensate(key, receipt, cost);
+                table.compensate(key, receipt, cost, now);
             }
             // The request did not count: admitting tiers report their current state.
             for &i in tiers {

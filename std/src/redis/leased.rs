@@ -804,10 +804,10 @@ impl LeasedStore {
         // Relaxed: a statistic.
         inner.counters.remote.fetch_add(1, Ordering::Relaxed);
         // Slots past `remote.len()` are never read: any outcome fills them.
-        let mut sub = [outcomes[remote_of[0]]; MAX_TIERS];
-        for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
-            sub[j] = outcomes[i];
-        }
+        // (Copies of this check's outcomes: they live within the check, while the plan's
+        // rule set is held.)
+        let mut sub: [TierOutcome; MAX_TIERS] =
+            core::array::from_fn(|j| outcomes[remote_of[j.min(remote.len() - 1)]].duplicate());
         inner
             .redis
             .check_io(&remote, now, &mut sub[..remote.len()], io)

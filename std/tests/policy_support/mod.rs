@@ -41,7 +41,7 @@ pub(crate) struct MapStore {
     states: Mutex<HashMap<Key, Tagged>>,
 }
 
-type Key = (&'static str, &'static str, u64);
+type Key = (String, String, u64);
 
 /// A state and the algorithm (version) it was written under.
 #[derive(Clone, Debug)]
@@ -52,7 +52,7 @@ struct Tagged {
 }
 
 fn key(p: &PlannedTier<'_>) -> Key {
-    (p.rule.name(), p.tier.name(), p.key)
+    (p.rule.name().to_owned(), p.tier.name().to_owned(), p.key)
 }
 
 /// The state of `p`'s key, converted to `p`'s tier if it was written under another

@@ -269,6 +269,11 @@ impl LogCells {
             .collect()
     }
 
+    /// Every key holding a slot (a scan, shard by shard under its lock).
+    pub(crate) fn keys(&self) -> Vec<u64> {
+        self.table.resident().into_iter().map(|(h, _)| h).collect()
+    }
+
     /// The most keys it holds.
     pub(crate) fn capacity(&self) -> usize {
         self.table.capacity()

@@ -362,32 +362,32 @@ impl InProcess {
     /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
     /// if there was any: see [`give_back`](Self::give_back).
     #[cold]
-    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32) {
+    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32, now: Nanos) {
         if taken != 0 {
             // Relaxed: a statistic.
             self.compensations.fetch_add(1, Ordering::Relaxed);
-            Self::give_back(plan, prepared, taken);
+            Self::give_back(plan, prepared, taken, now);
         }
     }
 
-    /// Undoes the takes of the fast path's step 2: tier `i`'s if bit `i` of `taken` is
-    /// set, with the receipt of `prepared[i]`.
+    /// Undoes the takes of the fast path's step 2 (made at `now`): tier `i`'s if bit `i` of
+    /// `taken` is set, with the receipt of `prepared[i]`.
     #[cold]
-    fn give_back(plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32) {
+    fn give_back(plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32, now: Nanos) {
         for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
             if taken & (1 << i) != 0 {
-                if let Some(receipt) = prepared.receipt() {
-                    p.tier.store.compensate(p.key, receipt, p.cost);
+                if let Some(receipt) = prepared.receipt(&p.tier.store) {
+                    p.tier.store.compensate(p.key, receipt, p.cost, now);
                 }
             }
         }
     }
 
-    /// Compensates the takes recorded in `receipts` for the tiers of `plan`.
-    fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>]) {
+    /// Compensates the takes (made at `now`) recorded in `receipts` for the tiers of `plan`.
+    fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>], now: Nanos) {
         for (p, receipt) in plan.iter().zip(receipts) {
             if let Some(receipt) = *receipt {
-                p.tier.store.compensate(p.key, receipt, p.cost);
+                p.tier.store.compensate(p.key, receipt, p.cost, now);
             }
         }
     }
@@ -415,7 +415,7 @@ impl InProcess {
             match take(i, p, &mut outcomes[i].decision) {
                 Ok(receipt) => receipts[i] = receipt,
                 Err(e) => {
-                    Self::undo(plan, &receipts[..i]);
+                    Self::undo(plan, &receipts[..i], now);
                     return Err(e);
                 }
             }
@@ -424,7 +424,7 @@ impl InProcess {
                     // Relaxed: a statistic.
                     self.compensations.fetch_add(1, Ordering::Relaxed);
                 }
-                Self::undo(plan, &receipts[..i]);
+                Self::undo(plan, &receipts[..i], now);
                 // Report the other tiers as they are now (after the undo).
                 for (j, p) in plan.iter().enumerate().skip(i + 1) {
                     outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
@@ -489,7 +489,7 @@ impl InProcess {
         match committed {
             Some(Ok(_)) => {
                 // Another caller took the last permit since step 1: compensate.
-                self.undo_prepared(plan, prepared, taken);
+                self.undo_prepared(plan, prepared, taken, now);
                 // Report the other tiers as they are now (after the undo).
                 for (j, p) in plan.iter().enumerate().skip(i + 1) {
                     outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
@@ -498,13 +498,13 @@ impl InProcess {
                 Ok(())
             }
             Some(Err(e)) => {
-                Self::give_back(plan, prepared, taken);
+                Self::give_back(plan, prepared, taken, now);
                 Err(e)
             }
             None => {
                 // The key left the table since step 1: give back what was taken and
                 // start over on the general path.
-                self.undo_prepared(plan, prepared, taken);
+                self.undo_prepared(plan, prepared, taken, now);
                 self.check_general(plan, now, outcomes)
             }
         }

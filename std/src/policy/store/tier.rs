@@ -26,39 +26,43 @@
 //! A store's algorithm never changes: a store *is* one version of its tier (algorithm and
 //! numbers). When a reload changes a tier, the new rule set gets a *successor* store,
 //! linked to the old one, and the old one's entries stay where they are, tagged with their
-//! version by the store that holds them:
+//! version by the store that holds them. Nothing waits:
 //!
-//! 1. the reload takes the successor's *gate*, publishes the new set, then waits until no
-//!    check that may have loaded the old set is in flight (see
-//!    [`Published`](super::in_flight::Published)): the grace period. A check on the new set
-//!    that misses a key meanwhile waits on the gate, so no key moves while a check on the
-//!    old set might still take from, or undo a take in, the old store;
-//! 2. then the old store is *retired* (a check still reaching it, which the grace period
-//!    rules out for the policy's own checks, inserts nothing there and continues in the
-//!    successor) and the gate let go. From then on a miss reads the key from the newest
-//!    older generation that holds it, converted per
-//!    [`Policy::reload`](super::Policy::reload)'s rules at the request's time: a peek or a
-//!    deny leaves it there (read again, converted again, next time), a request that
-//!    records something *carries* it over (extracts it from the old generation and inserts
-//!    it converted, then records). That is exactly when the Redis store rewrites a state
-//!    of another version, so both stores answer a trace with reloads identically
-//!    (`tests/redis_policy.rs`).
+//! 1. before the new set is published, the old store is *retired*: it inserts no key any
+//!    more. A check still on the old set (one that started before the reload, or an awaited
+//!    one suspended across it) keeps working on the keys the old store holds; a key it
+//!    does not find there it looks for in the successor (a take, charge, refund or peek
+//!    follows the successor link, and its receipt records the hop);
+//! 2. from then on a miss in the successor reads the key from the newest older generation
+//!    that holds it, converted per [`Policy::reload`](super::Policy::reload)'s rules at the
+//!    request's time: a peek or a deny leaves it there (read again, converted again, next
+//!    time), a request that records something *carries* it over (extracts it from the old
+//!    generation and inserts it converted, then records). That is exactly when the Redis
+//!    store rewrites a state of another version, so both stores answer a trace with reloads
+//!    identically (`tests/redis_policy.rs`).
 //!
-//! There is no sweep and no migration lock: a carry runs as the seed of the successor's
-//! insert, under the successor's shard lock for that key, so carriers of one key take
-//! turns and it moves exactly once (older generations are locked after newer ones, never
-//! the other way); checks of keys a store already holds stay lock-free throughout, and a
-//! miss after the grace period pays one atomic load to find the predecessor retired. Every
-//! admission recorded in the old store is carried, and every take undone on the old set is
-//! undone in the old store before its key can move: all-or-nothing holds across a reload
-//! (loom-checked: a take, a reload that converts through a capped limit, the undo; two
-//! checks on both sides of a reload; and a broken twin without the gate).
+//! A carry runs as the seed of the successor's insert, under the successor's shard lock for
+//! that key, so carriers of one key take turns and it moves exactly once (older generations
+//! are locked after newer ones, never the other way); the extraction is linearizable with
+//! the old store's lock-free updates (every update still under way fails its
+//! compare-and-swap and looks again, finds the key gone and follows the successor link).
+//! So an admission recorded in the old store is either in the state carried over or lands
+//! in the successor, never lost. A take that a check on the old set must *undo* (another
+//! tier denied) after its key was carried is undone in the store that holds the key now: as
+//! a refund of the same cost at the take's time, which gives back exactly what the take
+//! added to the converted state (conversions carry the permits used, rounded toward the
+//! stricter side); all-or-nothing holds across a reload (loom-checked: a take, a reload that
+//! converts through a lowered limit, the undo; two checks on both sides of a reload; a check
+//! suspended across a reload; and a broken twin that retires the old store only after the
+//! new set is visible). Checks of keys a store already holds stay lock-free throughout.
 //!
 //! An old generation is dropped at a later reload once nothing live is left in it (every
-//! key carried, or idle: an idle state converts to a fresh one); at most
-//! [`MAX_GENERATIONS`] are kept per tier: past that, the oldest's live keys are carried over
-//! at that reload. So a tier holds at most `MAX_GENERATIONS + 1` tables, and between
-//! reloads the replaced table of a changed tier stays allocated.
+//! key carried, or idle: an idle state converts to a fresh one) and no check or decision
+//! may still write to it (every rule set that used it is gone: see
+//! [`Published`](super::super::published::Published)); at most [`MAX_GENERATIONS`] are kept
+//! per tier: past that, the oldest's live keys are carried over at that reload. So a tier
+//! holds at most `MAX_GENERATIONS + 1` tables, plus those of generations an old check still
+//! works on, and between reloads the replaced table of a changed tier stays allocated.
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -70,7 +74,7 @@ use tollgate_core::{
 use super::cell::{Log, Receipt, TierCell};
 use super::log::LogCells;
 use crate::keyed::{Geometry, KeyedBuildError, Loc, Mode, Seen, Table, Upsert};
-use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering, SwapCell};
+use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering, SwapCell};
 use crate::WhenFull;
 
 /// The per-process hasher of policy keys: random, except under loom, whose models must
@@ -88,12 +92,12 @@ pub(crate) fn fingerprint(key: &str) -> u64 {
     HASHER.get_or_init(FingerprintHasher::default).hash_one(key)
 }
 
-/// What a take recorded, and in which store: `hops` successor links past the store the
-/// policy asked (non-zero when a reload retired that store mid-check).
+/// What a take recorded, and in which store (by [`TierStore::id`]: the one the policy asked,
+/// or a successor when a reload retired that one mid-check).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TakeReceipt {
     receipt: Receipt,
-    hops: u8,
+    store: u64,
 }
 
 /// `algorithm.decide(state, now, cost)`, its decision written to `out`, the state to
@@ -188,15 +192,16 @@ impl Prepared<'_> {
             .then_some(true)
     }
 
-    /// The receipt of the take that recorded it (step 2 of a two-step take), if it wrote.
+    /// The receipt of the take that recorded it (step 2 of a two-step take) in the store
+    /// `store` (the one whose spot prepared it), if it wrote.
     #[inline]
-    pub(crate) fn receipt(&self) -> Option<TakeReceipt> {
+    pub(crate) fn receipt(&self, store: &TierStore) -> Option<TakeReceipt> {
         self.next.map(|after| TakeReceipt {
             receipt: Receipt::Word {
                 before: self.state,
                 after,
             },
-            hops: 0,
+            store: store.id,
         })
     }
 }
@@ -228,21 +233,34 @@ pub(crate) struct TierStore {
     cells: OnceLock<Cells>,
     /// Set when a reload replaced this store: it inserts no key any more.
     retired: AtomicBool,
+    /// The generation number of the rule set that replaced this store (see `retire`): the
+    /// sets older than it may still use it.
+    retired_at: AtomicU64,
     /// The store that replaced this one (set before `retired`; weak, see `succeed`).
     successor: Mutex<Option<Weak<TierStore>>>,
+    /// The tier's stores across reloads (set when a reload first replaces one of them).
+    lineage: OnceLock<Arc<Lineage>>,
+    /// This store's number, unique in the process.
+    id: u64,
     /// Whether `predecessor` may still hold entries to carry over (a hint for misses).
     migrating: AtomicBool,
     /// The store this one replaced (through its own `predecessor`, older generations too),
     /// while any of them may hold a live entry; read lock-free by misses.
     predecessor: SwapCell<Option<Arc<TierStore>>>,
-    /// Held by the reload that made this store a successor from before it publishes the
-    /// new set until it retires the predecessor (the grace period): a miss that finds the
-    /// predecessor not yet retired waits on it. Never taken otherwise.
-    gate: Mutex<()>,
 }
 
+/// The stores of one tier across reloads: which is the newest, for a store whose direct
+/// successor is gone (a reload dropped it from the chain) to find where its keys went.
+#[derive(Debug, Default)]
+struct Lineage {
+    newest: Mutex<Weak<TierStore>>,
+}
+
+/// Numbers every tier store (for receipts: the store a take landed in).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The most older generations a tier keeps after reloads (see
-/// [`TierStore::settle_predecessors`]).
+/// [`TierStore::trim`]).
 pub(crate) const MAX_GENERATIONS: usize = 4;
 
 /// The first answer `f` gives on `generation` and its older generations, newest first (the
@@ -273,10 +291,13 @@ impl TierStore {
             geometry,
             cells: OnceLock::new(),
             retired: AtomicBool::new(false),
+            retired_at: AtomicU64::new(0),
             successor: Mutex::new(None),
+            lineage: OnceLock::new(),
+            // Relaxed: only uniqueness matters.
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             migrating: AtomicBool::new(false),
             predecessor: SwapCell::from_pointee(None),
-            gate: Mutex::new(()),
         };
         #[cfg(tollgate_loom)]
         store.cells();
@@ -324,13 +345,41 @@ impl TierStore {
         }
     }
 
+    /// `step(store)` on this store, then on its successor, its successor's successor…, until
+    /// one answers; `None` if the chain of successors ends first. A loop, not a recursion: a
+    /// check of an old rule set may be many reloads behind.
+    fn along_successors<R>(&self, mut step: impl FnMut(&TierStore) -> Option<R>) -> Option<R> {
+        if let Some(answer) = step(self) {
+            return Some(answer);
+        }
+        let mut store = self.successor()?;
+        loop {
+            if let Some(answer) = step(&store) {
+                return Some(answer);
+            }
+            store = store.successor()?;
+        }
+    }
+
+    /// The key states, allocated on first use, unless this store is retired (it will never
+    /// insert a key) and was never used (so holds none): then `None`, and nothing is
+    /// allocated for it.
+    #[inline]
+    fn cells_unless_retired_unused(&self) -> Option<&Cells> {
+        match self.cells.get() {
+            Some(cells) => Some(cells),
+            None if self.is_retired() => None,
+            None => Some(self.cells()),
+        }
+    }
+
     /// The algorithm every key of this store runs.
     pub(crate) fn algorithm(&self) -> &AnyAlgorithm {
         &self.algorithm
     }
 
-    /// Makes this (not yet published) store the successor of `old`. Nothing moves until
-    /// [`settle_predecessors`](Self::settle_predecessors) retires `old`.
+    /// Makes this (not yet published) store the successor of `old`, which the reload then
+    /// [`retire`](Self::retire)s before it publishes the set holding this one.
     pub(crate) fn succeed(self: &Arc<Self>, old: &Arc<TierStore>) {
         self.predecessor.store(Arc::new(Some(Arc::clone(old))));
         // Release: pairs with the Acquire load in `predecessor`.
@@ -338,49 +387,74 @@ impl TierStore {
         // Weak: the successor holds its predecessor (strongly, until a later reload drops
         // it); a strong link back would make the two a cycle that is never freed.
         *lock(&old.successor) = Some(Arc::downgrade(self));
+        let lineage = Arc::clone(old.lineage.get_or_init(Arc::default));
+        *lock(&lineage.newest) = Arc::downgrade(self);
+        // Set once: a store is made a successor by one reload only.
+        let _ = self.lineage.set(lineage);
     }
 
-    /// The gate, while the predecessor is not yet retired: a reload holds it through the
-    /// grace period (see [`ready_predecessor`](Self::ready_predecessor)).
-    pub(crate) fn hold_gate(&self) -> Option<MutexGuard<'_, ()>> {
-        let old = self.predecessor()?;
-        (!old.is_retired()).then(|| lock(&self.gate))
+    /// Retires this store, replaced by a store of the set of generation `generation`
+    /// (before that set is published): from now on it inserts no key (a miss goes to the
+    /// successor), so keys may move out of it, each on its first touch, converted then (as
+    /// the Redis store converts a state written under another version when it reads it).
+    pub(crate) fn retire(&self, generation: u64) {
+        // Relaxed: read by reloads only, which are serialized after this one.
+        self.retired_at.store(generation, Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `is_retired`: whoever finds this store
+        // retired finds its successor set.
+        self.retired.store(true, Ordering::Release);
     }
 
-    /// After the grace period (no check on the old set is in flight): retires the
-    /// predecessor, so keys may move (each on its first touch, converted then, as the
-    /// Redis store converts a state written under another version when it reads it), and
-    /// drops the generations that hold nothing live any more. An old generation is a table
-    /// of the size it had; more than [`MAX_GENERATIONS`] are never kept: the oldest ones'
-    /// live keys are carried over now.
-    pub(crate) fn settle_predecessors(&self, now: Nanos) {
+    /// Whether a reload made this store a successor of one it has not retired yet (only
+    /// between a reload's `succeed` and its `retire`).
+    pub(crate) fn replaces_unretired(&self) -> Option<Arc<TierStore>> {
+        self.predecessor().filter(|old| !old.is_retired())
+    }
+
+    /// Drops the older generations that hold nothing live any more and that no check or
+    /// decision can still write to (`oldest_held`: the oldest generation number of a rule
+    /// set still in use; a generation retired at `g` is used only by sets older than `g`).
+    /// An old generation is a table of the size it had; more than [`MAX_GENERATIONS`] are
+    /// not kept once they may go: the oldest ones' live keys are carried over now.
+    pub(crate) fn trim(&self, now: Nanos, oldest_held: u64) {
         let Some(direct) = self.predecessor() else {
             return;
         };
-        // Release: pairs with the Acquire load in `is_retired`: whoever finds `direct`
-        // retired finds its successor set, and (through the reload's wait for the old
-        // set's checks) every write those checks made to it.
-        direct.retired.store(true, Ordering::Release);
         // The chain, newest first.
         let mut chain = vec![direct];
         while let Some(older) = chain.last().and_then(|g| g.predecessor()) {
             chain.push(older);
         }
-        // From the oldest: one that holds nothing live is dropped (its entries are fresh
-        // states; an idle state stays idle, and nothing writes to a retired store); past
-        // MAX_GENERATIONS, the oldest's live keys come here first. The store just retired
-        // is not scanned (its keys have had no time to move or go idle; a later reload
-        // looks), only dropped if empty.
+        // From the oldest. One that no rule set in use can write to any more (every set
+        // older than the reload that retired it is gone) and that holds nothing live is
+        // dropped: its entries are fresh states, an idle state stays idle, and nothing writes
+        // to a retired store once the sets that used it are gone. The store just retired is
+        // not scanned (its keys have had no time to move or go idle; a later reload looks),
+        // only dropped if empty. Past MAX_GENERATIONS the oldest goes anyway: its live keys
+        // come here first, and if an old set may still write to it, every key it holds
+        // leaves it (an idle one is dropped), so that nothing can land in it once unlinked:
+        // a later access from that set misses there and follows the successor link (or, the
+        // successor gone too, the tier's newest store: see `Lineage`).
         while let Some(oldest) = chain.last() {
-            let live = if chain.len() == 1 && oldest.len() > 0 {
-                break;
+            // Relaxed: written by an earlier reload, which this one follows (reloads are
+            // serialized).
+            let unused = oldest.retired_at.load(Ordering::Relaxed) <= oldest_held;
+            let over = chain.len() > MAX_GENERATIONS;
+            let leaving = if unused {
+                if chain.len() == 1 && oldest.len() > 0 && !over {
+                    break;
+                }
+                let live = oldest.held_keys(Some(now));
+                if !live.is_empty() && !over {
+                    break;
+                }
+                live
+            } else if over {
+                oldest.held_keys(None)
             } else {
-                oldest.live_keys(now)
-            };
-            if !live.is_empty() && chain.len() <= MAX_GENERATIONS {
                 break;
-            }
-            for h in live {
+            };
+            for h in leaving {
                 self.pull(h, now);
             }
             chain.pop();
@@ -471,7 +545,7 @@ impl TierStore {
                             before: state,
                             after,
                         },
-                        hops: 0,
+                        store: self.id,
                     });
                     (outcome.next, Ok((outcome.decision, receipt)))
                 }
@@ -481,24 +555,41 @@ impl TierStore {
                 return taken;
             }
         }
-        self.take_h(key, now, cost, 0)
+        self.take_h(key, now, cost)
     }
 
+    /// The general path of a take: here, or (this store retired and the key not here) in
+    /// the successor that holds it now, following successor links.
     #[inline(never)]
     fn take_h(
         &self,
         h: u64,
         now: Nanos,
         cost: u32,
-        hops: u8,
     ) -> Result<(Decision, Option<TakeReceipt>), InsufficientCapacity> {
+        self.along_successors(|store| store.take_here(h, now, cost))
+            .unwrap_or_else(|| Ok((no_room(self.algorithm.limit()), None)))
+    }
+
+    /// [`take_h`](Self::take_h) in this store; `None` if this store is retired and does not
+    /// hold the key.
+    fn take_here(
+        &self,
+        h: u64,
+        now: Nanos,
+        cost: u32,
+    ) -> Option<Result<(Decision, Option<TakeReceipt>), InsufficientCapacity>> {
+        let cells = self.cells_unless_retired_unused()?;
         let stamp = |(decision, receipt): (Decision, Option<Receipt>)| {
             (
                 decision,
-                receipt.map(|receipt| TakeReceipt { receipt, hops }),
+                receipt.map(|receipt| TakeReceipt {
+                    receipt,
+                    store: self.id,
+                }),
             )
         };
-        let upsert = match self.cells() {
+        let upsert = match cells {
             Cells::Words { table, algorithm } => {
                 let decide = |state: u64| match algorithm.decide(state, now, cost) {
                     Ok(outcome) => {
@@ -512,9 +603,14 @@ impl TierStore {
                 };
                 // A miss goes on to `upsert`, which looks again under the lock.
                 if let Some(taken) = table.update_if_found(h, decide) {
-                    return taken.map(stamp);
+                    return Some(taken.map(stamp));
                 }
-                let old = self.ready_predecessor();
+                // Retired: a key it does not hold lives on in the successor (whose miss
+                // looks in this store's older generations too).
+                if self.is_retired() {
+                    return None;
+                }
+                let old = self.predecessor();
                 if let Some(cell) = old.as_ref().and_then(|old| self.converted(old, h, now)) {
                     // A key still in an older generation moves only when this take records
                     // something (as the Redis store rewrites a state of another version
@@ -524,8 +620,8 @@ impl TierStore {
                         Ok(Outcome {
                             decision,
                             next: None,
-                        }) => return Ok((decision, None)),
-                        Err(e) => return Err(e),
+                        }) => return Some(Ok((decision, None))),
+                        Err(e) => return Some(Err(e)),
                         Ok(_) => {}
                     }
                 }
@@ -534,14 +630,20 @@ impl TierStore {
             Cells::Logs { cells, params } => {
                 let take = |log: &mut Log| log.take(params, now, cost);
                 if let Some(taken) = cells.find(h, take) {
-                    return taken.map(stamp);
+                    return Some(taken.map(stamp));
                 }
-                let old = self.ready_predecessor();
+                if self.is_retired() {
+                    return None;
+                }
+                let old = self.predecessor();
                 if let Some(cell) = old.as_ref().and_then(|old| self.converted(old, h, now)) {
                     // As for single-word tiers: only a take that records moves the key.
-                    let decision = cell.peek(&self.algorithm, now, cost)?;
+                    let decision = match cell.peek(&self.algorithm, now, cost) {
+                        Ok(decision) => decision,
+                        Err(e) => return Some(Err(e)),
+                    };
                     if !decision.allowed || cost == 0 {
-                        return Ok((decision, None));
+                        return Some(Ok((decision, None)));
                     }
                 }
                 cells.with(
@@ -554,36 +656,39 @@ impl TierStore {
             }
         };
         match upsert {
-            Upsert::Done(taken) => taken.map(stamp),
-            Upsert::Closed => match self.successor() {
-                Some(next) => next.take_h(h, now, cost, hops.saturating_add(1)),
-                None => Ok((no_room(self.algorithm.limit()), None)),
-            },
-            Upsert::Full => Ok((no_room(self.algorithm.limit()), None)),
+            Upsert::Done(taken) => Some(taken.map(stamp)),
+            Upsert::Closed => None,
+            Upsert::Full => Some(Ok((no_room(self.algorithm.limit()), None))),
         }
     }
 
     /// Records `cost` permits for `key` at `now` whatever the limit says (work already
     /// done: a reservation settled above its estimate). Inserts the key if needed.
     pub(crate) fn charge(&self, key: u64, now: Nanos, cost: u32) {
-        let upsert = match self.cells() {
+        self.along_successors(|store| store.charge_here(key, now, cost));
+    }
+
+    /// [`charge`](Self::charge) in this store; `None` if it is retired and does not hold
+    /// the key.
+    fn charge_here(&self, key: u64, now: Nanos, cost: u32) -> Option<()> {
+        let upsert = match self.cells_unless_retired_unused()? {
             Cells::Words { table, algorithm } => {
                 let charge = |state: u64| {
                     let next = algorithm.charge(state, now, cost);
                     ((next != state).then_some(next), ())
                 };
                 if table.update_if_found(key, charge).is_some() {
-                    return;
+                    return Some(());
                 }
-                let old = self.ready_predecessor();
+                let old = self.predecessor();
                 self.upsert_word(table, algorithm, key, now, old.as_ref(), charge)
             }
             Cells::Logs { cells, params } => {
                 let charge = |log: &mut Log| log.charge(params, now, cost);
                 if cells.find(key, charge).is_some() {
-                    return;
+                    return Some(());
                 }
-                let old = self.ready_predecessor();
+                let old = self.predecessor();
                 cells.with(
                     key,
                     now,
@@ -593,10 +698,9 @@ impl TierStore {
                 )
             }
         };
-        if let Upsert::Closed = upsert {
-            if let Some(next) = self.successor() {
-                next.charge(key, now, cost);
-            }
+        match upsert {
+            Upsert::Closed => None,
+            Upsert::Done(()) | Upsert::Full => Some(()),
         }
     }
 
@@ -621,54 +725,88 @@ impl TierStore {
 
     #[inline(never)]
     fn peek_h(&self, h: u64, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
+        self.along_successors(|store| store.peek_here(h, now, cost))
+            .unwrap_or_else(|| TierCell::fresh(&self.algorithm).peek(&self.algorithm, now, cost))
+    }
+
+    /// [`peek_h`](Self::peek_h) in this store; `None` if it is retired and does not hold
+    /// the key (its successor may).
+    fn peek_here(
+        &self,
+        h: u64,
+        now: Nanos,
+        cost: u32,
+    ) -> Option<Result<Decision, InsufficientCapacity>> {
         if let Some(cell) = self.snapshot(h) {
-            return cell.peek(&self.algorithm, now, cost);
+            return Some(cell.peek(&self.algorithm, now, cost));
         }
         // Absent here: a retired store's key may live on in the successor, a migrating
         // store's may still wait in the predecessor.
         if self.is_retired() {
-            if let Some(next) = self.successor() {
-                return next.peek_h(h, now, cost);
-            }
+            return None;
         }
-        match self
-            .predecessor()
-            .and_then(|old| self.converted(&old, h, now))
-        {
-            Some(cell) => cell.peek(&self.algorithm, now, cost),
-            None => TierCell::fresh(&self.algorithm).peek(&self.algorithm, now, cost),
-        }
+        Some(
+            match self
+                .predecessor()
+                .and_then(|old| self.converted(&old, h, now))
+            {
+                Some(cell) => cell.peek(&self.algorithm, now, cost),
+                None => TierCell::fresh(&self.algorithm).peek(&self.algorithm, now, cost),
+            },
+        )
     }
 
-    /// Undoes a take (see the module docs of `store::cell` for exactness).
-    pub(crate) fn compensate(&self, key: u64, receipt: TakeReceipt, cost: u32) {
-        self.compensate_h(key, receipt, cost);
+    /// Undoes a take made at `now` (see the module docs of `store::cell` for exactness). If
+    /// the key left the store that recorded the take (a reload retired it and a check on the
+    /// new rules carried the key over), the take is undone where the key is now, as a
+    /// refund of its cost at `now` (see the module docs).
+    pub(crate) fn compensate(&self, key: u64, receipt: TakeReceipt, cost: u32, now: Nanos) {
+        self.compensate_h(key, receipt, cost, now);
     }
 
-    fn compensate_h(&self, h: u64, receipt: TakeReceipt, cost: u32) {
-        if receipt.hops > 0 {
-            if let Some(next) = self.successor() {
-                let receipt = TakeReceipt {
-                    hops: receipt.hops - 1,
-                    ..receipt
-                };
-                next.compensate_h(h, receipt, cost);
+    fn compensate_h(&self, h: u64, receipt: TakeReceipt, cost: u32, now: Nanos) {
+        self.along_successors(|store| {
+            if store.id == receipt.store {
+                // Absent from a retired store: carried over since the take (a retired store
+                // evicts nothing, as it inserts nothing; a key evicted before the reload,
+                // while the table was full of live keys, forgot its use with it, take
+                // included): undone where the key is now, as a refund.
+                if !store.undo_here(h, receipt.receipt, cost) {
+                    if let Some(next) = store.successor() {
+                        next.refund_h(h, now, cost);
+                    }
+                }
+                return Some(());
             }
-            return;
-        }
-        match self.cells() {
-            Cells::Words { table, algorithm } => {
-                if let Receipt::Word { before, after } = receipt.receipt {
-                    table.update_resident(h, |state| {
+            // Not retired: the store in force, past where the take landed, which is gone (a
+            // reload dropped it, its keys carried here first).
+            if !store.is_retired() {
+                store.refund_h(h, now, cost);
+                return Some(());
+            }
+            None
+        });
+    }
+
+    /// Undoes a take's `receipt` on `h` here (exact when nothing else wrote since); whether
+    /// `h` was here, or this store is not retired (nothing to forward then).
+    fn undo_here(&self, h: u64, receipt: Receipt, cost: u32) -> bool {
+        let found = self.cells.get().is_some_and(|cells| match cells {
+            Cells::Words { table, algorithm } => match receipt {
+                Receipt::Word { before, after } => table
+                    .update_resident(h, |state| {
                         let next = algorithm.undo(state, before, after, cost);
                         ((next != state).then_some(next), ())
-                    });
-                }
-            }
-            Cells::Logs { cells, params } => {
-                cells.with_existing(h, |log| log.compensate(params, receipt.receipt, cost));
-            }
-        }
+                    })
+                    .is_some(),
+                // A log receipt is only ever made by a log store.
+                Receipt::Log { .. } => true,
+            },
+            Cells::Logs { cells, params } => cells
+                .with_existing(h, |log| log.compensate(params, receipt, cost))
+                .is_some(),
+        });
+        found || !self.is_retired()
     }
 
     /// Gives `cost` permits back to `key` at `now`.
@@ -677,7 +815,13 @@ impl TierStore {
     }
 
     fn refund_h(&self, h: u64, now: Nanos, cost: u32) {
-        let refunded = match self.cells() {
+        self.along_successors(|store| store.refund_here(h, now, cost));
+    }
+
+    /// [`refund`](Self::refund) in this store; `None` if it is retired and does not hold
+    /// the key (its successor may).
+    fn refund_here(&self, h: u64, now: Nanos, cost: u32) -> Option<()> {
+        let refund = |cells: &Cells| match cells {
             Cells::Words { table, algorithm } => table
                 .update_resident(h, |state| {
                     let next = algorithm.refund(state, now, cost);
@@ -688,22 +832,22 @@ impl TierStore {
                 .with_existing(h, |log| log.refund(params, now, cost))
                 .is_some(),
         };
-        if refunded {
-            return;
+        if refund(self.cells_unless_retired_unused()?) {
+            return Some(());
         }
         if self.is_retired() {
-            if let Some(next) = self.successor() {
-                next.refund_h(h, now, cost);
-            }
-        } else if self.pull(h, now) {
-            self.refund_h(h, now, cost);
+            return None;
         }
+        if self.pull(h, now) {
+            refund(self.cells());
+        }
+        Some(())
     }
 
     /// Carries `h` over from an older generation now, if one still holds it; whether one
     /// did.
     fn pull(&self, h: u64, now: Nanos) -> bool {
-        let Some(old) = self.ready_predecessor() else {
+        let Some(old) = self.predecessor() else {
             return false;
         };
         let mut carried = false;
@@ -789,43 +933,31 @@ impl TierStore {
         }
     }
 
-    /// The keys whose state is not idle at `now` (a scan, shard by shard under its lock):
-    /// what a retired generation still has to hand over.
-    fn live_keys(&self, now: Nanos) -> Vec<u64> {
-        match self.cells.get() {
-            Some(Cells::Words { table, algorithm }) => table
+    /// The keys it holds whose state is not idle at `now`, or every key it holds if `now`
+    /// is `None` (a scan, shard by shard under its lock): what a retired generation still
+    /// has to hand over.
+    fn held_keys(&self, now: Option<Nanos>) -> Vec<u64> {
+        match (self.cells.get(), now) {
+            (Some(Cells::Words { table, algorithm }), now) => table
                 .resident()
                 .into_iter()
-                .filter(|&(_, state)| !algorithm.is_idle(state, now))
+                .filter(|&(_, state)| now.map_or(true, |now| !algorithm.is_idle(state, now)))
                 .map(|(h, _)| h)
                 .collect(),
-            Some(Cells::Logs { cells, .. }) => cells.live_keys(now),
-            None => Vec::new(),
+            (Some(Cells::Logs { cells, .. }), Some(now)) => cells.live_keys(now),
+            (Some(Cells::Logs { cells, .. }), None) => cells.keys(),
+            (None, _) => Vec::new(),
         }
     }
 
     /// The predecessor, if a reload replaced one and an older generation may still hold a
     /// live entry. Lock-free.
     fn predecessor(&self) -> Option<Arc<TierStore>> {
-        // Acquire: pairs with the Release stores in `succeed` and `settle_predecessors`.
+        // Acquire: pairs with the Release stores in `succeed` and `trim`.
         if !self.migrating.load(Ordering::Acquire) {
             return None;
         }
         self.predecessor.load().as_ref().clone()
-    }
-
-    /// [`predecessor`](Self::predecessor), once it is retired: keys of a changed tier
-    /// move only after the grace period (a check still on the old set may yet take from,
-    /// or undo a take in, the old store), so a miss meanwhile waits for the reload to let
-    /// go of the gate. After the grace period: one atomic load, no lock.
-    fn ready_predecessor(&self) -> Option<Arc<TierStore>> {
-        let old = self.predecessor()?;
-        if !old.is_retired() {
-            // This store is reachable only through the new set, published after the
-            // reload took the gate, which it lets go of once `old` is retired.
-            drop(lock(&self.gate));
-        }
-        Some(old)
     }
 
     /// Whether a reload replaced this store.
@@ -834,11 +966,14 @@ impl TierStore {
         self.retired.load(Ordering::Acquire)
     }
 
-    /// The store that replaced this one, while it lives (only checks on the old rule set
-    /// reach a retired store, and the grace period waits for them, so a successor that is
-    /// gone has nobody left to forward to).
+    /// The store that replaced this one: the direct successor while it lives, else (a
+    /// later reload dropped it, after carrying its keys on) the tier's newest store.
     fn successor(&self) -> Option<Arc<TierStore>> {
-        lock(&self.successor).as_ref().and_then(Weak::upgrade)
+        if let Some(next) = lock(&self.successor).as_ref().and_then(Weak::upgrade) {
+            return Some(next);
+        }
+        let newest = lock(&self.lineage.get()?.newest).upgrade()?;
+        (!core::ptr::eq(&*newest, self)).then_some(newest)
     }
 
     /// The most keys it holds.
@@ -867,6 +1002,16 @@ impl TierStore {
             Some(Cells::Logs { cells, .. }) => cells.memory_bytes(),
             None => 0,
         }
+    }
+
+    /// A reload's steps for this store, no rule set in use any more: retires the store it
+    /// replaces, then trims its older generations.
+    #[cfg(test)]
+    fn settle_for_test(&self, now: Nanos) {
+        if let Some(old) = self.replaces_unretired() {
+            old.retire(0);
+        }
+        self.trim(now, u64::MAX);
     }
 
     /// Whether its state has been allocated (it is on first use).
@@ -933,7 +1078,7 @@ mod tests {
         );
         let next = Arc::new(TierStore::new(gcra(20, 20), 100_000).unwrap());
         next.succeed(&store);
-        next.settle_predecessors(Nanos::ZERO);
+        next.settle_for_test(Nanos::ZERO);
         assert!(!store.is_allocated() && !next.is_allocated());
         assert_eq!(admitted(&next, "k", 30), 20);
         assert!(next.is_allocated());
@@ -965,14 +1110,14 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(out.allowed && out.remaining == 1);
-        let receipt = prepared.receipt().unwrap();
+        let receipt = prepared.receipt(&store).unwrap();
         assert_eq!(
             store.commit(k, Nanos::ZERO, 1, &mut prepared, &mut out),
             Some(Ok(true))
         );
         assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 1);
         // Its receipt undoes it exactly.
-        store.compensate(k, receipt, 1);
+        store.compensate(k, receipt, 1, Nanos::ZERO);
         assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 2);
         assert_eq!(admitted(&store, "k", 1), 1);
         // Another caller takes the last permit between the steps: decided again, denied.
@@ -992,7 +1137,7 @@ mod tests {
         assert_eq!(store.peek(k, Nanos::ZERO, 0).unwrap().remaining, 0);
     }
 
-    /// After the grace period: a check still on the old store updates keys the old store
+    /// After a reload: a check still on the old store updates keys the old store
     /// holds, sends keys it does not hold to the successor (never inserting them in the
     /// retired store), and keys move once, with their state, on their first touch; an old
     /// generation with nothing live left is dropped.
@@ -1007,8 +1152,7 @@ mod tests {
             assert_eq!(admitted(&old, "a", 4), 4);
             let new = Arc::new(TierStore::new(new_algorithm, 100).unwrap());
             new.succeed(&old);
-            // (The grace period is over.)
-            new.settle_predecessors(Nanos::ZERO);
+            new.settle_for_test(Nanos::ZERO);
             // A key the old store never saw: goes to the successor.
             assert_eq!(admitted(&old, "b", 1), 1);
             assert_eq!((old.len(), new.len()), (1, 1));
@@ -1027,7 +1171,7 @@ mod tests {
             // Now the old store forwards "a" too; with nothing live left it is dropped.
             assert_eq!(admitted(&old, "a", 100), 14);
             assert!(new.predecessor().is_some());
-            new.settle_predecessors(Nanos::ZERO);
+            new.settle_for_test(Nanos::ZERO);
             assert_eq!((old.len(), new.len()), (0, 2));
             assert!(new.predecessor().is_none());
         }
@@ -1046,12 +1190,12 @@ mod tests {
         }
         let new = Arc::new(TierStore::new(gcra(10, 20), 1000).unwrap());
         new.succeed(&old);
-        new.settle_predecessors(Nanos::ZERO);
+        new.settle_for_test(Nanos::ZERO);
         let (decision, receipt) = old.take(fingerprint("fresh"), Nanos::ZERO, 2).unwrap();
         assert!(decision.allowed);
         let receipt = receipt.unwrap();
-        assert_eq!(receipt.hops, 1);
-        old.compensate(fingerprint("fresh"), receipt, 2);
+        assert_eq!(receipt.store, new.id);
+        old.compensate(fingerprint("fresh"), receipt, 2, Nanos::ZERO);
         assert_eq!(
             new.peek(fingerprint("fresh"), Nanos::ZERO, 0)
                 .unwrap()
@@ -1092,7 +1236,7 @@ mod tests {
         for burst in 11..=18 {
             let next = Arc::new(TierStore::new(gcra(10, burst), 100).unwrap());
             next.succeed(stores.last().unwrap());
-            next.settle_predecessors(Nanos::ZERO);
+            next.settle_for_test(Nanos::ZERO);
             stores.push(next);
             let newest = stores.last().unwrap();
             assert!(generations(newest) <= MAX_GENERATIONS);
@@ -1106,11 +1250,11 @@ mod tests {
         let later = Nanos::from_secs(3600);
         let last = Arc::new(TierStore::new(gcra(10, 30), 100).unwrap());
         last.succeed(stores.last().unwrap());
-        last.settle_predecessors(later);
+        last.settle_for_test(later);
         assert!(generations(&last) <= 1);
         let again = Arc::new(TierStore::new(gcra(10, 31), 100).unwrap());
         again.succeed(&last);
-        again.settle_predecessors(later);
+        again.settle_for_test(later);
         assert_eq!(generations(&again), 0);
         assert_eq!(admitted(&again, "kept", 40), 31);
     }

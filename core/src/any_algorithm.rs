@@ -153,7 +153,20 @@ impl AlgorithmConfig {
         }
     }
 
-    /// Validates the numbers into an executable algorithm.
+    /// Validates the numbers into an executable algorithm, with the errors of each
+    /// algorithm's own constructor. Every config that builds admits a fresh key's whole
+    /// limit at any `now` up to [`Nanos::MAX_NOW`]: a bucket whose horizon is longer than
+    /// [`Nanos::MAX_HORIZON`] is refused ([`ConfigError::PeriodTooLong`],
+    /// [`ConfigError::LimitTooLarge`]), and the window algorithms need no horizon.
+    ///
+    /// ```
+    /// use tollgate_core::{AlgorithmConfig, ConfigError, Nanos};
+    /// let day = 86_400_000_000_000;
+    /// let ages = AlgorithmConfig::Gcra { limit: 1, period: Nanos::new(200_000 * day), burst: 1 };
+    /// assert_eq!(ages.build(), Err(ConfigError::PeriodTooLong { max: Nanos::MAX_HORIZON }));
+    /// let window = AlgorithmConfig::FixedWindow { limit: 1, window: Nanos::new(200_000 * day) };
+    /// assert!(window.build().is_ok());
+    /// ```
     pub const fn build(&self) -> Result<AnyAlgorithm, ConfigError> {
         let packed = match *self {
             AlgorithmConfig::Gcra {

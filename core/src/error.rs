@@ -3,6 +3,8 @@
 
 use core::fmt;
 
+use crate::Nanos;
+
 /// Why a limit configuration was rejected. Configs are validated once, at construction;
 /// nothing on the hot path can fail for a configuration reason afterwards.
 ///
@@ -23,11 +25,31 @@ pub enum ConfigError {
     /// The rate asks for more than one permit per nanosecond: the emission interval would
     /// round to zero.
     RateTooFine,
-    /// A limit, burst or queue is too large for the packed state layout, or its horizon
-    /// (burst × interval) does not fit in 64-bit nanoseconds.
+    /// A limit, burst or queue is too large for the packed state layout, or makes the
+    /// horizon (GCRA's burst × interval, a token bucket's capacity × interval, a leaky
+    /// bucket's (2 × queue + 1) × interval) longer than [`Nanos::MAX_HORIZON`].
     LimitTooLarge {
         /// The largest value this configuration accepts.
         max: u64,
+    },
+    /// One permit's interval (the period divided by the limit, or the interval given) is
+    /// longer than [`Nanos::MAX_HORIZON`] (2^63 ns, about 292 years): a state recording it
+    /// ahead of a `now` late in the [supported range](Nanos#the-supported-range-of-now)
+    /// would run past the end of `u64` time, so a fresh key could never be admitted there.
+    /// Only a limit of one permit per period can be this long.
+    ///
+    /// ```
+    /// use tollgate_core::{ConfigError, Gcra, Nanos};
+    /// let day = Nanos::from_secs(86_400);
+    /// let ages = Nanos::new(200_000 * day.as_u64());
+    /// assert_eq!(
+    ///     Gcra::with_period(1, ages).build(),
+    ///     Err(ConfigError::PeriodTooLong { max: Nanos::MAX_HORIZON })
+    /// );
+    /// ```
+    PeriodTooLong {
+        /// The longest interval per permit accepted: [`Nanos::MAX_HORIZON`].
+        max: Nanos,
     },
 }
 
@@ -39,8 +61,16 @@ impl fmt::Display for ConfigError {
             ConfigError::ZeroBurst => f.write_str("burst must be > 0"),
             ConfigError::RateTooFine => f.write_str("rate is finer than one permit per nanosecond"),
             ConfigError::LimitTooLarge { max } => {
-                write!(f, "too large for the packed state: at most {max}")
+                write!(
+                    f,
+                    "too large for the packed state or the horizon: at most {max}"
+                )
             }
+            ConfigError::PeriodTooLong { max } => write!(
+                f,
+                "period too long: at most {} ns ({max}) per permit",
+                max.as_u64()
+            ),
         }
     }
 }

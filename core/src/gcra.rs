@@ -71,7 +71,11 @@ impl GcraBuilder {
     ///
     /// Errors: [`ConfigError::ZeroLimit`], [`ConfigError::ZeroPeriod`],
     /// [`ConfigError::ZeroBurst`], [`ConfigError::RateTooFine`] (more than one permit per
-    /// ns), [`ConfigError::LimitTooLarge`] (burst·T beyond 64-bit ns).
+    /// ns), [`ConfigError::PeriodTooLong`] (one permit per more than
+    /// [`Nanos::MAX_HORIZON`], 2^63 ns: only a limit of 1 can ask that),
+    /// [`ConfigError::LimitTooLarge`] (burst·T beyond [`Nanos::MAX_HORIZON`]; `max` is the
+    /// largest burst). Every config that builds admits its whole burst from a fresh state
+    /// at any `now` up to [`Nanos::MAX_NOW`].
     pub const fn build(self) -> Result<Gcra, ConfigError> {
         let burst = match self.burst {
             Some(burst) => burst,
@@ -97,6 +101,26 @@ pub(crate) const fn interval_of(limit: u64, period: Nanos) -> Result<u64, Config
         return Err(ConfigError::RateTooFine);
     }
     Ok(period.div_ceil(limit))
+}
+
+/// `count · interval` if it is within [`Nanos::MAX_HORIZON`] (`interval ≥ 1`): the horizon
+/// of GCRA and the token bucket (`count` = the burst), and of the leaky bucket (`count` =
+/// `2·queue + 1`, see there). Otherwise [`ConfigError::PeriodTooLong`] when one interval
+/// alone is longer, else [`ConfigError::LimitTooLarge`] with the largest `count`,
+/// `⌊MAX_HORIZON / interval⌋`.
+pub(crate) const fn horizon_of(interval: u64, count: u64) -> Result<u64, ConfigError> {
+    let max_horizon = Nanos::MAX_HORIZON.as_u64();
+    if interval > max_horizon {
+        return Err(ConfigError::PeriodTooLong {
+            max: Nanos::MAX_HORIZON,
+        });
+    }
+    match interval.checked_mul(count) {
+        Some(horizon) if horizon <= max_horizon => Ok(horizon),
+        _ => Err(ConfigError::LimitTooLarge {
+            max: max_horizon / interval,
+        }),
+    }
 }
 
 impl Gcra {
@@ -130,6 +154,21 @@ impl Gcra {
     }
 
     /// From an emission interval T (one permit every `interval`) and a burst.
+    ///
+    /// Errors: [`ConfigError::ZeroPeriod`], [`ConfigError::ZeroBurst`],
+    /// [`ConfigError::PeriodTooLong`] (T beyond [`Nanos::MAX_HORIZON`]) and
+    /// [`ConfigError::LimitTooLarge`] (τ = b·T beyond it: `max` is the largest burst, `⌊2^63
+    /// / T⌋`). So the TAT never runs more than `MAX_HORIZON` ahead of `now`: at any `now` up
+    /// to [`Nanos::MAX_NOW`] a fresh key admits its whole burst, and every request the
+    /// algorithm admits fits in `u64` time.
+    ///
+    /// ```
+    /// use tollgate_core::{ConfigError, Gcra, Nanos};
+    /// let hour = 3_600_000_000_000;
+    /// let max = Nanos::MAX_HORIZON.as_u64() / hour; // 2 562 047 bursts of an hour
+    /// assert!(Gcra::from_interval(hour, max).is_ok());
+    /// assert_eq!(Gcra::from_interval(hour, max + 1), Err(ConfigError::LimitTooLarge { max }));
+    /// ```
     pub const fn from_interval(interval: u64, burst: u64) -> Result<Gcra, ConfigError> {
         let Some(nonzero_interval) = NonZeroU64::new(interval) else {
             return Err(ConfigError::ZeroPeriod);
@@ -137,15 +176,13 @@ impl Gcra {
         let Some(nonzero_burst) = NonZeroU64::new(burst) else {
             return Err(ConfigError::ZeroBurst);
         };
-        match interval.checked_mul(burst) {
-            Some(tolerance) => Ok(Gcra {
+        match horizon_of(interval, burst) {
+            Ok(tolerance) => Ok(Gcra {
                 interval: nonzero_interval,
                 tolerance,
                 burst: nonzero_burst,
             }),
-            None => Err(ConfigError::LimitTooLarge {
-                max: u64::MAX / interval,
-            }),
+            Err(e) => Err(e),
         }
     }
 
@@ -183,6 +220,8 @@ impl Algorithm for Gcra {
         let tat = if state > now { state } else { now };
         // cost ≤ burst, so cost·T ≤ τ fits. A TAT past the end of u64 time cannot be
         // recorded: such a request is denied (it could only pass after the end of time).
+        // With τ ≤ MAX_HORIZON that happens only past Nanos::MAX_NOW, or to a state
+        // charged into debt beyond the horizon (which is denied anyway).
         let new_tat = tat.checked_add(u64::from(cost) * self.interval.get());
         let ahead = new_tat.map_or(u64::MAX, |t| t - now);
         if let (Some(new_tat), true) = (new_tat, ahead <= self.tolerance) {

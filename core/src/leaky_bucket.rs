@@ -48,10 +48,6 @@ pub struct LeakyBucket {
     queue: u64,
     /// Q/r in ns: the longest admissible wait.
     horizon: u64,
-    /// The largest cost one request may have: what the queue can hold (`Q + 1`: the one
-    /// in service plus `Q` waiting), less only if its drain time would not fit in 64-bit
-    /// nanoseconds.
-    max_cost: u64,
 }
 
 impl LeakyBucket {
@@ -65,26 +61,49 @@ impl LeakyBucket {
     }
 
     /// Drains one unit every `interval`; at most `queue` requests wait.
+    ///
+    /// The drain time runs furthest ahead of `now` when a request of the largest cost
+    /// (`Q + 1`) is queued behind a full wait (`Q·T`): `(2Q + 1)·T`. That must be within
+    /// [`Nanos::MAX_HORIZON`], so that at a `now` up to [`Nanos::MAX_NOW`] no request the
+    /// queue has room for is refused for running past the end of `u64` time (a fresh key
+    /// always gets its whole queue). Errors: [`ConfigError::ZeroPeriod`], [`ConfigError::PeriodTooLong`] (`T`
+    /// alone longer than the horizon) and [`ConfigError::LimitTooLarge`] (the queue too
+    /// deep: `max` is the deepest, `⌊(⌊2^63 / T⌋ − 1) / 2⌋`).
+    ///
+    /// ```
+    /// use tollgate_core::{ConfigError, LeakyBucket, Nanos};
+    /// let second = Nanos::from_secs(1);
+    /// let max = 4_611_686_017; // (⌊2^63 / 10^9⌋ − 1) / 2
+    /// assert!(LeakyBucket::from_interval(second, max).is_ok());
+    /// assert_eq!(
+    ///     LeakyBucket::from_interval(second, max + 1),
+    ///     Err(ConfigError::LimitTooLarge { max })
+    /// );
+    /// ```
     pub const fn from_interval(interval: Nanos, queue: u64) -> Result<LeakyBucket, ConfigError> {
         let interval = interval.as_u64();
         if interval == 0 {
             return Err(ConfigError::ZeroPeriod);
         }
-        match interval.checked_mul(queue) {
-            // `queue + 1` is reported as the limit, so it must not overflow either.
-            Some(horizon) if queue < u64::MAX => Ok(LeakyBucket {
+        // 2Q + 1 drain intervals: a LimitTooLarge from horizon_of names the most intervals
+        // (n), which is a queue of ⌊(n − 1) / 2⌋. Q > 2^62 cannot fit at any interval.
+        let intervals = if queue < 1 << 62 {
+            2 * queue + 1
+        } else {
+            u64::MAX
+        };
+        match crate::gcra::horizon_of(interval, intervals) {
+            Ok(_) => Ok(LeakyBucket {
                 interval,
                 queue,
-                horizon,
-                max_cost: if queue < u64::MAX / interval {
-                    queue + 1
-                } else {
-                    u64::MAX / interval
-                },
+                // Q·T ≤ (2Q + 1)·T, which fits.
+                horizon: queue * interval,
             }),
-            _ => Err(ConfigError::LimitTooLarge {
-                max: u64::MAX / interval,
+            Err(ConfigError::LimitTooLarge { max }) => Err(ConfigError::LimitTooLarge {
+                // max ≥ 1: horizon_of checked that one interval fits.
+                max: (max - 1) / 2,
             }),
+            Err(e) => Err(e),
         }
     }
 
@@ -115,18 +134,20 @@ impl Algorithm for LeakyBucket {
     /// the queue allows, so it is [`InsufficientCapacity`], not a deny.
     #[inline]
     fn max_cost(&self) -> u64 {
-        self.max_cost
+        self.queue + 1
     }
 
     #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u32) -> Result<Outcome, InsufficientCapacity> {
-        check_cost(cost, self.max_cost)?;
-        // cost ≤ max_cost ≤ u64::MAX / interval: the product fits.
+        check_cost(cost, self.queue + 1)?;
+        // cost ≤ Q + 1, and (Q + 1)·T ≤ (2Q + 1)·T ≤ MAX_HORIZON: the product fits.
         let drain = u64::from(cost) * self.interval;
         let now = now.as_u64();
         let start = if state > now { state } else { now };
         let wait = start - now;
-        // A drain time past the end of u64 time cannot be recorded: denied.
+        // A drain time past the end of u64 time cannot be recorded: denied. Admitted,
+        // drained_at − now ≤ Q·T + (Q + 1)·T ≤ MAX_HORIZON, so this happens only past
+        // Nanos::MAX_NOW (or to a state charged beyond the horizon, denied anyway).
         if let (true, Some(drained_at)) = (wait <= self.horizon, start.checked_add(drain)) {
             let backlog = drained_at - now;
             let remaining = match self.horizon.checked_sub(backlog) {

@@ -4,11 +4,32 @@
 //! clocks and Redis' `TIME`, whatever a firmware's timer counts from); every duration in a [`Decision`](crate::Decision)
 //! is a `Nanos` too. `u64` nanoseconds span 584 years, so arithmetic saturates instead of
 //! wrapping: a saturated value means "further away than can be represented".
+//!
+//! The core supports `now` up to [`Nanos::MAX_NOW`] (see [`Nanos`] for why, and what the
+//! builders check so that a fresh key admits its whole limit anywhere in that range).
 
 use core::fmt;
 use core::time::Duration;
 
 /// A point in time or a span of time, in nanoseconds.
+///
+/// ## The supported range of `now`
+///
+/// A state records instants ahead of `now` (a TAT, a drain time), so not every `u64` can be
+/// a `now`: the core supports `now` up to [`Nanos::MAX_NOW`], `2^63 − 1` ns after the
+/// clock's epoch (for the Unix epoch, 2262-04-11, the limit of `i64` nanosecond
+/// timestamps), and every configuration's horizon, the furthest its state can run ahead of
+/// `now`, is at most [`Nanos::MAX_HORIZON`] `= Nanos::MAX − Nanos::MAX_NOW = 2^63` ns
+/// (about 292 years). The builders reject a configuration with a longer horizon
+/// ([`ConfigError::PeriodTooLong`](crate::ConfigError::PeriodTooLong),
+/// [`ConfigError::LimitTooLarge`](crate::ConfigError::LimitTooLarge)), so at every `now`
+/// in the range a fresh key admits its whole burst and no request the algorithm admits is
+/// refused for running past the end of `u64` time (only a deny's `retry_after` may read
+/// [`Nanos::MAX`] where the retry's own state would pass it). Past
+/// [`Nanos::MAX_NOW`] decisions stay total (no panic, no wrap) but may refuse what the
+/// algorithm would admit. The window algorithms (fixed window, sliding window counter and
+/// log) record nothing ahead of `now` and keep the whole window index of any `u64` time, so
+/// they need no horizon: every window length admits a fresh key's limit at any `now`.
 ///
 /// ```
 /// use tollgate_core::Nanos;
@@ -25,6 +46,33 @@ impl Nanos {
     pub const ZERO: Nanos = Nanos(0);
     /// The largest representable value (about 584 years).
     pub const MAX: Nanos = Nanos(u64::MAX);
+    /// The latest `now` the core supports: `2^63 − 1` ns after the clock's epoch (for the
+    /// Unix epoch, 2262-04-11T23:47:16.854775807Z, where `i64` nanosecond timestamps end).
+    /// See [the supported range](Nanos#the-supported-range-of-now).
+    ///
+    /// ```
+    /// use tollgate_core::{Algorithm, Gcra, Nanos};
+    /// assert_eq!(Nanos::MAX_NOW.as_u64(), i64::MAX as u64);
+    /// // The longest GCRA period there is, at the latest supported instant: admitted.
+    /// let gcra = Gcra::with_period(1, Nanos::MAX_HORIZON).build().unwrap();
+    /// assert!(gcra.decide(0, Nanos::MAX_NOW, 1).unwrap().decision.allowed);
+    /// ```
+    pub const MAX_NOW: Nanos = Nanos(u64::MAX >> 1);
+    /// The furthest a state may run ahead of `now`: `Nanos::MAX − Nanos::MAX_NOW = 2^63` ns
+    /// (about 292 years). Every algorithm's builder rejects a configuration whose horizon
+    /// (GCRA's `burst · T`, a token bucket's `capacity · T`, a leaky bucket's
+    /// `(2·queue + 1) · T`) is longer.
+    ///
+    /// ```
+    /// use tollgate_core::{ConfigError, Gcra, Nanos};
+    /// assert_eq!(Nanos::MAX_HORIZON.as_u64(), 1 << 63);
+    /// let longer = Nanos::new(Nanos::MAX_HORIZON.as_u64() + 1);
+    /// assert_eq!(
+    ///     Gcra::with_period(1, longer).build(),
+    ///     Err(ConfigError::PeriodTooLong { max: Nanos::MAX_HORIZON })
+    /// );
+    /// ```
+    pub const MAX_HORIZON: Nanos = Nanos(u64::MAX - (u64::MAX >> 1));
 
     /// Wraps a raw nanosecond count.
     #[inline]

@@ -129,9 +129,9 @@ impl LeakyBucketModel {
         commit: bool,
     ) -> Result<Decision, InsufficientCapacity> {
         let (now, cost) = (u128::from(now), u128::from(cost));
-        // What the queue can hold: the one in service plus Q waiting (and a drain time
-        // that fits in u64 ns).
-        let max_cost = (self.queue + 1).min(U64_MAX / self.interval);
+        // What the queue can hold: the one in service plus Q waiting (the bucket's
+        // constructor keeps (2Q + 1)·T within the horizon, so its drain time fits).
+        let max_cost = self.queue + 1;
         if cost > max_cost {
             return Err(InsufficientCapacity {
                 max_cost: saturate(max_cost),

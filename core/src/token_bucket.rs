@@ -52,6 +52,12 @@ impl TokenBucket {
     }
 
     /// A bucket of `capacity` tokens that regains one token every `interval`.
+    ///
+    /// As [`Gcra::from_interval`] with the burst `capacity`: the interval and the time to
+    /// refill a whole bucket (`capacity · interval`) must be within
+    /// [`Nanos::MAX_HORIZON`] ([`ConfigError::PeriodTooLong`];
+    /// [`ConfigError::LimitTooLarge`] names the largest capacity), so a fresh bucket gives
+    /// all its tokens at any `now` up to [`Nanos::MAX_NOW`].
     pub const fn from_interval(capacity: u64, interval: Nanos) -> Result<TokenBucket, ConfigError> {
         if capacity == 0 {
             return Err(ConfigError::ZeroLimit);

@@ -2,7 +2,9 @@
 //! `RateLimitLayer`, driven by a real hyper HTTP/1.1 client. Exact 200/429 sequences and
 //! header values per rule, IPv6 prefix grouping, route-template grouping, trusted
 //! proxies, malformed keys, shadow rules, reloads under traffic, leaky-bucket delays and
-//! their cancellation, settlement from the response.
+//! their cancellation, settlement from the response; the client keys of issue 27 item 9
+//! (`X-Forwarded-For` read as bytes, IPv4 behind NAT64 keyed by its IPv4), on the key
+//! extractor and end to end.
 //!
 //! Limits use a `ManualClock` (time moves only when a test says so), so every sequence is
 //! exact; the leaky-bucket delay test uses the monotonic clock and real sleeps.
@@ -761,5 +763,170 @@ async fn concurrent_clients_get_exactly_the_limit() -> TestResult {
     let denied = codes.iter().filter(|&&c| c == 429).count();
     assert_eq!((ok, denied), (50, 150));
     assert_eq!((layer.stats().admitted, layer.stats().denied), (50, 150));
+    Ok(())
+}
+
+/// A request from TCP peer `peer` with one `X-Forwarded-For` line per entry of `lines`.
+fn with_forwarded_for(peer: &str, lines: &[&[u8]]) -> Result<Request<()>, BoxError> {
+    let mut request = Request::new(());
+    for line in lines {
+        request
+            .headers_mut()
+            .append("x-forwarded-for", http::HeaderValue::from_bytes(line)?);
+    }
+    request.extensions_mut().insert(peer.parse::<SocketAddr>()?);
+    Ok(request)
+}
+
+/// Issue 27, item 9: one byte outside ASCII that a client writes into its own part of
+/// `X-Forwarded-For` (proxies append to it verbatim) made the whole field fail `to_str`,
+/// so the key was "malformed" and, with `OnBadKey::Fallback`, the client escaped into the
+/// shared fallback bucket. The field is read as bytes: the rightmost untrusted hop is
+/// still found, whatever the client wrote left of it.
+#[test]
+fn issue27_item9_a_non_ascii_byte_in_x_forwarded_for_keeps_the_clients_key() -> TestResult {
+    let key = ClientKey::forwarded_for(TrustedProxies::new(["10.0.0.0/8"])?);
+    let client_parts: [&[u8]; 6] = [
+        b"\xff",
+        b"caf\xe9",
+        b"\x80, 1.1.1.1",
+        b"1.2.3.4\xff",
+        b"\xc3\xa9\xc3\xa9, , \xff:\xff",
+        b"203.0.113.9\xff",
+    ];
+    for part in client_parts {
+        // One field, as a proxy appends to it...
+        let mut field = part.to_vec();
+        field.extend_from_slice(b", 203.0.113.9, 10.0.0.7");
+        let request = with_forwarded_for("10.0.0.1:443", &[&field])?;
+        assert_eq!(
+            key.extract(&tollgate::http::Head::of(&request)).as_deref(),
+            Ok("203.0.113.9"),
+            "{part:?}"
+        );
+        // ...or one line per hop.
+        let request = with_forwarded_for("10.0.0.1:443", &[part, b"203.0.113.9", b"10.0.0.7"])?;
+        assert_eq!(
+            key.extract(&tollgate::http::Head::of(&request)).as_deref(),
+            Ok("203.0.113.9"),
+            "{part:?} on its own line"
+        );
+    }
+    Ok(())
+}
+
+/// Issue 27, item 9: IPv4 clients arriving as IPv4-embedded IPv6 (through a NAT64 /
+/// SIIT front end, `64:ff9b::/96`, or a dual-stack socket, `::ffff:a.b.c.d`) all fell into
+/// one /64 key, so one abuser locked out every IPv4 user behind the translator. They are
+/// keyed by the embedded IPv4.
+#[test]
+fn issue27_item9_ipv4_behind_nat64_is_keyed_by_the_ipv4() -> TestResult {
+    let peer_key = |peer: &str| -> Result<String, BoxError> {
+        let mut request = Request::new(());
+        request.extensions_mut().insert(peer.parse::<SocketAddr>()?);
+        Ok(ClientKey::peer_ip()
+            .extract(&tollgate::http::Head::of(&request))?
+            .into_owned())
+    };
+    // Two IPv4 clients behind NAT64: two keys.
+    assert_eq!(peer_key("[64:ff9b::c000:201]:4000")?, "192.0.2.1");
+    assert_eq!(peer_key("[64:ff9b::192.0.2.2]:4000")?, "192.0.2.2");
+    // The same IPv4, native, mapped and embedded: one key.
+    assert_eq!(peer_key("192.0.2.1:4000")?, "192.0.2.1");
+    assert_eq!(peer_key("[::ffff:192.0.2.1]:4000")?, "192.0.2.1");
+    // An IPv4 prefix applies to them as to any IPv4 address.
+    let mut request = Request::new(());
+    request
+        .extensions_mut()
+        .insert("[64:ff9b::c000:2a1]:1".parse::<SocketAddr>()?);
+    let per_24 = ClientKey::peer_ip().prefix(tollgate::http::IpPrefix::new(24, 64));
+    assert_eq!(
+        per_24
+            .extract(&tollgate::http::Head::of(&request))
+            .as_deref(),
+        Ok("192.0.2.0")
+    );
+    // Native IPv6 keeps its /64.
+    assert_eq!(peer_key("[2001:db8:1:2::9]:4000")?, "2001:db8:1:2::");
+    // Behind a trusted proxy, the same.
+    let key = ClientKey::forwarded_for(TrustedProxies::new(["10.0.0.0/8"])?);
+    for (xff, client) in [
+        (&b"64:ff9b::c633:6407"[..], "198.51.100.7"),
+        (b"[64:ff9b::c633:6408]:443", "198.51.100.8"),
+        (b"::ffff:198.51.100.7", "198.51.100.7"),
+        (b"198.51.100.7", "198.51.100.7"),
+    ] {
+        let request = with_forwarded_for("10.0.0.1:443", &[xff])?;
+        assert_eq!(
+            key.extract(&tollgate::http::Head::of(&request)).as_deref(),
+            Ok(client),
+            "{xff:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Item 9 end to end, on the real axum + hyper loopback setup: a client behind the
+/// (loopback) trusted proxy cannot escape into the fallback bucket with a byte outside
+/// ASCII in its part of `X-Forwarded-For`, and IPv4 clients behind NAT64 get one key each.
+#[tokio::test]
+async fn issue27_item9_end_to_end_keys_behind_proxies_and_nat64() -> TestResult {
+    let rules = r#"
+        [[rules]]
+        name = "per-ip"
+        limit = 1
+        window = "1m"
+        algorithm = "fixed_window"
+    "#;
+    let (policy, _clock) = manual_policy(rules)?;
+    let layer = RateLimitLayer::new(policy)
+        .key(ClientKey::forwarded_for(TrustedProxies::new([
+            "127.0.0.0/8",
+        ])?))
+        .on_bad_key(OnBadKey::Fallback("anonymous".into()));
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let xff = |v: &'static [u8]| [("x-forwarded-for", v)];
+    assert_eq!(send(addr, "/", &xff(b"203.0.113.9")).await?.status, 200);
+    // The same client, whatever it writes into its own part: its own key, spent.
+    assert_eq!(
+        send(addr, "/", &xff(b"\xff, 203.0.113.9")).await?.status,
+        429
+    );
+    assert_eq!(
+        send(
+            addr,
+            "/",
+            &[
+                ("x-forwarded-for", &b"caf\xe9"[..]),
+                ("x-forwarded-for", &b"203.0.113.9"[..])
+            ]
+        )
+        .await?
+        .status,
+        429
+    );
+    assert_eq!(layer.stats().bad_key, 0);
+    // IPv4 behind NAT64: keyed by the IPv4, one key per client.
+    assert_eq!(
+        send(addr, "/", &xff(b"64:ff9b::c633:6407")).await?.status,
+        200
+    );
+    assert_eq!(send(addr, "/", &xff(b"198.51.100.7")).await?.status, 429);
+    assert_eq!(
+        send(addr, "/", &xff(b"64:ff9b::c633:6408")).await?.status,
+        200
+    );
+    // Garbage a trusted proxy wrote (right of the client's hop) is still a bad key.
+    assert_eq!(
+        send(addr, "/", &xff(b"203.0.113.7, \xff")).await?.status,
+        200
+    );
+    assert_eq!(layer.stats().bad_key, 1);
+    // The fallback key's one permit went to that request.
+    assert_eq!(send(addr, "/", &xff(b"unknown")).await?.status, 429);
+    assert_eq!(layer.stats().bad_key, 2);
     Ok(())
 }

@@ -200,3 +200,108 @@ fn durations_and_algorithms_are_config_values() {
         assert_eq!(kind.as_str(), name);
     }
 }
+
+/// Issue 27, item 7: one permit per 200 000 days built, and then `now + T` overflowed, so a
+/// fresh client's first request was denied today and forever. Through the TOML path it is
+/// the core's typed error, on the field that holds the number, with the exact maximum.
+#[test]
+fn issue27_item7_a_rule_that_can_never_admit_is_refused() {
+    use tollgate::policy::{FnClock, Policy};
+    use tollgate::{ConfigError, Nanos};
+    // 2025-10-09 on a Unix clock.
+    let today = || Nanos::new(1_760_000_000_000_000_000);
+    let rule = |body: &str| format!("[[rules]]\nname = \"r\"\n{body}\n");
+    for algorithm in ["gcra", "token_bucket", "leaky_bucket"] {
+        let text = rule(&format!(
+            "limit = 1\nwindow = \"200000d\"\nalgorithm = \"{algorithm}\""
+        ));
+        let e = match Policy::from_toml(&text, FnClock(today)) {
+            Ok(policy) => panic!(
+                "{algorithm}: builds, and a fresh client's first request today is {:?}",
+                policy.allow("client", "/", 1)
+            ),
+            Err(e) => e,
+        };
+        assert_eq!(e.path, "rules[0].window", "{algorithm}");
+        assert_eq!(
+            e.message,
+            "too long for 1 per window: at most 9223372036854775808 ns (106751 days) per permit",
+            "{algorithm}"
+        );
+        assert_eq!(
+            e.config,
+            Some(ConfigError::PeriodTooLong {
+                max: Nanos::MAX_HORIZON
+            }),
+            "{algorithm}"
+        );
+        assert_eq!(
+            std::error::Error::source(&e).map(|s| s.to_string()),
+            e.config.map(|c| c.to_string())
+        );
+        // At the boundary it builds and admits; one nanosecond more is refused.
+        let longest = rule(&format!(
+            "limit = 1\nwindow = \"9223372036854775808ns\"\nalgorithm = \"{algorithm}\""
+        ));
+        let policy = Policy::from_toml(&longest, FnClock(today)).unwrap();
+        assert!(
+            policy.allow("client", "/", 1).unwrap().allowed(),
+            "{algorithm}"
+        );
+        assert!(
+            !policy.allow("client", "/", 1).unwrap().allowed(),
+            "{algorithm}"
+        );
+        let past = rule(&format!(
+            "limit = 1\nwindow = \"9223372036854775809ns\"\nalgorithm = \"{algorithm}\""
+        ));
+        assert_eq!(
+            Policy::from_toml(&past, FnClock(today))
+                .err()
+                .map(|e| e.path),
+            Some("rules[0].window".to_owned())
+        );
+    }
+    // A burst or queue past the horizon is blamed on that field, written or defaulted.
+    let e = PolicyConfig::from_toml(&rule("limit = 1\nwindow = \"1s\"\nburst = 9223372037"))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "rules[0].burst: too large for this window: at most 9223372036"
+    );
+    assert_eq!(
+        e.config,
+        Some(ConfigError::LimitTooLarge { max: 9_223_372_036 })
+    );
+    let e = PolicyConfig::from_toml(&rule(
+        "[[rules.tiers]]\nlimit = 1\nwindow = \"1s\"\n[[rules.tiers]]\nlimit = 2\nwindow = \"9223372036854775808ns\"\nalgorithm = \"leaky_bucket\"",
+    ))
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "rules[0].tiers[1].queue: too large for this window (default: limit - 1, 1): at most 0"
+    );
+    assert_eq!(e.config, Some(ConfigError::LimitTooLarge { max: 0 }));
+    // Window algorithms need no horizon: 200 000 days is a valid window.
+    for algorithm in [
+        "fixed_window",
+        "sliding_window_counter",
+        "sliding_window_log",
+    ] {
+        let text = rule(&format!(
+            "limit = 1\nwindow = \"200000d\"\nalgorithm = \"{algorithm}\""
+        ));
+        let policy = Policy::from_toml(&text, FnClock(today)).unwrap();
+        assert!(
+            policy.allow("client", "/", 1).unwrap().allowed(),
+            "{algorithm}"
+        );
+        assert!(
+            !policy.allow("client", "/", 1).unwrap().allowed(),
+            "{algorithm}"
+        );
+    }
+    // Errors found before the core carry no core error.
+    let e = PolicyConfig::from_toml(&rule("limit = 0\nwindow = \"1s\"")).unwrap_err();
+    assert_eq!((e.path.as_str(), e.config), ("rules[0].limit", None));
+}

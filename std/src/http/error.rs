@@ -1,6 +1,7 @@
 //! The HTTP layer's errors: [`KeyError`] (no usable client key in a request),
-//! [`CidrError`] (a trusted-proxy range that does not parse) and [`ForwardedForError`] (an
-//! `X-Forwarded-For` entry that is not an address).
+//! [`CidrError`] (a trusted-proxy range or NAT64 prefix that does not parse) and
+//! [`ForwardedForError`] (an `X-Forwarded-For` entry of a trusted hop that is not an
+//! address).
 
 use core::fmt;
 
@@ -45,7 +46,9 @@ impl fmt::Display for CidrError {
 
 impl std::error::Error for CidrError {}
 
-/// An `X-Forwarded-For` entry that is not an IP address, met before any untrusted hop.
+/// An `X-Forwarded-For` entry that is not an IP address, met before any untrusted hop:
+/// right of the client's hop, so written by a trusted proxy (see
+/// [`TrustedProxies`](super::TrustedProxies)), never by the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForwardedForError;
 

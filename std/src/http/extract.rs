@@ -245,7 +245,9 @@ impl Default for ClientKey {
 }
 
 impl ClientKey {
-    /// The TCP peer's address (see [`Head::peer`]), IPv4 /32 and IPv6 /64.
+    /// The TCP peer's address (see [`Head::peer`]), IPv4 /32 and IPv6 /64; an IPv4 client
+    /// arriving as IPv4-embedded IPv6 (NAT64 `64:ff9b::/96`, `::ffff:a.b.c.d`) by its IPv4
+    /// (see [`IpPrefix`]).
     pub fn peer_ip() -> ClientKey {
         ClientKey {
             source: KeySource::Peer(IpPrefix::default()),
@@ -262,7 +264,9 @@ impl ClientKey {
 
     /// The client behind the trusted proxies `trusted`: the rightmost untrusted
     /// `X-Forwarded-For` hop when the peer is trusted, else the peer (see
-    /// [`TrustedProxies::client`]); IPv4 /32, IPv6 /64.
+    /// [`TrustedProxies`]: the field is read as bytes, and what the client wrote left of
+    /// its hop never changes its key); IPv4 /32, IPv6 /64, IPv4-embedded IPv6 by its IPv4
+    /// (see [`IpPrefix`]).
     pub fn forwarded_for(trusted: TrustedProxies) -> ClientKey {
         ClientKey {
             source: KeySource::ForwardedFor(Arc::new(trusted), IpPrefix::default()),
@@ -333,17 +337,13 @@ impl ClientKey {
             }
             KeySource::ForwardedFor(trusted, prefix) => {
                 let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
-                let mut fields = Vec::new();
-                for value in head.headers.get_all("x-forwarded-for") {
-                    fields.push(
-                        value
-                            .to_str()
-                            .map_err(|_| KeyError::Malformed("X-Forwarded-For not ASCII"))?,
-                    );
-                }
+                // As bytes: the client's own part may hold anything (see TrustedProxies).
+                let fields = head.headers.get_all("x-forwarded-for").iter().rev();
                 let client = trusted
-                    .client(peer.ip(), fields)
-                    .map_err(|_| KeyError::Malformed("X-Forwarded-For entry"))?;
+                    .client_rev(peer.ip(), fields.map(http::HeaderValue::as_bytes))
+                    .map_err(|_| {
+                        KeyError::Malformed("X-Forwarded-For entry of a trusted hop not an address")
+                    })?;
                 Ok(Cow::Owned(ip_key(prefix.mask(client))))
             }
             KeySource::Custom(f) => f(head).map(Cow::Owned),

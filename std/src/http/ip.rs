@@ -1,17 +1,30 @@
 //! IP addresses as rate-limit keys: [`IpPrefix`] (one key per IPv4 address or per IPv6
-//! /64 network, by default) and [`TrustedProxies`] (the CIDR ranges whose
-//! `X-Forwarded-For` is believed).
+//! /64 network, by default; IPv4 clients arriving as IPv4-embedded IPv6 keyed by their
+//! IPv4) and [`TrustedProxies`] (the CIDR ranges whose `X-Forwarded-For` is believed, read
+//! as bytes).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{CidrError, ForwardedForError};
 
 /// How much of a client's address identifies it: the first `v4` bits of an IPv4 address,
-/// the first `v6` bits of an IPv6 one. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) count
-/// as IPv4.
+/// the first `v6` bits of an IPv6 one.
 ///
 /// The IPv6 default is /64 because one subscriber usually gets a whole /64 (often a /56 or
 /// /48): keying on the full 128 bits would hand every client 2⁶⁴ fresh allowances.
+///
+/// An IPv4 client that arrives as an IPv6 address embedding its IPv4 address is an IPv4
+/// client, keyed (and prefixed) by that IPv4 address: otherwise every IPv4 user behind
+/// one translator would share one /64 key, and one abuser would lock out all of them. The
+/// forms recognised:
+///
+/// | form | prefix | who writes it |
+/// |---|---|---|
+/// | IPv4-mapped | `::ffff:0:0/96` | a dual-stack socket accepting IPv4 |
+/// | IPv4-translated | `::ffff:0:0:0/96` | SIIT (RFC 6145) |
+/// | IPv4-compatible | `::/96`, except `::` and `::1` | deprecated tunnels (RFC 4291) |
+/// | NAT64 well-known prefix | `64:ff9b::/96` | NAT64 / SIIT front ends (RFC 6052) |
+/// | a network-specific NAT64 prefix | set with [`nat64`](Self::nat64) | the same, with the operator's prefix |
 ///
 /// ```
 /// use std::net::IpAddr;
@@ -22,18 +35,71 @@ use super::{CidrError, ForwardedForError};
 /// assert_eq!(prefix.mask(a), prefix.mask(b));
 /// assert_eq!(prefix.mask(a).to_string(), "2001:db8:1:2::");
 /// assert_eq!(prefix.mask("::ffff:192.0.2.7".parse()?).to_string(), "192.0.2.7");
+/// // Two IPv4 clients behind NAT64: two keys, each the client's IPv4 address.
+/// assert_eq!(prefix.mask("64:ff9b::192.0.2.7".parse()?).to_string(), "192.0.2.7");
+/// assert_eq!(prefix.mask("64:ff9b::c000:208".parse()?).to_string(), "192.0.2.8");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct IpPrefix {
     v4: u8,
     v6: u8,
+    nat64: Option<Nat64Prefix>,
+}
+
+/// A network-specific NAT64 prefix (RFC 6052): the prefix bits and their length (32, 40,
+/// 48, 56, 64 or 96).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Nat64Prefix {
+    bits: u128,
+    len: u8,
+}
+
+impl Nat64Prefix {
+    /// The IPv4 address `v6` embeds under this prefix (RFC 6052 §2.2: 32 bits right after
+    /// the prefix, skipping bits 64..72, which must be zero).
+    fn embedded(&self, v6: Ipv6Addr) -> Option<Ipv4Addr> {
+        if mask128(u128::from(v6), self.len) != self.bits {
+            return None;
+        }
+        let octets = v6.octets();
+        if self.len < 96 && octets[8] != 0 {
+            return None;
+        }
+        let mut v4 = [0u8; 4];
+        let mut at = usize::from(self.len / 8);
+        for slot in &mut v4 {
+            if at == 8 {
+                at += 1;
+            }
+            *slot = octets[at];
+            at += 1;
+        }
+        Some(Ipv4Addr::from(v4))
+    }
+}
+
+/// The IPv4 address `v6` embeds in one of the forms [`IpPrefix`] lists, if it does.
+fn embedded_ipv4(v6: Ipv6Addr, nat64: Option<&Nat64Prefix>) -> Option<Ipv4Addr> {
+    const MAPPED: u128 = 0xffff;
+    const TRANSLATED: u128 = 0xffff_0000;
+    const NAT64_WELL_KNOWN: u128 = 0x0064_ff9b_0000_0000_0000_0000;
+    let bits = u128::from(v6);
+    // Truncation: the low 32 bits, taken on purpose.
+    #[allow(clippy::cast_possible_truncation)]
+    let low = bits as u32;
+    match bits >> 32 {
+        MAPPED | TRANSLATED | NAT64_WELL_KNOWN => Some(Ipv4Addr::from(low)),
+        // IPv4-compatible, but `::` (unspecified) and `::1` (loopback) are IPv6.
+        0 if low > 1 => Some(Ipv4Addr::from(low)),
+        _ => nat64.and_then(|p| p.embedded(v6)),
+    }
 }
 
 impl Default for IpPrefix {
     /// IPv4 /32 (one key per address), IPv6 /64 (one key per subscriber network).
     fn default() -> IpPrefix {
-        IpPrefix { v4: 32, v6: 64 }
+        IpPrefix::new(32, 64)
     }
 }
 
@@ -43,7 +109,43 @@ impl IpPrefix {
         IpPrefix {
             v4: if v4 > 32 { 32 } else { v4 },
             v6: if v6 > 128 { 128 } else { v6 },
+            nat64: None,
         }
+    }
+
+    /// Also keys the IPv4 clients of a NAT64 / SIIT front end that uses the
+    /// network-specific prefix `prefix` (RFC 6052: `/32`, `/40`, `/48`, `/56`, `/64` or
+    /// `/96`) by their IPv4 address, as it does those under the well-known `64:ff9b::/96`.
+    /// One such prefix per key (a later call replaces it).
+    ///
+    /// ```
+    /// use tollgate::http::IpPrefix;
+    /// let prefix = IpPrefix::default().nat64("2001:db8:64::/96")?;
+    /// assert_eq!(prefix.mask("2001:db8:64::198.51.100.7".parse()?).to_string(), "198.51.100.7");
+    /// // RFC 6052's /64 layout: the IPv4 address after the u octet.
+    /// let by_64 = IpPrefix::default().nat64("2001:db8:122:344::/64")?;
+    /// assert_eq!(by_64.mask("2001:db8:122:344:c0:2:2100:0".parse()?).to_string(), "192.0.2.33");
+    /// assert!(IpPrefix::default().nat64("2001:db8::/80").is_err());
+    /// assert!(IpPrefix::default().nat64("10.0.0.0/8").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn nat64(mut self, prefix: &str) -> Result<IpPrefix, CidrError> {
+        let err = |reason| CidrError {
+            text: prefix.to_owned(),
+            reason,
+        };
+        let cidr = Cidr::parse(prefix)?;
+        let IpAddr::V6(addr) = cidr.addr else {
+            return Err(err("a NAT64 prefix is an IPv6 prefix"));
+        };
+        if ![32, 40, 48, 56, 64, 96].contains(&cidr.len) {
+            return Err(err("a NAT64 prefix is a /32, /40, /48, /56, /64 or /96"));
+        }
+        self.nat64 = Some(Nat64Prefix {
+            bits: u128::from(addr),
+            len: cidr.len,
+        });
+        Ok(self)
     }
 
     /// The IPv4 prefix length.
@@ -56,9 +158,27 @@ impl IpPrefix {
         self.v6
     }
 
-    /// `ip` with every bit past its prefix cleared (IPv4-mapped IPv6 as IPv4).
+    /// The host `ip` names: the IPv4 address an IPv4-embedded IPv6 address carries (the
+    /// forms listed on [`IpPrefix`]), else `ip` itself.
+    ///
+    /// ```
+    /// use tollgate::http::IpPrefix;
+    /// let host = |s: &str| IpPrefix::default().host(s.parse().unwrap()).to_string();
+    /// assert_eq!(host("64:ff9b::203.0.113.5"), "203.0.113.5");
+    /// assert_eq!(host("::ffff:203.0.113.5"), "203.0.113.5");
+    /// assert_eq!(host("::1"), "::1");
+    /// assert_eq!(host("2001:db8::cb00:7105"), "2001:db8::cb00:7105");
+    /// ```
+    pub fn host(&self, ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V4(_) => ip,
+            IpAddr::V6(v6) => embedded_ipv4(v6, self.nat64.as_ref()).map_or(ip, IpAddr::V4),
+        }
+    }
+
+    /// `ip` as a key: its [`host`](Self::host) with every bit past the prefix cleared.
     pub fn mask(&self, ip: IpAddr) -> IpAddr {
-        match ip.to_canonical() {
+        match self.host(ip) {
             IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(mask32(u32::from(v4), self.v4))),
             IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(mask128(u128::from(v6), self.v6))),
         }
@@ -121,17 +241,40 @@ impl Cidr {
         if len > max {
             return Err(err("prefix length too long for the address family"));
         }
-        let addr = IpPrefix::new(len, len).mask(addr);
+        let addr = mask_raw(addr, len);
         Ok(Cidr { addr, len })
     }
 
-    /// Whether `ip` (IPv4-mapped IPv6 counted as IPv4) is in the range.
+    /// Whether `ip` is in the range, as written or as the host it names: an IPv4 range
+    /// also holds the IPv4-embedded IPv6 forms of its addresses that [`IpPrefix`] lists
+    /// (all but a network-specific NAT64 prefix, which only a key knows), and an IPv6
+    /// range holds the IPv6 addresses in it (`64:ff9b::/96` holds every NAT64 address).
+    ///
+    /// ```
+    /// use tollgate::http::Cidr;
+    /// let net = Cidr::parse("10.0.0.0/8")?;
+    /// assert!(net.contains("::ffff:10.1.2.3".parse()?));
+    /// assert!(net.contains("64:ff9b::10.1.2.3".parse()?));
+    /// assert!(Cidr::parse("64:ff9b::/96")?.contains("64:ff9b::10.1.2.3".parse()?));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
-        if ip.is_ipv4() != self.addr.is_ipv4() {
-            return false;
-        }
-        IpPrefix::new(self.len, self.len).mask(ip) == self.addr
+        let holds =
+            |ip: IpAddr| ip.is_ipv4() == self.addr.is_ipv4() && mask_raw(ip, self.len) == self.addr;
+        holds(ip)
+            || match ip {
+                IpAddr::V6(v6) => embedded_ipv4(v6, None).is_some_and(|v4| holds(IpAddr::V4(v4))),
+                IpAddr::V4(_) => false,
+            }
+    }
+}
+
+/// `ip` with every bit past `len` cleared, in its own family.
+fn mask_raw(ip: IpAddr, len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(mask32(u32::from(v4), len))),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(mask128(u128::from(v6), len))),
     }
 }
 
@@ -139,9 +282,23 @@ impl Cidr {
 ///
 /// The client is the rightmost untrusted hop: walking `X-Forwarded-For` from the right
 /// (the entry the nearest proxy appended), trusted addresses are skipped and the first
-/// untrusted one is the client. Entries left of it were written by the client itself and
-/// may be anything. A request whose TCP peer is not trusted keeps its peer address as the
-/// key, whatever `X-Forwarded-For` it sends.
+/// untrusted one is the client. A request whose TCP peer is not trusted keeps its peer
+/// address as the key, whatever `X-Forwarded-For` it sends.
+///
+/// The field is read as bytes, entry by entry (several header lines are one list, in
+/// order; empty list elements are skipped, as RFC 9110 says). What is left of the client's
+/// hop is what the client itself sent, which a proxy passes on verbatim: it is never read,
+/// so nothing in it (an address, garbage, a byte outside ASCII) changes the key. An entry
+/// that is not an address *right* of the client's hop, among the trusted hops, was written
+/// by a trusted proxy (one that calls its peer `unknown` or `unix:`, or a chain that is
+/// misconfigured): the chain cannot be followed past it and skipping it would let the
+/// client's own part decide the key, so it is a [`ForwardedForError`], which the layer
+/// counts as a bad key and answers as [`OnBadKey`](super::OnBadKey) says. A client can
+/// only reach that case by being trusted itself (connecting from a trusted address), and
+/// such a client could name any address anyway.
+///
+/// The layer reads `X-Forwarded-For` only: `Forwarded` (RFC 7239) and `X-Real-IP` are
+/// not read.
 ///
 /// ```
 /// use std::net::IpAddr;
@@ -150,6 +307,8 @@ impl Cidr {
 /// let proxy: IpAddr = "10.0.0.5".parse()?;
 /// // The client claims to be 1.1.1.1; the proxy saw 203.0.113.9.
 /// assert_eq!(trusted.client(proxy, ["1.1.1.1, 203.0.113.9"]), Ok("203.0.113.9".parse()?));
+/// // Bytes the client wrote into its own part do not matter.
+/// assert_eq!(trusted.client(proxy, [&b"\xff\xfe, 203.0.113.9"[..]]), Ok("203.0.113.9".parse()?));
 /// // The same header straight from an untrusted peer is ignored.
 /// let peer: IpAddr = "198.51.100.1".parse()?;
 /// assert_eq!(trusted.client(peer, ["1.1.1.1"]), Ok(peer));
@@ -174,27 +333,52 @@ impl TrustedProxies {
         Ok(TrustedProxies { ranges })
     }
 
-    /// Whether `ip` is a trusted proxy.
+    /// Whether `ip` is a trusted proxy (see [`Cidr::contains`]).
     pub fn contains(&self, ip: IpAddr) -> bool {
         self.ranges.iter().any(|r| r.contains(ip))
     }
 
     /// The client behind `peer`, given the request's `X-Forwarded-For` field values in
-    /// order (several fields are one comma-separated list). `peer` itself when it is not
-    /// trusted or there is no entry; the leftmost entry when every entry is trusted.
+    /// order, as bytes or text (several fields are one comma-separated list). `peer`
+    /// itself when it is not trusted or there is no entry; the leftmost entry when every
+    /// entry is trusted; [`ForwardedForError`] when an entry right of the client's hop is
+    /// not an address. IPv4-mapped addresses come back as IPv4; other embedded forms as
+    /// written (a key's [`IpPrefix`] reads the IPv4 out of them).
     pub fn client<I, T>(&self, peer: IpAddr, forwarded_for: I) -> Result<IpAddr, ForwardedForError>
     where
         I: IntoIterator<Item = T>,
-        T: AsRef<str>,
+        T: AsRef<[u8]>,
     {
         if !self.contains(peer) {
             return Ok(peer);
         }
         let fields: Vec<T> = forwarded_for.into_iter().collect();
+        self.walk(peer, fields.iter().rev().map(AsRef::as_ref))
+    }
+
+    /// [`client`](Self::client) with the fields given last first, without collecting them
+    /// (what the layer calls per request: no allocation).
+    pub(crate) fn client_rev<'a>(
+        &self,
+        peer: IpAddr,
+        fields_last_first: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<IpAddr, ForwardedForError> {
+        if !self.contains(peer) {
+            return Ok(peer);
+        }
+        self.walk(peer, fields_last_first)
+    }
+
+    /// The walk from the right, `peer` trusted.
+    fn walk<'a>(
+        &self,
+        peer: IpAddr,
+        fields_last_first: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<IpAddr, ForwardedForError> {
         let mut client = peer;
-        for field in fields.iter().rev() {
-            for entry in field.as_ref().rsplit(',') {
-                let entry = entry.trim();
+        for field in fields_last_first {
+            for entry in field.rsplit(|&b| b == b',') {
+                let entry = entry.trim_ascii();
                 if entry.is_empty() {
                     continue;
                 }
@@ -210,8 +394,13 @@ impl TrustedProxies {
 }
 
 /// An `X-Forwarded-For` entry: an address, optionally with a port (`[v6]:port`,
-/// `v4:port`).
-fn parse_hop(entry: &str) -> Option<IpAddr> {
+/// `v4:port`), in ASCII; anything else (including any byte outside ASCII) is `None`.
+fn parse_hop(entry: &[u8]) -> Option<IpAddr> {
+    // The longest address with a port, `[ffff:...:255.255.255.255]:65535`, is 53 bytes.
+    if entry.len() > 64 {
+        return None;
+    }
+    let entry = std::str::from_utf8(entry).ok()?;
     if let Ok(ip) = entry.parse::<IpAddr>() {
         return Some(ip.to_canonical());
     }
@@ -270,6 +459,251 @@ mod tests {
         // Garbage left of the client is never read.
         assert_eq!(t.client(proxy, ["bogus, 7.7.7.7"]), Ok(ip("7.7.7.7")));
         assert_eq!(t.client(ip("8.8.8.8"), ["1.2.3.4"]), Ok(ip("8.8.8.8")));
+    }
+
+    /// RFC 6052 §2.4's table: 192.0.2.33 under 2001:db8::/32 … 2001:db8:122:344::/96.
+    #[test]
+    fn nat64_prefix_layouts_of_rfc6052() {
+        let v4 = ip("192.0.2.33");
+        for (prefix, embedded) in [
+            ("2001:db8::/32", "2001:db8:c000:221::"),
+            ("2001:db8:100::/40", "2001:db8:1c0:2:21::"),
+            ("2001:db8:122::/48", "2001:db8:122:c000:2:2100::"),
+            ("2001:db8:122:300::/56", "2001:db8:122:3c0:0:221::"),
+            ("2001:db8:122:344::/64", "2001:db8:122:344:c0:2:2100:0"),
+            ("2001:db8:122:344::/96", "2001:db8:122:344::192.0.2.33"),
+        ] {
+            let key = IpPrefix::default().nat64(prefix).unwrap_or_default();
+            assert_eq!(key.host(ip(embedded)), v4, "{prefix}");
+            assert_eq!(key.mask(ip(embedded)), v4, "{prefix}");
+            // Without the prefix it is an IPv6 address like any other.
+            assert_eq!(IpPrefix::default().host(ip(embedded)), ip(embedded));
+        }
+        // /32../64: bits 64..72 (the u octet) must be zero.
+        let key = IpPrefix::default()
+            .nat64("2001:db8:122:344::/64")
+            .unwrap_or_default();
+        let bad_u = ip("2001:db8:122:344:1c0:2:2100:0");
+        assert_eq!(key.host(bad_u), bad_u);
+        for (text, reason) in [
+            (
+                "2001:db8::/80",
+                "a NAT64 prefix is a /32, /40, /48, /56, /64 or /96",
+            ),
+            ("10.0.0.0/8", "a NAT64 prefix is an IPv6 prefix"),
+        ] {
+            assert_eq!(
+                IpPrefix::default().nat64(text).map_err(|e| e.reason),
+                Err(reason)
+            );
+        }
+        assert!(IpPrefix::default().nat64("nope").is_err());
+    }
+
+    #[test]
+    fn embedded_ipv4_forms() {
+        let key = IpPrefix::default();
+        for (v6, v4) in [
+            ("::ffff:198.51.100.7", "198.51.100.7"),
+            ("0:0:0:0:0:ffff:c633:6407", "198.51.100.7"),
+            ("::ffff:0:198.51.100.7", "198.51.100.7"),
+            ("::198.51.100.7", "198.51.100.7"),
+            ("64:ff9b::198.51.100.7", "198.51.100.7"),
+            ("64:ff9b::c633:6407", "198.51.100.7"),
+        ] {
+            assert_eq!(key.host(ip(v6)), ip(v4), "{v6}");
+        }
+        // Unspecified, loopback, a neighbour of the well-known prefix, RFC 8215's
+        // local-use /48 (its layout is the operator's): IPv6.
+        for v6 in [
+            "::",
+            "::1",
+            "64:ff9b:0:0:1::1",
+            "64:ff9b:1::c633:6407",
+            "::fffe:c633:6407",
+        ] {
+            assert_eq!(key.host(ip(v6)), ip(v6), "{v6}");
+        }
+        assert_eq!(key.mask(ip("::1")), ip("::"));
+    }
+
+    #[test]
+    fn trust_holds_every_form_of_an_address() {
+        let t = TrustedProxies::new(["10.0.0.0/8", "64:ff9b::/96"]).unwrap_or_default();
+        assert!(t.contains(ip("10.1.2.3")));
+        assert!(t.contains(ip("::ffff:10.1.2.3")));
+        assert!(t.contains(ip("64:ff9b::10.1.2.3")));
+        assert!(t.contains(ip("64:ff9b::198.51.100.7")));
+        assert!(!t.contains(ip("198.51.100.7")));
+        assert!(!t.contains(ip("::1")));
+        let v4_only = TrustedProxies::new(["10.0.0.0/8"]).unwrap_or_default();
+        assert!(!v4_only.contains(ip("64:ff9b::198.51.100.7")));
+        assert!(v4_only.contains(ip("::10.0.0.9")));
+    }
+
+    #[test]
+    fn bytes_left_of_the_client_are_never_read() {
+        let t = TrustedProxies::new(["10.0.0.0/8"]).unwrap_or_default();
+        let proxy = ip("10.9.9.9");
+        let fields: [&[u8]; 3] = [b"\xff\x00\r\n,,", b"  , 7.7.7.7 ,\t", b"10.1.1.1"];
+        assert_eq!(t.client(proxy, fields), Ok(ip("7.7.7.7")));
+        // Garbage among the trusted hops is the proxies' doing: an error, whatever follows.
+        assert_eq!(
+            t.client(proxy, [&b"7.7.7.7, \xff, 10.1.1.1"[..]]),
+            Err(ForwardedForError)
+        );
+        assert_eq!(
+            t.client(proxy, ["7.7.7.7, unknown"]),
+            Err(ForwardedForError)
+        );
+        // A hop's address cannot run on into the next entry.
+        assert_eq!(
+            t.client(proxy, [&b"7.7.7.7\xff"[..]]),
+            Err(ForwardedForError)
+        );
+        let long = format!("{}1.2.3.4", " ".repeat(70));
+        assert_eq!(t.client(proxy, [long.as_str()]), Ok(ip("1.2.3.4")));
+        assert_eq!(
+            t.client(proxy, [format!("0{}", "0".repeat(70))]),
+            Err(ForwardedForError)
+        );
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn trusted() -> TrustedProxies {
+            TrustedProxies::new(["10.0.0.0/8", "2001:db8::/32"]).unwrap_or_default()
+        }
+
+        /// An address as a proxy may write it: bare, with a port, bracketed, mapped.
+        fn written(ip: IpAddr, style: u8) -> String {
+            match (ip, style % 4) {
+                (IpAddr::V4(v4), 0) => v4.to_string(),
+                (IpAddr::V4(v4), 1) => format!("{v4}:{}", 1000 + u16::from(style)),
+                (IpAddr::V4(v4), 2) => format!("::ffff:{v4}"),
+                (IpAddr::V4(v4), _) => format!("[::ffff:{v4}]:443"),
+                (IpAddr::V6(v6), 0 | 2) => v6.to_string(),
+                (IpAddr::V6(v6), 1) => format!("[{v6}]:8080"),
+                (IpAddr::V6(v6), _) => format!("[{v6}]"),
+            }
+        }
+
+        fn trusted_hop() -> impl Strategy<Value = IpAddr> {
+            prop_oneof![
+                any::<[u8; 3]>().prop_map(|[a, b, c]| IpAddr::V4(Ipv4Addr::new(10, a, b, c))),
+                any::<u64>().prop_map(|x| IpAddr::V6(Ipv6Addr::from(
+                    (0x2001_0db8_u128 << 96) | u128::from(x)
+                ))),
+            ]
+        }
+
+        fn untrusted_hop() -> impl Strategy<Value = IpAddr> {
+            prop_oneof![
+                (11u8..=223, any::<[u8; 3]>())
+                    .prop_map(|(a, [b, c, d])| IpAddr::V4(Ipv4Addr::new(a, b, c, d))),
+                (0x2002u128..0xfe00, any::<u64>()).prop_map(|(top, low)| IpAddr::V6(
+                    Ipv6Addr::from((top << 112) | u128::from(low))
+                )),
+            ]
+        }
+
+        /// Header bytes as an attacker or a broken proxy might write them: addresses,
+        /// separators, digits, bytes outside ASCII, controls.
+        fn noise() -> impl Strategy<Value = Vec<u8>> {
+            let piece = prop_oneof![
+                3 => any::<u8>().prop_map(|b| vec![b]),
+                2 => prop::sample::select(vec![&b","[..], b" ", b"\t", b":", b".", b"[", b"]", b"\xff", b"\xc3\xa9"])
+                    .prop_map(<[u8]>::to_vec),
+                2 => (0u8..=255).prop_map(|d| d.to_string().into_bytes()),
+                2 => (trusted_hop(), any::<u8>()).prop_map(|(ip, s)| written(ip, s).into_bytes()),
+                2 => (untrusted_hop(), any::<u8>()).prop_map(|(ip, s)| written(ip, s).into_bytes()),
+            ];
+            prop::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever the client writes (any bytes, any number of lines), the key is
+            /// the hop its edge proxy appended: never an address from the client's own
+            /// part, never one of the trusted hops to its right.
+            #[test]
+            fn the_clients_part_never_changes_the_client(
+                own in prop::collection::vec(noise(), 0..4),
+                client in untrusted_hop(),
+                hops in prop::collection::vec(trusted_hop(), 0..4),
+                styles in prop::collection::vec(any::<u8>(), 5),
+                one_line in any::<bool>(),
+            ) {
+                let mut appended = vec![written(client, styles[0])];
+                appended.extend(hops.iter().zip(&styles[1..]).map(|(h, &s)| written(*h, s)));
+                let mut lines: Vec<Vec<u8>> = own;
+                if one_line {
+                    // Each proxy appends ", hop" to the last line.
+                    let mut last = lines.pop().unwrap_or_default();
+                    for hop in &appended {
+                        if !last.is_empty() {
+                            last.extend_from_slice(b", ");
+                        }
+                        last.extend_from_slice(hop.as_bytes());
+                    }
+                    lines.push(last);
+                } else {
+                    lines.extend(appended.iter().map(|h| h.clone().into_bytes()));
+                }
+                let got = trusted().client(ip("10.0.0.1"), &lines);
+                prop_assert_eq!(got, Ok(client.to_canonical()), "{:?}", lines);
+            }
+
+            /// On any bytes: no panic, and the answer is what the rightmost-untrusted
+            /// rule says: every entry right of the answer is a trusted hop's address
+            /// (an untrusted answer is the first address that is not; a trusted one is
+            /// the leftmost, when all are), and an error means a trusted hop's entry
+            /// was not an address.
+            #[test]
+            fn any_bytes_give_the_rightmost_untrusted_hop(lines in prop::collection::vec(noise(), 0..4)) {
+                let t = trusted();
+                let peer = ip("10.0.0.1");
+                let got = t.client(peer, &lines);
+                let entries: Vec<&[u8]> = lines
+                    .iter()
+                    .flat_map(|l| l.split(|&b| b == b','))
+                    .map(<[u8]>::trim_ascii)
+                    .filter(|e| !e.is_empty())
+                    .collect();
+                // Right to left: the trusted run, then what ends it.
+                let mut end = None;
+                for (i, e) in entries.iter().enumerate().rev() {
+                    match parse_hop(e) {
+                        Some(a) if t.contains(a) => continue,
+                        other => {
+                            end = Some((i, other));
+                            break;
+                        }
+                    }
+                }
+                match end {
+                    Some((_, None)) => prop_assert_eq!(got, Err(ForwardedForError)),
+                    Some((_, Some(a))) => {
+                        prop_assert!(!t.contains(a));
+                        prop_assert_eq!(got, Ok(a));
+                    }
+                    None => {
+                        let leftmost = entries.first().and_then(|e| parse_hop(e)).unwrap_or(peer);
+                        prop_assert_eq!(got, Ok(leftmost));
+                        prop_assert!(t.contains(leftmost));
+                    }
+                }
+                // An untrusted peer is its own client, whatever the header says.
+                prop_assert_eq!(t.client(ip("198.51.100.1"), &lines), Ok(ip("198.51.100.1")));
+            }
+        }
+
+        fn ip(s: &str) -> IpAddr {
+            s.parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+        }
     }
 
     #[test]

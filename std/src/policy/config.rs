@@ -330,6 +330,10 @@ pub enum Partition {
 ///     PenaltyConfig { divisor: 1, ..config }.validate(),
 ///     Err(tollgate::policy::PenaltyConfigError::DivisorTooSmall)
 /// );
+/// assert_eq!(
+///     PenaltyConfig { cooldown: Nanos::MAX, ..config }.validate(),
+///     Err(tollgate::policy::PenaltyConfigError::CooldownTooLong { max: Nanos::MAX_HORIZON })
+/// );
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct PenaltyConfig {
@@ -357,6 +361,11 @@ impl PenaltyConfig {
         }
         if self.cooldown == Nanos::ZERO {
             return Err(PenaltyConfigError::ZeroCooldown);
+        }
+        if self.cooldown > Nanos::MAX_HORIZON {
+            return Err(PenaltyConfigError::CooldownTooLong {
+                max: Nanos::MAX_HORIZON,
+            });
         }
         Ok(())
     }

@@ -440,22 +440,25 @@ mod tests {
         assert_eq!(core::mem::size_of::<PolicyDecision>(), 584);
     }
 
-    fn label(name: &'static str) -> &'static TierLabel {
-        Box::leak(Box::new(TierLabel {
+    const fn label(name: &'static str) -> TierLabel {
+        TierLabel {
             rule: RuleId(0),
             rule_name: Cow::Borrowed("r"),
             name: Cow::Borrowed(name),
             quota: 10,
             window: Nanos::from_secs(1),
             shared: false,
-        }))
+        }
     }
+
+    static A: TierLabel = label("a");
+    static B: TierLabel = label("b");
 
     /// A decision of fewer tiers than it has slots (the rest never written): cloned,
     /// compared, formatted and scaled, only its tiers are read.
     #[test]
     fn a_partly_filled_decision_reads_only_its_tiers() {
-        let (a, b) = (label("a"), label("b"));
+        let (a, b) = (&A, &B);
         let first = Decision::allow(10, 4, Nanos::from_millis(600));
         let second = Decision::allow(10, 7, Nanos::from_millis(300));
         let decision = PolicyDecision::combine([(a, first), (b, second)]);

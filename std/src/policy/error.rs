@@ -5,15 +5,25 @@
 
 use std::fmt;
 
+use tollgate_core::ConfigError;
+
 /// A rejected policy config. `path` names the offending rule and field in the config's own
 /// terms (`rules[3].limit`, `rules[0].tiers[1].window`); `message` says what is wrong.
-/// Displayed as `path: message`.
+/// Displayed as `path: message`. Where the core refused a tier's numbers, `config` is its
+/// typed error (also the error's [`source`](std::error::Error::source)), with the exact
+/// maximum where there is one.
 ///
 /// ```
 /// use tollgate::policy::PolicyConfig;
+/// use tollgate::{ConfigError, Nanos};
 /// let err = PolicyConfig::from_toml("[[rules]]\nname = \"d\"\nlimit = 0\nwindow = \"1m\"\n")
 ///     .unwrap_err();
 /// assert_eq!(err.to_string(), "rules[0].limit: must be > 0");
+/// // One permit per 200 000 days could never be admitted late in the clock's range.
+/// let err = PolicyConfig::from_toml("[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"200000d\"\n")
+///     .unwrap_err();
+/// assert_eq!(err.path, "rules[0].window");
+/// assert_eq!(err.config, Some(ConfigError::PeriodTooLong { max: Nanos::MAX_HORIZON }));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -22,6 +32,8 @@ pub struct PolicyConfigError {
     pub path: String,
     /// What is wrong.
     pub message: String,
+    /// The core's typed error, when it refused the numbers of the tier at `path`.
+    pub config: Option<ConfigError>,
 }
 
 impl PolicyConfigError {
@@ -30,6 +42,19 @@ impl PolicyConfigError {
         PolicyConfigError {
             path: path.into(),
             message: message.into(),
+            config: None,
+        }
+    }
+
+    /// The core's error `config` for the field at `path`, explained by `message`.
+    pub fn from_config(
+        path: impl Into<String>,
+        message: impl Into<String>,
+        config: ConfigError,
+    ) -> PolicyConfigError {
+        PolicyConfigError {
+            config: Some(config),
+            ..PolicyConfigError::new(path, message)
         }
     }
 }
@@ -40,7 +65,13 @@ impl fmt::Display for PolicyConfigError {
     }
 }
 
-impl std::error::Error for PolicyConfigError {}
+impl std::error::Error for PolicyConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.config
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// The units [`parse_duration`](super::parse_duration) accepts, as its messages list them.
 const UNITS: &str = "ns, us, ms, s, m, h, d";
@@ -127,6 +158,13 @@ pub enum PenaltyConfigError {
     DivisorTooSmall,
     /// `cooldown` is zero.
     ZeroCooldown,
+    /// `cooldown` is longer than [`Nanos::MAX_HORIZON`](tollgate_core::Nanos::MAX_HORIZON)
+    /// (2^63 ns, about 292 years): a penalty's end would run past `u64` time late in the
+    /// clock's supported range.
+    CooldownTooLong {
+        /// The longest cooldown accepted.
+        max: tollgate_core::Nanos,
+    },
     /// `denials` per `period` does not fit the denial counter's window layout.
     DenialsTooMany {
         /// The most denials this period can count.
@@ -147,6 +185,9 @@ impl fmt::Display for PenaltyConfigError {
             PenaltyConfigError::ZeroPeriod => f.write_str("period: must be > 0"),
             PenaltyConfigError::DivisorTooSmall => f.write_str("divisor: must be >= 2"),
             PenaltyConfigError::ZeroCooldown => f.write_str("cooldown: must be > 0"),
+            PenaltyConfigError::CooldownTooLong { max } => {
+                write!(f, "cooldown: at most {} ns", max.as_u64())
+            }
             PenaltyConfigError::DenialsTooMany { max } => {
                 write!(f, "denials: at most {max} for this period")
             }

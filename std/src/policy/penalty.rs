@@ -139,9 +139,11 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
                 // validate() ruled out a zero count or period.
                 _ => PenaltyConfigError::ZeroPeriod,
             })?;
-        // validate() ruled out a zero cooldown; one permit per cooldown fits any span.
-        let judge_ends = Gcra::from_interval(config.cooldown.as_u64(), 1)
-            .map_err(|_| PenaltyConfigError::ZeroCooldown)?;
+        // validate() ruled out a zero cooldown and one past the core's horizon.
+        let judge_ends = Gcra::from_interval(config.cooldown.as_u64(), 1).map_err(|e| match e {
+            ConfigError::PeriodTooLong { max } => PenaltyConfigError::CooldownTooLong { max },
+            _ => PenaltyConfigError::ZeroCooldown,
+        })?;
         let geometry = Geometry::new(capacity.max(1), None).map_err(|_| {
             PenaltyConfigError::CapacityTooLarge {
                 max: Geometry::MAX_CAPACITY,

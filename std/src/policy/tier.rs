@@ -125,27 +125,9 @@ impl Tier {
             }
             AlgorithmKind::SlidingWindowLog => AlgorithmConfig::SlidingWindowLog { limit, window },
         };
-        let algorithm = algorithm_config.build().map_err(|e| {
-            let blamed = match e {
-                ConfigError::ZeroBurst => "burst",
-                ConfigError::ZeroPeriod | ConfigError::RateTooFine => "window",
-                ConfigError::LimitTooLarge { .. } if config.burst.is_some() => "burst",
-                ConfigError::LimitTooLarge { .. } if config.queue.is_some() => "queue",
-                _ => "limit",
-            };
-            let message = match e {
-                ConfigError::ZeroLimit | ConfigError::ZeroBurst => "must be > 0".to_owned(),
-                ConfigError::ZeroPeriod => "must be > 0".to_owned(),
-                ConfigError::RateTooFine => {
-                    "too short for the limit: more than one permit per nanosecond".to_owned()
-                }
-                ConfigError::LimitTooLarge { max } => {
-                    format!("too large for this window: at most {max}")
-                }
-                other => other.to_string(),
-            };
-            PolicyConfigError::new(field(blamed), message)
-        })?;
+        let algorithm = algorithm_config
+            .build()
+            .map_err(|e| config_error(e, config, kind, &field))?;
         let max_cost = match algorithm {
             AnyAlgorithm::Log(_) => algorithm.max_cost().min(u64::from(MAX_LOG_COST)),
             AnyAlgorithm::Packed(_) => algorithm.max_cost(),
@@ -245,6 +227,68 @@ impl Tier {
     pub fn keys(&self) -> usize {
         self.store.len()
     }
+}
+
+/// The core's refusal of a tier's numbers, blamed on the field that holds the number the
+/// error is about (the typed error kept in [`PolicyConfigError::config`]).
+fn config_error(
+    e: ConfigError,
+    config: &TierConfig,
+    kind: AlgorithmKind,
+    field: &dyn Fn(&str) -> String,
+) -> PolicyConfigError {
+    let (blamed, message) = match e {
+        // A token bucket's capacity is its burst.
+        ConfigError::ZeroLimit if config.burst == Some(0) => ("burst", "must be > 0".to_owned()),
+        ConfigError::ZeroLimit => ("limit", "must be > 0".to_owned()),
+        ConfigError::ZeroBurst => ("burst", "must be > 0".to_owned()),
+        ConfigError::ZeroPeriod => ("window", "must be > 0".to_owned()),
+        ConfigError::RateTooFine => (
+            "window",
+            "too short for the limit: more than one permit per nanosecond".to_owned(),
+        ),
+        ConfigError::PeriodTooLong { max } => (
+            "window",
+            format!(
+                "too long for {} per window: at most {} ns ({} days) per permit",
+                config.limit,
+                max.as_u64(),
+                max.as_u64() / 86_400_000_000_000
+            ),
+        ),
+        // Each bucket's maximum is the count at this window's interval: the burst
+        // (capacity) of GCRA and the token bucket, the queue of the leaky bucket, also
+        // when it is the default.
+        ConfigError::LimitTooLarge { max } => match kind {
+            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => match config.burst {
+                Some(_) => ("burst", format!("too large for this window: at most {max}")),
+                None => (
+                    "burst",
+                    format!(
+                        "too large for this window (default: the limit, {}): at most {max}",
+                        config.limit
+                    ),
+                ),
+            },
+            AlgorithmKind::LeakyBucket => match config.queue {
+                Some(_) => ("queue", format!("too large for this window: at most {max}")),
+                None => (
+                    "queue",
+                    format!(
+                        "too large for this window (default: limit - 1, {}): at most {max}",
+                        config.limit - 1
+                    ),
+                ),
+            },
+            AlgorithmKind::FixedWindow
+            | AlgorithmKind::SlidingWindowCounter
+            | AlgorithmKind::SlidingWindowLog => {
+                ("limit", format!("too large for this window: at most {max}"))
+            }
+        },
+        other => ("limit", other.to_string()),
+    };
+    PolicyConfigError::from_config(field(blamed), message, e)
 }
 
 /// Names appear in headers as structured-field strings: printable ASCII only.

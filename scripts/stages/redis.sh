@@ -9,10 +9,11 @@ cargo clippy -p tollgate --features redis --all-targets -- -D warnings
 cargo test -p tollgate --features redis
 # The HTTP layer awaiting a Redis store (std/tests/http_redis.rs: two servers sharing one
 # allowance, a paused Redis holding no worker, settlement and cancellation in Redis), then
+# two admins reloading while checks wait on a paused Redis (std/tests/http_reload.rs), then
 # the gateway example with its enforced rules' state in a real redis-server on loopback:
 # it asserts the same totals as in-process and exits non-zero otherwise.
-cargo clippy -p tollgate --features http,redis --example gateway --test http_redis -- -D warnings
-cargo test -p tollgate --features http,redis --test http_redis
+cargo clippy -p tollgate --features http,redis --example gateway --test http_redis --test http_reload -- -D warnings
+cargo test -p tollgate --features http,redis --test http_redis --test http_reload
 port=$((20000 + RANDOM % 20000))
 dir=$(mktemp -d)
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes --pidfile "$dir/redis.pid"

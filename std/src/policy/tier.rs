@@ -44,6 +44,9 @@ pub struct Tier {
     /// Its name, and what headers and metrics say about it (relabelled if its rule's id
     /// changes); decisions point to it.
     label: TierLabel,
+    /// A fingerprint of its rule's name and its own (the tier's identity by name, for a
+    /// store that keys per-process state by it: the leased store).
+    names: u64,
     pub(crate) store: Arc<TierStore>,
 }
 
@@ -133,7 +136,10 @@ impl Tier {
             AnyAlgorithm::Packed(_) => algorithm.max_cost(),
         };
         let (rule, rule_name, shared) = rule;
+        let names =
+            super::store::fingerprint(rule_name) ^ super::store::fingerprint(name).rotate_left(32);
         Ok(Tier {
+            names,
             kind,
             quota: limit,
             window,
@@ -164,6 +170,12 @@ impl Tier {
     #[inline]
     pub fn label(&self) -> &TierLabel {
         &self.label
+    }
+
+    /// The tier's identity by its rule's name and its own (see the field).
+    #[inline]
+    pub(crate) fn names(&self) -> u64 {
+        self.names
     }
 
     /// Gives the tier's label the rule id `rule` (a policy numbers rules by name).

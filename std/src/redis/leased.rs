@@ -228,17 +228,11 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The key a tier of a plan is leased under: the rule and tier (their interned names),
-/// the tier's version and the key within the rule.
+/// The key a tier of a plan is leased under: the rule and tier (by name: a reload that
+/// keeps them keeps their leases), the tier's version and the key within the rule.
 #[inline]
 fn identity(p: &PlannedTier<'_>) -> u64 {
-    let rule = p.rule.name();
-    let tier = p.tier.name();
-    mix(mix(mix(rule.as_ptr() as u64 ^ rule.len() as u64)
-        ^ tier.as_ptr() as u64
-        ^ (tier.len() as u64) << 48)
-        ^ p.tier.version())
-        ^ mix(p.key)
+    mix(mix(p.tier.names()) ^ p.tier.version()) ^ mix(p.key)
 }
 
 impl LeasedStore {

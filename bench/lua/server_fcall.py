@@ -6,7 +6,8 @@ the ARGV store_harness.lua prints (HARNESS_ARGV=1), over the same 10 000 clients
 
 from the repository root; WORKLOAD is gcra1, tiers3 or float (redis_bench's float GCRA
 script, as a function). CLIENTS (environment, default 10 000) sets how many clients' keys
-the calls go round. Plain sockets (RESP), no client library. See README.md."""
+the calls go round; DEADLINES=distinct gives each client's calls a deadline (so a mode
+string) of their own, the worst case for the function's cache of parsed modes. Plain sockets (RESP), no client library. See README.md."""
 import os
 import socket
 import subprocess
@@ -65,7 +66,15 @@ else:
 sock.sendall(enc('FUNCTION', 'LOAD', 'REPLACE', lib))
 read()
 clients = int(os.environ.get('CLIENTS', '10000'))
-calls = [enc('FCALL', fn, str(len(keys_of(0))), *keys_of(c), *argv) for c in range(clients)]
+if os.environ.get('DEADLINES') == 'distinct' and workload != 'float':
+    # every client's calls with a mode string of their own (a deadline 1 ms apart): the
+    # function's cache of parsed modes then misses on every call (the store's calls share
+    # a mode within a ms; see "ARGV" in store.lua)
+    op, ms = argv[0].split(' ')
+    argv_of = lambda c: ['%s %d' % (op, int(ms) - c)] + argv[1:]
+else:
+    argv_of = lambda c: argv
+calls = [enc('FCALL', fn, str(len(keys_of(0))), *keys_of(c), *argv_of(c)) for c in range(clients)]
 i = 0
 while i < n:
     m = min(50, n - i)

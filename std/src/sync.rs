@@ -157,5 +157,8 @@ pub(crate) mod plain {
     /// The leased store's flags and the Redis connection's mode.
     #[cfg(feature = "redis")]
     pub(crate) use std::sync::atomic::AtomicBool;
+    /// The Redis store's last failure cause.
+    #[cfg(feature = "redis")]
+    pub(crate) use std::sync::atomic::AtomicU8;
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 }

@@ -316,3 +316,122 @@ async fn a_server_without_functions_gets_evalsha() {
     assert_eq!(after.round_trips, before.round_trips + 1);
     assert_eq!(after.degraded, 0);
 }
+
+/// Issue 27, item 8: settings that used to be accepted and then fail silently are build
+/// errors. `with_fallback_keys(usize::MAX)` with a fallback policy built no table, so the
+/// fallback skipped the tier and admitted everything while Redis was down (20 of 20 on a
+/// limit of 5); `with_ttl_slack(Duration::MAX)` made every check fail on a healthy server.
+/// Every other setting out of its range is refused the same way, naming itself; the
+/// largest values accepted work.
+#[test]
+fn settings_that_would_fail_silently_are_build_errors() {
+    use tollgate::redis::{BuildError, LeaseConfig, LeasedStore, MAX_TTL_SLACK, MAX_WAIT};
+    let server = RedisServer::start();
+    let target = || RedisTarget::Single(server.url());
+    let base = || RedisConfig::new("cfg").unwrap();
+    let fallback = FailurePolicy::Fallback { share: 1.0 };
+    let setting_of = |config: RedisConfig| match RedisStore::new(target(), config) {
+        Err(BuildError::OutOfRange { setting, .. }) => setting,
+        other => panic!("accepted: {:?}", other.map(|s| s.config().clone())),
+    };
+    // The two reported cases.
+    assert_eq!(
+        setting_of(
+            base()
+                .with_failure_policy(fallback)
+                .unwrap()
+                .with_fallback_keys(usize::MAX)
+        ),
+        "fallback_keys"
+    );
+    assert_eq!(
+        setting_of(base().with_ttl_slack(Duration::MAX)),
+        "ttl_slack"
+    );
+    // Every other range.
+    let over = MAX_WAIT + Duration::from_nanos(1);
+    for (config, setting) in [
+        (base().with_fallback_keys(0), "fallback_keys"),
+        (base().with_fallback_keys((1 << 26) + 1), "fallback_keys"),
+        (
+            base().with_ttl_slack(MAX_TTL_SLACK + Duration::from_millis(1)),
+            "ttl_slack",
+        ),
+        (base().with_timeout(Duration::ZERO), "timeout"),
+        (base().with_timeout(Duration::MAX), "timeout"),
+        (base().with_timeout(over), "timeout"),
+        (
+            base().with_connect_timeout(Duration::ZERO),
+            "connect_timeout",
+        ),
+        (base().with_connect_timeout(over), "connect_timeout"),
+        (base().with_retry_backoff(Duration::MAX), "retry_backoff"),
+        (base().with_deny_cache(usize::MAX), "deny_cache"),
+        (
+            base().with_deny_cache_max_age(Duration::ZERO),
+            "deny_cache_max_age",
+        ),
+    ] {
+        assert_eq!(setting_of(config), setting);
+    }
+    assert_eq!(
+        base()
+            .with_failure_policy(closed(Duration::ZERO))
+            .err()
+            .unwrap(),
+        BuildError::OutOfRange {
+            setting: "failure_policy.retry_after",
+            range: "above zero",
+        }
+    );
+    assert_eq!(
+        base()
+            .with_failure_policy(FailurePolicy::Fallback { share: f64::NAN })
+            .err(),
+        Some(BuildError::InvalidShare)
+    );
+    // The largest accepted: a healthy server decides every check (with the largest
+    // slack, every TTL is still a valid PX), and a fallback of 2^26 keys per tier builds.
+    let policy = Policy::from_toml(RULES, MonotonicClock::new())
+        .unwrap()
+        .store(
+            RedisStore::new(
+                target(),
+                base()
+                    .with_ttl_slack(MAX_TTL_SLACK)
+                    .with_timeout(MAX_WAIT)
+                    .with_connect_timeout(MAX_WAIT)
+                    .with_retry_backoff(MAX_WAIT)
+                    .with_deny_cache(1 << 26)
+                    .with_deny_cache_max_age(Duration::MAX)
+                    .with_failure_policy(fallback)
+                    .unwrap()
+                    .with_fallback_keys(1 << 26),
+            )
+            .unwrap(),
+        );
+    for left in (0..10).rev() {
+        let d = policy.allow("k", "/", 1).unwrap();
+        assert!(d.allowed() && d.remaining() == left, "{d:?}");
+    }
+    assert_eq!(policy.backend().stats().degraded, 0);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(policy.backend().redis_key("default", "default", Some("k")))
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(ttl > (1 << 40), "{ttl}");
+    // The target: a cluster of no node.
+    assert!(matches!(
+        RedisStore::new(RedisTarget::Cluster(Vec::new()), base()),
+        Err(BuildError::Url(_))
+    ));
+    // The leased store's settings too (an hour-long TTL at most).
+    assert_eq!(
+        LeasedStore::new(
+            RedisStore::new(target(), base()).unwrap(),
+            LeaseConfig::new().with_ttl(Duration::MAX)
+        )
+        .err(),
+        Some(BuildError::InvalidLease("ttl must be at most 1 h"))
+    );
+}

@@ -843,9 +843,10 @@ fn the_store_script_decides_and_writes_exactly_as_the_core_at_the_edges() {
         } else {
             spec.extend([script_arg(tier.b), script_arg(u64::from(cost))]);
         }
-        // The mode (operation and TTL slack), the spec, the client's time.
+        // The mode (operation, TTL slack and a deadline in server ms never reached), the
+        // spec, the client's time.
         let args = [
-            format!("{op}3600000"),
+            format!("{op}3600000 9007199254740"),
             spec.join(" "),
             format!("{now:016x}"),
         ];

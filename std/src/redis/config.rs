@@ -9,15 +9,23 @@ use super::BuildError;
 
 /// Settings of a [`RedisStore`](super::RedisStore), built with `with_*` methods.
 ///
+/// Every setting is checked when a store is built ([`RedisStore::new`](super::RedisStore::new),
+/// or [`validate`](Self::validate) on its own): a value out of its stated range is a
+/// [`BuildError::OutOfRange`] naming the setting, never a store that fails (or admits
+/// everything) at check time.
+///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::redis::{FailurePolicy, RedisConfig};
+/// use tollgate::redis::{BuildError, FailurePolicy, RedisConfig};
 /// let config = RedisConfig::new("api")?
 ///     .with_timeout(Duration::from_millis(50))
 ///     .with_failure_policy(FailurePolicy::Fallback { share: 0.25 })?
 ///     .with_deny_cache(100_000);
 /// assert_eq!(config.prefix(), "api");
 /// assert_eq!(config.timeout(), Duration::from_millis(50));
+/// assert_eq!(config.validate(), Ok(()));
+/// let endless = config.with_ttl_slack(Duration::MAX);
+/// assert!(matches!(endless.validate(), Err(BuildError::OutOfRange { setting: "ttl_slack", .. })));
 /// # Ok::<(), tollgate::redis::BuildError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
@@ -29,10 +37,26 @@ pub struct RedisConfig {
     failure_policy: FailurePolicy,
     time_source: TimeSource,
     deny_cache: usize,
+    deny_cache_max_age: Duration,
     fallback_keys: usize,
     ttl_slack: Duration,
     functions: bool,
 }
+
+/// The longest [`RedisConfig::with_timeout`], [`with_connect_timeout`](RedisConfig::with_connect_timeout)
+/// and [`with_retry_backoff`](RedisConfig::with_retry_backoff) accepted: an hour. A check
+/// that may wait longer than that for Redis, or a failure that keeps Redis untried for
+/// longer, is a configuration mistake.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// The largest [`RedisConfig::with_ttl_slack`] accepted: 2⁴⁰ ms (about 34.8 years). Every TTL
+/// the scripts write (at most the `u64` end of time in ms, about 1.8·10¹³, plus the
+/// slack) then stays an exact integer in Lua's doubles and a valid `PX` for Redis.
+pub const MAX_TTL_SLACK: Duration = Duration::from_millis(1 << 40);
+
+/// The default of [`RedisConfig::with_deny_cache_max_age`]: a cached deny is trusted for at
+/// most one second without asking Redis.
+pub const DEFAULT_DENY_CACHE_MAX_AGE: Duration = Duration::from_secs(1);
 
 impl Default for RedisConfig {
     fn default() -> Self {
@@ -44,6 +68,7 @@ impl Default for RedisConfig {
             failure_policy: FailurePolicy::default(),
             time_source: TimeSource::Server,
             deny_cache: 10_000,
+            deny_cache_max_age: DEFAULT_DENY_CACHE_MAX_AGE,
             fallback_keys: 100_000,
             ttl_slack: Duration::ZERO,
             functions: true,
@@ -54,7 +79,8 @@ impl Default for RedisConfig {
 impl RedisConfig {
     /// Defaults with the given key prefix (non-empty, no `{`, `}` or `:`): 500 ms connect
     /// timeout, 250 ms per-check timeout, 100 ms backoff, fail closed, server time, a deny
-    /// cache of 10 000 entries, no TTL slack.
+    /// cache of 10 000 entries trusted for at most 1 s each, a fallback of 100 000 keys per
+    /// tier, no TTL slack, Redis Functions.
     pub fn new(prefix: &str) -> Result<RedisConfig, BuildError> {
         validate_name(prefix)?;
         Ok(RedisConfig {
@@ -63,14 +89,21 @@ impl RedisConfig {
         })
     }
 
-    /// Bound on establishing a connection to a node.
+    /// Bound on establishing a connection to a node: in `(0, 1 h]` ([`MAX_WAIT`]).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// Bound on one whole check (connecting, reloading a flushed script and the answer
-    /// included): no check waits longer for Redis before the failure policy answers.
+    /// included): no check waits longer for Redis before the failure policy answers. In
+    /// `(0, 1 h]` ([`MAX_WAIT`]).
+    ///
+    /// It is also the check's *deadline* on the server: every script call carries the
+    /// instant, in the server's clock, after which the store will have given up on it
+    /// (less a tenth of the timeout and the uncertainty of the store's estimate of that
+    /// clock, see "Deadlines" on [`RedisStore`](super::RedisStore)); a call that reaches
+    /// the script later (a stalled or paused server) is refused and changes nothing.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -78,20 +111,16 @@ impl RedisConfig {
 
     /// After a failure, checks go straight to the failure policy for this long before
     /// Redis is tried again (so a dead server costs one timeout per backoff period, not
-    /// one per check). Zero tries Redis on every check.
+    /// one per check). Zero tries Redis on every check. At most 1 h ([`MAX_WAIT`]).
     pub fn with_retry_backoff(mut self, backoff: Duration) -> Self {
         self.retry_backoff = backoff;
         self
     }
 
     /// The failure policy; [`BuildError::InvalidShare`] for a fallback share outside
-    /// `(0, 1]`.
+    /// `(0, 1]`, [`BuildError::OutOfRange`] for a fail-closed `retry_after` of zero.
     pub fn with_failure_policy(mut self, policy: FailurePolicy) -> Result<Self, BuildError> {
-        if let FailurePolicy::Fallback { share } = policy {
-            if !(share > 0.0 && share <= 1.0) {
-                return Err(BuildError::InvalidShare);
-            }
-        }
+        validate_policy(policy)?;
         self.failure_policy = policy;
         Ok(self)
     }
@@ -105,14 +134,30 @@ impl RedisConfig {
     /// Capacity of the local deny cache in entries (an entry per plan: the keys, versions
     /// and costs of a request's tiers, up to 4 costs each); 0 disables it. See "Deny cache"
     /// on [`RedisStore`](super::RedisStore) for what is cached, for how long, and what
-    /// invalidates it.
+    /// invalidates it. At most 2²⁶ ([`MAX_CAPACITY`](crate::policy::MAX_CAPACITY)).
     pub fn with_deny_cache(mut self, entries: usize) -> Self {
         self.deny_cache = entries;
         self
     }
 
-    /// Most keys the in-process fallback tracks per tier at once (only with
-    /// [`FailurePolicy::Fallback`]).
+    /// The longest a cached deny is trusted without asking Redis again (default 1 s,
+    /// [`DEFAULT_DENY_CACHE_MAX_AGE`]; not zero: [`with_deny_cache(0)`](Self::with_deny_cache)
+    /// disables the cache). A deny is cached until its retry time at most, which for a
+    /// daily quota is the end of the day; what this process cannot see in the meantime
+    /// (an operator's `DEL` of the key, a `FLUSHALL`, a restarted server, another
+    /// process's refund) then keeps the client refused for at most this long. Measured in
+    /// the deny cache's frame: the store's monotonic clock with [`TimeSource::Server`],
+    /// the policy's clock with [`TimeSource::Client`].
+    /// [`RedisStore::forget_denies`](super::RedisStore::forget_denies) drops a client's
+    /// cached denies at once.
+    pub fn with_deny_cache_max_age(mut self, max_age: Duration) -> Self {
+        self.deny_cache_max_age = max_age;
+        self
+    }
+
+    /// Most keys the in-process fallback tracks per tier at once (only used with
+    /// [`FailurePolicy::Fallback`], checked always): from 1 to 2²⁶
+    /// ([`MAX_CAPACITY`](crate::policy::MAX_CAPACITY), the policy's own bound per tier).
     pub fn with_fallback_keys(mut self, keys: usize) -> Self {
         self.fallback_keys = keys;
         self
@@ -120,7 +165,8 @@ impl RedisConfig {
 
     /// Extra lifetime added to every key's TTL. Keys expire at their reset time plus a few
     /// milliseconds by default; with client-supplied times that run ahead of or behind the
-    /// server's clock (tests replaying traces), add the largest possible skew here.
+    /// server's clock (tests replaying traces), add the largest possible skew here. Counted
+    /// in whole milliseconds (a fraction rounds up), at most 2⁴⁰ ms ([`MAX_TTL_SLACK`]).
     pub fn with_ttl_slack(mut self, slack: Duration) -> Self {
         self.ttl_slack = slack;
         self
@@ -198,6 +244,11 @@ impl RedisConfig {
         self.deny_cache
     }
 
+    /// The longest a cached deny is trusted.
+    pub fn deny_cache_max_age(&self) -> Duration {
+        self.deny_cache_max_age
+    }
+
     /// The in-process fallback's key capacity per tier.
     pub fn fallback_keys(&self) -> usize {
         self.fallback_keys
@@ -206,6 +257,64 @@ impl RedisConfig {
     /// The TTL slack.
     pub fn ttl_slack(&self) -> Duration {
         self.ttl_slack
+    }
+
+    /// The TTL slack in whole milliseconds, rounded up (what the scripts add).
+    pub(crate) fn ttl_slack_ms(&self) -> u128 {
+        self.ttl_slack.as_nanos().div_ceil(1_000_000)
+    }
+
+    /// Why this configuration is rejected, if it is: the first setting out of its range, as
+    /// [`BuildError::OutOfRange`] (or [`BuildError::InvalidShare`] for a fallback share).
+    /// [`RedisStore::new`](super::RedisStore::new) calls it; so may a program checking its
+    /// configuration before it starts.
+    pub fn validate(&self) -> Result<(), BuildError> {
+        let out = |setting, range| Err(BuildError::OutOfRange { setting, range });
+        let wait = |d: Duration| !d.is_zero() && d <= MAX_WAIT;
+        if !wait(self.connect_timeout) {
+            return out("connect_timeout", "(0, 1 h]");
+        }
+        if !wait(self.timeout) {
+            return out("timeout", "(0, 1 h]");
+        }
+        if self.retry_backoff > MAX_WAIT {
+            return out("retry_backoff", "[0, 1 h]");
+        }
+        validate_policy(self.failure_policy)?;
+        if self.deny_cache > crate::policy::MAX_CAPACITY {
+            return out("deny_cache", "0..=2^26 entries");
+        }
+        if self.deny_cache_max_age.is_zero() {
+            return out(
+                "deny_cache_max_age",
+                "above zero (with_deny_cache(0) disables the cache)",
+            );
+        }
+        if self.fallback_keys == 0 || self.fallback_keys > crate::policy::MAX_CAPACITY {
+            return out("fallback_keys", "1..=2^26 keys per tier");
+        }
+        if self.ttl_slack > MAX_TTL_SLACK {
+            return out("ttl_slack", "at most 2^40 ms (about 34.8 years)");
+        }
+        Ok(())
+    }
+}
+
+/// Why `policy` is rejected, if it is.
+fn validate_policy(policy: FailurePolicy) -> Result<(), BuildError> {
+    match policy {
+        FailurePolicy::Fallback { share } if !(share > 0.0 && share <= 1.0) => {
+            Err(BuildError::InvalidShare)
+        }
+        FailurePolicy::FailClosed { retry_after } if retry_after.is_zero() => {
+            Err(BuildError::OutOfRange {
+                setting: "failure_policy.retry_after",
+                range: "above zero",
+            })
+        }
+        FailurePolicy::Fallback { .. }
+        | FailurePolicy::FailClosed { .. }
+        | FailurePolicy::FailOpen => Ok(()),
     }
 }
 
@@ -269,7 +378,7 @@ impl LeaseConfig {
     /// Admitted checks per second of one key (one tier of it) in this process from which
     /// the key is leased; slower keys go to Redis on every check. At least 1. Counted per
     /// 100 ms: rates below 10 per second make a key hot on its first admitted check in a
-    /// period.
+    /// period. At most `10 × u32::MAX` (a count per period is 32 bits).
     pub fn with_hot_rate(mut self, per_second: u64) -> Self {
         self.hot_rate = per_second;
         self
@@ -299,7 +408,7 @@ impl LeaseConfig {
 
     /// How often a lease is reviewed (what the key's rate no longer needs goes back to
     /// Redis), and how long a key may go unchecked before its whole lease goes back and
-    /// its slot is freed. Not zero.
+    /// its slot is freed. Not zero, at most 1 h ([`MAX_WAIT`]).
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -373,6 +482,9 @@ impl LeaseConfig {
     pub(crate) fn validate(&self) -> Result<(), BuildError> {
         let reason = if self.hot_rate == 0 {
             "hot_rate must be at least 1"
+        } else if self.hot_rate > u64::from(u32::MAX) * 10 {
+            // Counted per 100 ms in 32 bits: a rate above it could never be reached.
+            "hot_rate must be at most 42 949 672 950 per second"
         } else if self.max_lease == 0 {
             "max_lease must be at least 1"
         } else if !(self.share > 0.0 && self.share <= 1.0) {
@@ -381,6 +493,8 @@ impl LeaseConfig {
             "horizon must not be zero"
         } else if self.ttl.is_zero() {
             "ttl must not be zero"
+        } else if self.ttl > MAX_WAIT {
+            "ttl must be at most 1 h"
         } else if self.tick.is_zero() || self.tick > self.ttl {
             "tick must be in (0, ttl]"
         } else if self.slots == 0 || self.slots > 1 << 20 {

@@ -94,7 +94,11 @@ impl Connection {
             RedisTarget::Cluster(urls) => {
                 let client = ClusterClient::builder(urls.iter().map(String::as_str))
                     .connection_timeout(config.connect_timeout())
-                    .response_timeout(config.timeout())
+                    // Long: the store bounds each call by its own timeout. A shorter one
+                    // would only drop the answer to a call that ran late and must be
+                    // settled (a lease's, see `RedisStore::lease_op`), or make the client
+                    // send the call again to a node that has it queued.
+                    .response_timeout(super::store::SETTLE.max(config.timeout()))
                     .retries(2)
                     .build()
                     .map_err(|e| BuildError::Url(e.to_string()))?;
@@ -138,8 +142,45 @@ impl Connection {
         key: Option<&str>,
         counters: &Counters,
     ) -> Result<Value, RedisError> {
-        let mut handle = self.handle().await?;
         Counters::bump(&counters.round_trips);
+        self.route(cmd, key).await
+    }
+
+    /// The server's `TIME` (Unix µs): of the master of `key`'s slot in a cluster, of the
+    /// one server otherwise. Counted in `clock_syncs`, not `round_trips`.
+    pub(crate) async fn server_time(
+        &self,
+        key: Option<&str>,
+        counters: &Counters,
+    ) -> Result<u64, RedisError> {
+        Counters::bump(&counters.clock_syncs);
+        let reply = self.route(&redis::cmd("TIME"), key).await?;
+        let field = |v: Option<&Value>| -> Option<u64> {
+            match v? {
+                Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+                Value::SimpleString(s) => s.parse().ok(),
+                Value::Int(i) => u64::try_from(*i).ok(),
+                _ => None,
+            }
+        };
+        let time = match &reply {
+            Value::Array(parts) if parts.len() == 2 => field(parts.first())
+                .zip(field(parts.get(1)))
+                .and_then(|(s, us)| s.checked_mul(1_000_000)?.checked_add(us)),
+            _ => None,
+        };
+        time.ok_or_else(|| {
+            RedisError::from((
+                ErrorKind::Parse,
+                "TIME answered with something else",
+                format!("{reply:?}"),
+            ))
+        })
+    }
+
+    /// [`query_at`](Self::query_at), uncounted.
+    async fn route(&self, cmd: &Cmd, key: Option<&str>) -> Result<Value, RedisError> {
+        let mut handle = self.handle().await?;
         match (&mut handle, key) {
             (Handle::Cluster(c), Some(key)) => {
                 let node =

@@ -128,9 +128,19 @@ impl<V> DenyCache<V> {
 
     /// Remembers a deny of `cost` for `key`, sent at local time `sent` and standing until
     /// local time `deadline` (exclusive), replacing any for the same cost. Nothing if
-    /// the cache is disabled, the deadline is not after `sent`, or the shard is full of
-    /// live denies (a miss only costs a round trip).
-    pub(crate) fn put(&self, key: &str, cost: u32, sent: u64, deadline: u64, value: V) {
+    /// the cache is disabled, the deadline is not after `sent`, the shard is full of
+    /// live denies (a miss only costs a round trip), or `still` (asked under the shard's
+    /// lock, so that a [`forget`](Self::forget) cannot pass between it and the insertion)
+    /// answers `false`.
+    pub(crate) fn put(
+        &self,
+        key: &str,
+        cost: u32,
+        sent: u64,
+        deadline: u64,
+        value: V,
+        still: impl FnOnce() -> bool,
+    ) {
         if !self.enabled() || deadline <= sent {
             return;
         }
@@ -141,6 +151,9 @@ impl<V> DenyCache<V> {
             value,
         };
         let (i, mut shard) = self.shard(key);
+        if !still() {
+            return;
+        }
         if let Some(entries) = shard.get_mut(key) {
             entries.retain(|e| e.cost != cost && e.deadline > sent);
             if entries.len() >= COSTS_PER_KEY {
@@ -163,6 +176,24 @@ impl<V> DenyCache<V> {
         shard.insert(key.to_owned(), vec![entry]);
     }
 
+    /// Drops every entry whose key `matches`, shard by shard under each shard's lock: how
+    /// many denies it dropped.
+    pub(crate) fn forget(&self, mut matches: impl FnMut(&str) -> bool) -> usize {
+        let mut dropped = 0;
+        for shard in self.shards.iter() {
+            // Poisoning: see `shard`.
+            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            shard.retain(|key, entries| {
+                let keep = !matches(key);
+                if !keep {
+                    dropped += entries.len();
+                }
+                keep
+            });
+        }
+        dropped
+    }
+
     /// Keys held (live or not yet dropped), over all shards.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -183,7 +214,7 @@ mod tests {
     fn entries_per_key_are_bounded() {
         let cache: DenyCache<u32> = DenyCache::new(16);
         for cost in 1..=10u32 {
-            cache.put("k", cost, 0, 1_000 * u64::from(cost), cost);
+            cache.put("k", cost, 0, 1_000 * u64::from(cost), cost, || true);
         }
         let (_, shard) = cache.shard("k");
         let entries = shard.get("k").unwrap();
@@ -203,12 +234,12 @@ mod tests {
         for capacity in [1, 5, 16, 40] {
             let cache: DenyCache<()> = DenyCache::new(capacity);
             for k in 0..1_000 {
-                cache.put(&k.to_string(), 1, 0, 1_000, ());
+                cache.put(&k.to_string(), 1, 0, 1_000, (), || true);
             }
             assert!(cache.len() <= capacity, "{} > {capacity}", cache.len());
         }
         let disabled: DenyCache<()> = DenyCache::new(0);
-        disabled.put("k", 1, 0, 1_000, ());
+        disabled.put("k", 1, 0, 1_000, (), || true);
         assert_eq!(disabled.len(), 0);
         assert!(disabled.find("k", 1, 0, |_, _| Some(())).is_none());
     }
@@ -217,7 +248,7 @@ mod tests {
     #[test]
     fn stale_entries_are_dropped_and_durations_shift() {
         let cache: DenyCache<u64> = DenyCache::new(16);
-        cache.put("k", 1, 100, 1_100, 7);
+        cache.put("k", 1, 100, 1_100, 7, || true);
         assert_eq!(
             cache.find("k", 1, 600, |v, sent| Some((*v, sent))),
             Some((7, 100))
@@ -233,5 +264,22 @@ mod tests {
         );
         let a = shift(Decision::allow(10, 3, Nanos::new(300)), 100, 600);
         assert_eq!((a.retry_after, a.reset_after), (Nanos::ZERO, Nanos::ZERO));
+    }
+
+    /// Forgetting drops exactly the matching keys' denies, and a put whose `still` says no
+    /// stores nothing.
+    #[test]
+    fn forget_drops_the_matching_keys_and_a_put_can_be_refused() {
+        let cache: DenyCache<u32> = DenyCache::new(64);
+        for k in ["a1", "a2", "b1"] {
+            cache.put(k, 1, 0, 1_000, 1, || true);
+            cache.put(k, 2, 0, 1_000, 2, || true);
+        }
+        assert_eq!(cache.forget(|k| k.starts_with('a')), 4);
+        assert_eq!(cache.find("a1", 1, 1, |v, _| Some(*v)), None);
+        assert_eq!(cache.find("b1", 2, 1, |v, _| Some(*v)), Some(2));
+        cache.put("c", 1, 0, 1_000, 3, || false);
+        assert_eq!(cache.find("c", 1, 1, |v, _| Some(*v)), None);
+        assert_eq!(cache.len(), 1);
     }
 }

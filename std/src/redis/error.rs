@@ -34,6 +34,14 @@ pub enum BuildError {
     /// A [`LeaseConfig`](super::LeaseConfig) setting is out of range (which one, and its
     /// range).
     InvalidLease(&'static str),
+    /// A [`RedisConfig`](super::RedisConfig) setting is out of its range (see
+    /// [`RedisConfig::validate`](super::RedisConfig::validate)).
+    OutOfRange {
+        /// The setting, as its `with_*` method names it (`"ttl_slack"`, `"fallback_keys"`).
+        setting: &'static str,
+        /// The values it accepts.
+        range: &'static str,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -50,6 +58,9 @@ impl fmt::Display for BuildError {
             ),
             BuildError::Url(e) => write!(f, "invalid Redis URL: {e}"),
             BuildError::InvalidLease(reason) => write!(f, "invalid lease configuration: {reason}"),
+            BuildError::OutOfRange { setting, range } => {
+                write!(f, "Redis store setting {setting} out of range: must be {range}")
+            }
         }
     }
 }
@@ -73,13 +84,27 @@ pub enum FailureCause {
     Server,
     /// A recent failure is still within the retry backoff: Redis was not tried.
     Backoff,
+    /// Redis refused the call because its deadline had passed when the script ran (the
+    /// server ran it too late for the store to wait for its answer; see "Deadlines" on
+    /// [`RedisStore`](super::RedisStore)): nothing was changed.
+    Expired,
+    /// The in-process fallback ([`FailurePolicy::Fallback`](super::FailurePolicy::Fallback))
+    /// could not decide a tier (its scaled rule or its table could not be built): the tier
+    /// was denied.
+    FallbackUnavailable,
 }
+
+/// The error code of the store script's refusal of a call whose deadline has passed
+/// (`TGEXPIRED <server µs> <deadline µs>`, see `scripts/store.lua`).
+pub(crate) const EXPIRED_CODE: &str = "TGEXPIRED";
 
 impl FailureCause {
     /// The cause of a failed call: a timeout, a lost or refused connection, or anything
     /// else the server answered.
     pub(crate) fn of(error: &RedisError) -> FailureCause {
-        if error.is_timeout() {
+        if error.code() == Some(EXPIRED_CODE) {
+            FailureCause::Expired
+        } else if error.is_timeout() {
             FailureCause::Timeout
         } else if error.is_io_error()
             || error.is_connection_dropped()
@@ -99,6 +124,8 @@ impl fmt::Display for FailureCause {
             FailureCause::Connection => "connection failed",
             FailureCause::Server => "server error",
             FailureCause::Backoff => "backing off after a recent failure",
+            FailureCause::Expired => "refused by the server: deadline passed",
+            FailureCause::FallbackUnavailable => "the in-process fallback could not decide",
         })
     }
 }

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::stats::Counters;
+use super::{BuildError, FailureCause};
 use crate::policy::{Plan, Tier, TierOutcome, TierStore};
 use crate::{AlgorithmConfig, Decision, Nanos};
 
@@ -40,24 +42,63 @@ pub(crate) enum LocalOp {
 /// A [`RedisStore`](super::RedisStore)'s fallback: each tier of a plan decided in this
 /// process with a share of its limit, in a bounded lock-free keyed table of its own (the
 /// in-process store's tables), built on the tier's first use while Redis is down.
+///
+/// A tier it cannot decide (its scaled rule does not build, or its table cannot be made)
+/// is never skipped: it denies (retry after the store's backoff, when Redis is tried
+/// again), counted in [`RedisStats::fallback_failures`](super::RedisStats::fallback_failures)
+/// as [`FailureCause::FallbackUnavailable`].
 #[derive(Debug)]
 pub(crate) struct PlanFallback {
     share: f64,
     capacity: usize,
+    /// The `retry_after` of a tier it cannot decide.
+    retry: Nanos,
     tables: Mutex<HashMap<u64, Arc<TierStore>>>,
 }
 
 impl PlanFallback {
-    /// A fallback granting `share` of every limit, for up to `capacity` keys per tier.
-    pub(crate) fn new(share: f64, capacity: usize) -> PlanFallback {
+    /// A fallback granting `share` of every limit, for up to `capacity` keys per tier,
+    /// denying a tier it cannot decide with `retry`; a [`BuildError::OutOfRange`] if no
+    /// table of `capacity` keys can be built (the tables are allocated on first use, but
+    /// their shape is checked now).
+    pub(crate) fn new(
+        share: f64,
+        capacity: usize,
+        retry: Nanos,
+    ) -> Result<PlanFallback, BuildError> {
+        let out = BuildError::OutOfRange {
+            setting: "fallback_keys",
+            range: "1..=2^26 keys per tier",
+        };
+        // Any rule: a table's shape depends on its capacity alone.
+        let probe = AlgorithmConfig::FixedWindow {
+            limit: 1,
+            window: Nanos::from_secs(1),
+        }
+        .build()
+        .map_err(|_| out.clone())?;
+        TierStore::new(probe, capacity).map_err(|_| out)?;
+        Ok(PlanFallback {
+            share,
+            capacity,
+            retry,
+            tables: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A fallback whose capacity is not checked (unit tests of the failure path).
+    #[cfg(test)]
+    fn unchecked(share: f64, capacity: usize, retry: Nanos) -> PlanFallback {
         PlanFallback {
             share,
-            capacity: capacity.max(1),
+            capacity,
+            retry,
             tables: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The table of `tier` (by version), built on first use.
+    /// The table of `tier` (by version), built on first use; `None` if its scaled rule or
+    /// its table cannot be built.
     fn table(&self, tier: &Tier) -> Option<Arc<TierStore>> {
         let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(table) = tables.get(&tier.version()) {
@@ -66,17 +107,17 @@ impl PlanFallback {
         if tables.len() >= PLAN_FALLBACK_TABLES {
             tables.clear();
         }
-        // Scaling down cannot make a valid config invalid; keep the tier's own if it does.
-        let algorithm = scaled(tier.config(), self.share)
-            .build()
-            .unwrap_or(*tier.algorithm());
+        // Scaling down can make a valid config invalid (a window too long for a limit of
+        // 1): the tier is then not decided here (never decided with its whole limit).
+        let algorithm = scaled(tier.config(), self.share).build().ok()?;
         let table = Arc::new(TierStore::new(algorithm, self.capacity).ok()?);
         tables.insert(tier.version(), Arc::clone(&table));
         Some(table)
     }
 
     /// Runs `op` on the plan's tiers `tiers` at `now`, writing their decisions (for the
-    /// deciding operations) into `outcomes`; whether every tier admitted.
+    /// deciding operations) into `outcomes`; whether every tier admitted. A tier it cannot
+    /// decide denies, counted in `counters`.
     pub(crate) fn run(
         &self,
         plan: &Plan<'_>,
@@ -84,13 +125,22 @@ impl PlanFallback {
         op: LocalOp,
         now: Nanos,
         outcomes: &mut [TierOutcome],
+        counters: &Counters,
     ) -> bool {
-        let planned = tiers
-            .iter()
-            .filter_map(|&i| Some((i, plan.get(i)?, self.table(plan.get(i)?.tier)?)));
         let mut taken = Vec::with_capacity(tiers.len());
         let mut all = true;
-        for (i, p, table) in planned {
+        for &i in tiers {
+            let Some(p) = plan.get(i) else { continue };
+            let Some(table) = self.table(p.tier) else {
+                Counters::bump(&counters.fallback_failures);
+                counters.failed(FailureCause::FallbackUnavailable);
+                if op != LocalOp::Charge {
+                    all = false;
+                    let limit = p.tier.algorithm().limit();
+                    outcomes[i].decision = Decision::deny(limit, 0, self.retry, self.retry);
+                }
+                continue;
+            };
             let refuse = || deny_all(table.algorithm().limit());
             let decision = match op {
                 LocalOp::Check => match table.take(p.key, now, p.cost) {
@@ -134,4 +184,105 @@ impl PlanFallback {
 /// degraded.
 fn deny_all(limit: u64) -> Decision {
     Decision::deny(limit, 0, Nanos::MAX, Nanos::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LocalOp, PlanFallback};
+    use crate::policy::{Plan, Policy, Store, TierOutcome};
+    use crate::redis::stats::Counters;
+    use crate::redis::FailureCause;
+    use crate::{InsufficientCapacity, ManualClock, Nanos};
+
+    /// A store that decides every plan by a fallback alone (as a Redis store does while
+    /// Redis is down).
+    #[derive(Debug)]
+    struct Down {
+        fallback: PlanFallback,
+        counters: Counters,
+    }
+
+    impl Store for Down {
+        fn check(
+            &self,
+            plan: &Plan<'_>,
+            now: Nanos,
+            outcomes: &mut [TierOutcome],
+        ) -> Result<(), InsufficientCapacity> {
+            let tiers: Vec<usize> = (0..plan.len()).collect();
+            self.fallback
+                .run(plan, &tiers, LocalOp::Check, now, outcomes, &self.counters);
+            Ok(())
+        }
+
+        fn peek(
+            &self,
+            plan: &Plan<'_>,
+            now: Nanos,
+            outcomes: &mut [TierOutcome],
+        ) -> Result<(), InsufficientCapacity> {
+            let tiers: Vec<usize> = (0..plan.len()).collect();
+            self.fallback
+                .run(plan, &tiers, LocalOp::Peek, now, outcomes, &self.counters);
+            Ok(())
+        }
+
+        fn refund(&self, _plan: &Plan<'_>, _now: Nanos) {}
+
+        fn charge(&self, plan: &Plan<'_>, now: Nanos) {
+            let tiers: Vec<usize> = (0..plan.len()).collect();
+            self.fallback
+                .run(plan, &tiers, LocalOp::Charge, now, &mut [], &self.counters);
+        }
+    }
+
+    const RULES: &str = r#"
+        [[rules]]
+        name = "r"
+        tiers = [
+            { name = "second", limit = 5, window = "1s" },
+            { name = "hour", limit = 100, window = "1h", algorithm = "fixed_window" },
+        ]
+    "#;
+
+    /// A fallback that cannot build its tables (a capacity the build checks would refuse)
+    /// never skips a tier: every tier it cannot decide denies, with the retry it was
+    /// given, counted as a fallback failure; nothing is admitted.
+    #[test]
+    fn a_tier_whose_table_cannot_be_built_denies_and_is_counted() {
+        let retry = Nanos::from_millis(100);
+        let store = Down {
+            fallback: PlanFallback::unchecked(1.0, usize::MAX, retry),
+            counters: Counters::default(),
+        };
+        let policy = Policy::from_toml(RULES, ManualClock::new())
+            .unwrap()
+            .store(store);
+        for _ in 0..20 {
+            let d = policy.allow("c", "/", 1).unwrap();
+            assert!(!d.allowed());
+            for tier in d.tiers() {
+                assert!(!tier.decision.allowed);
+                assert_eq!(tier.decision.retry_after, retry);
+            }
+        }
+        let stats = policy.backend().counters.snapshot();
+        assert_eq!(stats.fallback_failures, 40);
+        assert_eq!(stats.last_failure, Some(FailureCause::FallbackUnavailable));
+        // A capacity no table can have is refused when the fallback is built.
+        assert!(PlanFallback::new(1.0, usize::MAX, retry).is_err());
+        // A sound one decides: five a second.
+        let store = Down {
+            fallback: PlanFallback::new(1.0, 1_000, retry).unwrap(),
+            counters: Counters::default(),
+        };
+        let policy = Policy::from_toml(RULES, ManualClock::new())
+            .unwrap()
+            .store(store);
+        let admitted = (0..20)
+            .filter(|_| policy.allow("c", "/", 1).unwrap().allowed())
+            .count();
+        assert_eq!(admitted, 5);
+        assert_eq!(policy.backend().counters.snapshot().fallback_failures, 0);
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use super::store::{finish, Io, LeaseOp, TierKey};
+use super::store::{finish, Io, LeaseOp, LeaseReply, PendingLease, TierKey};
 use super::{BuildError, LeaseConfig, RedisStats, RedisStore};
 use crate::lease::{LeaseCell, Spend};
 use crate::policy::{AsyncStore, Plan, PlannedTier, Store, StripedCounter, TierOutcome, MAX_TIERS};
@@ -106,6 +106,21 @@ use crate::{Decision, InsufficientCapacity, Nanos};
 /// counted twice). When Redis is back, keys are leased again as they are checked: no
 /// restart, no resynchronisation.
 ///
+/// ## Accounting across stalls
+///
+/// A lease or a return that times out (a stalled server) may still run: it is followed to
+/// its outcome, in the background, for up to a minute. Sent during the stall, it reaches
+/// the script past its deadline and changes nothing (see "Deadlines" on [`RedisStore`]);
+/// run in time but answered late, its grant goes into the slot it was for (or back to
+/// Redis), and permits Redis did not take back go into their slot again (or are queued
+/// back to Redis, tried at every tick). [`LeaseStats::unsettled_permits`] counts what is in
+/// transit; whenever nothing is, what Redis counts for the store's keys is exactly what
+/// the store admitted from leases, plus what it holds ([`LeaseStats::held_permits`]), plus
+/// what it lost ([`LeaseStats::lost_permits`]: only at shutdown, Redis unreachable). A
+/// call whose connection broke with it in flight leaves its outcome unknown: counted in
+/// [`LeaseStats::unknown_permits`]. Permits a denied check spent from a lease and cannot
+/// put back into it go back to Redis the same way, from the lease thread.
+///
 /// With a client [`TimeSource`](super::TimeSource), the lease thread decides at the last
 /// instant a check passed, advanced by the real time since.
 #[derive(Debug)]
@@ -133,7 +148,33 @@ struct Inner {
     /// The last `now` a check passed, for the lease thread's calls (a client time source
     /// decides at it).
     seen_now: AtomicU64,
+    /// Lease operations that timed out, until their outcome comes (the lease thread's).
+    pending: Mutex<Vec<PendingOp>>,
+    /// Permits out of every slot that Redis still counts as leased, to go back (tried by
+    /// the lease thread at every tick).
+    orphans: Mutex<Vec<Orphan>>,
+    /// The last claim's number (see [`Keep::epoch`]).
+    claims: AtomicU64,
     counters: LeaseCounters,
+}
+
+/// A lease operation whose answer did not come within the timeout (see
+/// [`RedisStore::lease_op`](super::RedisStore)).
+#[derive(Debug)]
+struct PendingOp {
+    /// The slot and claim epoch the permits are for (a lease) or came from (a return).
+    from: Option<(usize, u64)>,
+    target: TierKey,
+    op: LeaseOp,
+    permits: u64,
+    reply: PendingLease,
+}
+
+/// Permits of `target` to give back to Redis.
+#[derive(Debug)]
+struct Orphan {
+    target: TierKey,
+    permits: u64,
 }
 
 /// One slot for a hot key.
@@ -176,6 +217,9 @@ struct Keep {
     active: Option<Instant>,
     /// Not before this may a lease be asked of Redis again (after a deny or a failure).
     next_try: Option<Instant>,
+    /// Which claim of the slot this is (from 1; 0: free): a lease operation settled late
+    /// touches the slot only if it is still the claim the operation was for.
+    epoch: u64,
 }
 
 /// Live counters of a [`LeasedStore`].
@@ -188,6 +232,8 @@ struct LeaseCounters {
     leased: AtomicU64,
     returned: AtomicU64,
     lost: AtomicU64,
+    unknown: AtomicU64,
+    unsettled: AtomicU64,
 }
 
 /// A snapshot of a [`LeasedStore`]'s counters since it was built.
@@ -204,9 +250,22 @@ pub struct LeaseStats {
     pub leased_permits: u64,
     /// Permits given back to Redis (expired, idle or shut-down leases).
     pub returned_permits: u64,
-    /// Permits of leases that could not be given back (Redis unreachable): they stay
+    /// Permits Redis counts as leased that no process holds or will admit: what could not
+    /// be given back by the time the store was dropped (Redis unreachable). They stay
     /// counted in Redis until the key's state frees them.
     pub lost_permits: u64,
+    /// Permits of lease operations whose outcome Redis never told (the connection failed
+    /// with the call in flight, or no answer within 60 s): Redis may count up to this many
+    /// more than the accounting below says.
+    pub unknown_permits: u64,
+    /// Permits in transit now: of lease operations that timed out and whose answer is still
+    /// awaited (the late answer settles them: a grant goes into the slot, a refused call
+    /// changes nothing), and permits queued to go back to Redis.
+    ///
+    /// Whenever none are in transit, what Redis counts for the store's keys is exactly what
+    /// the store admitted from leases, plus `held_permits`, plus `lost_permits` (plus at
+    /// most `unknown_permits`).
+    pub unsettled_permits: u64,
     /// Keys holding a slot now.
     pub hot_keys: u64,
     /// Permits in hand now (leased, not yet spent or returned), over every key.
@@ -271,6 +330,9 @@ impl LeasedStore {
             keeper: OnceLock::new(),
             stop: AtomicBool::new(false),
             seen_now: AtomicU64::new(0),
+            pending: Mutex::new(Vec::new()),
+            orphans: Mutex::new(Vec::new()),
+            claims: AtomicU64::new(0),
             counters: LeaseCounters::default(),
             config,
         });
@@ -294,6 +356,13 @@ impl LeasedStore {
         &self.inner.redis
     }
 
+    /// Drops the cached denies of `client` (`None`: of the global rules' keys): the
+    /// wrapped store's [`RedisStore::forget_denies`]. Permits this process holds in leases
+    /// are not touched.
+    pub fn forget_denies(&self, client: Option<&str>) -> usize {
+        self.inner.redis.forget_denies(client)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LeaseConfig {
         &self.inner.config
@@ -311,6 +380,8 @@ impl LeasedStore {
             leased_permits: get(&c.leased),
             returned_permits: get(&c.returned),
             lost_permits: get(&c.lost),
+            unknown_permits: get(&c.unknown),
+            unsettled_permits: get(&c.unsettled),
             hot_keys: self
                 .inner
                 .slots
@@ -471,6 +542,8 @@ impl Inner {
             slot.cap.store(cap, Ordering::Relaxed);
             *lock(&slot.keep) = Keep {
                 target: Some(self.redis.tier_key(p)),
+                // Relaxed: a unique number; claims are serialised by `claiming`.
+                epoch: self.claims.fetch_add(1, Ordering::Relaxed) + 1,
                 ..Keep::default()
             };
             self.ask(slot, now);
@@ -486,7 +559,7 @@ impl Inner {
             thread::park_timeout(self.config.tick());
             // Relaxed: set before the unpark that woke us (or seen at a later tick).
             let stopping = self.stop.load(Ordering::Relaxed);
-            for slot in self.slots.iter() {
+            for (s, slot) in self.slots.iter().enumerate() {
                 if slot.cell.owner().is_none() {
                     continue;
                 }
@@ -496,13 +569,220 @@ impl Inner {
                     continue;
                 }
                 if stopping {
-                    self.retire(slot, &mut keep, &mut clock, true);
+                    self.retire(s, &mut keep, &mut clock, true);
                     continue;
                 }
-                self.tend(slot, &mut keep, &mut clock);
+                self.tend(s, &mut keep, &mut clock);
             }
             if stopping {
+                self.finish(&mut clock);
                 return;
+            }
+            // Relaxed: the last instant a check told (see `ask`).
+            clock.observe(self.seen_now.load(Ordering::Relaxed));
+            self.settle_pending(None);
+            self.return_orphans(&clock, false);
+        }
+    }
+
+    /// At shutdown, after every slot gave its permits back: waits (a timeout each) for the
+    /// lease operations still in flight, and gives back what they and the queue hold;
+    /// what is still unsettled after that is counted unknown, what Redis would not take
+    /// lost.
+    fn finish(&self, clock: &mut PolicyClock) {
+        let wait = self.redis.config().timeout();
+        for _ in 0..3 {
+            self.settle_pending(Instant::now().checked_add(wait));
+            self.return_orphans(clock, true);
+            if lock(&self.pending).is_empty() && lock(&self.orphans).is_empty() {
+                return;
+            }
+        }
+        for op in std::mem::take(&mut *lock(&self.pending)) {
+            self.unsettle(op.permits);
+            self.count(&self.counters.unknown, op.permits);
+        }
+        for orphan in std::mem::take(&mut *lock(&self.orphans)) {
+            self.unsettle(orphan.permits);
+            self.count(&self.counters.lost, orphan.permits);
+        }
+    }
+
+    /// Adds `permits` to a statistic.
+    fn count(&self, counter: &AtomicU64, permits: u64) {
+        // Relaxed: statistics.
+        counter.fetch_add(permits, Ordering::Relaxed);
+    }
+
+    /// `permits` no longer unsettled.
+    fn unsettle(&self, permits: u64) {
+        // Relaxed: a statistic.
+        self.counters
+            .unsettled
+            .fetch_sub(permits, Ordering::Relaxed);
+    }
+
+    /// Keeps a lease operation that timed out until its outcome comes (see
+    /// [`settle`](Self::settle)).
+    fn track(
+        &self,
+        from: Option<(usize, u64)>,
+        target: &TierKey,
+        op: LeaseOp,
+        permits: u64,
+        reply: PendingLease,
+    ) {
+        self.count(&self.counters.unsettled, permits);
+        lock(&self.pending).push(PendingOp {
+            from,
+            target: target.clone(),
+            op,
+            permits,
+            reply,
+        });
+    }
+
+    /// Queues `permits` of `target` to go back to Redis (from the lease thread, tried at
+    /// every tick): permits out of every slot that Redis still counts as leased.
+    fn orphan(&self, target: &TierKey, permits: u64) {
+        if permits == 0 {
+            return;
+        }
+        self.count(&self.counters.unsettled, permits);
+        let mut orphans = lock(&self.orphans);
+        match orphans.iter_mut().find(|o| o.target == *target) {
+            Some(o) => o.permits = o.permits.saturating_add(permits),
+            None => orphans.push(Orphan {
+                target: target.clone(),
+                permits,
+            }),
+        }
+    }
+
+    /// Settles the lease operations in flight whose outcome has come (with `until`: every
+    /// one, waiting for them until then at most; an outcome still missing then is unknown).
+    fn settle_pending(&self, until: Option<Instant>) {
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        let mut waiting = Vec::new();
+        for op in pending {
+            let reply = match until {
+                None => op.reply.settled(),
+                Some(until) => Some(
+                    op.reply
+                        .wait(until.saturating_duration_since(Instant::now())),
+                ),
+            };
+            match reply {
+                None => waiting.push(op),
+                Some(reply) => {
+                    // Unsettled only once what follows from it is accounted (in a slot, or
+                    // in transit again), so the count never dips through zero meanwhile.
+                    let permits = op.permits;
+                    self.settle(op, reply);
+                    self.unsettle(permits);
+                }
+            }
+        }
+        lock(&self.pending).extend(waiting);
+    }
+
+    /// What a lease operation that timed out did, now that it is known: a lease Redis
+    /// granted late goes into the slot it was for (if that still holds the key's lease,
+    /// up to the cap) or back to Redis; permits Redis did not take back go into their slot
+    /// again or into the queue back to Redis; a refused or denied lease did nothing; an
+    /// unknown outcome is counted.
+    fn settle(&self, op: PendingOp, reply: LeaseReply) {
+        match (op.op, reply) {
+            (LeaseOp::Take, LeaseReply::Done(d)) if d.allowed => {
+                let added = op.from.map_or(0, |(s, epoch)| {
+                    let slot = &self.slots[s];
+                    let mut keep = lock(&slot.keep);
+                    if keep.epoch != epoch || keep.target.is_none() {
+                        return 0;
+                    }
+                    // Relaxed: as in `lease_size`.
+                    let added = slot.cell.fill(op.permits, slot.cap.load(Ordering::Relaxed));
+                    keep.granted += added;
+                    added
+                });
+                // Relaxed: statistics.
+                self.counters.leases.fetch_add(1, Ordering::Relaxed);
+                self.count(&self.counters.leased, op.permits);
+                self.orphan(&op.target, op.permits - added);
+            }
+            (LeaseOp::Take, LeaseReply::Done(_) | LeaseReply::NotRun) => {}
+            (LeaseOp::Return, LeaseReply::Done(_)) => {
+                self.count(&self.counters.returned, op.permits)
+            }
+            (LeaseOp::Return, LeaseReply::NotRun) => {
+                let kept = op.from.map_or(0, |(s, epoch)| {
+                    let slot = &self.slots[s];
+                    let mut keep = lock(&slot.keep);
+                    if keep.epoch != epoch || keep.target.is_none() {
+                        return 0;
+                    }
+                    self.keep_in_hand(slot, &mut keep, op.permits)
+                });
+                self.orphan(&op.target, op.permits - kept);
+            }
+            (_, LeaseReply::Unknown) => self.count(&self.counters.unknown, op.permits),
+            (_, LeaseReply::Pending(reply)) => {
+                // (an outcome is never Pending; kept waiting if it were)
+                self.track(op.from, &op.target, op.op, op.permits, reply);
+            }
+        }
+    }
+
+    /// Gives the queued permits back to Redis; what Redis does not take stays queued (at
+    /// shutdown: lost).
+    fn return_orphans(&self, clock: &PolicyClock, stopping: bool) {
+        let orphans = std::mem::take(&mut *lock(&self.orphans));
+        for orphan in orphans {
+            if !self.give_back(None, &orphan.target, orphan.permits, clock) {
+                if stopping {
+                    self.count(&self.counters.lost, orphan.permits);
+                } else {
+                    self.orphan(&orphan.target, orphan.permits);
+                }
+            }
+            // (after what follows from it is accounted, as in `settle_pending`)
+            self.unsettle(orphan.permits);
+        }
+    }
+
+    /// Gives `permits` of `target` back to Redis (taken out of slot `from`, claim epoch,
+    /// if they came from one): whether they have left this process's hands. `true` if
+    /// Redis took them, or may have (a timed-out call, settled later; an unknown outcome,
+    /// counted); `false` if Redis certainly did not (the caller still has them).
+    fn give_back(
+        &self,
+        from: Option<(usize, u64)>,
+        target: &TierKey,
+        permits: u64,
+        clock: &PolicyClock,
+    ) -> bool {
+        if permits == 0 {
+            return true;
+        }
+        // `permits` ≤ cap, which a tier keeps within u32 (a queued sum saturates).
+        let cost = u32::try_from(permits).unwrap_or(u32::MAX);
+        let permits = u64::from(cost);
+        match self
+            .redis
+            .lease_op(target, cost, clock.now(), LeaseOp::Return)
+        {
+            LeaseReply::Done(_) => {
+                self.count(&self.counters.returned, permits);
+                true
+            }
+            LeaseReply::NotRun => false,
+            LeaseReply::Unknown => {
+                self.count(&self.counters.unknown, permits);
+                true
+            }
+            LeaseReply::Pending(reply) => {
+                self.track(from, target, LeaseOp::Return, permits, reply);
+                true
             }
         }
     }
@@ -510,7 +790,8 @@ impl Inner {
     /// One slot's work at a tick or an ask: an idle key gives its lease back and frees
     /// the slot; a lease due for review gives back what the key's rate no longer needs; a
     /// slot that ran low (or holds no lease) takes the next one.
-    fn tend(&self, slot: &Slot, keep: &mut Keep, clock: &mut PolicyClock) {
+    fn tend(&self, s: usize, keep: &mut Keep, clock: &mut PolicyClock) {
+        let slot = &self.slots[s];
         let at = Instant::now();
         // Permits handed to the cell and not returned, minus what it holds: spent so far.
         let outstanding = keep.granted - keep.returned;
@@ -521,7 +802,7 @@ impl Inner {
         }
         let ttl = self.config.ttl();
         if keep.active.is_some_and(|t| at.duration_since(t) >= ttl) {
-            self.retire(slot, keep, clock, false);
+            self.retire(s, keep, clock, false);
             return;
         }
         if keep.review_at.is_some_and(|e| at >= e) {
@@ -530,10 +811,13 @@ impl Inner {
             let need = self.lease_size(slot, keep, spent, at);
             let excess = slot.cell.trim(need);
             keep.returned += excess;
-            if excess > 0 && !self.give_to_redis(keep, excess, clock) {
+            if excess > 0 && !self.give_to_redis(s, keep, excess, clock) {
                 // Redis cannot take them now: they stay in hand, spendable (the cap held
                 // them before the trim).
-                self.keep_in_hand(slot, keep, excess);
+                let kept = self.keep_in_hand(slot, keep, excess);
+                if let Some(target) = &keep.target {
+                    self.orphan(target, excess - kept);
+                }
             }
             keep.review_at = checked_after(at, ttl);
         }
@@ -548,7 +832,7 @@ impl Inner {
         }
         // Relaxed: ordered after the `asked` load above (see `ask`).
         clock.observe(self.seen_now.load(Ordering::Relaxed));
-        self.refill(slot, keep, clock, at, spent);
+        self.refill(s, keep, clock, at, spent);
     }
 
     /// The lease size the key's local rate asks for: the rate since the last lease times
@@ -570,8 +854,9 @@ impl Inner {
     }
 
     /// Takes the next lease for `slot`.
-    fn refill(&self, slot: &Slot, keep: &mut Keep, clock: &PolicyClock, at: Instant, spent: u64) {
-        let Some(target) = keep.target.as_ref() else {
+    fn refill(&self, s: usize, keep: &mut Keep, clock: &PolicyClock, at: Instant, spent: u64) {
+        let slot = &self.slots[s];
+        let Some(target) = keep.target.clone() else {
             return;
         };
         if clock.seen == 0 {
@@ -593,8 +878,8 @@ impl Inner {
         for _ in 0..2 {
             // `want` ≤ cap ≤ max_cost, which a tier keeps within u32.
             let cost = u32::try_from(want).unwrap_or(u32::MAX);
-            match self.redis.lease_op(target, cost, now, LeaseOp::Take) {
-                Some(d) if d.allowed => {
+            match self.redis.lease_op(&target, cost, now, LeaseOp::Take) {
+                LeaseReply::Done(d) if d.allowed => {
                     // Relaxed: the view is advisory; the grant below publishes the
                     // permits (Release).
                     slot.view_remaining.store(d.remaining, Ordering::Relaxed);
@@ -606,19 +891,8 @@ impl Inner {
                     // Checks may have given permits back since `held` was read: what would
                     // lift the slot above its cap goes straight back to Redis.
                     let added = slot.cell.fill(want, cap);
-                    if added < want {
-                        // `want − added` ≤ want, which fits a u32 (above).
-                        let over = u32::try_from(want - added).unwrap_or(u32::MAX);
-                        if self
-                            .redis
-                            .lease_op(target, over, now, LeaseOp::Return)
-                            .is_none()
-                        {
-                            // Relaxed: statistics.
-                            self.counters
-                                .lost
-                                .fetch_add(want - added, Ordering::Relaxed);
-                        }
+                    if !self.give_back(Some((s, keep.epoch)), &target, want - added, clock) {
+                        self.orphan(&target, want - added);
                     }
                     keep.granted += added;
                     if keep.review_at.is_none() {
@@ -629,13 +903,15 @@ impl Inner {
                     keep.next_try = None;
                     // Relaxed: statistics.
                     self.counters.leases.fetch_add(1, Ordering::Relaxed);
-                    self.counters.leased.fetch_add(added, Ordering::Relaxed);
+                    self.counters.leased.fetch_add(want, Ordering::Relaxed);
                     // Relaxed: served; a spend that asks again after this wakes us again.
                     slot.asked.store(false, Ordering::Relaxed);
                     return;
                 }
-                Some(d) if d.remaining > 0 && d.remaining < want => want = d.remaining,
-                Some(d) => {
+                LeaseReply::Done(d) if d.remaining > 0 && d.remaining < want => {
+                    want = d.remaining;
+                }
+                LeaseReply::Done(d) => {
                     // Nothing left: ask again when Redis would have some, within a tick
                     // and a TTL.
                     let wait =
@@ -643,7 +919,15 @@ impl Inner {
                     keep.next_try = checked_after(at, wait);
                     return;
                 }
-                None => {
+                reply @ (LeaseReply::NotRun | LeaseReply::Unknown | LeaseReply::Pending(_)) => {
+                    match reply {
+                        // It may still run, or have run: its outcome settles later.
+                        LeaseReply::Pending(reply) => {
+                            self.track(Some((s, keep.epoch)), &target, LeaseOp::Take, want, reply);
+                        }
+                        LeaseReply::Unknown => self.count(&self.counters.unknown, want),
+                        LeaseReply::NotRun | LeaseReply::Done(_) => {}
+                    }
                     let backoff = self.redis.config().retry_backoff().max(self.config.tick());
                     keep.next_try = checked_after(at, backoff);
                     return;
@@ -652,40 +936,34 @@ impl Inner {
         }
     }
 
-    /// Gives `permits` of the slot's key back to Redis: whether Redis took them.
-    fn give_to_redis(&self, keep: &Keep, permits: u64, clock: &PolicyClock) -> bool {
+    /// Gives `permits` of slot `s`'s key back to Redis: whether they left this process's
+    /// hands (see [`give_back`](Self::give_back)).
+    fn give_to_redis(&self, s: usize, keep: &Keep, permits: u64, clock: &PolicyClock) -> bool {
         let Some(target) = keep.target.as_ref() else {
             return false;
         };
-        // `permits` ≤ cap, which a tier keeps within u32.
-        let cost = u32::try_from(permits).unwrap_or(u32::MAX);
-        let back = self
-            .redis
-            .lease_op(target, cost, clock.now(), LeaseOp::Return)
-            .is_some();
-        if back {
-            // Relaxed: statistics.
-            self.counters.returned.fetch_add(permits, Ordering::Relaxed);
-        }
-        back
+        self.give_back(Some((s, keep.epoch)), target, permits, clock)
     }
 
     /// Returns everything the slot holds to Redis and frees it (an idle key, or the store
     /// dropped). If Redis cannot take the permits back, an idle key keeps holding them
     /// (spendable, tried again after the backoff); only at shutdown are they lost.
-    fn retire(&self, slot: &Slot, keep: &mut Keep, clock: &mut PolicyClock, stopping: bool) {
+    fn retire(&self, s: usize, keep: &mut Keep, clock: &mut PolicyClock, stopping: bool) {
+        let slot = &self.slots[s];
         // Relaxed: the last instant a check told (see `ask`).
         clock.observe(self.seen_now.load(Ordering::Relaxed));
         // The owner stays until the permits are back: meanwhile spends find none and go
         // to Redis, and no other key can claim the slot (nor wait on its bookkeeping).
         let left = slot.cell.revoke();
         keep.returned += left;
-        if left > 0 && !self.give_to_redis(keep, left, clock) {
+        if left > 0 && !self.give_to_redis(s, keep, left, clock) {
             if stopping {
-                // Relaxed: statistics.
-                self.counters.lost.fetch_add(left, Ordering::Relaxed);
+                self.count(&self.counters.lost, left);
             } else {
-                self.keep_in_hand(slot, keep, left);
+                let kept = self.keep_in_hand(slot, keep, left);
+                if let Some(target) = &keep.target {
+                    self.orphan(target, left - kept);
+                }
                 return;
             }
         }
@@ -696,32 +974,32 @@ impl Inner {
     }
 
     /// Puts `left` permits Redis could not take back into the slot again (spendable), and
-    /// tries again after the backoff.
-    fn keep_in_hand(&self, slot: &Slot, keep: &mut Keep, left: u64) {
+    /// tries again after the backoff: how many went in (the caller queues the rest, see
+    /// [`orphan`](Self::orphan)).
+    fn keep_in_hand(&self, slot: &Slot, keep: &mut Keep, left: u64) -> u64 {
         // They were in the cell, under the cap, a moment ago; checks may have given some
-        // back since: what no longer fits is lost (still counted in Redis: the strict side).
+        // back since.
         // Relaxed: as in `lease_size`.
         let kept = slot.cell.fill(left, slot.cap.load(Ordering::Relaxed));
-        // Relaxed: statistics.
-        self.counters.lost.fetch_add(left - kept, Ordering::Relaxed);
         keep.returned -= kept;
         let at = Instant::now();
         keep.active = Some(at);
         let backoff = self.redis.config().retry_backoff().max(self.config.tick());
         keep.next_try = checked_after(at, backoff);
+        kept
     }
 
     /// Gives back the permits a check spent from leases before Redis denied (or failed)
     /// another of its tiers; reports those tiers as they now stand. Permits the slot cannot
     /// take back (its lease was revoked since, or it is at its cap again after a refill)
-    /// go back to Redis, where they are still counted.
-    async fn undo(
+    /// go back to Redis, where they are still counted: queued for the lease thread, which
+    /// follows the return to its outcome (the check does not wait for it).
+    fn undo(
         &self,
         spent: &[Option<(usize, u32)>],
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
-        io: Io,
     ) {
         for ((p, taken), outcome) in plan.iter().zip(spent).zip(outcomes.iter_mut()) {
             if let Some((s, generation)) = *taken {
@@ -729,9 +1007,10 @@ impl Inner {
                 // Relaxed: written at the claim, before the lease the spend came from.
                 let cap = slot.cap.load(Ordering::Relaxed);
                 if !slot.cell.give_back(generation, u64::from(p.cost), cap) {
-                    let mut one = Plan::new();
-                    one.push(*p);
-                    self.redis.refund_io(&one, now, io).await;
+                    self.orphan(&self.redis.tier_key(p), u64::from(p.cost));
+                    if let Some(keeper) = self.keeper.get() {
+                        keeper.unpark();
+                    }
                 }
                 outcome.decision = Inner::view(slot, slot.cell.permits(), now);
             }
@@ -817,9 +1096,7 @@ impl LeasedStore {
             }
         }
         if !sub[..remote.len()].iter().all(|o| o.decision.allowed) {
-            inner
-                .undo(&spent[..plan.len()], plan, now, outcomes, io)
-                .await;
+            inner.undo(&spent[..plan.len()], plan, now, outcomes);
         }
     }
 }

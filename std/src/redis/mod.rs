@@ -69,8 +69,13 @@
 //!   share of each limit; they are counted in [`RedisStats::degraded`]. After a failure the
 //!   failed keys' group is skipped for the retry backoff, then tried again: recovery needs
 //!   no restart.
+//! - **Deadlines**: every call carries the instant, on the server's clock (estimated from
+//!   `TIME`), after which its caller has given up; a call that reaches the script later (a
+//!   stalled server ran it from its buffer) changes nothing and is refused (see
+//!   "Deadlines" on [`RedisStore`]).
 //! - **Deny cache**: a deny is remembered until its `retry_after` has passed (measured from
-//!   when the request was sent, so never too long); meanwhile the same request is answered
+//!   when the request was sent, so never too long), for at most a second by default
+//!   ([`RedisConfig::with_deny_cache_max_age`]); meanwhile the same request is answered
 //!   locally with the same deadline (see "Deny cache" on [`RedisStore`]).
 //!
 //! Built on the [`redis`](https://docs.rs/redis) crate (features `tokio-comp`,
@@ -150,6 +155,7 @@
 //! [`Decision`](crate::Decision)s.
 
 mod args;
+mod clock;
 mod config;
 mod connection;
 mod deny_cache;
@@ -161,7 +167,10 @@ mod script;
 mod stats;
 mod store;
 
-pub use config::{FailurePolicy, LeaseConfig, RedisConfig, RedisTarget, TimeSource};
+pub use config::{
+    FailurePolicy, LeaseConfig, RedisConfig, RedisTarget, TimeSource, DEFAULT_DENY_CACHE_MAX_AGE,
+    MAX_TTL_SLACK, MAX_WAIT,
+};
 pub use error::{BuildError, FailureCause};
 pub use leased::{LeaseStats, LeasedStore};
 pub use reply::decode_reply;

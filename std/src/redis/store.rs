@@ -6,11 +6,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::{mpsc, Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
 use super::args::{arg, encode_algorithm, script_algorithm};
+use super::clock::ServerClock;
 use super::connection::Connection;
 use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
@@ -98,12 +99,48 @@ pub use crate::policy::MAX_LOG_COST;
 /// tier denies with the configured `retry_after`), or a fallback: each tier decided in
 /// this process with `share` of its limit, in a bounded lock-free keyed table per tier
 /// (the in-process store's tables, [`RedisConfig::with_fallback_keys`] keys each, built on
-/// first use; charges during the outage count there too, refunds are not applied).
+/// first use; charges during the outage count there too, refunds are not applied). A
+/// tier the fallback cannot decide (its scaled rule or its table cannot be built) is
+/// denied, never skipped ([`RedisStats::fallback_failures`]).
 /// Failures are scoped to what failed: a
 /// script error (a value of another type at one of the call's keys) answers that call
-/// only; a timeout or a lost connection skips Redis for the retry backoff, for every key
-/// on a single node, and on a cluster only for the hash tags of the failed call's group
-/// (one of 64), so one slow master does not degrade the keys of the others.
+/// only; a timeout, a lost connection or a call refused as expired skips Redis for the
+/// retry backoff, for every key on a single node, and on a cluster only for the hash tags
+/// of the failed call's group (one of 64), so one slow master does not degrade the keys of
+/// the others. Every failure is counted in [`RedisStats::degraded`], and the last one's
+/// [`FailureCause`] is [`RedisStats::last_failure`].
+///
+/// ## Deadlines
+///
+/// A call that times out has been sent: it waits in the server's input buffer while the
+/// server is stalled (paused, swapping, `SIGSTOP`, a long script of another client) and
+/// runs when the server resumes, long after the failure policy answered its caller. So
+/// every script call carries a **deadline** on the server's clock: the instant after
+/// which the store will have given up on it, less a tenth of the timeout (time for the
+/// answer to come back) and the uncertainty of the store's estimate of that clock. The
+/// script reads `TIME` first and, past the deadline, changes nothing and answers
+/// `TGEXPIRED` (the failure policy answers the call, as [`FailureCause::Expired`], if the
+/// store still listens; [`RedisStats::expired`]). Checks, peeks, refunds, charges and
+/// leases alike, by `FCALL` or `EVALSHA` / `EVAL`, on a single node or a cluster: a
+/// refund that comes too late is dropped (its permits come back with the window or the
+/// drain: the strict side), a charge that comes too late is not recorded in Redis (under
+/// [`FailurePolicy::Fallback`] it was recorded locally instead: once, not twice).
+///
+/// The estimate: a `TIME` before the first call, again in the background every 5 s,
+/// and before the next call after a refused one ([`RedisStats::clock_syncs`]); a sample
+/// is kept only if it took at most a quarter of the timeout. Each call's deadline is its
+/// start plus the upper bound of the offset between the clocks plus the timeout, less a
+/// tenth of the timeout, twice the sample's uncertainty (its round trip) and 200 ppm of
+/// the sample's age for drift, rounded down to a step of at most a twentieth of the
+/// timeout (a power of two ms, so that calls sent close together share one argument the
+/// script parses once): a call the server runs within about 85 % of the timeout is never
+/// refused, one it runs later than nine tenths never changes anything. In a cluster the
+/// sample comes from one master (the calling key's), so the masters' clocks must agree
+/// to well within a tenth of the timeout, as NTP keeps them. Not covered: a call the
+/// server ran in time whose answer was delayed past the timeout (the server stopped
+/// between running it and writing its answer, or the connection broke): its effect
+/// stands, though the failure policy answered. The [`LeasedStore`](super::LeasedStore)
+/// follows its own lease calls to their outcome for that reason.
 ///
 /// ## Deny cache
 ///
@@ -136,7 +173,12 @@ pub use crate::policy::MAX_LOG_COST;
 ///   late; in the frame of the [`TimeSource`]: with [`TimeSource::Client`] the policy's
 ///   `now` (the instant the script decides at, so the retry time is exact on the policy's
 ///   clock); with [`TimeSource::Server`] the store's monotonic clock (the policy's clock may
-///   be unrelated to the server's, whose retry time is a duration of real time).
+///   be unrelated to the server's, whose retry time is a duration of real time). And for
+///   at most [`RedisConfig::with_deny_cache_max_age`] (1 s by default): what this process
+///   cannot see (an operator's `DEL` of the key, a `FLUSHALL`, a restarted server) may
+///   have freed the key since, and a daily quota's deny would otherwise stand until
+///   midnight. [`forget_denies`](RedisStore::forget_denies) drops a client's cached denies
+///   at once (what a reset of its state calls).
 /// - **What is cached.** Only denies in which every script call succeeded: never an answer
 ///   of the failure policy, never an admission. Peeks are not cached (a peek reports the
 ///   admitting tiers with the request counted, a denied check without).
@@ -155,9 +197,10 @@ pub use crate::policy::MAX_LOG_COST;
 /// refunds, and states written under another version of a tier (by a process running other
 /// rules, or by this one before a reload: such a state is converted on every read, and
 /// the converted view does not simply age), can make Redis admit before a cached deny
-/// ends: for at most that deny's retry time this process then denies a request Redis
-/// would admit. The strict side, never over a limit; a store that must follow such writes
-/// exactly runs without the cache.
+/// ends: for at most that deny's retry time, and at most the cache's max age, this
+/// process then denies a request Redis would admit. The strict side, never over a limit; a store that must follow such writes
+/// exactly runs without the cache, or with a short
+/// [`max age`](RedisConfig::with_deny_cache_max_age).
 ///
 /// ## Blocking
 ///
@@ -263,6 +306,98 @@ struct Shared {
     /// identity and the cache's lock. Only a hint: a deny stored after the load that
     /// missed it costs a round trip.
     deny_until: Box<[AtomicU64]>,
+    /// Bumped by every [`RedisStore::forget_denies`]: a deny whose check was sent before a
+    /// forget is not cached (it may be one the forget was meant to drop).
+    forgets: AtomicU64,
+    /// [`RedisConfig::deny_cache_max_age`] in ns (saturated).
+    deny_max_age: u64,
+    /// [`RedisConfig::timeout`] in ns.
+    timeout_ns: u64,
+    /// Deadlines are multiples of this many ms ([`deadline_quantum_ms`]).
+    deadline_quantum_ms: u64,
+    /// The estimate of the server's clock behind every call's deadline.
+    clock: ServerClock,
+}
+
+/// How long a lease operation that timed out is still awaited for its answer (see
+/// [`RedisStore::lease_op`]); a stall longer than this leaves its outcome unknown.
+pub(crate) const SETTLE: Duration = Duration::from_secs(60);
+
+/// Why a script call has no answer, and whether it may have run all the same.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) struct Failure {
+    cause: FailureCause,
+    /// It may have reached the script (a timeout, a connection lost with it in flight):
+    /// whether it changed anything is not known.
+    maybe_ran: bool,
+}
+
+impl Failure {
+    /// A failure before anything was sent (or that Redis answered: nothing ran).
+    fn before(cause: FailureCause) -> Failure {
+        Failure {
+            cause,
+            maybe_ran: false,
+        }
+    }
+
+    /// The failure of a call that `error` ended.
+    fn of(error: &redis::RedisError) -> Failure {
+        let cause = FailureCause::of(error);
+        Failure {
+            cause,
+            maybe_ran: match cause {
+                FailureCause::Timeout => true,
+                FailureCause::Connection => !error.is_connection_refusal(),
+                FailureCause::Server
+                | FailureCause::Backoff
+                | FailureCause::Expired
+                | FailureCause::FallbackUnavailable => false,
+            },
+        }
+    }
+}
+
+/// A call's mode argument with its deadline, on the stack (no allocation): the operation's
+/// mode ([`Shared::mode`]: its code and the TTL slack, at most 15 bytes), a space and the
+/// deadline in ms (at most 20 digits).
+struct ModeArg {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl ModeArg {
+    /// `mode`, a space and `deadline_ms` in decimal.
+    fn new(mode: &str, deadline_ms: u64) -> ModeArg {
+        let mut arg = ModeArg {
+            bytes: [0; 40],
+            len: 0,
+        };
+        let mode = &mode.as_bytes()[..mode.len().min(15)];
+        arg.bytes[..mode.len()].copy_from_slice(mode);
+        arg.bytes[mode.len()] = b' ';
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut value = deadline_ms;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + u8::try_from(value % 10).unwrap_or(0);
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        let start = mode.len() + 1;
+        let end = start + digits.len() - i;
+        arg.bytes[start..end].copy_from_slice(&digits[i..]);
+        arg.len = end;
+        arg
+    }
+
+    fn as_str(&self) -> &str {
+        // A mode (ASCII: a letter and digits) and ASCII digits: always UTF-8.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("")
+    }
 }
 
 /// Invalidation stamps of a store's deny cache (keys share a stamp by their hash; 128 KiB
@@ -402,19 +537,20 @@ impl Call {
     }
 
     /// Its keys and arguments as the script takes them, `mode` first (see
-    /// `scripts/store.lua`).
+    /// `scripts/store.lua`; the deadline, which the sender appends to the mode, is not in
+    /// it).
     fn script<'a>(&'a self, mode: &'a str) -> ScriptArgs<'a> {
         let mut keys = [""; MAX_TIERS];
         for (slot, key) in keys.iter_mut().zip(self.keys()) {
             *slot = key;
         }
         let keys_end = self.key_ends[..self.len].last().copied().unwrap_or(0);
-        let time = &self.text[self.spec_end..];
         ScriptArgs {
             keys,
             keys_len: self.len,
-            args: [mode, &self.text[keys_end..self.spec_end], time],
-            args_len: if time.is_empty() { 2 } else { 3 },
+            mode,
+            plan: &self.text[keys_end..self.spec_end],
+            time: &self.text[self.spec_end..],
         }
     }
 }
@@ -423,9 +559,10 @@ impl Call {
 struct ScriptArgs<'a> {
     keys: [&'a str; MAX_TIERS],
     keys_len: usize,
-    /// The mode, the plan, the client's time (if any).
-    args: [&'a str; 3],
-    args_len: usize,
+    mode: &'a str,
+    plan: &'a str,
+    /// The client's time, empty to use the server's.
+    time: &'a str,
 }
 
 impl<'a> ScriptArgs<'a> {
@@ -433,8 +570,16 @@ impl<'a> ScriptArgs<'a> {
         &self.keys[..self.keys_len]
     }
 
-    fn args(&self) -> &[&'a str] {
-        &self.args[..self.args_len]
+    /// The arguments with `mode` (the call's mode and deadline, see [`ModeArg`]) first:
+    /// the mode, the plan, the client's time (if any).
+    fn args<'m>(&self, mode: &'m str) -> ([&'m str; 3], usize)
+    where
+        'a: 'm,
+    {
+        (
+            [mode, self.plan, self.time],
+            if self.time.is_empty() { 2 } else { 3 },
+        )
     }
 }
 
@@ -537,11 +682,50 @@ fn tier_spec(algorithm: &AnyAlgorithm, cost: u32) -> String {
 /// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
 /// after the request that made the key hot is gone): its Redis key, backoff group and
 /// algorithm.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct TierKey {
     key: String,
     tag: u64,
     algorithm: AnyAlgorithm,
+}
+
+/// What became of a lease operation (see [`RedisStore::lease_op`]).
+#[derive(Debug)]
+pub(crate) enum LeaseReply {
+    /// Redis ran it: its decision.
+    Done(Decision),
+    /// Redis did not run it, and never will.
+    NotRun,
+    /// No answer within the timeout: the outcome comes later.
+    Pending(PendingLease),
+    /// Whether Redis ran it is not known.
+    Unknown,
+}
+
+/// A lease operation whose answer is still awaited (see [`RedisStore::lease_op`]).
+#[derive(Debug)]
+pub(crate) struct PendingLease {
+    /// The outcome, and why the call failed if it did (counted when it came in time).
+    rx: mpsc::Receiver<(LeaseReply, Option<FailureCause>)>,
+}
+
+impl PendingLease {
+    /// Its outcome if it has one now: never [`LeaseReply::Pending`].
+    pub(crate) fn settled(&self) -> Option<LeaseReply> {
+        match self.rx.try_recv() {
+            Ok((reply, _)) => Some(reply),
+            Err(mpsc::TryRecvError::Empty) => None,
+            // The task ended without an answer (its runtime shut down).
+            Err(mpsc::TryRecvError::Disconnected) => Some(LeaseReply::Unknown),
+        }
+    }
+
+    /// Its outcome, waiting at most `wait`: [`LeaseReply::Unknown`] if there is none by then.
+    pub(crate) fn wait(&self, wait: Duration) -> LeaseReply {
+        self.rx
+            .recv_timeout(wait)
+            .map_or(LeaseReply::Unknown, |(reply, _)| reply)
+    }
 }
 
 /// What a single-tier operation of [`RedisStore::lease_op`] does.
@@ -661,7 +845,8 @@ fn decode_into(limits: &[u64], reply: &Value, out: &mut [Decision]) -> Option<()
 impl RedisStore {
     /// A store on `target` with `config` (its prefix names the keys). Touches no network:
     /// the connection is made by the first check, and a store built while Redis is down
-    /// works (by the failure policy) and recovers by itself.
+    /// works (by the failure policy) and recovers by itself. A setting out of its range
+    /// is a [`BuildError`] ([`RedisConfig::validate`]).
     pub fn new(target: RedisTarget, config: RedisConfig) -> Result<RedisStore, BuildError> {
         let runtime = super::connection::io_runtime("tollgate-redis-store")?;
         RedisStore::build(target, config, IoRuntime::Own(runtime))
@@ -720,9 +905,13 @@ impl RedisStore {
         config: RedisConfig,
         runtime: IoRuntime,
     ) -> Result<RedisStore, BuildError> {
+        config.validate()?;
         let fallback = match config.failure_policy() {
             FailurePolicy::Fallback { share } => {
-                Some(PlanFallback::new(share, config.fallback_keys()))
+                // A tier the fallback cannot decide denies until Redis is tried again.
+                let retry =
+                    Nanos::from_duration(config.retry_backoff().max(Duration::from_millis(1)));
+                Some(PlanFallback::new(share, config.fallback_keys(), retry)?)
             }
             FailurePolicy::FailOpen | FailurePolicy::FailClosed { .. } => None,
         };
@@ -740,7 +929,7 @@ impl RedisStore {
                     .collect(),
                 // In the order of `Op`'s variants, which `mode` indexes by.
                 modes: [Op::Check, Op::Peek, Op::PeekDenied, Op::Refund, Op::Charge]
-                    .map(|op| format!("{}{}", op.code(), config.ttl_slack().as_millis())),
+                    .map(|op| format!("{}{}", op.code(), config.ttl_slack_ms())),
                 deny_cache: DenyCache::new(config.deny_cache()),
                 stamps: (0..if config.deny_cache() > 0 { STAMPS } else { 0 })
                     .map(|_| AtomicU64::new(0))
@@ -749,6 +938,13 @@ impl RedisStore {
                 deny_until: (0..if config.deny_cache() > 0 { STAMPS } else { 0 })
                     .map(|_| AtomicU64::new(0))
                     .collect(),
+                forgets: AtomicU64::new(0),
+                deny_max_age: u64::try_from(config.deny_cache_max_age().as_nanos())
+                    .unwrap_or(u64::MAX),
+                // Validated: at most an hour.
+                timeout_ns: u64::try_from(config.timeout().as_nanos()).unwrap_or(u64::MAX),
+                deadline_quantum_ms: deadline_quantum_ms(config.timeout()),
+                clock: ServerClock::default(),
                 config,
             }),
             runtime: Some(runtime),
@@ -836,16 +1032,26 @@ impl RedisStore {
     }
 
     /// Runs `op` of `cost` permits on one tier at `now` (the instant a client time source
-    /// decides at): Redis' decision (for a [`LeaseOp::Return`], the refund's own reply is
-    /// not a decision: an admitting one at the limit), or `None` if Redis did not answer
-    /// (the failure policy is *not* applied: a lease is only what Redis granted).
+    /// decides at), waiting at most the configured timeout for Redis (the failure policy is
+    /// *not* applied: a lease is only what Redis granted):
+    ///
+    /// - [`LeaseReply::Done`]: Redis ran it: its decision (for a [`LeaseOp::Return`], the
+    ///   refund's own reply is not a decision: an admitting one at the limit);
+    /// - [`LeaseReply::NotRun`]: Redis did not run it and never will (not sent during a
+    ///   backoff, refused as expired, answered by an error);
+    /// - [`LeaseReply::Pending`]: no answer in time. The call goes on (in a task of the
+    ///   store's runtime, for up to [`SETTLE`]) and its outcome comes later: it either ran
+    ///   in time on the server and its answer was late, or it reached the script past its
+    ///   deadline and changed nothing. Nothing Redis records is left unaccounted;
+    /// - [`LeaseReply::Unknown`]: whether it ran is not known (the connection failed with it
+    ///   in flight).
     pub(crate) fn lease_op(
         &self,
         tier: &TierKey,
         cost: u32,
         now: Nanos,
         op: LeaseOp,
-    ) -> Option<Decision> {
+    ) -> LeaseReply {
         let shared = &self.shared;
         let op = match op {
             LeaseOp::Take => Op::Check,
@@ -861,21 +1067,64 @@ impl RedisStore {
             // Writing to a `String` cannot fail.
             let _ = write!(call.text, "{:016x}", now.as_u64());
         }
-        let reply = self.run(&call, op).ok()?;
-        let limit = tier.algorithm.limit();
-        let decision = match op {
-            Op::Refund => Decision::allow(limit, limit, Nanos::ZERO),
-            _ => {
-                let mut decision = [Decision::allow(0, 0, Nanos::ZERO)];
-                decode_into(&[limit], &reply, &mut decision)?;
-                decision[0]
-            }
-        };
-        Counters::bump(&shared.counters.redis_decisions);
-        if op == Op::Refund || decision.allowed {
-            self.invalidate([&call]);
+        if shared.backing_off(call.tag) {
+            return LeaseReply::NotRun;
         }
-        Some(decision)
+        let Some(runtime) = self.runtime.as_ref() else {
+            return LeaseReply::NotRun;
+        };
+        let limit = tier.algorithm.limit();
+        let (tx, rx) = mpsc::sync_channel(1);
+        let task = Arc::clone(shared);
+        let tag = call.tag;
+        runtime.handle().spawn(async move {
+            let script = call.script(task.mode(op));
+            let result = task.eval_for(&script, SETTLE).await;
+            let cause = result.as_ref().err().map(|f| f.cause);
+            let reply = match result {
+                Ok(reply) => {
+                    let decision = match op {
+                        Op::Refund => Some(Decision::allow(limit, limit, Nanos::ZERO)),
+                        _ => {
+                            let mut decision = [Decision::allow(0, 0, Nanos::ZERO)];
+                            decode_into(&[limit], &reply, &mut decision).map(|()| decision[0])
+                        }
+                    };
+                    match decision {
+                        Some(decision) => {
+                            Counters::bump(&task.counters.redis_decisions);
+                            if op == Op::Refund || decision.allowed {
+                                task.invalidate([&call]);
+                            }
+                            LeaseReply::Done(decision)
+                        }
+                        // The script ran and answered something else: what it did is not
+                        // known.
+                        None => LeaseReply::Unknown,
+                    }
+                }
+                Err(failure) if failure.maybe_ran => LeaseReply::Unknown,
+                Err(_) => LeaseReply::NotRun,
+            };
+            // The receiver is gone only if the lease thread stopped waiting for good.
+            let _ = tx.send((reply, cause));
+        });
+        match rx.recv_timeout(shared.config.timeout()) {
+            Ok((reply, cause)) => {
+                if let Some(cause) = cause {
+                    shared.failed(tag, cause);
+                }
+                reply
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                shared.failed(tag, FailureCause::Timeout);
+                LeaseReply::Pending(PendingLease { rx })
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                shared.failed(tag, FailureCause::Connection);
+                LeaseReply::Unknown
+            }
+        }
     }
 
     fn key_of(&self, p: &PlannedTier<'_>) -> String {
@@ -967,13 +1216,14 @@ impl RedisStore {
     }
 
     /// Caches the deny now in `outcomes` of a check of `plan` sent at `sent`, after
-    /// invalidation `generation`: until the earliest retry time of its denying tiers.
+    /// invalidation `generation` and forget `forgets`: until the earliest retry time of
+    /// its denying tiers, and for at most [`RedisConfig::deny_cache_max_age`].
     fn remember(
         &self,
         plan: &Plan<'_>,
         id: &Identity,
         sent: u64,
-        generation: u64,
+        (generation, forgets): (u64, u64),
         outcomes: &[TierOutcome],
     ) {
         let decisions = || outcomes.iter().take(plan.len()).map(|o| &o.decision);
@@ -993,7 +1243,9 @@ impl RedisStore {
             .map(|(p, d)| lasts(p, d))
             .min()
             .unwrap_or(0);
-        let deadline = sent.saturating_add(lasts);
+        // Trusted for at most the configured age: what this process cannot see (a DEL, a
+        // FLUSHALL, a restart) may have freed the key since.
+        let deadline = sent.saturating_add(lasts.min(self.shared.deny_max_age));
         if deadline <= sent {
             return;
         }
@@ -1008,68 +1260,79 @@ impl RedisStore {
             sent,
             deadline,
             CachedDeny { generation, tiers },
+            // Relaxed: under the shard's lock, which `forget_denies` takes after its bump.
+            || self.shared.forgets.load(Ordering::Relaxed) == forgets,
         );
+    }
+
+    /// Drops the cached denies of `client` (`None`: of the global rules' keys) at once, so
+    /// that its next checks ask Redis: what a reset of the client's state (an operator's
+    /// `DEL`, an admin API) calls after writing Redis. How many it dropped. A deny of the
+    /// client whose check is in flight meanwhile is not cached (nor any other check's
+    /// in flight during the call: they only cost one round trip more).
+    ///
+    /// Costs a pass over the whole cache (under each of its 16 shard locks in turn):
+    /// for resets, not for every request.
+    ///
+    /// ```no_run
+    /// # use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
+    /// let store = RedisStore::new(RedisTarget::Single("redis://127.0.0.1:6379".into()), RedisConfig::new("api")?)?;
+    /// // After deleting the client's keys in Redis:
+    /// store.forget_denies(Some("customer-42"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn forget_denies(&self, client: Option<&str>) -> usize {
+        let shared = &self.shared;
+        // AcqRel: a check that read the older value (Acquire, before its round trip) is
+        // refused by `remember`'s comparison, under the shard lock taken below after this.
+        shared.forgets.fetch_add(1, Ordering::AcqRel);
+        if !shared.deny_cache.enabled() {
+            return 0;
+        }
+        // The client's part of its keys, as `push_key` writes it: what follows the first
+        // `{` (the prefix, rule and tier names cannot hold one: it is escaped).
+        let mut tag = String::with_capacity(64);
+        push_key(&mut tag, "", "", "", client);
+        let tag = &tag[tag.find('{').unwrap_or(0)..];
+        shared
+            .deny_cache
+            .forget(|identity| identity_keys(identity).any(|key| key_tag(key) == Some(tag)))
     }
 
     /// After this process wrote the keys of `calls` (an admitted check, a refund, a
     /// charge): invalidates the cached denies touching them (see "Deny cache" on
     /// [`RedisStore`]).
     fn invalidate<'c>(&self, calls: impl IntoIterator<Item = &'c Call>) {
-        let shared = &self.shared;
-        if !shared.deny_cache.enabled() {
-            return;
-        }
-        // AcqRel: a check that reads this generation or a later one (Acquire, before its
-        // round trip) was sent after this write had its answer, so Redis' deny already
-        // counts it; one that read an earlier generation is stamped below it.
-        let generation = shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        for key in calls.into_iter().flat_map(Call::keys) {
-            // Release: pairs with the Acquire load in `answer`.
-            shared.stamps[stamp_of(key.as_bytes())].fetch_max(generation, Ordering::Release);
-        }
-    }
-
-    /// Runs `call` as `op`, blocking: the reply, or why Redis could not answer.
-    fn run(&self, call: &Call, op: Op) -> Result<Value, FailureCause> {
-        finish(self.call(call, op, Io::Blocking))
+        self.shared.invalidate(calls);
     }
 
     /// Runs `call` as `op` by `io`: the reply, or why Redis could not answer.
     async fn call(&self, call: &Call, op: Op, io: Io) -> Result<Value, FailureCause> {
         let shared = &self.shared;
-        let groups = shared.backoff_until.len() as u64;
-        // `groups` ≤ BACKOFF_GROUPS, so the remainder indexes the slice.
-        // Truncation: the remainder is below `groups`, a slice length, so it fits a usize.
-        #[allow(clippy::cast_possible_truncation)]
-        let backoff_until = &shared.backoff_until[(call.tag % groups) as usize];
-        // Relaxed: a hint about when to try Redis again; no data is published with it.
-        // The clock is read only while a backoff is set (0: none).
-        let until = backoff_until.load(Ordering::Relaxed);
-        if until != 0 && shared.local_now() < until {
-            Counters::bump(&shared.counters.degraded);
+        if shared.backing_off(call.tag) {
             return Err(FailureCause::Backoff);
         }
         let Some(runtime) = self.runtime.as_ref() else {
+            shared.failed(call.tag, FailureCause::Connection);
             return Err(FailureCause::Connection);
         };
         let handle = runtime.handle();
         let script = call.script(shared.mode(op));
-        let (keys, args) = (script.keys(), script.args());
         let result = match io {
             Io::Blocking => match (runtime, tokio::runtime::Handle::try_current()) {
                 // A plain thread: drive the call on it (the store's own runtime: no
                 // hand-off to the I/O thread and back).
-                (IoRuntime::Own(runtime), Err(_)) => runtime.block_on(shared.eval(keys, args)),
+                (IoRuntime::Own(runtime), Err(_)) => runtime.block_on(shared.eval(&script)),
                 // A plain thread, a given (multi-threaded) runtime, whose workers drive
                 // the I/O while this thread polls the call.
-                (IoRuntime::Given(handle), Err(_)) => handle.block_on(shared.eval(keys, args)),
+                (IoRuntime::Given(handle), Err(_)) => handle.block_on(shared.eval(&script)),
                 // A worker of a multi-threaded runtime blocking on the given one: it hands
                 // its other tasks to another thread first, so that blocking cannot starve
                 // the runtime that would answer (the given runtime may be this one).
                 (IoRuntime::Given(handle), Ok(current))
                     if current.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
                 {
-                    tokio::task::block_in_place(|| handle.block_on(shared.eval(keys, args)))
+                    tokio::task::block_in_place(|| handle.block_on(shared.eval(&script)))
                 }
                 // Inside an async runtime, where blocking on another runtime is refused:
                 // the call runs on the store's runtime and this thread waits for its answer.
@@ -1079,12 +1342,13 @@ impl RedisStore {
                     let (tx, rx) = mpsc::sync_channel(1);
                     handle.spawn(async move {
                         let script = call.script(task.mode(op));
-                        let eval = task.eval(script.keys(), script.args());
+                        let eval = task.eval(&script);
                         // The receiver waits for this send; it is gone only if the caller
                         // panicked.
                         let _ = tx.send(eval.await);
                     });
-                    rx.recv().unwrap_or(Err(FailureCause::Connection))
+                    rx.recv()
+                        .unwrap_or(Err(Failure::before(FailureCause::Connection)))
                 }
             },
             // This task makes the call itself, polled inside the store's runtime context:
@@ -1094,7 +1358,7 @@ impl RedisStore {
             // be this task's own: then nothing leaves this runtime). No task is spawned
             // per call.
             Io::Async => {
-                let mut eval = pin!(shared.eval(keys, args));
+                let mut eval = pin!(shared.eval(&script));
                 std::future::poll_fn(|cx| {
                     let _context = handle.enter();
                     eval.as_mut().poll(cx)
@@ -1102,25 +1366,10 @@ impl RedisStore {
                 .await
             }
         };
-        match result {
-            Ok(_) => {}
-            // A script error belongs to the keys of this call (a value of another type at
-            // one of them): only this call is answered by the failure policy.
-            Err(FailureCause::Server) => Counters::bump(&shared.counters.degraded),
-            // An unreachable or slow server: back off this call's group of hash tags (all
-            // of them on a single node).
-            Err(_) => {
-                let backoff =
-                    u64::try_from(shared.config.retry_backoff().as_nanos()).unwrap_or(u64::MAX);
-                // Relaxed: see the load above.
-                backoff_until.store(
-                    shared.local_now().saturating_add(backoff),
-                    Ordering::Relaxed,
-                );
-                Counters::bump(&shared.counters.degraded);
-            }
-        }
-        result
+        result.map_err(|failure| {
+            shared.failed(call.tag, failure.cause);
+            failure.cause
+        })
     }
 
     /// Runs a check or peek `call`, writing each covered tier's decision: whether every
@@ -1163,7 +1412,14 @@ impl RedisStore {
                         Op::PeekDenied | Op::Refund | Op::Charge => LocalOp::PeekDenied,
                     };
                     return (
-                        fallback.run(plan, call.tiers(), local, now, outcomes),
+                        fallback.run(
+                            plan,
+                            call.tiers(),
+                            local,
+                            now,
+                            outcomes,
+                            &self.shared.counters,
+                        ),
                         false,
                     );
                 }
@@ -1187,14 +1443,161 @@ impl RedisStore {
 
 impl Shared {
     /// One script call within the configured timeout: the reply, or why there is none.
-    async fn eval(&self, keys: &[&str], args: &[&str]) -> Result<Value, FailureCause> {
-        let eval = self
+    async fn eval(self: &Arc<Self>, script: &ScriptArgs<'_>) -> Result<Value, Failure> {
+        self.eval_for(script, self.config.timeout()).await
+    }
+
+    /// One script call, waiting at most `wait` for its answer. Its deadline is the
+    /// configured timeout's whatever `wait` is (see "Deadlines" on [`RedisStore`]): a
+    /// longer wait only hears how a late call ended.
+    async fn eval_for(
+        self: &Arc<Self>,
+        script: &ScriptArgs<'_>,
+        wait: Duration,
+    ) -> Result<Value, Failure> {
+        // One clock read for the deadline and the timeout's timer.
+        let started = Instant::now();
+        let start = self.local_at(started);
+        let run = async {
+            let deadline = self.deadline(script.keys().first().copied(), start).await?;
+            // In ms, rounded down to the quantum: the script refuses the call once its
+            // clock is past `ms · 1000` µs, at most the deadline.
+            let ms = deadline / 1_000;
+            let mode = ModeArg::new(script.mode, ms - ms % self.deadline_quantum_ms);
+            let (args, n) = script.args(mode.as_str());
+            self.connection
+                .eval(&self.script, script.keys(), &args[..n], &self.counters)
+                .await
+                .map_err(|e| Failure::of(&e))
+        };
+        let Some(end) = started.checked_add(wait) else {
+            return run.await;
+        };
+        match tokio::time::timeout_at(end.into(), run).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(Failure {
+                cause: FailureCause::Timeout,
+                maybe_ran: true,
+            }),
+        }
+    }
+
+    /// The deadline (server µs) of a call started at local `start` whose first key is
+    /// `key`: from the estimate of the server's clock, sampled first if there is none (or
+    /// it is too old or known wrong), and refreshed in the background when it ages.
+    async fn deadline(self: &Arc<Self>, key: Option<&str>, start: u64) -> Result<u64, Failure> {
+        if let Some(deadline) = self.clock.deadline_us(start, self.timeout_ns) {
+            if self.clock.claim_refresh(start) {
+                self.refresh_clock(key);
+            }
+            return Ok(deadline);
+        }
+        self.sample_clock(key).await?;
+        self.clock
+            .deadline_us(start, self.timeout_ns)
+            .ok_or(Failure::before(FailureCause::Timeout))
+    }
+
+    /// Samples the server's clock (`TIME` at the master of `key`'s slot): a
+    /// [`FailureCause::Timeout`] if the sample was too uncertain to keep.
+    async fn sample_clock(&self, key: Option<&str>) -> Result<(), Failure> {
+        let t0 = self.local_now();
+        let server = self
             .connection
-            .eval(&self.script, keys, args, &self.counters);
-        match tokio::time::timeout(self.config.timeout(), eval).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(FailureCause::of(&error)),
-            Err(_elapsed) => Err(FailureCause::Timeout),
+            .server_time(key, &self.counters)
+            .await
+            // `TIME` changes nothing: the call itself was not sent.
+            .map_err(|e| Failure::before(FailureCause::of(&e)))?;
+        let t1 = self.local_now();
+        if self.clock.record(t0, t1, server, self.timeout_ns) {
+            Ok(())
+        } else {
+            Err(Failure::before(FailureCause::Timeout))
+        }
+    }
+
+    /// Samples the server's clock in a task of the store's runtime (within the timeout),
+    /// while calls go on with the estimate they have.
+    fn refresh_clock(self: &Arc<Self>, key: Option<&str>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.clock.refreshed();
+            return;
+        };
+        let shared = Arc::clone(self);
+        let key = key.map(str::to_owned);
+        runtime.spawn(async move {
+            let sample = shared.sample_clock(key.as_deref());
+            // A failed or late sample keeps the estimate there is (it ages, and is
+            // sampled before a call once too old).
+            let _ = tokio::time::timeout(shared.config.timeout(), sample).await;
+            shared.clock.refreshed();
+        });
+    }
+
+    /// The backoff of hash tag `tag`'s group.
+    fn backoff_of(&self, tag: u64) -> &AtomicU64 {
+        let groups = self.backoff_until.len() as u64;
+        // `groups` ≤ BACKOFF_GROUPS, so the remainder indexes the slice.
+        // Truncation: the remainder is below `groups`, a slice length, so it fits a usize.
+        #[allow(clippy::cast_possible_truncation)]
+        &self.backoff_until[(tag % groups) as usize]
+    }
+
+    /// Whether calls of hash tag `tag` skip Redis now (a recent failure's backoff): if so
+    /// the skip is counted as a failure ([`FailureCause::Backoff`]).
+    fn backing_off(&self, tag: u64) -> bool {
+        // Relaxed: a hint about when to try Redis again; no data is published with it.
+        // The clock is read only while a backoff is set (0: none).
+        let until = self.backoff_of(tag).load(Ordering::Relaxed);
+        if until != 0 && self.local_now() < until {
+            Counters::bump(&self.counters.degraded);
+            self.counters.failed(FailureCause::Backoff);
+            return true;
+        }
+        false
+    }
+
+    /// Counts a call of hash tag `tag` that failed by `cause`, and backs off its group
+    /// unless the failure was the call's own.
+    fn failed(&self, tag: u64, cause: FailureCause) {
+        Counters::bump(&self.counters.degraded);
+        self.counters.failed(cause);
+        match cause {
+            // A script error belongs to the keys of this call (a value of another type at
+            // one of them): only this call is answered by the failure policy.
+            FailureCause::Server | FailureCause::Backoff | FailureCause::FallbackUnavailable => {
+                return
+            }
+            // The server ran the call too late to be waited for: it is slow, or the
+            // estimate of its clock is off (the next call samples it again).
+            FailureCause::Expired => {
+                Counters::bump(&self.counters.expired);
+                self.clock.invalidate();
+            }
+            FailureCause::Timeout | FailureCause::Connection => {}
+        }
+        // An unreachable or slow server: back off this call's group of hash tags (all
+        // of them on a single node).
+        let backoff = u64::try_from(self.config.retry_backoff().as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: see `backing_off`.
+        self.backoff_of(tag)
+            .store(self.local_now().saturating_add(backoff), Ordering::Relaxed);
+    }
+
+    /// After this process wrote the keys of `calls` (an admitted check, a refund, a
+    /// charge): invalidates the cached denies touching them (see "Deny cache" on
+    /// [`RedisStore`]).
+    fn invalidate<'c>(&self, calls: impl IntoIterator<Item = &'c Call>) {
+        if !self.deny_cache.enabled() {
+            return;
+        }
+        // AcqRel: a check that reads this generation or a later one (Acquire, before its
+        // round trip) was sent after this write had its answer, so Redis' deny already
+        // counts it; one that read an earlier generation is stamped below it.
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        for key in calls.into_iter().flat_map(Call::keys) {
+            // Release: pairs with the Acquire load in `answer`.
+            self.stamps[stamp_of(key.as_bytes())].fetch_max(generation, Ordering::Release);
         }
     }
 
@@ -1206,7 +1609,12 @@ impl Shared {
 
     /// Local monotonic ns since construction.
     fn local_now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.local_at(Instant::now())
+    }
+
+    /// `at` in local monotonic ns since construction.
+    fn local_at(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -1247,6 +1655,38 @@ fn lasts(p: &PlannedTier<'_>, decision: &Decision) -> u64 {
     } else {
         0
     }
+}
+
+/// The step, in ms, that calls' deadlines are rounded down to for a `timeout`: the largest
+/// power of two that is at most a twentieth of it (1 ms at least). Calls whose deadlines
+/// fall in one step share one mode argument, which the script parses once (see `ARGV` in
+/// `scripts/store.lua`); the rounding takes at most that step off each call's time on the
+/// server.
+fn deadline_quantum_ms(timeout: Duration) -> u64 {
+    let twentieth = u64::try_from(timeout.as_millis() / 20).unwrap_or(u64::MAX);
+    if twentieth <= 1 {
+        1
+    } else {
+        1 << twentieth.ilog2()
+    }
+}
+
+/// The keys of a deny cache identity (see [`RedisStore::identity`]): per tier, 16 hex
+/// digits of length, the key, then its tag and parameters up to a `;`.
+fn identity_keys(identity: &str) -> impl Iterator<Item = &str> {
+    let mut rest = identity;
+    std::iter::from_fn(move || {
+        let len = usize::from_str_radix(rest.get(..16)?, 16).ok()?;
+        let key = rest.get(16..16 + len)?;
+        let after = rest.get(16 + len..)?;
+        rest = &after[after.find(';')? + 1..];
+        Some(key)
+    })
+}
+
+/// The client part of a Redis key: from its first `{` (see [`push_key`]).
+fn key_tag(key: &str) -> Option<&str> {
+    key.find('{').map(|i| &key[i..])
 }
 
 /// The invalidation stamp of a Redis key.
@@ -1302,7 +1742,10 @@ impl RedisStore {
             // Acquire: pairs with the AcqRel bump of `invalidate` (read before the round
             // trip, so a refund racing with it invalidates the deny it brings).
             let generation = shared.generation.load(Ordering::Acquire);
-            Some((id, local, generation))
+            // Acquire: pairs with the AcqRel bump of `forget_denies` (a forget during the
+            // round trip keeps the deny it brings out of the cache).
+            let forgets = shared.forgets.load(Ordering::Acquire);
+            Some((id, local, generation, forgets))
         } else {
             None
         };
@@ -1339,9 +1782,9 @@ impl RedisStore {
                     .await
                     .1;
             }
-            if let (true, Some((id, sent, generation))) = (clean, cache) {
+            if let (true, Some((id, sent, generation, forgets))) = (clean, cache) {
                 let id = id.unwrap_or_else(|| self.identity(plan));
-                self.remember(plan, &id, sent, generation, outcomes);
+                self.remember(plan, &id, sent, (generation, forgets), outcomes);
             }
         } else {
             // Admitted: the permits taken change what other cached denies of these keys
@@ -1385,7 +1828,14 @@ impl RedisStore {
                 (self.call(call, Op::Charge, io).await, &self.fallback)
             {
                 // Work done during an outage counts against the local share.
-                fallback.run(plan, call.tiers(), LocalOp::Charge, now, &mut []);
+                fallback.run(
+                    plan,
+                    call.tiers(),
+                    LocalOp::Charge,
+                    now,
+                    &mut [],
+                    &self.shared.counters,
+                );
             }
         }
         self.invalidate(calls.iter().flatten());
@@ -1462,8 +1912,23 @@ impl AsyncStore for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::{
-        push_params, push_tag, push_tier_identity, push_tier_spec, tier_spec, Call, SPEC_CACHE,
+        deadline_quantum_ms, push_params, push_tag, push_tier_identity, push_tier_spec, tier_spec,
+        Call, ModeArg, SPEC_CACHE,
     };
+    use std::time::Duration;
+
+    /// The deadline's step is a power of two ms, at most a twentieth of the timeout.
+    #[test]
+    fn deadlines_step_by_a_power_of_two_at_most_a_twentieth_of_the_timeout() {
+        for (timeout_ms, step) in [(1, 1), (39, 1), (40, 2), (250, 8), (300, 8), (2_000, 64)] {
+            assert_eq!(
+                deadline_quantum_ms(Duration::from_millis(timeout_ms)),
+                step,
+                "{timeout_ms} ms"
+            );
+        }
+        assert_eq!(deadline_quantum_ms(Duration::from_secs(3600)), 131_072);
+    }
     use crate::{AlgorithmConfig, AnyAlgorithm, Nanos};
 
     /// A call's keys, plan and time share one buffer: each comes back whole and in order,
@@ -1484,16 +1949,31 @@ mod tests {
         call.spec_end = call.text.len();
         let script = call.script("c1000");
         assert_eq!(script.keys(), ["p:r:a:{c}", "p:r:b:{c}", "p:other:t:{c}"]);
-        assert_eq!(script.args(), ["c1000", "spec one;spec two;spec three"]);
+        let mode = ModeArg::new(script.mode, 1_700_000_000_000);
+        assert_eq!(mode.as_str(), "c1000 1700000000000");
+        let (args, n) = script.args(mode.as_str());
+        assert_eq!(
+            args[..n],
+            ["c1000 1700000000000", "spec one;spec two;spec three"]
+        );
+        assert_eq!(
+            ModeArg::new("g1099511627776", u64::MAX).as_str(),
+            "g1099511627776 18446744073709551615"
+        );
         assert_eq!(call.tiers(), [0, 2, 4]);
         assert_eq!(call.keys().count(), 3);
         // With the client's time after the plan.
         call.text.push_str("00000000000003e8");
         let script = call.script("p1000");
         assert_eq!(script.keys().len(), 3);
+        let (args, n) = script.args("p1000 9");
         assert_eq!(
-            script.args(),
-            ["p1000", "spec one;spec two;spec three", "00000000000003e8"]
+            args[..n],
+            [
+                "p1000 9",
+                "spec one;spec two;spec three",
+                "00000000000003e8"
+            ]
         );
         // One key.
         let mut one = Call::new(1);
@@ -1503,7 +1983,9 @@ mod tests {
         one.text.push('s');
         one.spec_end = 2;
         assert_eq!(one.script("r5").keys(), ["k"]);
-        assert_eq!(one.script("r5").args(), ["r5", "s"]);
+        let script = one.script("r5");
+        let (args, n) = script.args("r5 0");
+        assert_eq!(args[..n], ["r5 0", "s"]);
     }
 
     /// The spec cache is a pure cache: whatever it holds, evicts or hits, every spec is the

@@ -152,6 +152,27 @@ impl RedisServer {
         }
     }
 
+    /// `kill -STOP`: freezes the server (a stall: its sockets stay open and what clients
+    /// send waits in the kernel's buffers until [`sigcont`](Self::sigcont)).
+    pub(crate) fn sigstop(&self) {
+        self.signal("-STOP");
+    }
+
+    /// `kill -CONT`: resumes a server frozen by [`sigstop`](Self::sigstop).
+    pub(crate) fn sigcont(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("a running server").id();
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Starts again on the same port (empty: no persistence).
     pub(crate) fn restart(&mut self) {
         self.kill();

@@ -366,8 +366,9 @@ end
 -- s = sh·2^16 + sl (s < 2^32): s·10^9 = (sh·10^9)·2^16 + sl·10^9, each product below 2^46,
 -- so every step is exact in a double.
 -- The library keeps the last second's string and its part of the sum (a pure cache: the
--- seconds change once a second, the µs every call). The runner's `main` reads it, inline.
-local TIME_S, TIME_HI, TIME_LO = nil, 0, 0
+-- seconds change once a second, the µs every call), and the seconds in µs, s·10^6 (below
+-- 2^53 while s < 2^32), for the call's deadline. The runner's `main` reads it, inline.
+local TIME_S, TIME_HI, TIME_LO, TIME_US = nil, 0, 0, 0
 
 -- 16 hex digits as their high and low 32 bits.
 local function halves(s)

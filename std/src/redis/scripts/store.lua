@@ -15,21 +15,27 @@
 -- 'h' when the key was given headroom (see write_word).
 --
 -- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
--- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge) then
--- the TTL slack in ms (decimal), as in 'c0'; then the *plan*, the tiers' specs separated
--- by ';', each space-separated words: the algorithm name, the tag, cmax (the most a window
--- count holds, where a charge saturates) and the algorithm's arguments, each number as the
+-- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge), the
+-- TTL slack in ms (decimal), a space and the *deadline*, the last ms of the server's Unix
+-- time (decimal) at which the call may still change anything (its client gives up after
+-- it), as in 'c0 1764547200250'; then the *plan*, the tiers' specs separated by ';', each
+-- space-separated words: the algorithm name, the tag, cmax (the most a window count
+-- holds, where a charge saturates) and the algorithm's arguments, each number as the
 -- prelude's arg() reads it; then the client's time (16 hex digits), absent to use the
 -- server's TIME. KEYS: one per tier, in the plan's order.
 --
 -- Modes, plans and specs are parsed once: the function library keeps the parsed parameters
--- of the last ones it met (at most 16 modes, 256 plans and 256 specs, keyed by their
+-- of the last ones it met (at most 256 modes, 256 plans and 256 specs, keyed by their
 -- strings; a pure cache, so replicas and the EVAL fallback, which starts empty each call,
--- compute the same).
+-- compute the same). The deadline rides in the mode so that it costs no argument of its
+-- own and no conversion per call: the store rounds it down to a step of a twentieth of its
+-- timeout (a power of two ms), so calls sent within one step (by every client whose
+-- estimate of the server's clock agrees) share one mode string, parsed once.
 -- Reply: the all-admitted flag, then for a check or peek per tier: remaining, reset_after
 -- and the wait: the delay (>= 0) if admitted, minus the retry_after (<= -1) if denied (each
 -- an integer of magnitude below 2^53, or 16 hex digits, after '-' on a deny); to a refund
--- or charge: { 1 }.
+-- or charge: { 1 }. A call whose deadline has passed, whatever its operation, reads and
+-- writes nothing and replies the error 'TGEXPIRED <server µs> <deadline µs>'.
 --
 -- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
@@ -787,15 +793,19 @@ local function plan(s)
   return t
 end
 
--- A mode parsed: { op, slack }.
+-- A mode parsed: { op, slack, deadline (in µs, a number: below 2^53 until the year 2255) }.
 local MODES, MODE_COUNT = {}, 0
 
 local function mode(s)
   local m = MODES[s]
   if m then return m end
-  m = { op = strsub(s, 1, 1), slack = tonumber(strsub(s, 2), 10) }
-  if m.slack == nil then return nil end
-  if MODE_COUNT >= 16 then MODES, MODE_COUNT = {}, 0 end
+  local space = find(s, ' ', 2, true)
+  if space == nil then return nil end
+  local ms = tonumber(strsub(s, space + 1), 10)
+  m = { op = strsub(s, 1, 1), slack = tonumber(strsub(s, 2, space - 1), 10) }
+  if m.slack == nil or ms == nil then return nil end
+  m.deadline = ms * 1000
+  if MODE_COUNT >= 256 then MODES, MODE_COUNT = {}, 0 end
   MODES[s] = m
   MODE_COUNT = MODE_COUNT + 1
   return m
@@ -816,18 +826,27 @@ local function main(keys, args)
   local tiers = #KEYS
   local hi, lo
   local client = ARGV[3]
+  -- The server's TIME: the deadline's clock (and the call's, without a client time).
+  local t = RCALL('TIME')
+  if t[1] ~= TIME_S then
+    local s = tonumber(t[1], 10)
+    local sl = s % 65536
+    local x = (s - sl) / 65536 * 1000000000
+    local xl = x % 65536
+    TIME_S, TIME_HI, TIME_LO, TIME_US = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000,
+      s * 1000000
+  end
+  -- (the string coerced, as tonumber(t[2], 10) reads it, without the call)
+  local us = t[2] + 0
+  -- The deadline (see "Deadlines" on RedisStore): a call that runs later (the server was
+  -- stalled or paused while it waited in its buffer) changes nothing: an error reply, with
+  -- the server's time, which the store answers by its failure policy (if it still listens).
+  if TIME_US + us > m.deadline then
+    return redis.error_reply(format('TGEXPIRED %.0f %.0f', TIME_US + us, m.deadline))
+  end
   if client == nil then
     -- the server's TIME in ns as its high and low 32 bits (see TIME_S in the prelude)
-    local t = RCALL('TIME')
-    if t[1] ~= TIME_S then
-      local s = tonumber(t[1], 10)
-      local sl = s % 65536
-      local x = (s - sl) / 65536 * 1000000000
-      local xl = x % 65536
-      TIME_S, TIME_HI, TIME_LO = t[1], (x - xl) / 65536, xl * 65536 + sl * 1000000000
-    end
-    -- (the string coerced, as tonumber(t[2], 10) reads it, without the call)
-    lo = TIME_LO + t[2] * 1000
+    lo = TIME_LO + us * 1000
     local c = lo / TWO32
     c = c - c % 1 -- floor (see ndiv)
     hi, lo = TIME_HI + c, lo - c * TWO32

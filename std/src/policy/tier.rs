@@ -46,6 +46,7 @@ pub struct Tier {
     label: TierLabel,
     /// A fingerprint of its rule's name and its own (the tier's identity by name, for a
     /// store that keys per-process state by it: the leased store).
+    #[cfg(feature = "redis")]
     names: u64,
     pub(crate) store: Arc<TierStore>,
 }
@@ -136,10 +137,10 @@ impl Tier {
             AnyAlgorithm::Packed(_) => algorithm.max_cost(),
         };
         let (rule, rule_name, shared) = rule;
-        let names =
-            super::store::fingerprint(rule_name) ^ super::store::fingerprint(name).rotate_left(32);
         Ok(Tier {
-            names,
+            #[cfg(feature = "redis")]
+            names: super::store::fingerprint(rule_name)
+                ^ super::store::fingerprint(name).rotate_left(32),
             kind,
             quota: limit,
             window,
@@ -173,6 +174,7 @@ impl Tier {
     }
 
     /// The tier's identity by its rule's name and its own (see the field).
+    #[cfg(feature = "redis")]
     #[inline]
     pub(crate) fn names(&self) -> u64 {
         self.names

@@ -32,11 +32,16 @@
 //! `ceiling`; a deny or a peek writes nothing. Executors that do the same keep the same
 //! entries, so they answer identically also after the window changes (a reload).
 //!
-//! Conversions: a log moved to other log parameters keeps its timestamps, and the new
-//! window and limit apply to them from then on (a lowered limit denies until enough slide
-//! out). To and from the single-word algorithms a conversion carries [`used`] permits
-//! (see [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale)), recorded here by
-//! [`with_used`], not capped at the limit.
+//! Conversions carry what the old parameters count at the instant of the conversion: a
+//! log moved to other log parameters keeps the timestamps the old ones still count (all
+//! but the old [`droppable`](SlidingWindowLog::droppable) ones: see
+//! [`rescale_from`](SlidingWindowLog::rescale_from)), and the new window and limit apply to
+//! them from then on (a lowered limit denies until enough slide out). To and from the
+//! single-word algorithms a conversion carries [`used`] permits (see
+//! [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale)), recorded here by
+//! [`with_used`], not capped at the limit. So, as for every algorithm, a state that is
+//! idle under the parameters that wrote it converts to a fresh one: a store may forget it
+//! (an expiry, an eviction, an old generation dropped) without changing any answer.
 //!
 //! [`used`]: SlidingWindowLog::used
 //! [`with_used`]: SlidingWindowLog::with_used
@@ -371,6 +376,31 @@ impl SlidingWindowLog {
             log.stamp(log.len() - 1).max(now)
         };
         (stamp, u64::from(cost).min(self.ceiling()))
+    }
+
+    /// A log written under `old` moved to these parameters at `now`: how many of its oldest
+    /// entries the conversion drops, those `old` no longer counts (its
+    /// [`droppable`](Self::droppable) ones: out of its window, or beyond its ceiling). The
+    /// rest are kept as they are, also beyond this limit, so a rollback of a lowered limit
+    /// finds every permit used; entries the old window had let go of do not come back
+    /// under a longer one (as a bucket's debt repaid under one rate is not owed again).
+    ///
+    /// ```
+    /// use tollgate_core::{Nanos, SlidingWindowLog};
+    /// let second = SlidingWindowLog::new(5, Nanos::from_secs(1)).unwrap();
+    /// let minute = SlidingWindowLog::new(5, Nanos::from_secs(60)).unwrap();
+    /// let stamps = [0, 1_500_000_000];
+    /// // At 2 s the per-second log no longer counts the permit of t = 0: it is not carried.
+    /// assert_eq!(minute.rescale_from(&second, &stamps[..], Nanos::from_secs(2)), 1);
+    /// ```
+    #[inline]
+    pub fn rescale_from<V: LogView + ?Sized>(
+        &self,
+        old: &SlidingWindowLog,
+        log: &V,
+        now: Nanos,
+    ) -> u64 {
+        old.droppable(log, now)
     }
 
     /// A log whose key has `used` permits counted against it at `now` (a conversion from

@@ -427,7 +427,10 @@ impl Any {
     fn convert(&self, from: &Any, s: &State, at: Nanos) -> State {
         match (from, s, self) {
             (Any::Packed(f), State::Word(w), Any::Packed(t)) => State::Word(t.rescale(f, *w, at)),
-            (Any::Log(_), State::Log(log), Any::Log(_)) => State::Log(log.clone()),
+            (Any::Log(f), State::Log(log), Any::Log(t)) => {
+                let drop = t.rescale_from(f, &log[..], at) as usize;
+                State::Log(log[drop..].to_vec())
+            }
             (_, _, Any::Packed(t)) => State::Word(t.with_used(at, from.used(s, at))),
             (_, _, Any::Log(l)) => {
                 let (stamp, count) = l.with_used(at, from.used(s, at));

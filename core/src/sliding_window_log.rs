@@ -28,9 +28,11 @@
 //!
 //! What an executor keeps: every write that records into a log or refunds from it (an
 //! admitted take, a charge, a refund) drops the [`droppable`](SlidingWindowLog::droppable)
-//! oldest entries afterwards, those out of the window and those beyond the newest
-//! `ceiling`; a deny or a peek writes nothing. Executors that do the same keep the same
-//! entries, so they answer identically also after the window changes (a reload).
+//! oldest entries afterwards: those beyond the newest `ceiling`, and those out of the
+//! window but older than the newest `L` (the newest `L` are always kept, so a late caller,
+//! whose `now` is older than the write's, decides exactly as on a ring of the last `L`);
+//! a deny or a peek writes nothing. Executors that do the same keep the same entries, so
+//! they answer identically also after the window changes (a reload).
 //!
 //! Conversions carry what the old parameters count at the instant of the conversion: a
 //! log moved to other log parameters keeps the timestamps the old ones still count (all
@@ -299,20 +301,23 @@ impl SlidingWindowLog {
     }
 
     /// How many of the oldest stored entries a write drops at `now`, after it recorded or
-    /// refunded: those out of the window, and those beyond the newest
-    /// [`ceiling`](Self::ceiling) (see the module docs: every executor drops exactly these,
-    /// at exactly those writes).
+    /// refunded: those beyond the newest [`ceiling`](Self::ceiling), and those out of the
+    /// window but older than the newest `L` (see the module docs: every executor drops
+    /// exactly these, at exactly those writes).
     ///
     /// ```
     /// use tollgate_core::{Nanos, SlidingWindowLog};
-    /// let log = SlidingWindowLog::new(2, Nanos::from_secs(1)).unwrap();
+    /// let log = SlidingWindowLog::new(1, Nanos::from_secs(1)).unwrap();
     /// let stamps = [0, 500_000_000, 1_200_000_000];
-    /// // At 1.4 s the permit of t = 0 has slid out.
+    /// // At 1.4 s the permit of t = 0 has slid out; the one of 0.5 s is still in.
     /// assert_eq!(log.droppable(&stamps[..], Nanos::from_millis(1400)), 1);
+    /// // At 2.3 s only the newest is kept (the newest L always are).
+    /// assert_eq!(log.droppable(&stamps[..], Nanos::from_millis(2300)), 2);
     /// ```
     #[inline]
     pub fn droppable<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
-        self.first_in_window(log, self.ceiling_for(log), now.as_u64())
+        let counted = self.first_in_window(log, self.ceiling_for(log), now.as_u64());
+        counted.min(log.len().saturating_sub(self.limit_for(log)))
     }
 
     /// Permits counted against the key at `now`: the entries in the window among the newest
@@ -320,7 +325,7 @@ impl SlidingWindowLog {
     /// a lowered limit).
     #[inline]
     pub fn used<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
-        log.len() - self.droppable(log, now)
+        log.len() - self.first_in_window(log, self.ceiling_for(log), now.as_u64())
     }
 
     /// Whether no stored entry is still in the window at `now` (forgetting the log loses
@@ -379,11 +384,11 @@ impl SlidingWindowLog {
     }
 
     /// A log written under `old` moved to these parameters at `now`: how many of its oldest
-    /// entries the conversion drops, those `old` no longer counts (its
-    /// [`droppable`](Self::droppable) ones: out of its window, or beyond its ceiling). The
-    /// rest are kept as they are, also beyond this limit, so a rollback of a lowered limit
-    /// finds every permit used; entries the old window had let go of do not come back
-    /// under a longer one (as a bucket's debt repaid under one rate is not owed again).
+    /// entries the conversion drops, those `old` no longer counts (out of its window, or
+    /// beyond its ceiling: all but its [`used`](Self::used) ones). The rest are kept as
+    /// they are, also beyond this limit, so a rollback of a lowered limit finds every
+    /// permit used; entries the old window had let go of do not come back under a longer
+    /// one (as a bucket's debt repaid under one rate is not owed again).
     ///
     /// ```
     /// use tollgate_core::{Nanos, SlidingWindowLog};
@@ -400,7 +405,7 @@ impl SlidingWindowLog {
         log: &V,
         now: Nanos,
     ) -> u64 {
-        old.droppable(log, now)
+        log.len() - old.used(log, now)
     }
 
     /// A log whose key has `used` permits counted against it at `now` (a conversion from

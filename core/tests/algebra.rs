@@ -264,6 +264,7 @@ proptest! {
     #[test]
     fn the_pure_log_agrees_with_the_model(
         limit in 1u64..20, w in 0usize..4, steps in prop::collection::vec((0u64..2_000_000, 0u32..4, any::<bool>()), 1..60),
+        keep in any::<bool>(),
     ) {
         let log = SlidingWindowLog::new(limit, Nanos::new(WINDOWS[w])).unwrap();
         let mut model = SlidingWindowLogModel::new(&log);
@@ -296,6 +297,13 @@ proptest! {
             prop_assert_eq!(log.used(&stamps[..], at), log.ceiling().min(stamps.iter().filter(|&&t| log.in_window(t, now)).count() as u64));
             let expired = log.expired(&stamps[..], at) as usize;
             prop_assert!(stamps[..expired].iter().all(|&t| !log.in_window(t, now)));
+            // What a write drops is out of the window and never among the newest `limit`,
+            // so every later decision (the model's) is unchanged by dropping it.
+            if keep {
+                let drop = log.droppable(&stamps[..], at) as usize;
+                prop_assert!(drop <= expired && stamps.len() - drop >= (limit as usize).min(stamps.len()));
+                stamps.drain(..drop);
+            }
         }
     }
 }

@@ -279,7 +279,7 @@ impl<S: Store> Subject for Policy<ManualClock, S> {
     ) -> Reserved {
         match PolicyCheck::reserve(self, client, "/", estimate) {
             Ok(reservation) => {
-                let decision = Ok(reservation.decision().clone());
+                let decision = Ok(*reservation.decision());
                 if let Some(config) = reload {
                     Subject::trace_reload(self, config);
                 }

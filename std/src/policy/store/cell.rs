@@ -13,9 +13,10 @@
 //!   transition ([`SlidingWindowLog::decide`], [`undo`](SlidingWindowLog::undo),
 //!   [`refund`](SlidingWindowLog::refund), [`droppable`](SlidingWindowLog::droppable)).
 //!   Every write (an admitted take, a charge, a refund) drops the entries the core calls
-//!   droppable afterwards: those out of the window and those beyond the newest
-//!   [`ceiling`](SlidingWindowLog::ceiling) (`limit + 4096`), exactly as the Redis store's
-//!   script does, so the two keep the same entries. A deny or a peek changes nothing.
+//!   droppable afterwards: those beyond the newest
+//!   [`ceiling`](SlidingWindowLog::ceiling) (`limit + 4096`), and those out of the window
+//!   older than the newest `limit`, exactly as the Redis store's script does, so the two
+//!   keep the same entries. A deny or a peek changes nothing.
 //!   Admissions alone leave at most `limit` entries in the window; charges, conversions
 //!   and a lowered limit up to the ceiling (every permit used is kept, so a rollback of a
 //!   lowered limit hands out nothing twice).
@@ -60,9 +61,10 @@ pub(crate) enum TierCell {
     Log(Log),
 }
 
-/// A sliding window log's timestamps, oldest first: after every write only those in the
-/// window, at most the log's [`ceiling`](SlidingWindowLog::ceiling) (`limit` from
-/// admissions alone), in storage below `16 · ceiling` bytes.
+/// A sliding window log's timestamps, oldest first: after every write the newest `limit`
+/// and the others still in the window, at most the log's
+/// [`ceiling`](SlidingWindowLog::ceiling) (`limit` from admissions alone), in storage
+/// below `16 · ceiling` bytes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Log(VecDeque<u64>);
 
@@ -91,8 +93,8 @@ impl Log {
     }
 
     /// What every write ends with: drops the core's
-    /// [`droppable`](SlidingWindowLog::droppable) oldest entries (out of the window at
-    /// `now`, or beyond the newest `ceiling`).
+    /// [`droppable`](SlidingWindowLog::droppable) oldest entries (beyond the newest
+    /// `ceiling`, or out of the window at `now` and older than the newest `limit`).
     fn keep(&mut self, params: &SlidingWindowLog, now: Nanos) {
         // Truncation: at most the log's length, a usize.
         #[allow(clippy::cast_possible_truncation)]

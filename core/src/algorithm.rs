@@ -72,9 +72,13 @@ pub trait Algorithm {
 
     /// The state of a key that has `used` permits counted against it at `now`, as if they
     /// had just been admitted: the stricter side of any state with that
-    /// [`used`](Self::used) count. A window algorithm caps the count at its
-    /// [`limit`](Self::limit) (the window's end clears it anyway); a bucket keeps the whole
-    /// debt. `with_used(now, 0)` is fresh.
+    /// [`used`](Self::used) count. Every permit is kept, also beyond the
+    /// [`limit`](Self::limit) (the key is then denied until it has paid the excess back):
+    /// a bucket keeps the whole debt, a window counts all of them in `now`'s window,
+    /// saturating only where its packed count is full (its `max_count`: at least the
+    /// limit, `2^35 − 1` for a one-minute fixed window). So `used(with_used(now, u), now) == u` below that point,
+    /// and a state converted with a take and then refunded is the state converted without
+    /// it. `with_used(now, 0)` is fresh.
     fn with_used(&self, now: Nanos, used: u64) -> u64;
 }
 

@@ -342,23 +342,35 @@ impl PackedAlgorithm {
     /// a rolling deploy does to a live key. Never an error, and the result never admits
     /// more on top of what the key had already used than these parameters allow.
     ///
-    /// The rule is "carry the permits used", rounded toward the stricter side:
+    /// The rule is "carry exactly the permits used", rounded toward the stricter side,
+    /// never capped below what was used:
     ///
     /// | from → to | what is kept |
     /// |---|---|
     /// | same parameters | the state, unchanged |
     /// | GCRA / token bucket / leaky bucket → any of the three | the debt in permits, fractions included (`(TAT − now)·T_new / T_old`, rounded up to the ns), not capped |
-    /// | fixed window → fixed window, same window | index and count, the count capped at the new limit (the window ends its effect) |
-    /// | sliding counter → sliding counter, same window | both counts as they are |
-    /// | any other pair | [`used`](Algorithm::used) under `from` (rounded up), recorded as just admitted under these parameters by [`with_used`](Algorithm::with_used) (a window's count capped at its limit; a bucket's debt not capped) |
+    /// | fixed window → fixed window, same window | the state as it is: index and the whole count, also above a lowered limit |
+    /// | sliding counter → sliding counter, same window | the state as it is: both counts |
+    /// | any other pair | [`used`](Algorithm::used) under `from` (rounded up), recorded as just admitted under these parameters by [`with_used`](Algorithm::with_used): a bucket's whole debt, a window's whole count in `now`'s window |
+    /// | to or from the sliding window log | the same `used` / `with_used` pair (see [`SlidingWindowLog`]: a log keeps its timestamps, and counts up to `L + 4096` of them) |
     ///
-    /// A raised limit gives the key the difference at once. A lowered one leaves a window
-    /// key exhausted until its window ends, and a bucket key in debt until the debt is
-    /// repaid at the new rate: flipping a rule down and up again (a reverted reload, a
-    /// rolling deploy where two versions touch one key) never hands out the same permits
-    /// twice.
-    /// Conversions to and from the sliding window log go through the same `used` /
-    /// `with_used` pair (see [`SlidingWindowLog`]).
+    /// Nothing is capped at the new limit: a window's count saturates only where its packed
+    /// counter is full (`max_count`, at least the limit: `2^35 − 1` for a one-minute fixed
+    /// window), a bucket's debt at the end of `u64` time. A raised limit gives the key the
+    /// difference at once. A lowered one leaves a window key exhausted until enough of its
+    /// count has left the window, and a bucket key in debt until the debt is repaid at the
+    /// new rate. So flipping a rule down and up again (a reverted reload, a rolling deploy
+    /// where two versions touch one key), with refunds and charges in between, never hands
+    /// out the same permits twice: 100 used of 100/min, lowered to 10/min, one refunded,
+    /// raised back to 100/min, leaves 1.
+    ///
+    /// Because every permit is carried, converting commutes with giving a take back: a
+    /// state with a take converted and then refunded that take's cost at the same instant
+    /// has exactly the [`used`](Algorithm::used) count, and admits exactly as much, as the
+    /// state converted without the take (for every pair of algorithms, below saturation;
+    /// `core/tests/algebra.rs` proves it on random states). A store that finds the key of
+    /// an undone take already converted to new parameters may therefore give the take back
+    /// as a refund there.
     ///
     /// ```
     /// use tollgate_core::{Algorithm, FixedWindow, Gcra, Nanos, PackedAlgorithm};

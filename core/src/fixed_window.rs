@@ -19,9 +19,17 @@
 //! ```text
 //!  63                           c   c-1                      0
 //! +------------------------------+----------------------------+
-//! |  window index w = ⌊now / W⌋  |   count admitted in w (≤ L) |
+//! |  window index w = ⌊now / W⌋  |   count used in w (< 2^c)  |
 //! +------------------------------+----------------------------+
 //! ```
+//!
+//! The count is at most `L` from admissions alone, but the counter holds far more (35 bits
+//! for a one-minute window, 29 for a second): a charge (work already done) and a conversion
+//! from other parameters (a reload that lowered the limit, see
+//! [`rescale_from`](FixedWindow::rescale_from)) record every permit used, saturating only at
+//! `2^c − 1` ([`max_count`](FixedWindow::max_count)). Decisions read a count above `L` as
+//! exhausted. So a key that used 100 of 100, moved to a limit of 10 and back to 100 within
+//! the window, still has used 100: a rollback never hands out the same permits twice.
 
 use crate::algorithm::{admitted, check_cost};
 use crate::window::{until_window, validate};
@@ -64,6 +72,19 @@ impl FixedWindow {
     /// The window length W.
     pub const fn window(&self) -> Nanos {
         Nanos::new(self.window)
+    }
+
+    /// The most the packed count holds, `2^c − 1` (at least the limit): where a charge or
+    /// a conversion saturates.
+    ///
+    /// ```
+    /// use tollgate_core::{FixedWindow, Nanos};
+    /// let minute = FixedWindow::new(100, Nanos::from_secs(60)).unwrap();
+    /// assert_eq!(minute.max_count(), (1 << 35) - 1);
+    /// ```
+    #[inline]
+    pub const fn max_count(&self) -> u64 {
+        (1u64 << self.count_bits) - 1
     }
 
     /// Packs `(window index, count)`.
@@ -112,13 +133,13 @@ impl Algorithm for FixedWindow {
         let now = now.as_u64();
         let (index, count) = self.current(state, now);
         let reset_after = Nanos::new(until_window(self.window, index, 1, now));
-        // count ≤ L and cost ≤ L, both below 2^63: the sum cannot overflow.
+        // count < 2^c ≤ 2^63 and cost < 2^32: the sum cannot overflow.
         let new_count = count + u64::from(cost);
         if new_count <= self.limit {
             let decision = Decision::allow(self.limit, self.limit - new_count, reset_after);
             Ok(admitted(cost, self.pack(index, new_count), decision))
         } else {
-            // Saturating: a state written under a higher limit (a hot reload) may hold more.
+            // Saturating: a charge or a conversion from a higher limit may have left more.
             let decision = Decision::deny(
                 self.limit,
                 self.limit.saturating_sub(count),
@@ -159,8 +180,10 @@ impl Algorithm for FixedWindow {
             return state;
         }
         let (index, count) = self.current(state, now.as_u64());
-        let max = (1u64 << self.count_bits) - 1;
-        self.pack(index, count.saturating_add(u64::from(cost)).min(max))
+        self.pack(
+            index,
+            count.saturating_add(u64::from(cost)).min(self.max_count()),
+        )
     }
 
     #[inline]
@@ -168,12 +191,14 @@ impl Algorithm for FixedWindow {
         self.current(state, now.as_u64()).1
     }
 
+    /// All of `used` counted in `now`'s window, not capped at the limit (a count above it
+    /// denies until the window ends), saturating only at [`max_count`](Self::max_count).
     #[inline]
     fn with_used(&self, now: Nanos, used: u64) -> u64 {
         if used == 0 {
             0
         } else {
-            self.pack(now.as_u64() / self.window, used.min(self.limit))
+            self.pack(now.as_u64() / self.window, used.min(self.max_count()))
         }
     }
 }
@@ -190,15 +215,22 @@ impl FixedWindow {
         }
     }
 
-    /// A state under `old` moved to these parameters at `now`. Same window: the count is
-    /// kept, capped at the new limit (a lowered limit leaves the key exhausted until the
-    /// window ends). Another window: the permits [`used`](Algorithm::used) now are
-    /// recorded in `now`'s window.
+    /// A state under `old` moved to these parameters at `now`.
+    ///
+    /// - Same window (so the same layout): the state as it is, the whole count kept. A
+    ///   lowered limit leaves a key that used more exhausted until the window ends, and a
+    ///   limit raised again (a rollback) gives it only what it has left: 100 used of 100,
+    ///   lowered to 10, one refunded, raised back to 100, is 99 used, 1 left.
+    /// - Another window: the permits [`used`](Algorithm::used) now, all recorded in `now`'s
+    ///   window by [`with_used`](Algorithm::with_used) (not capped at the new limit).
+    ///
+    /// Either way the count is exactly what was used (saturating only at
+    /// [`max_count`](Self::max_count)), so a take converted and then refunded is the state
+    /// converted without the take.
     #[inline]
     pub fn rescale_from(&self, old: &FixedWindow, state: u64, now: Nanos) -> u64 {
         if old.window == self.window {
-            let (index, count) = old.unpack(state);
-            self.pack(index, count.min(self.limit))
+            state
         } else {
             self.with_used(now, old.used(state, now))
         }

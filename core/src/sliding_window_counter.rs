@@ -30,6 +30,11 @@
 //! | window index w       | prev (count w−1) | curr (count w)  |
 //! +----------------------+------------------+-----------------+
 //! ```
+//!
+//! Each count is at most `L` from admissions alone; a charge and a conversion from other
+//! parameters record every permit used beyond it, saturating only at `2^c − 1`
+//! ([`max_count`](SlidingWindowCounter::max_count), at least `L`). Decisions read counts
+//! above `L` as exhausted, so a rollback of a lowered limit hands out nothing twice.
 
 use crate::algorithm::{admitted, check_cost};
 use crate::window::{until_window, validate};
@@ -84,6 +89,19 @@ impl SlidingWindowCounter {
     /// The window length W.
     pub const fn window(&self) -> Nanos {
         Nanos::new(self.window)
+    }
+
+    /// The most each packed count holds, `2^c − 1` (at least the limit): where a charge
+    /// or a conversion saturates.
+    ///
+    /// ```
+    /// use tollgate_core::{Nanos, SlidingWindowCounter};
+    /// let minute = SlidingWindowCounter::new(100, Nanos::from_secs(60)).unwrap();
+    /// assert_eq!(minute.max_count(), (1 << 17) - 1);
+    /// ```
+    #[inline]
+    pub const fn max_count(&self) -> u64 {
+        (1u64 << self.count_bits) - 1
     }
 
     /// Packs `(window index, prev, curr)`.
@@ -268,8 +286,10 @@ impl Algorithm for SlidingWindowCounter {
             return state;
         }
         let rolled = self.roll(state, now.as_u64());
-        let max = (1u64 << self.count_bits) - 1;
-        let curr = rolled.curr.saturating_add(u64::from(cost)).min(max);
+        let curr = rolled
+            .curr
+            .saturating_add(u64::from(cost))
+            .min(self.max_count());
         self.pack(rolled.index, rolled.prev, curr)
     }
 
@@ -287,13 +307,15 @@ impl Algorithm for SlidingWindowCounter {
     }
 
     /// All of `used` counted in `now`'s window: stricter than any spread over the previous
-    /// one (they keep counting, weighted, through the next window).
+    /// one (they keep counting, weighted, through the next window). Not capped at the
+    /// limit (a count above it denies until enough slides out), saturating only at
+    /// [`max_count`](Self::max_count).
     #[inline]
     fn with_used(&self, now: Nanos, used: u64) -> u64 {
         if used == 0 {
             0
         } else {
-            self.pack(now.as_u64() / self.window, 0, used.min(self.limit))
+            self.pack(now.as_u64() / self.window, 0, used.min(self.max_count()))
         }
     }
 }
@@ -316,8 +338,11 @@ impl SlidingWindowCounter {
 
     /// A state under `old` moved to these parameters at `now`. Same window (so the same
     /// layout): the counts are kept as they are, and a lowered limit denies until enough of
-    /// them slide out. Another window: the permits [`used`](Algorithm::used) now are
-    /// recorded in `now`'s window.
+    /// them slide out. Another window: the permits [`used`](Algorithm::used) now (rounded
+    /// up) are recorded in `now`'s window by [`with_used`](Algorithm::with_used), not
+    /// capped at the new limit. Either way what was used is kept whole (saturating only at
+    /// [`max_count`](Self::max_count)), so a take converted and then refunded is the state
+    /// converted without the take.
     #[inline]
     pub fn rescale_from(&self, old: &SlidingWindowCounter, state: u64, now: Nanos) -> u64 {
         if old.window == self.window {

@@ -15,11 +15,35 @@
 //! functions: the core's [`LogRing`](crate::LogRing) (const-generic capacity, no
 //! allocation), std's policy log tiers, and, through its Lua mirror, Redis.
 //!
-//! Conversions: a log moved to other log parameters keeps its timestamps, and the new
-//! window and limit apply to them from then on (a lowered limit denies until enough slide
-//! out). To and from the single-word algorithms a conversion carries [`used`] permits
-//! (see [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale)), recorded here by
-//! [`with_used`].
+//! ## More permits than the limit
+//!
+//! Admissions alone never leave more than `L` entries in the window. A charge (work already
+//! done), a conversion from other parameters and a lowered limit may: a log keeps them all,
+//! up to its [`ceiling`](SlidingWindowLog::ceiling) `L + EXCESS` (4 096 permits beyond the
+//! limit: a bound on a key's memory, where it saturates, keeping the newest). Decisions read
+//! only the newest `L` entries, so such a key is denied until enough slide out; [`used`]
+//! and [`refund`](SlidingWindowLog::refund) count every entry in the window up to the
+//! ceiling. So a key that used 100 of a log of 100, moved to a log of 10, refunded one and
+//! moved back to 100 has used 99: a rollback never hands out the same permits twice.
+//!
+//! What an executor keeps: every write that records into a log or refunds from it (an
+//! admitted take, a charge, a refund) drops the [`droppable`](SlidingWindowLog::droppable)
+//! oldest entries afterwards: those beyond the newest `ceiling`, and those out of the
+//! window but older than the newest `L` (the newest `L` are always kept, so a late caller,
+//! whose `now` is older than the write's, decides exactly as on a ring of the last `L`);
+//! a deny or a peek writes nothing. Executors that do the same keep the same entries, so
+//! they answer identically also after the window changes (a reload).
+//!
+//! Conversions carry what the old parameters count at the instant of the conversion: a
+//! log moved to other log parameters keeps the timestamps the old ones still count (all
+//! but the old [`droppable`](SlidingWindowLog::droppable) ones: see
+//! [`rescale_from`](SlidingWindowLog::rescale_from)), and the new window and limit apply to
+//! them from then on (a lowered limit denies until enough slide out). To and from the
+//! single-word algorithms a conversion carries [`used`] permits (see
+//! [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale)), recorded here by
+//! [`with_used`], not capped at the limit. So, as for every algorithm, a state that is
+//! idle under the parameters that wrote it converts to a fresh one: a store may forget it
+//! (an expiry, an eviction, an old generation dropped) without changing any answer.
 //!
 //! [`used`]: SlidingWindowLog::used
 //! [`with_used`]: SlidingWindowLog::with_used
@@ -125,6 +149,10 @@ pub struct SlidingWindowLog {
 }
 
 impl SlidingWindowLog {
+    /// How many permits beyond its limit a log stores (charged, converted, or left by a
+    /// lowered limit): see [`ceiling`](Self::ceiling).
+    pub const EXCESS: u64 = 4096;
+
     /// `limit` permits in any window of length `window`.
     pub const fn new(limit: u64, window: Nanos) -> Result<SlidingWindowLog, ConfigError> {
         if limit == 0 {
@@ -167,10 +195,29 @@ impl SlidingWindowLog {
         self.limit
     }
 
+    /// The most entries a log keeps, `L + EXCESS` (saturating): the permits counted beyond
+    /// the limit (charges, conversions, a lowered limit) saturate there, the newest kept.
+    ///
+    /// ```
+    /// use tollgate_core::{Nanos, SlidingWindowLog};
+    /// let log = SlidingWindowLog::new(10, Nanos::from_secs(60)).unwrap();
+    /// assert_eq!(log.ceiling(), 10 + SlidingWindowLog::EXCESS);
+    /// ```
+    #[inline]
+    pub const fn ceiling(&self) -> u64 {
+        self.limit.saturating_add(Self::EXCESS)
+    }
+
     /// The limit enforced over `log`: `min(L, capacity)`.
     #[inline]
     fn limit_for<V: LogView + ?Sized>(&self, log: &V) -> u64 {
         self.limit.min(log.capacity())
+    }
+
+    /// The most entries counted over `log`: `min(ceiling, capacity)`.
+    #[inline]
+    fn ceiling_for<V: LogView + ?Sized>(&self, log: &V) -> u64 {
+        self.ceiling().min(log.capacity())
     }
 
     /// Index of the oldest of the newest `within` entries still in the window at `now`
@@ -253,11 +300,32 @@ impl SlidingWindowLog {
         self.first_in_window(log, log.len(), now.as_u64())
     }
 
-    /// Permits counted against the key at `now`: the entries in the window, at most `L`.
+    /// How many of the oldest stored entries a write drops at `now`, after it recorded or
+    /// refunded: those beyond the newest [`ceiling`](Self::ceiling), and those out of the
+    /// window but older than the newest `L` (see the module docs: every executor drops
+    /// exactly these, at exactly those writes).
+    ///
+    /// ```
+    /// use tollgate_core::{Nanos, SlidingWindowLog};
+    /// let log = SlidingWindowLog::new(1, Nanos::from_secs(1)).unwrap();
+    /// let stamps = [0, 500_000_000, 1_200_000_000];
+    /// // At 1.4 s the permit of t = 0 has slid out; the one of 0.5 s is still in.
+    /// assert_eq!(log.droppable(&stamps[..], Nanos::from_millis(1400)), 1);
+    /// // At 2.3 s only the newest is kept (the newest L always are).
+    /// assert_eq!(log.droppable(&stamps[..], Nanos::from_millis(2300)), 2);
+    /// ```
+    #[inline]
+    pub fn droppable<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
+        let counted = self.first_in_window(log, self.ceiling_for(log), now.as_u64());
+        counted.min(log.len().saturating_sub(self.limit_for(log)))
+    }
+
+    /// Permits counted against the key at `now`: the entries in the window among the newest
+    /// [`ceiling`](Self::ceiling), so also those beyond the limit (a charge, a conversion,
+    /// a lowered limit).
     #[inline]
     pub fn used<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
-        let limit = self.limit_for(log);
-        log.len() - self.first_in_window(log, limit, now.as_u64())
+        log.len() - self.first_in_window(log, self.ceiling_for(log), now.as_u64())
     }
 
     /// Whether no stored entry is still in the window at `now` (forgetting the log loses
@@ -268,8 +336,9 @@ impl SlidingWindowLog {
     }
 
     /// A caller's refund of `cost` permits at `now`: how many of the newest entries to
-    /// remove (those still in the window, at most `cost`; permits that slid out came back
-    /// by themselves).
+    /// remove (those still in the window, at most `cost`, counted up to the
+    /// [`ceiling`](Self::ceiling) as [`used`](Self::used) counts them; permits that slid
+    /// out came back by themselves).
     #[inline]
     pub fn refund<V: LogView + ?Sized>(&self, log: &V, now: Nanos, cost: u32) -> u64 {
         self.used(log, now).min(u64::from(cost))
@@ -300,8 +369,9 @@ impl SlidingWindowLog {
 
     /// Recording `cost` permits at `now` whatever the limit says (work already done):
     /// `(stamp, count)`, append `count` copies of `stamp = max(now, newest)` (so the log
-    /// stays sorted). `count = min(cost, L)`: a decision reads only the newest `L` entries,
-    /// so more would change nothing but the memory. The key is denied until they slide out.
+    /// stays sorted). `count = min(cost, ceiling)`: all of them, as far as the log keeps
+    /// any (the write then drops the [`droppable`](Self::droppable) oldest). The key is
+    /// denied until enough slide out, and a refund or a raised limit still sees them all.
     #[inline]
     pub fn charge<V: LogView + ?Sized>(&self, log: &V, now: Nanos, cost: u32) -> (u64, u64) {
         let now = now.as_u64();
@@ -310,13 +380,39 @@ impl SlidingWindowLog {
         } else {
             log.stamp(log.len() - 1).max(now)
         };
-        (stamp, u64::from(cost).min(self.limit))
+        (stamp, u64::from(cost).min(self.ceiling()))
+    }
+
+    /// A log written under `old` moved to these parameters at `now`: how many of its oldest
+    /// entries the conversion drops, those `old` no longer counts (out of its window, or
+    /// beyond its ceiling: all but its [`used`](Self::used) ones). The rest are kept as
+    /// they are, also beyond this limit, so a rollback of a lowered limit finds every
+    /// permit used; entries the old window had let go of do not come back under a longer
+    /// one (as a bucket's debt repaid under one rate is not owed again).
+    ///
+    /// ```
+    /// use tollgate_core::{Nanos, SlidingWindowLog};
+    /// let second = SlidingWindowLog::new(5, Nanos::from_secs(1)).unwrap();
+    /// let minute = SlidingWindowLog::new(5, Nanos::from_secs(60)).unwrap();
+    /// let stamps = [0, 1_500_000_000];
+    /// // At 2 s the per-second log no longer counts the permit of t = 0: it is not carried.
+    /// assert_eq!(minute.rescale_from(&second, &stamps[..], Nanos::from_secs(2)), 1);
+    /// ```
+    #[inline]
+    pub fn rescale_from<V: LogView + ?Sized>(
+        &self,
+        old: &SlidingWindowLog,
+        log: &V,
+        now: Nanos,
+    ) -> u64 {
+        log.len() - old.used(log, now)
     }
 
     /// A log whose key has `used` permits counted against it at `now` (a conversion from
-    /// another algorithm): `min(used, L)` copies of `now`, as `(stamp, count)`.
+    /// another algorithm): `min(used, ceiling)` copies of `now`, as `(stamp, count)`: every
+    /// permit used, also beyond the limit, so that `used` reads `used` back.
     #[inline]
     pub fn with_used(&self, now: Nanos, used: u64) -> (u64, u64) {
-        (now.as_u64(), used.min(self.limit))
+        (now.as_u64(), used.min(self.ceiling()))
     }
 }

@@ -1,7 +1,9 @@
 //! The inverse and conversion operations of every algorithm, against their promises:
 //! a refund or an undo never admits more than before the take, a rescale to the same
-//! parameters changes nothing and to other parameters never admits beyond the new limit
-//! on top of what was used, `max_cost` is exactly the largest cost a fresh key admits, and
+//! parameters changes nothing and to other parameters carries exactly the permits used
+//! (never capped at the new limit, so never admitting beyond it on top of what was used),
+//! a take converted and then refunded is the state converted without it (for every pair
+//! of the six algorithms), `max_cost` is exactly the largest cost a fresh key admits, and
 //! the sliding log's pure transition over a plain vector agrees with the reference model.
 
 use proptest::prelude::*;
@@ -158,7 +160,8 @@ proptest! {
     }
 
     /// Rescaling to any other algorithm or numbers never admits beyond the new limit on
-    /// top of what was used, and keeps at least the permits used (up to the new limit).
+    /// top of what was used, and keeps exactly the permits used: not capped at the new
+    /// limit, saturating only where the new layout is full.
     #[test]
     fn rescale_never_exceeds_the_new_bound(
         from in packed(), to in packed(), trace in trace(), now in now(),
@@ -171,7 +174,22 @@ proptest! {
             admits(&to, moved, now) <= to.limit().saturating_sub(used),
             "{from:?} -> {to:?}: used {used}, moved admits {}", admits(&to, moved, now)
         );
-        prop_assert!(to.used(moved, at) >= used.min(to.limit()), "{from:?} -> {to:?}");
+        prop_assert_eq!(to.used(moved, at), used.min(saturation(&to, at)), "{:?} -> {:?}", from, to);
+    }
+
+    /// Down and up again: a state moved to other parameters and back (a reverted reload)
+    /// has exactly the permits it had used, whatever the intermediate limit.
+    #[test]
+    fn a_rescale_and_its_rollback_keep_every_permit_used(
+        from in packed(), to in packed(), trace in trace(), now in now(), charged in 0u32..100,
+    ) {
+        let at = Nanos::new(now);
+        let s = from.charge(state_at(&from, &trace, now), at, charged);
+        let used = from.used(s, at);
+        prop_assume!(used < saturation(&to, at) && used < saturation(&from, at));
+        let back = from.rescale(&to, to.rescale(&from, s, at), at);
+        prop_assert_eq!(from.used(back, at), used, "{:?} -> {:?} -> back", from, to);
+        prop_assert_eq!(admits(&from, back, now), admits(&from, s, now));
     }
 
     /// `max_cost` is exactly the largest cost a fresh key admits.
@@ -199,18 +217,45 @@ proptest! {
             }
         }
         let expected = a.used(s, at).saturating_add(u64::from(cost));
-        prop_assert!(a.used(charged, at) >= expected.min(a.limit()), "{a:?}");
+        prop_assert_eq!(a.used(charged, at), expected.min(saturation(&a, at)), "{:?}", a);
         prop_assert!(admits(&a, charged, now) <= admits(&a, s, now));
     }
 
-    /// `used` reads back what `with_used` wrote (a window caps it at its limit).
+    /// `used` reads back exactly what `with_used` wrote, beyond the limit too (saturating
+    /// only where the layout is full).
     #[test]
-    fn used_reads_back_with_used(a in packed(), now in now(), used in 0u64..100) {
+    fn used_reads_back_with_used(a in packed(), now in now(), used in prop_oneof![0u64..100, 0u64..100_000]) {
         let at = Nanos::new(now);
         let state = a.with_used(at, used);
-        prop_assert!(a.used(state, at) >= used.min(a.limit()));
-        prop_assert!(a.used(state, at) <= used);
+        prop_assert_eq!(a.used(state, at), used.min(saturation(&a, at)), "{:?}", a);
         prop_assert_eq!(a.is_idle(state, at), used == 0);
+    }
+
+    /// What a store that forwards an undone take as a refund relies on: for every pair of
+    /// the six algorithms, a state with a take of `cost`, converted to the other
+    /// parameters and refunded `cost` at the same instant, is the state converted without
+    /// the take: the same permits used and the same admissions, now and at any later time
+    /// (below the saturation of the new layout).
+    #[test]
+    fn a_converted_take_refunded_is_the_conversion_without_it(
+        from in any_algorithm(), to in any_algorithm(), trace in trace(), now in now(),
+        cost in 1u32..8, charged in 0u32..60, later in 0u64..200_000_000_000,
+    ) {
+        let at = Nanos::new(now);
+        let s = from.charge(&from.state_at(&trace, now), at, charged);
+        let cost = cost.min(from.max_cost() as u32);
+        let Some(taken) = from.take(&s, at, cost) else { return Ok(()) };
+        prop_assume!(from.used(&taken, at) < to.saturation(at));
+        let plain = to.convert(&from, &s, at);
+        let refunded = to.refund(&to.convert(&from, &taken, at), at, cost);
+        for t in [now, now.saturating_add(1), now.saturating_add(later)] {
+            let t_at = Nanos::new(t);
+            prop_assert_eq!(
+                to.used(&refunded, t_at), to.used(&plain, t_at),
+                "{:?} -> {:?} at +{}", from, to, t - now
+            );
+            prop_assert_eq!(to.admits(&refunded, t), to.admits(&plain, t), "{:?} -> {:?} at +{}", from, to, t - now);
+        }
     }
 
     /// The pure log transition over a plain vector (the executor std and firmware use)
@@ -219,6 +264,7 @@ proptest! {
     #[test]
     fn the_pure_log_agrees_with_the_model(
         limit in 1u64..20, w in 0usize..4, steps in prop::collection::vec((0u64..2_000_000, 0u32..4, any::<bool>()), 1..60),
+        keep in any::<bool>(),
     ) {
         let log = SlidingWindowLog::new(limit, Nanos::new(WINDOWS[w])).unwrap();
         let mut model = SlidingWindowLogModel::new(&log);
@@ -248,9 +294,242 @@ proptest! {
                 out.decision
             });
             prop_assert_eq!(ours, model.check(now, cost, true), "at {}", now);
-            prop_assert_eq!(log.used(&stamps[..], at), limit.min(stamps.iter().filter(|&&t| log.in_window(t, now)).count() as u64));
+            prop_assert_eq!(log.used(&stamps[..], at), log.ceiling().min(stamps.iter().filter(|&&t| log.in_window(t, now)).count() as u64));
             let expired = log.expired(&stamps[..], at) as usize;
             prop_assert!(stamps[..expired].iter().all(|&t| !log.in_window(t, now)));
+            // What a write drops is out of the window and never among the newest `limit`,
+            // so every later decision (the model's) is unchanged by dropping it.
+            if keep {
+                let drop = log.droppable(&stamps[..], at) as usize;
+                prop_assert!(drop <= expired && stamps.len() - drop >= (limit as usize).min(stamps.len()));
+                stamps.drain(..drop);
+            }
+        }
+    }
+}
+
+/// The most permits a state of `a` can count at `at`, from its layout alone: a window's
+/// full packed count, a bucket's debt up to the end of `u64` time. (Not derived from
+/// `with_used`, so a conversion that caps below it fails the tests above.)
+fn saturation(a: &PackedAlgorithm, at: Nanos) -> u64 {
+    match a {
+        PackedAlgorithm::FixedWindow(f) => f.unpack(u64::MAX).1,
+        PackedAlgorithm::SlidingWindowCounter(f) => f.unpack(u64::MAX).2,
+        PackedAlgorithm::Gcra(_)
+        | PackedAlgorithm::TokenBucket(_)
+        | PackedAlgorithm::LeakyBucket(_) => a.used(u64::MAX, at),
+    }
+}
+
+/// Any of the six algorithms, with small limits.
+fn any_algorithm() -> impl Strategy<Value = Any> {
+    prop_oneof![
+        5 => packed().prop_map(Any::Packed),
+        1 => (1u64..40, 0usize..WINDOWS.len()).prop_map(|(limit, w)| {
+            Any::Log(SlidingWindowLog::new(limit, Nanos::new(WINDOWS[w])).unwrap())
+        }),
+    ]
+}
+
+/// A state of any of the six algorithms: a packed word, or a log's stamps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Word(u64),
+    Log(Vec<u64>),
+}
+
+/// Any of the six algorithms, with the operations a store runs on a state: every one the
+/// core's (`decide`, `refund`, `used`, `rescale`, and the log's pure functions).
+#[derive(Copy, Clone, Debug)]
+enum Any {
+    Packed(PackedAlgorithm),
+    Log(SlidingWindowLog),
+}
+
+impl Any {
+    fn max_cost(&self) -> u64 {
+        match self {
+            Any::Packed(a) => a.max_cost(),
+            Any::Log(l) => l.max_cost(),
+        }
+    }
+
+    fn fresh(&self) -> State {
+        match self {
+            Any::Packed(_) => State::Word(0),
+            Any::Log(_) => State::Log(Vec::new()),
+        }
+    }
+
+    /// `cost` taken at `at` if admitted: the state written (as an executor keeps it).
+    fn take(&self, s: &State, at: Nanos, cost: u32) -> Option<State> {
+        match (self, s) {
+            (Any::Packed(a), State::Word(w)) => a.decide(*w, at, cost).ok()?.next.map(State::Word),
+            (Any::Log(l), State::Log(log)) => {
+                let stamp = l.decide(&log[..], at, cost).ok()?.record?;
+                let mut log = log.clone();
+                log.extend(std::iter::repeat(stamp).take(cost as usize));
+                Some(State::Log(l.kept(log, at)))
+            }
+            _ => unreachable!("a state of another kind"),
+        }
+    }
+
+    /// A state reached by a random trace ending at `now` (as `state_at`).
+    fn state_at(&self, trace: &[(u64, u32)], now: u64) -> State {
+        let mut state = self.fresh();
+        let mut t = now.saturating_sub(trace.iter().map(|s| s.0).sum());
+        for &(step, cost) in trace {
+            t = (t + step).min(now);
+            let cost = cost.min(self.max_cost().min(u64::from(u32::MAX)) as u32);
+            if let Some(next) = self.take(&state, Nanos::new(t), cost) {
+                state = next;
+            }
+        }
+        state
+    }
+
+    fn charge(&self, s: &State, at: Nanos, cost: u32) -> State {
+        match (self, s) {
+            (Any::Packed(a), State::Word(w)) => State::Word(a.charge(*w, at, cost)),
+            (Any::Log(l), State::Log(log)) => {
+                let (stamp, count) = l.charge(&log[..], at, cost);
+                let mut log = log.clone();
+                log.extend(std::iter::repeat(stamp).take(count as usize));
+                State::Log(l.kept(log, at))
+            }
+            _ => unreachable!("a state of another kind"),
+        }
+    }
+
+    fn refund(&self, s: &State, at: Nanos, cost: u32) -> State {
+        match (self, s) {
+            (Any::Packed(a), State::Word(w)) => State::Word(a.refund(*w, at, cost)),
+            (Any::Log(l), State::Log(log)) => {
+                let back = l.refund(&log[..], at, cost) as usize;
+                let log = log[..log.len() - back].to_vec();
+                State::Log(l.kept(log, at))
+            }
+            _ => unreachable!("a state of another kind"),
+        }
+    }
+
+    fn used(&self, s: &State, at: Nanos) -> u64 {
+        match (self, s) {
+            (Any::Packed(a), State::Word(w)) => a.used(*w, at),
+            (Any::Log(l), State::Log(log)) => l.used(&log[..], at),
+            _ => unreachable!("a state of another kind"),
+        }
+    }
+
+    /// Where a conversion into this algorithm saturates at `at`.
+    fn saturation(&self, at: Nanos) -> u64 {
+        match self {
+            Any::Packed(a) => saturation(a, at),
+            Any::Log(l) => l.ceiling(),
+        }
+    }
+
+    /// `s`, under `from`, converted to this algorithm at `at`: `rescale` between words, the
+    /// stamps as they are between logs, `used` / `with_used` across.
+    fn convert(&self, from: &Any, s: &State, at: Nanos) -> State {
+        match (from, s, self) {
+            (Any::Packed(f), State::Word(w), Any::Packed(t)) => State::Word(t.rescale(f, *w, at)),
+            (Any::Log(f), State::Log(log), Any::Log(t)) => {
+                let drop = t.rescale_from(f, &log[..], at) as usize;
+                State::Log(log[drop..].to_vec())
+            }
+            (_, _, Any::Packed(t)) => State::Word(t.with_used(at, from.used(s, at))),
+            (_, _, Any::Log(l)) => {
+                let (stamp, count) = l.with_used(at, from.used(s, at));
+                State::Log(vec![stamp; count as usize])
+            }
+        }
+    }
+
+    /// How many cost-1 requests in a row `s` admits at `at`.
+    fn admits(&self, s: &State, at: u64) -> u64 {
+        match (self, s) {
+            (Any::Packed(a), State::Word(w)) => admits(a, *w, at),
+            (Any::Log(l), State::Log(_)) => {
+                let mut s = s.clone();
+                let mut n = 0;
+                while n <= l.limit() {
+                    match self.take(&s, Nanos::new(at), 1) {
+                        Some(next) => {
+                            s = next;
+                            n += 1;
+                        }
+                        None => break,
+                    }
+                }
+                n
+            }
+            _ => unreachable!("a state of another kind"),
+        }
+    }
+}
+
+/// What an executor keeps of a log after a write: the `droppable` oldest entries go.
+trait Kept {
+    fn kept(&self, log: Vec<u64>, at: Nanos) -> Vec<u64>;
+}
+
+impl Kept for SlidingWindowLog {
+    fn kept(&self, mut log: Vec<u64>, at: Nanos) -> Vec<u64> {
+        let drop = self.droppable(&log[..], at) as usize;
+        log.drain(..drop);
+        log
+    }
+}
+
+/// Pinned: a lowered limit and its rollback, with a refund in between, for every window
+/// algorithm and from GCRA (the permits used are carried whole both ways).
+#[test]
+fn a_lowered_limit_refunded_and_rolled_back_keeps_every_permit_used() {
+    let at = Nanos::from_secs(1_700_000_007);
+    let minute = Nanos::from_secs(60);
+    let build = |c: AlgorithmConfig| match c.build().unwrap() {
+        AnyAlgorithm::Packed(p) => Any::Packed(p),
+        AnyAlgorithm::Log(l) => Any::Log(l),
+    };
+    let kinds = |limit: u64| {
+        [
+            AlgorithmConfig::Gcra {
+                limit,
+                period: minute,
+                burst: limit,
+            },
+            AlgorithmConfig::FixedWindow {
+                limit,
+                window: minute,
+            },
+            AlgorithmConfig::SlidingWindowCounter {
+                limit,
+                window: minute,
+            },
+            AlgorithmConfig::SlidingWindowLog {
+                limit,
+                window: minute,
+            },
+        ]
+    };
+    for high in kinds(100) {
+        for to in kinds(10).into_iter().skip(1) {
+            let (high, to) = (build(high), build(to));
+            let mut s = high.fresh();
+            for _ in 0..100 {
+                s = high.take(&s, at, 1).unwrap();
+            }
+            let lowered = to.refund(&to.convert(&high, &s, at), at, 1);
+            assert_eq!(to.used(&lowered, at), 99, "{high:?} -> {to:?}");
+            assert_eq!(to.admits(&lowered, at.as_u64()), 0);
+            let back = high.convert(&to, &lowered, at);
+            assert_eq!(
+                high.admits(&back, at.as_u64()),
+                1,
+                "{high:?} -> {to:?} -> back"
+            );
         }
     }
 }

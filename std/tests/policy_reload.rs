@@ -91,9 +91,9 @@ fn lowered_limit_never_hands_out_a_fresh_burst() {
         assert_eq!(drain(&policy, "heavy"), 0, "{algorithm}");
         // A new key gets the new limit.
         assert_eq!(drain(&policy, "new"), 100, "{algorithm}");
-        // Raising it again does not grant the heavy user's permits twice. (Denied all along
-        // under the lowered limit, its state was never rewritten there, so even the fixed
-        // window, whose packed count a write under a lowered limit caps, keeps its 400.)
+        // Raising it again does not grant the heavy user's permits twice: a conversion
+        // keeps every permit used, not a count capped at the lowered limit (see
+        // `policy_rollback.rs` for the key rewritten under the lowered limit too).
         policy.reload_toml(&one_rule(None, 500, algorithm)).unwrap();
         assert_eq!(drain(&policy, "heavy"), 100, "{algorithm}");
     }

@@ -70,22 +70,28 @@ struct Registry {
 /// wait, and nothing is lost or double-counted (the protocol is in the `store::tier`
 /// module docs):
 ///
-/// - **same algorithm, new numbers** — the key keeps the permits it has used:
+/// - **same algorithm, new numbers** — the key keeps exactly the permits it has used:
 ///   GCRA / token bucket / leaky bucket keep their debt in permits (`debt · T_new / T_old`,
-///   rounded against the client); sliding windows (counter and log) keep their counts and
-///   timestamps (same window length); the fixed window keeps its count, capped at a
-///   lowered limit (its packed count cannot exceed the limit).
+///   rounded against the client); the fixed window and the sliding counter keep their
+///   counts as they are (same window length), also above a lowered limit; the sliding log
+///   keeps the timestamps its old parameters still count, up to `limit + 4096` of them.
 ///   *A raised limit* therefore takes effect on the next request (acct_123 with 100 of
 ///   100/min used moves to 100 of 500/min used: 400 remaining). *A lowered limit* never
 ///   hands out a fresh burst: a key that used more than the new limit is denied until
-///   enough has refilled at the new rate (fixed window: until the window ends). Because
-///   debts are not capped, flipping a limit down and up again never grants permits twice
-///   (except the fixed window's capped count within one window).
+///   enough has refilled at the new rate or left the window.
 /// - **changed algorithm (or window length of a window algorithm)** — the key starts
 ///   conservatively: its used count under the old algorithm (`limit − remaining`, rounded
 ///   against the client) is recorded, at the instant the key is converted, in a fresh
-///   state of the new one, capped at the new limit. A key that was exhausted stays exhausted; none gains a fresh
+///   state of the new one: a bucket's debt, a window's count in the current window, as
+///   many log entries. A key that was exhausted stays exhausted; none gains a fresh
 ///   burst, but the new algorithm's own refill (or window boundary) applies from then on.
+/// - **nothing is capped at the new limit** (a count saturates only where its packed
+///   layout is full: 2^35 − 1 for a one-minute fixed window, the log's `limit + 4096`), so
+///   flipping a rule down and up again, with refunds, charges or settled reservations in
+///   between, never grants the same permits twice: 100 used of 100/min, lowered to
+///   10/min, one refunded, raised back to 100/min, leaves exactly 1. And a take converted
+///   and then refunded is the state converted without it, for every pair of algorithms,
+///   so an undo may be given back as a refund to a key that has already moved.
 ///
 /// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
 /// `capacity` applies to tiers the reload creates; surviving tiers keep their table.

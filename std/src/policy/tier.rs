@@ -10,7 +10,9 @@ use super::{
 
 /// The largest limit a sliding-window-log tier accepts: it keeps one timestamp per permit
 /// and key, so a key's log takes under `16 · limit` bytes while it holds anything (in a
-/// deque that grows by doubling; let go of when the key is evicted).
+/// deque that grows by doubling; let go of when the key is evicted), and under
+/// `16 · (limit + 4096)` when charged or converted beyond its limit (the core's
+/// [`SlidingWindowLog::ceiling`](crate::SlidingWindowLog::ceiling), where it saturates).
 pub const MAX_LOG_LIMIT: u64 = 65_536;
 
 /// The most permits one request may charge a sliding-window-log tier, in any store: each

@@ -63,8 +63,12 @@ pub use crate::policy::MAX_LOG_COST;
 /// parameters or another algorithm converts it, in the script, by the mirror of the core's
 /// [`PackedAlgorithm::rescale`](crate::PackedAlgorithm::rescale) (and the
 /// [`used`](crate::Algorithm::used) / [`with_used`](crate::Algorithm::with_used) pair to and
-/// from the sliding log): the permits used are carried, never an error, never over the new
-/// bound. The conversion is computed on every read of an old state and written with the
+/// from the sliding log): exactly the permits used are carried, not capped at a lowered
+/// limit (so a rollback never grants them twice), never an error, never over the new
+/// bound on top of what was used. A log keeps up to its
+/// [`ceiling`](crate::SlidingWindowLog::ceiling) of entries and drops those out of the
+/// window at every write, as the in-process store does, so the two answer identically
+/// (`tests/redis_rollback.rs`). The conversion is computed on every read of an old state and written with the
 /// next admitted request, so two processes running different rule versions on one key (a
 /// rolling deploy) each read the other's writes through the same rule. Keys of a removed
 /// rule or tier are never read again and expire by their TTL.
@@ -739,8 +743,10 @@ pub(crate) enum LeaseOp {
 
 /// Appends the state tag of `algorithm` (the shape a conversion needs, see
 /// `scripts/store.lua`: a letter, then 16 or 32 hex digits, so it ends where its letter
-/// says) and returns the most a window count holds in the core's layout (where a charge
-/// saturates; 0 for the others).
+/// says) and returns the most a state counts: a window's full packed count in the core's
+/// layout ([`FixedWindow::max_count`](crate::FixedWindow::max_count)), a log's
+/// [`ceiling`](crate::SlidingWindowLog::ceiling), where a charge or a conversion
+/// saturates; 0 for the others.
 fn push_tag(out: &mut String, algorithm: &AnyAlgorithm) -> u64 {
     // Writing to a `String` cannot fail.
     let (letter, a, b, cmax) = match algorithm {
@@ -750,12 +756,12 @@ fn push_tag(out: &mut String, algorithm: &AnyAlgorithm) -> u64 {
         }
         AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(l)) => ('t', l.drain_interval(), None, 0),
         AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(w)) => {
-            ('f', w.window(), Some(w.limit()), w.unpack(u64::MAX).1)
+            ('f', w.window(), Some(w.limit()), w.max_count())
         }
         AnyAlgorithm::Packed(PackedAlgorithm::SlidingWindowCounter(w)) => {
-            ('c', w.window(), Some(w.limit()), w.unpack(u64::MAX).2)
+            ('c', w.window(), Some(w.limit()), w.max_count())
         }
-        AnyAlgorithm::Log(l) => ('l', l.window(), Some(l.limit()), 0),
+        AnyAlgorithm::Log(l) => ('l', l.window(), Some(l.limit()), l.ceiling()),
     };
     let _ = write!(out, "{letter}{:016x}", a.as_u64());
     if let Some(b) = b {

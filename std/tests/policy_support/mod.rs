@@ -69,8 +69,9 @@ fn current(states: &HashMap<Key, Tagged>, p: &PlannedTier<'_>, now: Nanos) -> St
         (AnyAlgorithm::Packed(old), State::Word(w), AnyAlgorithm::Packed(new)) => {
             return State::Word(new.rescale(old, *w, now))
         }
-        (AnyAlgorithm::Log(_), State::Log(log), AnyAlgorithm::Log(_)) => {
-            return State::Log(log.clone())
+        (AnyAlgorithm::Log(old), State::Log(log), AnyAlgorithm::Log(new)) => {
+            let drop = new.rescale_from(old, &Stamps(log), now) as usize;
+            return State::Log(log.iter().skip(drop).copied().collect());
         }
         (AnyAlgorithm::Packed(old), State::Word(w), _) => old.used(*w, now),
         (AnyAlgorithm::Log(old), State::Log(log), _) => old.used(&Stamps(log), now),
@@ -83,6 +84,14 @@ fn current(states: &HashMap<Key, Tagged>, p: &PlannedTier<'_>, now: Nanos) -> St
             State::Log(std::iter::repeat(stamp).take(count as usize).collect())
         }
     }
+}
+
+/// What every store keeps of a log after a write (an admitted take, a charge, a refund):
+/// the core's `droppable` oldest entries go (out of the window, or beyond the ceiling).
+fn kept(l: &tollgate::SlidingWindowLog, mut log: VecDeque<u64>, now: Nanos) -> VecDeque<u64> {
+    let drop = l.droppable(&Stamps(&log), now) as usize;
+    log.drain(..drop);
+    log
 }
 
 fn tagged(p: &PlannedTier<'_>, state: State) -> Tagged {
@@ -116,7 +125,7 @@ fn decide(
             let next = out.record.map(|stamp| {
                 let mut log = log.clone();
                 log.extend(std::iter::repeat(stamp).take(p.cost as usize));
-                State::Log(log)
+                State::Log(kept(l, log, now))
             });
             Ok((out.decision, next))
         }
@@ -182,6 +191,7 @@ impl Store for MapStore {
                     (AnyAlgorithm::Log(l), State::Log(log)) => {
                         let back = l.refund(&Stamps(log), now, p.cost) as usize;
                         log.truncate(log.len() - back);
+                        *log = kept(l, std::mem::take(log), now);
                     }
                     _ => {}
                 }
@@ -199,6 +209,7 @@ impl Store for MapStore {
                 (AnyAlgorithm::Log(l), State::Log(log)) => {
                     let (stamp, count) = l.charge(&Stamps(log), now, p.cost);
                     log.extend(std::iter::repeat(stamp).take(count as usize));
+                    *log = kept(l, std::mem::take(log), now);
                 }
                 _ => {}
             }

@@ -404,3 +404,129 @@ pub(crate) fn core_multi(
         })
         .collect()
 }
+
+/// What a rollback vector does to the key while the limit is lowered.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Touch {
+    /// A refund of 1.
+    Refund,
+    /// A charge of 1.
+    Charge,
+    /// The last 10 of the 100 reserved before the reload, settled at 5 after it.
+    Settle,
+}
+
+/// One rollback vector: on a frozen clock, a key drained under `from` (100 per minute),
+/// a reload to `to` (10 per minute), the `touch`, a drain, a reload back to `from` and a
+/// drain: the three counts admitted (for `Settle`, the first is the 90 checked plus the
+/// reservation).
+#[derive(Clone, Debug)]
+pub(crate) struct RollbackCase {
+    pub from: AlgorithmConfig,
+    pub to: AlgorithmConfig,
+    pub touch: Touch,
+    pub expected: [usize; 3],
+}
+
+/// `kind` at `limit` per minute (a burst, capacity or queue + 1 of `limit`).
+fn per_minute(kind: usize, limit: u64) -> AlgorithmConfig {
+    let minute = Nanos::from_secs(60);
+    match kind {
+        0 => AlgorithmConfig::Gcra {
+            limit,
+            period: minute,
+            burst: limit,
+        },
+        1 => AlgorithmConfig::TokenBucket {
+            capacity: limit,
+            refill_amount: limit,
+            refill_period: minute,
+        },
+        2 => AlgorithmConfig::LeakyBucket {
+            amount: limit,
+            period: minute,
+            queue: limit - 1,
+        },
+        3 => AlgorithmConfig::FixedWindow {
+            limit,
+            window: minute,
+        },
+        4 => AlgorithmConfig::SlidingWindowCounter {
+            limit,
+            window: minute,
+        },
+        _ => AlgorithmConfig::SlidingWindowLog {
+            limit,
+            window: minute,
+        },
+    }
+}
+
+/// Every pair of the six algorithms, each touch: a conversion carries every permit used
+/// (never a count capped at the lowered limit), so the rollback gives back exactly what
+/// was left: 100 used, 1 refunded: 1; 1 charged: 0; 95 settled: 5.
+pub(crate) fn rollback_cases() -> Vec<RollbackCase> {
+    let mut out = Vec::new();
+    for from in 0..6 {
+        for to in 0..6 {
+            for (touch, expected) in [
+                (Touch::Refund, [100, 0, 1]),
+                (Touch::Charge, [100, 0, 0]),
+                (Touch::Settle, [91, 0, 5]),
+            ] {
+                out.push(RollbackCase {
+                    from: per_minute(from, 100),
+                    to: per_minute(to, 10),
+                    touch,
+                    expected,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Runs `case` on a policy over `store` (one rule, one tier named `t`, clock frozen at
+/// `start`): the three counts admitted.
+pub(crate) fn run_rollback<S: tollgate::policy::Store>(
+    store: S,
+    case: &RollbackCase,
+    start: Nanos,
+) -> [usize; 3] {
+    use tollgate::policy::{PolicyCheck, Request};
+    let config = |c: AlgorithmConfig| super::one_rule(&[("t", c)]);
+    let policy = Policy::new(config(case.from), tollgate::ManualClock::starting_at(start))
+        .expect("valid vector")
+        .store(store);
+    let drain = |p: &Policy<tollgate::ManualClock, S>| {
+        (0..1000)
+            .take_while(|_| p.allow("k", "/", 1).unwrap().allowed())
+            .count()
+    };
+    let (first, reservation) = match case.touch {
+        Touch::Settle => {
+            let checked = (0..90)
+                .take_while(|_| policy.allow("k", "/", 1).unwrap().allowed())
+                .count();
+            let reservation = policy.reserve("k", "/", 10).unwrap();
+            (
+                checked + usize::from(reservation.allowed()),
+                Some(reservation),
+            )
+        }
+        Touch::Refund | Touch::Charge => (drain(&policy), None),
+    };
+    policy.reload(config(case.to)).unwrap();
+    match case.touch {
+        Touch::Refund => policy.refund("k", "/", 1),
+        Touch::Charge => policy.charge_at(&Request::new("k", "/", 1), policy.now()),
+        Touch::Settle => {
+            if let Some(reservation) = reservation {
+                let _ = reservation.settle(5);
+            }
+        }
+    }
+    let lowered = drain(&policy);
+    policy.reload(config(case.from)).unwrap();
+    [first, lowered, drain(&policy)]
+}

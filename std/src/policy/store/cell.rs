@@ -11,8 +11,15 @@
 //! - the sliding window log keeps a sorted deque of timestamps ([`Log`]) in its key's slot
 //!   of a log table (see `store::log`), read through [`LogView`] by the core's pure log
 //!   transition ([`SlidingWindowLog::decide`], [`undo`](SlidingWindowLog::undo),
-//!   [`refund`](SlidingWindowLog::refund), [`expired`](SlidingWindowLog::expired)). The
-//!   deque only holds entries still in the window, so it is at most `limit` long.
+//!   [`refund`](SlidingWindowLog::refund), [`droppable`](SlidingWindowLog::droppable)).
+//!   Every write (an admitted take, a charge, a refund) drops the entries the core calls
+//!   droppable afterwards: those beyond the newest
+//!   [`ceiling`](SlidingWindowLog::ceiling) (`limit + 4096`), and those out of the window
+//!   older than the newest `limit`, exactly as the Redis store's script does, so the two
+//!   keep the same entries. A deny or a peek changes nothing.
+//!   Admissions alone leave at most `limit` entries in the window; charges, conversions
+//!   and a lowered limit up to the ceiling (every permit used is kept, so a rollback of a
+//!   lowered limit hands out nothing twice).
 //!
 //! ## Compensation (undoing a take when another tier denied)
 //!
@@ -54,9 +61,10 @@ pub(crate) enum TierCell {
     Log(Log),
 }
 
-/// A sliding window log's admitted timestamps still in the window, oldest first: at most
-/// `limit` of them (expired ones are dropped before every record), in storage below
-/// `16 · limit` bytes.
+/// A sliding window log's timestamps, oldest first: after every write the newest `limit`
+/// and the others still in the window, at most the log's
+/// [`ceiling`](SlidingWindowLog::ceiling) (`limit` from admissions alone), in storage
+/// below `16 · ceiling` bytes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Log(VecDeque<u64>);
 
@@ -74,34 +82,37 @@ impl LogView for Log {
 
 impl Log {
     /// Appends `count` stamps `stamp` (the deque grows by doubling: its storage stays below
-    /// twice the most stamps it held, so below `2 · limit` words).
+    /// twice the most stamps it held, so below `2 · ceiling` words).
     fn record(&mut self, stamp: u64, count: u64) {
-        // Truncation: count ≤ a request's cost, a u32 (`take`, `SlidingWindowLog::charge`),
-        // and a usize has at least 32 bits wherever std builds.
+        // Truncation: count ≤ a request's cost, a u32 (`take`), or ≤ the log's ceiling
+        // (`SlidingWindowLog::charge`, `with_used`), at most MAX_LOG_LIMIT + 4096 for a
+        // policy tier; a usize has at least 32 bits wherever std builds.
         #[allow(clippy::cast_possible_truncation)]
         let count = count as usize;
         self.0.extend(std::iter::repeat(stamp).take(count));
     }
 
-    /// Drops the timestamps that no longer count at `now`, keeping at most `limit`.
-    fn prune(&mut self, params: &SlidingWindowLog, now: Nanos) {
+    /// What every write ends with: drops the core's
+    /// [`droppable`](SlidingWindowLog::droppable) oldest entries (beyond the newest
+    /// `ceiling`, or out of the window at `now` and older than the newest `limit`).
+    fn keep(&mut self, params: &SlidingWindowLog, now: Nanos) {
         // Truncation: at most the log's length, a usize.
         #[allow(clippy::cast_possible_truncation)]
-        let expired = params.expired(self, now) as usize;
-        self.0.drain(..expired);
+        let droppable = params.droppable(self, now) as usize;
+        self.0.drain(..droppable);
     }
 
-    /// Decides `cost` at `now` and records it if admitted.
+    /// Decides `cost` at `now` and records it if admitted (a deny changes nothing).
     pub(crate) fn take(
         &mut self,
         params: &SlidingWindowLog,
         now: Nanos,
         cost: u32,
     ) -> Result<(Decision, Option<Receipt>), InsufficientCapacity> {
-        self.prune(params, now);
         let outcome = params.decide(self, now, cost)?;
         let receipt = outcome.record.map(|stamp| {
             self.record(stamp, u64::from(cost));
+            self.keep(params, now);
             Receipt::Log { stamp }
         });
         Ok((outcome.decision, receipt))
@@ -130,9 +141,9 @@ impl Log {
 
     /// Records `cost` permits at `now` whatever the limit says (work already done).
     pub(crate) fn charge(&mut self, params: &SlidingWindowLog, now: Nanos, cost: u32) {
-        self.prune(params, now);
         let (stamp, count) = params.charge(self, now, cost);
         self.record(stamp, count);
+        self.keep(params, now);
     }
 
     /// Gives `cost` permits back at `now` (a caller's refund: the request was not served).
@@ -142,6 +153,7 @@ impl Log {
         let back = params.refund(self, now, cost) as usize;
         let keep = self.0.len() - back;
         self.0.truncate(keep);
+        self.keep(params, now);
     }
 
     /// Whether forgetting it at `now` loses nothing.
@@ -193,16 +205,24 @@ impl TierCell {
 
     /// Rewrites this cell, valid under `old`, into its state under `new` at `now`: the
     /// core's conversion rules (see [`PackedAlgorithm::rescale`](tollgate_core::PackedAlgorithm::rescale) and
-    /// [`SlidingWindowLog`]): the permits used are carried, rounded toward the stricter
-    /// side, never over the new limit.
+    /// [`SlidingWindowLog`]): exactly the permits used are carried, rounded toward the
+    /// stricter side, not capped at the new limit (a key that used more than a lowered
+    /// limit stays denied, and keeps that count when the limit is raised again).
     pub(crate) fn convert(&mut self, old: &AnyAlgorithm, new: &AnyAlgorithm, now: Nanos) {
         let used = match (&mut *self, old, new) {
             (TierCell::Word(word), AnyAlgorithm::Packed(o), AnyAlgorithm::Packed(n)) => {
                 *word = n.rescale(o, *word, now);
                 return;
             }
-            // Timestamps keep their meaning under any log parameters.
-            (TierCell::Log(_), AnyAlgorithm::Log(_), AnyAlgorithm::Log(_)) => return,
+            // Timestamps keep their meaning under any log parameters: those the old ones
+            // still count are kept.
+            (TierCell::Log(log), AnyAlgorithm::Log(o), AnyAlgorithm::Log(n)) => {
+                // Truncation: at most the log's length, a usize.
+                #[allow(clippy::cast_possible_truncation)]
+                let dropped = n.rescale_from(o, &*log, now) as usize;
+                log.0.drain(..dropped);
+                return;
+            }
             (TierCell::Word(word), AnyAlgorithm::Packed(o), AnyAlgorithm::Log(_)) => {
                 o.used(*word, now)
             }

@@ -29,9 +29,11 @@
 //! Memory, for a table of `capacity` keys with `S` slots (`S ≈ 1.25 · capacity`, see
 //! `Geometry`): the table's `16 · S` bytes plus the slab's `S · size_of::<Slot>()`
 //! (48 bytes per slot on 64-bit Linux), allocated at the tier's first use, plus under
-//! `16 · limit` bytes per key whose log holds anything (an evicted or emptied slot's log is
-//! let go of). Per request, a log tier's cost is capped at its `limit` (`max_cost`), so a
-//! check appends at most `limit` stamps.
+//! `16 · limit` bytes per key whose log holds anything from admissions alone, and under
+//! `16 · (limit + 4096)` for a key charged or converted beyond its limit (the log's
+//! [`ceiling`](SlidingWindowLog::ceiling), where it saturates; an evicted or emptied slot's
+//! log is let go of). Per request, a log tier's cost is capped at its `limit` (`max_cost`),
+//! so a check appends at most `limit` stamps; a charge at most the ceiling.
 
 use tollgate_core::{Nanos, SlidingWindowLog};
 

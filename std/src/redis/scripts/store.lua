@@ -19,8 +19,9 @@
 -- TTL slack in ms (decimal), a space and the *deadline*, the last ms of the server's Unix
 -- time (decimal) at which the call may still change anything (its client gives up after
 -- it), as in 'c0 1764547200250'; then the *plan*, the tiers' specs separated by ';', each
--- space-separated words: the algorithm name, the tag, cmax (the most a window count
--- holds, where a charge saturates) and the algorithm's arguments, each number as the
+-- space-separated words: the algorithm name, the tag, cmax (the most a state counts, where
+-- a charge or a conversion saturates: a window's full packed count, a log's ceiling
+-- L + 4096) and the algorithm's arguments, each number as the
 -- prelude's arg() reads it; then the client's time (16 hex digits), absent to use the
 -- server's TIME. KEYS: one per tier, in the plan's order.
 --
@@ -76,10 +77,10 @@ local function parse_tag(tag)
 end
 
 -- f(...) with 6 limbs (144 bits) instead of NL: the u128 products of conversions.
-local function wide(f, a, b, c, d)
+local function wide(f, a, b, c, d, e)
   local saved = NL
   NL = 6
-  local r = f(a, b, c, d)
+  local r = f(a, b, c, d, e)
   NL = saved
   return r
 end
@@ -239,24 +240,35 @@ local function used_of(old)
     if not is_zero(r) then q = add(q, ONE) end
     return add(curr, q)
   end
-  return small((ALGOS.log.count(old.view, old.p1, tonum(old.p2), now)))
+  -- over the newest ceiling of the log's own limit, beyond the limit too
+  local log = ALGOS.log
+  return small((log.count(old.view, old.p1, log.ceiling(tonum(old.p2)), now)))
 end
 
--- The state with `used` permits counted at `now` under (kind, p1, p2): the core's
--- Algorithm::with_used / SlidingWindowLog::with_used.
-local function with_used(kind, p1, p2, used)
-  if kind == 'l' then return virtual_log(now, tonum(min(used, p2))) end
+-- The state with `used` permits counted at `now` under (kind, p1, p2), `cmax` the most it
+-- counts (a window's full packed count, a log's ceiling): the core's Algorithm::with_used
+-- / SlidingWindowLog::with_used, not capped at the limit.
+local function with_used(kind, p1, p2, cmax, used)
+  if kind == 'l' then return virtual_log(now, tonum(min(used, cmax))) end
   if is_zero(used) then return fresh(kind) end
   if kind == 't' then return { clamp_at(add(now, clamp_u64(mul(used, p1)))) } end
-  if kind == 'f' then return { (window_of(p1)), min(used, p2) } end
-  return { (window_of(p1)), ZERO, min(used, p2) }
+  if kind == 'f' then return { (window_of(p1)), min(used, cmax) } end
+  return { (window_of(p1)), ZERO, min(used, cmax) }
 end
 
--- `old` moved to (kind, p1, p2) at `now`, in 6 limbs: PackedAlgorithm::rescale's table,
--- and the used / with_used pair for the pairs it does not cover (as the in-process store
--- does).
-local function rescaled(old, kind, p1, p2)
-  if old.kind == 'l' and kind == 'l' then return old.view end
+-- `old` moved to (kind, p1, p2) at `now` (`cmax` as with_used's), in 6 limbs:
+-- PackedAlgorithm::rescale's table, SlidingWindowLog::rescale_from, and the used /
+-- with_used pair for the pairs they do not cover (as the in-process store does).
+local function rescaled(old, kind, p1, p2, cmax)
+  if old.kind == 'l' and kind == 'l' then
+    -- SlidingWindowLog::rescale_from: the permits the old log still counts (its `used`
+    -- ones: in its window among its newest ceiling), as they are
+    local view = old.view
+    local log = ALGOS.log
+    local _, first = log.count(view, old.p1, log.ceiling(tonum(old.p2)), now)
+    if first == 0 then return view end
+    return zset_view(view.key, view.n - first, view.base + first)
+  end
   if old.kind == 't' and kind == 't' then
     -- tat::rescale: the debt (state - now)·to/from, rounded up, not capped
     local s = old.st[1]
@@ -265,15 +277,12 @@ local function rescaled(old, kind, p1, p2)
     if not is_zero(r) then q = add(q, ONE) end
     return { clamp_at(add(now, clamp_u64(q))) }
   end
-  if old.kind == 'f' and kind == 'f' and cmp(old.p1, p1) == 0 then
-    -- FixedWindow::rescale_from, same window: the count capped at the new limit
-    return { old.st[1], min(old.st[2], p2) }
-  end
-  if old.kind == 'c' and kind == 'c' and cmp(old.p1, p1) == 0 then
-    -- SlidingWindowCounter::rescale_from, same window: the counts as they are
+  if (old.kind == 'f' or old.kind == 'c') and kind == old.kind and cmp(old.p1, p1) == 0 then
+    -- FixedWindow::rescale_from / SlidingWindowCounter::rescale_from, same window (so the
+    -- same layout): the state as it is, every count whole
     return old.st
   end
-  return with_used(kind, p1, p2, used_of(old))
+  return with_used(kind, p1, p2, cmax, used_of(old))
 end
 
 -- Tier i's state from `old` (see load): as it is under the tier's own tag, fresh if absent
@@ -287,7 +296,7 @@ local function convert(i, old)
     if kind == 'l' then return old.view end
     return old.st
   end
-  return wide(rescaled, old, kind, p.p1, p.p2)
+  return wide(rescaled, old, kind, p.p1, p.p2, p.cmax)
 end
 
 -- Writes tier i's word state under its tag, expiring when the state is fresh again
@@ -396,31 +405,54 @@ local function write_word(i, st, span)
 end
 
 -- Writes tier i's log: the oldest `keep` permits of its current view, then `record`
--- ({ stamp, count }) appended, at most L kept, the tag member refreshed.
+-- ({ stamp, count }) appended, then (as every executor ends a write into a log) its
+-- droppable oldest permits removed (SlidingWindowLog::droppable: beyond the newest p.cmax,
+-- the log's ceiling, or out of the window and older than the newest L), the tag member
+-- refreshed.
 local function write_log(i, keep, record, span)
   local p, view, key, old = T_P[i], T_STATE[i], KEYS[i], T_OLD[i]
-  local limit_n = p[2]
+  local ceiling = p.cmax
   local n = keep
   local real = not view.virtual and old and old.zset and old.kind == 'l'
   local seq = view:next_seq()
+  -- the rank from which the permits kept are in the window, when known without a search
+  -- (see log.decide: a check that read every entry, then kept them all)
+  local first = nil
   if real then
+    -- a log converted from other parameters starts at `base` (see rescaled)
+    if view.base > 0 then redis.call('ZREMRANGEBYRANK', key, 0, view.base - 1) end
     if keep < view.n then redis.call('ZREMRANGEBYRANK', key, keep, view.n - 1) end
     if old.tag ~= p.tag then
       redis.call('ZREM', key, old.tag)
       redis.call('ZADD', key, 1, p.tag)
     end
+    if keep == view.n then first = view.first end
   else
     redis.call('DEL', key)
     zset_append(key, view.stamp, keep, ZERO)
     redis.call('ZADD', key, 1, p.tag)
+    -- all stamped at the instant of the conversion, in the window
+    first = 0
   end
   if record then
     zset_append(key, record[1], record[2], seq)
     n = n + record[2]
   end
-  if n > limit_n then redis.call('ZREMRANGEBYRANK', key, 0, n - limit_n - 1) end
+  -- SlidingWindowLog::droppable of the log as written: the rank of its oldest permit in
+  -- the window among the newest ceiling (the new record is in the window), at most n - L
+  if first == nil then
+    local _
+    _, first = ALGOS.log.count(zset_view(key, n, 0), p[1], ceiling, now)
+  elseif n - first > ceiling then
+    first = n - ceiling
+  end
+  local drop = math.min(first, math.max(n - p[2], 0))
+  if drop > 0 then
+    redis.call('ZREMRANGEBYRANK', key, 0, drop - 1)
+    n = n - drop
+  end
   if span == nil then
-    local _, _, _, _, reset = p.algo.decide(zset_view(key, math.min(n, limit_n), 0), p, now, true)
+    local _, _, _, _, reset = p.algo.decide(zset_view(key, n, 0), p, now, true)
     span = reset
   end
   redis.call('PEXPIRE', key, ttl_ms(span, slack))

@@ -199,17 +199,22 @@ fn swap_mid_traffic_keeps_every_keys_state() {
 fn raise_and_lower_mid_traffic_never_over_admits() {
     let low = "[[rules]]\nname = \"r\"\nlimit = 1000\nwindow = \"1m\"\n";
     let high = "[[rules]]\nname = \"r\"\nlimit = 2000\nwindow = \"1m\"\n";
-    let policy = Arc::new(Policy::from_toml(low, ManualClock::new()).unwrap());
-    let (admitted, swaps) = hammer_while_swapping(&policy, [high, low], 3, 1000);
-    assert!(swaps >= 1);
-    policy.reload_toml(high).unwrap();
-    let total = admitted + drain(&policy, "hot") as u64;
-    // Each conversion rounds against the client (up to 1 ns of debt): at most one permit
-    // lost over the run, never one gained.
-    assert!(
-        (1999..=2000).contains(&total),
-        "{total} after {swaps} swaps"
-    );
+    // Several rounds: a lost state shows only in some interleavings (one round in a few
+    // hundred once did, when a check of old rules could reach a store whose predecessor
+    // still inserted keys).
+    for round in 0..4 {
+        let policy = Arc::new(Policy::from_toml(low, ManualClock::new()).unwrap());
+        let (admitted, swaps) = hammer_while_swapping(&policy, [high, low], 3, 1000);
+        assert!(swaps >= 1);
+        policy.reload_toml(high).unwrap();
+        let total = admitted + drain(&policy, "hot") as u64;
+        // Each conversion rounds against the client (up to 1 ns of debt): at most one
+        // permit lost over the run, never one gained.
+        assert!(
+            (1999..=2000).contains(&total),
+            "round {round}: {total} after {swaps} swaps"
+        );
+    }
 }
 
 /// Changes a rule's algorithm back and forth (fixed window ↔ sliding window counter, both

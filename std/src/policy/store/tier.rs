@@ -387,10 +387,11 @@ impl TierStore {
         // Weak: the successor holds its predecessor (strongly, until a later reload drops
         // it); a strong link back would make the two a cycle that is never freed.
         *lock(&old.successor) = Some(Arc::downgrade(self));
-        let lineage = Arc::clone(old.lineage.get_or_init(Arc::default));
-        *lock(&lineage.newest) = Arc::downgrade(self);
-        // Set once: a store is made a successor by one reload only.
-        let _ = self.lineage.set(lineage);
+        // Set once: a store is made a successor by one reload only. (The lineage's newest
+        // becomes this store when `old` is retired: see `retire`.)
+        let _ = self
+            .lineage
+            .set(Arc::clone(old.lineage.get_or_init(Arc::default)));
     }
 
     /// Retires this store, replaced by a store of the set of generation `generation`
@@ -403,6 +404,13 @@ impl TierStore {
         // Release: pairs with the Acquire load in `is_retired`: whoever finds this store
         // retired finds its successor set.
         self.retired.store(true, Ordering::Release);
+        // Only now is the successor the tier's newest: a check reaching it through the
+        // lineage (from a generation long unlinked) must find every store older than it
+        // retired, or it could insert a key there while a check of the rules in force
+        // inserts the same key into this store (two states for one key).
+        if let (Some(next), Some(lineage)) = (lock(&self.successor).clone(), self.lineage.get()) {
+            *lock(&lineage.newest) = next;
+        }
     }
 
     /// Whether a reload made this store a successor of one it has not retired yet (only
@@ -907,6 +915,7 @@ impl TierStore {
                 Cells::Words { table, .. } => TierCell::Word(table.extract(h)?),
                 Cells::Logs { cells, .. } => TierCell::Log(cells.extract(h)?),
             };
+
             cell.convert(&generation.algorithm, &self.algorithm, now);
             Some(cell)
         })
@@ -1175,6 +1184,35 @@ mod tests {
             assert_eq!((old.len(), new.len()), (0, 2));
             assert!(new.predecessor().is_none());
         }
+    }
+
+    /// A store reached through its tier's lineage (by a check of an old rule set whose
+    /// direct successor is gone) is never one whose predecessor still inserts keys: the
+    /// lineage's newest moves to a successor only once its predecessor is retired (else a
+    /// check there and a check of the rules in force could each insert the same key, one
+    /// of the two states then lost with its generation).
+    #[test]
+    fn the_newest_of_a_lineage_follows_retirements_not_successions() {
+        let newest = |s: &TierStore| {
+            lock(&s.lineage.get().unwrap().newest)
+                .upgrade()
+                .map(|n| n.id)
+        };
+        let a = Arc::new(TierStore::new(gcra(10, 10), 16).unwrap());
+        let b = Arc::new(TierStore::new(gcra(10, 20), 16).unwrap());
+        b.succeed(&a);
+        assert_eq!(newest(&a), None, "b replaces a, which is not retired yet");
+        a.retire(1);
+        assert_eq!(newest(&a), Some(b.id));
+        let c = Arc::new(TierStore::new(gcra(10, 30), 16).unwrap());
+        c.succeed(&b);
+        assert_eq!(
+            newest(&a),
+            Some(b.id),
+            "b still inserts: c is not the newest yet"
+        );
+        b.retire(2);
+        assert_eq!(newest(&a), Some(c.id));
     }
 
     /// Keys stay in the old generation until touched (a peek reads them there, converted,

@@ -38,6 +38,14 @@ fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
 
+/// The process's resident set in KiB, where the OS tells it (Linux), for the log only: the
+/// assertions are on the live heap, which does not depend on the allocator's caching.
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Ten tenants' rules, each `limit` per minute (plus `shift`), named `prefix{i}`, and a
 /// default rule with two tiers.
 fn tenants(prefix: &str, limit: u64) -> String {
@@ -59,9 +67,12 @@ fn growth(warm: usize, rounds: usize, mut round: impl FnMut(usize)) -> isize {
     for i in 0..warm {
         round(i);
     }
-    let before = live();
+    let (before, rss) = (live(), rss_kib());
     for i in warm..warm + rounds {
         round(i);
+    }
+    if let (Some(a), Some(b)) = (rss, rss_kib()) {
+        eprintln!("  RSS {a} -> {b} KiB");
     }
     live() - before
 }
@@ -97,6 +108,7 @@ fn reloads_changing_limits() {
             assert!(d.tiers().iter().all(|o| o.name().starts_with("tenant")));
         }
     });
+    eprintln!("{rounds} reloads changing limits: live heap {grew:+} bytes");
     assert!(
         grew < 64 * 1024,
         "{rounds} reloads grew the heap by {grew} bytes"
@@ -118,6 +130,7 @@ fn validations_of_new_names() {
         let set = RuleSet::compile(&config).unwrap();
         assert_eq!(set.rules().len(), 11);
     });
+    eprintln!("{rounds} validations of new names: live heap {grew:+} bytes");
     assert!(
         grew < 16 * 1024,
         "{rounds} validations grew the heap by {grew} bytes"
@@ -134,6 +147,7 @@ fn reloads_of_new_names() {
         policy.reload_toml(&tenants(&format!("r{i}_"), 10)).unwrap();
         assert!(policy.allow("tenant_1", "/", 1).unwrap().allowed());
     });
+    eprintln!("{rounds} reloads of new names: live heap {grew:+} bytes");
     assert!(
         grew < 64 * 1024,
         "{rounds} reloads of new names grew the heap by {grew} bytes"

@@ -300,10 +300,24 @@ impl SlidingWindowLog {
         self.first_in_window(log, log.len(), now.as_u64())
     }
 
-    /// How many of the oldest stored entries a write drops at `now`, after it recorded or
-    /// refunded: those beyond the newest [`ceiling`](Self::ceiling), and those out of the
-    /// window but older than the newest `L` (see the module docs: every executor drops
-    /// exactly these, at exactly those writes).
+    /// How many of the oldest stored entries no longer count at `now` and never will: those
+    /// beyond the newest [`ceiling`](Self::ceiling) and those out of the window (what a
+    /// write into growable storage drops; see [`droppable`](Self::droppable)).
+    #[inline]
+    pub fn stale<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {
+        self.first_in_window(log, self.ceiling_for(log), now.as_u64())
+    }
+
+    /// How many of the oldest stored entries a write drops at `now` in a store that keeps
+    /// the newest `L` whatever their age, as a ring of `L` slots does ([`LogRing`], the
+    /// Redis store's sorted sets): those beyond the newest [`ceiling`](Self::ceiling), and
+    /// those out of the window but older than the newest `L`. A store with growable storage
+    /// may drop every [`stale`](Self::stale) entry instead (the policy's in-process log
+    /// tiers do): the two answer every caller whose `now` is not behind the newest stamp
+    /// alike, and a late caller is never admitted beyond `L` in the window of the stamp it
+    /// records.
+    ///
+    /// [`LogRing`]: crate::LogRing
     ///
     /// ```
     /// use tollgate_core::{Nanos, SlidingWindowLog};
@@ -311,8 +325,9 @@ impl SlidingWindowLog {
     /// let stamps = [0, 500_000_000, 1_200_000_000];
     /// // At 1.4 s the permit of t = 0 has slid out; the one of 0.5 s is still in.
     /// assert_eq!(log.droppable(&stamps[..], Nanos::from_millis(1400)), 1);
-    /// // At 2.3 s only the newest is kept (the newest L always are).
+    /// // At 2.3 s only the newest is kept (the newest L always are), though all are stale.
     /// assert_eq!(log.droppable(&stamps[..], Nanos::from_millis(2300)), 2);
+    /// assert_eq!(log.stale(&stamps[..], Nanos::from_millis(2300)), 3);
     /// ```
     #[inline]
     pub fn droppable<V: LogView + ?Sized>(&self, log: &V, now: Nanos) -> u64 {

@@ -11,12 +11,13 @@
 //! - the sliding window log keeps a sorted deque of timestamps ([`Log`]) in its key's slot
 //!   of a log table (see `store::log`), read through [`LogView`] by the core's pure log
 //!   transition ([`SlidingWindowLog::decide`], [`undo`](SlidingWindowLog::undo),
-//!   [`refund`](SlidingWindowLog::refund), [`droppable`](SlidingWindowLog::droppable)).
+//!   [`refund`](SlidingWindowLog::refund), [`stale`](SlidingWindowLog::stale)).
 //!   Every write (an admitted take, a charge, a refund) drops the entries the core calls
-//!   droppable afterwards: those beyond the newest
+//!   stale afterwards: those beyond the newest
 //!   [`ceiling`](SlidingWindowLog::ceiling) (`limit + 4096`), and those out of the window
-//!   older than the newest `limit`, exactly as the Redis store's script does, so the two
-//!   keep the same entries. A deny or a peek changes nothing.
+//!   (the Redis store, a ring like the core's `LogRing`, keeps the newest `limit` whatever
+//!   their age: see [`droppable`](SlidingWindowLog::droppable); both answer alike every
+//!   caller not behind the newest stamp). A deny or a peek changes nothing.
 //!   Admissions alone leave at most `limit` entries in the window; charges, conversions
 //!   and a lowered limit up to the ceiling (every permit used is kept, so a rollback of a
 //!   lowered limit hands out nothing twice).
@@ -61,8 +62,8 @@ pub(crate) enum TierCell {
     Log(Log),
 }
 
-/// A sliding window log's timestamps, oldest first: after every write the newest `limit`
-/// and the others still in the window, at most the log's
+/// A sliding window log's timestamps, oldest first: after every write those still in the
+/// window, at most the log's
 /// [`ceiling`](SlidingWindowLog::ceiling) (`limit` from admissions alone), in storage
 /// below `16 · ceiling` bytes.
 #[derive(Clone, Debug, Default)]
@@ -92,14 +93,15 @@ impl Log {
         self.0.extend(std::iter::repeat(stamp).take(count));
     }
 
-    /// What every write ends with: drops the core's
-    /// [`droppable`](SlidingWindowLog::droppable) oldest entries (beyond the newest
-    /// `ceiling`, or out of the window at `now` and older than the newest `limit`).
+    /// What every write ends with: drops the core's [`stale`](SlidingWindowLog::stale)
+    /// oldest entries (beyond the newest `ceiling`, or out of the window at `now`), so a
+    /// log holds only what still counts (a handful of stamps for most keys, whatever the
+    /// limit).
     fn keep(&mut self, params: &SlidingWindowLog, now: Nanos) {
         // Truncation: at most the log's length, a usize.
         #[allow(clippy::cast_possible_truncation)]
-        let droppable = params.droppable(self, now) as usize;
-        self.0.drain(..droppable);
+        let stale = params.stale(self, now) as usize;
+        self.0.drain(..stale);
     }
 
     /// Decides `cost` at `now` and records it if admitted (a deny changes nothing).

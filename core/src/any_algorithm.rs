@@ -494,19 +494,12 @@ impl AnyAlgorithm {
             }
             AnyAlgorithm::Log(l) => (6, [l.window().as_u64(), l.limit()]),
         };
-        const PRIME: u64 = 0x0000_0100_0000_01b3;
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |byte: u8| {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(PRIME);
-        };
-        eat(tag);
+        let mut hash = crate::hash::Fnv1a::new();
+        hash.write(&[tag]);
         for n in numbers {
-            for byte in n.to_le_bytes() {
-                eat(byte);
-            }
+            hash.write(&n.to_le_bytes());
         }
-        hash
+        hash.finish()
     }
 
     /// The largest cost one check can ever admit; a larger cost is

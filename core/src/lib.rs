@@ -81,6 +81,7 @@ mod decision;
 mod error;
 mod fixed_window;
 mod gcra;
+pub mod hash;
 mod leaky_bucket;
 mod limiter;
 mod log_ring;

@@ -631,11 +631,7 @@ fn one_slow_master_does_not_degrade_the_keys_of_the_others() {
     let store = fault_store(RedisTarget::Cluster(cluster.urls()), "slow", closed());
     // Clients on master 0, and clients elsewhere in other backoff groups (the group of a
     // client is FNV-1a of its name, modulo 64).
-    let group = |client: &str| {
-        client.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        }) % 64
-    };
+    let group = |client: &str| tollgate::engine::hash::fnv1a(client.as_bytes()) % 64;
     let mut on_paused = Vec::new();
     let mut elsewhere = Vec::new();
     for i in 0..400 {

@@ -271,11 +271,7 @@ fn limit_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
 /// The `pk` of `client` written into `buf`: `:base64:` of the big-endian FNV-1a 64 hash
 /// (stable across processes, so every node of a fleet names a client's partition alike).
 fn partition_key_into<'b>(client: &str, buf: &'b mut [u8; 14]) -> &'b str {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in client.bytes() {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let hash = tollgate_core::hash::fnv1a(client.as_bytes());
     buf[0] = b':';
     base64_into(&hash.to_be_bytes(), &mut buf[1..13]);
     buf[13] = b':';

@@ -12,7 +12,8 @@ use super::table::{Mode, Table};
 use super::{DefaultHashBuilder, KeyStorage, KeyedBuildError, KeyedLimiter, WhenFull};
 use crate::MonotonicClock;
 
-/// The capacity a builder uses unless told otherwise.
+/// The keys a table keeps state for unless told otherwise: a [`KeyedLimiterBuilder`]'s
+/// capacity, and each tier's in a policy whose rules set no `capacity`.
 pub const DEFAULT_CAPACITY: usize = 100_000;
 
 /// Configures a [`KeyedLimiter`]; start from [`KeyedLimiter::builder`].

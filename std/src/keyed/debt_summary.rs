@@ -70,8 +70,8 @@
 
 use tollgate_core::{Algorithm, Nanos};
 
-use super::key::splitmix;
 use crate::sync::{AtomicU64, Ordering};
+use tollgate_core::hash::splitmix64 as splitmix;
 
 /// Seeds of the two rows' cell choice (independent of the bucket choice, which uses the
 /// identity's own bits).

@@ -77,14 +77,6 @@ pub(crate) fn mix(value: u64, seed: u64) -> u64 {
     z ^ (z >> 32)
 }
 
-/// The splitmix64 finaliser (a stronger bijection, for picking well-spread constants).
-pub(crate) fn splitmix(index: u64) -> u64 {
-    let mut z = index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The mask XORed into a slot's state word, derived from the key's identity. A check that
 /// loaded key X's masked state and then lost the slot to key Y (evicted and replaced between
 /// its load and its compare-and-swap) can only succeed its CAS if Y's masked state equals

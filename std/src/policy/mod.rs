@@ -80,7 +80,7 @@ pub use penalty::AdaptivePenalty;
 pub use reload_report::ReloadReport;
 pub use reservation::Reservation;
 pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
-pub use rule_set::{RuleSet, DEFAULT_CAPACITY, MAX_CAPACITY};
+pub use rule_set::{RuleSet, MAX_CAPACITY};
 pub(crate) use store::TierStore;
 pub use store::{AsyncStore, InProcess, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;

@@ -121,9 +121,10 @@ pub struct AdaptivePenalty<P> {
 }
 
 impl<P: PolicyCheck> AdaptivePenalty<P> {
-    /// Wraps `inner`; the error names the invalid field.
+    /// Wraps `inner`, keeping penalty state for up to [`DEFAULT_CAPACITY`](crate::keyed::DEFAULT_CAPACITY)
+    /// clients; the error names the invalid field.
     pub fn new(inner: P, config: PenaltyConfig) -> Result<AdaptivePenalty<P>, PenaltyConfigError> {
-        AdaptivePenalty::with_capacity(inner, config, 100_000)
+        AdaptivePenalty::with_capacity(inner, config, crate::keyed::DEFAULT_CAPACITY)
     }
 
     /// Wraps `inner`, keeping penalty state for at most `capacity` clients (at least 1).

@@ -19,9 +19,6 @@ use super::{PolicyConfig, PolicyConfigError, Rule};
 /// changes (unchanged ones keep their state and their table).
 pub const MAX_CAPACITY: usize = 1 << 26;
 
-/// Default number of keys one tier keeps state for.
-pub const DEFAULT_CAPACITY: usize = 100_000;
-
 /// Names (clients or endpoints) and what each maps to. A few names (at most
 /// [`FEW`]: a config's endpoints, its client rules) are found by comparing the name with
 /// each in turn, which needs no hash at all (an endpoint is not otherwise hashed); more are
@@ -178,7 +175,7 @@ impl RuleSet {
                 ))
             }
             Some(c) => c,
-            None => DEFAULT_CAPACITY,
+            None => crate::keyed::DEFAULT_CAPACITY,
         };
         if config.rules.is_empty() && !config.allow_empty {
             return Err(PolicyConfigError::new(

@@ -23,6 +23,7 @@ use super::{
 use crate::policy::{AsyncStore, Partition, Plan, PlannedTier, Store, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
 use crate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, Nanos, PackedAlgorithm};
+use tollgate_core::hash::fnv1a;
 
 /// The most permits one request may charge a sliding-log tier (the policy's
 /// [`MAX_LOG_COST`](crate::policy::MAX_LOG_COST), the same in every store).
@@ -1700,13 +1701,6 @@ fn key_tag(key: &str) -> Option<&str> {
 #[allow(clippy::cast_possible_truncation)]
 fn stamp_of(key: &[u8]) -> usize {
     (fnv1a(key) % STAMPS as u64) as usize
-}
-
-/// FNV-1a over `bytes`: the stable tag of a client that cannot be a hash tag itself.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 impl RedisStore {

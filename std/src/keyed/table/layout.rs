@@ -4,9 +4,10 @@
 //! empty), and [`advise_huge_pages`] for large tables.
 
 use super::{Loc, Table};
-use crate::keyed::key::{splitmix, state_mask};
+use crate::keyed::key::state_mask;
 use crate::keyed::KeyedBuildError;
 use crate::sync::{AtomicU64, Ordering};
+use tollgate_core::hash::splitmix64 as splitmix;
 
 /// The two candidate buckets (indices within the shard) of identity `h`.
 #[inline(always)]

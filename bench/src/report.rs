@@ -1,5 +1,5 @@
 //! [`Report`]: the rows of a `compare` run, rendered as a console table, a markdown table
-//! (for README) and the JSON the issue specifies.
+//! (for docs/benchmarks.md) and the JSON the issue specifies.
 
 use crate::{Contender, Row};
 use std::fmt::Write as _;
@@ -82,7 +82,7 @@ impl Report {
         out
     }
 
-    /// A markdown table (README-ready).
+    /// A markdown table (for docs/benchmarks.md).
     pub fn markdown(&self) -> String {
         let mut out = String::from(
             "| case | unit | tollgate | governor | floor | tollgate/governor | tollgate/floor |\n\

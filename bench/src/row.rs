@@ -14,7 +14,7 @@ use crate::{Contender, Unit};
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// The case name (stable: the JSON and README refer to it).
+    /// The case name (stable: the JSON and docs/benchmarks.md refer to it).
     pub name: String,
     /// What the figures measure.
     pub unit: Unit,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Benchmark smoke test: the `compare` command of README works from a fresh clone and its
-# JSON holds every case README and issue 6 name. Figures are not checked (noisy machine);
+# Benchmark smoke test: the `compare` command of docs/benchmarks.md works from a fresh clone and its
+# JSON holds every case docs/benchmarks.md and issue 6 name. Figures are not checked (noisy machine);
 # the criterion benches are only compiled.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

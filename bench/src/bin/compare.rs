@@ -8,7 +8,7 @@
 //! - `--quick`: fewer, shorter rounds (the whole run stays under two minutes);
 //! - `--json FILE`: also write `{"cases":[{"name","unit","tollgate","governor","floor"}, …]}`;
 //! - `--filter SUBSTR`: only cases whose name contains `SUBSTR`;
-//! - `--markdown`: also print the table as markdown (for README);
+//! - `--markdown`: also print the table as markdown (for docs/benchmarks.md);
 //! - `--wall`: time batches by wall clock instead of the measuring thread's CPU time (the
 //!   default, which keeps other processes on a shared machine out of the figures).
 

@@ -224,7 +224,7 @@ pub use crate::policy::MAX_LOG_COST;
 /// builds the store with [`on_runtime`](Self::on_runtime) instead: the connection lives on
 /// the server's runtime, and an awaited check sends and receives on it, as a plain
 /// `redis` client on that runtime would: no two thread wake-ups per round trip, which
-/// wait for a CPU when the machine is busy (see README's `redis_bench` figures).
+/// wait for a CPU when the machine is busy (see docs/benchmarks.md, `redis_bench`).
 ///
 /// ```no_run
 /// use tollgate::policy::Policy;

@@ -183,7 +183,7 @@ fn step(sets: usize) -> impl Strategy<Value = Step> {
 /// reference store) convert a key when a request next writes it. On a frozen clock both
 /// instants are one; on an advancing clock a conversion at another instant answers
 /// differently (a bucket's debt carried into a log at the reload stays a window long
-/// instead of draining): a matter of the reload protocol (`store/tier.rs`), not of a
+/// instead of draining): a matter of the reload protocol (`policy/store/tier/generations.rs`), not of a
 /// conversion rule, left to its rewrite.
 pub(crate) const ADVANCING_RELOADS: usize = 4;
 

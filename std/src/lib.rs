@@ -40,14 +40,17 @@ pub use tollgate_core::{
     SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
-/// All of [`tollgate_core`], for code that drives the algorithms itself.
+/// The executors and the packed-state plumbing of [`tollgate_core`] underneath the limiters,
+/// for code that drives the algorithms itself.
 ///
-/// The names a limiter's user needs ([`Gcra`], [`Decision`], [`Nanos`], …) are re-exported
-/// at the top level of this crate. This module adds the executors and the packed-state
-/// plumbing underneath them: the clockless [`Limiter`](engine::Limiter) that
-/// [`RateLimiter`] wraps, the bare [`StateCell`](engine::StateCell), the sliding log's
-/// [`LogRing`](engine::LogRing), the [`Outcome`](engine::Outcome) an [`Algorithm`] returns,
-/// and (with tollgate-core's `reference` feature) the reference models.
+/// The names a limiter's user needs ([`Gcra`], [`Decision`], [`Nanos`], …) are at the top
+/// level of this crate, and only there: this module holds what is not. The clockless
+/// [`Limiter`](engine::Limiter) that [`RateLimiter`] wraps, the bare
+/// [`StateCell`](engine::StateCell), the sliding log's [`LogRing`](engine::LogRing) and
+/// [`SlidingLogLimiter`](engine::SlidingLogLimiter), the [`Outcome`](engine::Outcome) an
+/// [`Algorithm`] returns, the log's [`LogView`](engine::LogView) and
+/// [`LogOutcome`](engine::LogOutcome), and the fleet-stable [`hash`](engine::hash)es. (The
+/// core's reference models are `tollgate_core::reference`, behind its `reference` feature.)
 ///
 /// ```
 /// use tollgate::engine::Limiter;
@@ -58,8 +61,9 @@ pub use tollgate_core::{
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 pub mod engine {
-    #[doc(inline)]
-    pub use tollgate_core::*;
+    pub use tollgate_core::{
+        hash, Limiter, LogOutcome, LogRing, LogView, Outcome, SlidingLogLimiter, StateCell,
+    };
 }
 
 pub mod clock;

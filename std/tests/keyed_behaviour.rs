@@ -3,7 +3,7 @@
 use std::net::Ipv4Addr;
 
 use proptest::prelude::*;
-use tollgate::engine::reference::PackedModel;
+use tollgate_core::reference::PackedModel;
 use tollgate::{
     FixedWindow, Gcra, InsufficientCapacity, KeyStorage, KeyedError, KeyedLimiter, LeakyBucket,
     ManualClock, Nanos, PackedAlgorithm, SlidingWindowCounter, TokenBucket,

@@ -8,7 +8,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use tollgate::engine::reference::PackedModel;
+use tollgate_core::reference::PackedModel;
 use tollgate::{
     Decision, FixedWindow, Gcra, KeyStorage, KeyedError, KeyedLimiter, LeakyBucket, Nanos,
     PackedAlgorithm, SlidingWindowCounter, TokenBucket, WhenFull,

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
-use tollgate::engine::reference::GcraModel;
+use tollgate_core::reference::GcraModel;
 use tollgate::{Clock, Gcra, InsufficientCapacity, ManualClock, Nanos, RateLimiter};
 
 /// A clock that counts its reads.

@@ -33,7 +33,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use tollgate::engine::reference::{PackedModel, SlidingWindowLogModel};
+use tollgate_core::reference::{PackedModel, SlidingWindowLogModel};
 use tollgate::policy::{Policy, PolicyCheck, Request};
 use tollgate::{
     AnyAlgorithm, AnyLimiter, Decision, FixedWindow, Gcra, KeyStorage, KeyedLimiter, LeakyBucket,

@@ -1,8 +1,9 @@
 //! [`KeySet`]: `n` distinct keys and the access orders the keyed cases replay (round robin
 //! and Zipf-skewed), all generated before timing.
 
-use crate::{split_mix, SplitMix64, Zipf};
+use crate::{SplitMix64, Zipf};
 use std::net::Ipv6Addr;
+use tollgate::engine::hash::splitmix64;
 
 /// `n` distinct `u64` keys (SplitMix64's bijective mixer over `0..n`, so they look random
 /// to a hash table but never repeat), plus helpers deriving the other key types from them.
@@ -32,7 +33,7 @@ impl KeySet {
     /// `offset` range (keys are `mix(offset..offset + n)`).
     pub fn with_offset(n: usize, offset: u64) -> KeySet {
         KeySet {
-            keys: (0..n as u64).map(|i| split_mix::mix(offset + i)).collect(),
+            keys: (0..n as u64).map(|i| splitmix64(offset + i)).collect(),
         }
     }
 
@@ -67,7 +68,7 @@ impl KeySet {
     pub fn ipv6s(&self) -> Vec<Ipv6Addr> {
         self.keys
             .iter()
-            .map(|&k| Ipv6Addr::from((u128::from(k) << 64) | u128::from(split_mix::mix(k))))
+            .map(|&k| Ipv6Addr::from((u128::from(k) << 64) | u128::from(splitmix64(k))))
             .collect()
     }
 

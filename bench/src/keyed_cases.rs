@@ -12,12 +12,13 @@
 use crate::direct_cases::governor_quota;
 use crate::loops::{keyed, two_threads};
 use crate::Stopwatch;
-use crate::{split_mix, CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase};
+use crate::{CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase};
 use governor::clock::QuantaClock;
 use governor::RateLimiter;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
+use tollgate::engine::hash::splitmix64;
 use tollgate::TscClock;
 
 /// Per-key quota of the keyed cases: one permit per ns, bursts of a million.
@@ -182,7 +183,7 @@ where
         let mut left = iters;
         while left > 0 {
             let n = left.min(INSERT_CHUNK as u64);
-            let keys: Vec<u64> = (next..next + n).map(split_mix::mix).collect();
+            let keys: Vec<u64> = (next..next + n).map(splitmix64).collect();
             next += n;
             let table = make(INSERT_CHUNK);
             let start = Stopwatch::start();

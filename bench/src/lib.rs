@@ -32,7 +32,7 @@ mod memory_spec;
 pub mod policy_cases;
 mod report;
 mod row;
-pub mod split_mix;
+mod split_mix;
 mod stopwatch;
 mod sync;
 mod timed_case;

@@ -3,11 +3,11 @@
 use std::net::Ipv4Addr;
 
 use proptest::prelude::*;
-use tollgate_core::reference::PackedModel;
 use tollgate::{
     FixedWindow, Gcra, InsufficientCapacity, KeyStorage, KeyedError, KeyedLimiter, LeakyBucket,
     ManualClock, Nanos, PackedAlgorithm, SlidingWindowCounter, TokenBucket,
 };
+use tollgate_core::reference::PackedModel;
 
 fn gcra() -> Gcra {
     Gcra::per_second(2).burst(3).build().unwrap()

@@ -8,11 +8,11 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use tollgate_core::reference::PackedModel;
 use tollgate::{
     Decision, FixedWindow, Gcra, KeyStorage, KeyedError, KeyedLimiter, LeakyBucket, Nanos,
     PackedAlgorithm, SlidingWindowCounter, TokenBucket, WhenFull,
 };
+use tollgate_core::reference::PackedModel;
 
 const THREADS: usize = 4;
 

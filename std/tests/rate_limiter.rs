@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
-use tollgate_core::reference::GcraModel;
 use tollgate::{Clock, Gcra, InsufficientCapacity, ManualClock, Nanos, RateLimiter};
+use tollgate_core::reference::GcraModel;
 
 /// A clock that counts its reads.
 #[derive(Default)]

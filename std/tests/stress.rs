@@ -33,12 +33,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use tollgate_core::reference::{PackedModel, SlidingWindowLogModel};
 use tollgate::policy::{Policy, PolicyCheck, Request};
 use tollgate::{
     AnyAlgorithm, AnyLimiter, Decision, FixedWindow, Gcra, KeyStorage, KeyedLimiter, LeakyBucket,
     ManualClock, Nanos, PackedAlgorithm, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
+use tollgate_core::reference::{PackedModel, SlidingWindowLogModel};
 
 /// Checks per thread per key per phase.
 const ATTEMPTS: u64 = 2;

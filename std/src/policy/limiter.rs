@@ -348,7 +348,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         let set = self.active_set();
         if let Some(plan) = refund_plan(&set, request) {
             self.store.refund_async(&plan, now).await;
-        }
+        };
     }
 
     /// A charge of `request` at `now`, awaiting the store.
@@ -356,7 +356,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         let set = self.active_set();
         if let Some(plan) = charge_plan(&set, request) {
             self.store.charge_async(&plan, now).await;
-        }
+        };
     }
 
     /// [`decide`](Self::decide), awaiting the store's check (or peek) at `now` (the
@@ -369,22 +369,25 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         now: Option<Nanos>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.active_set();
-        let mut plan = Plan::new();
-        plan_into(&mut plan, &set, request, |tier| {
-            tier_cost(request, tier.max_cost())
-        })?;
         let mut decision = PolicyDecision::empty();
-        decision.label(&plan);
-        if plan.is_empty() {
-            decision.settle(request.divisor);
-            return Ok(decision);
-        }
-        let now = now.unwrap_or_else(|| self.clock.now());
-        let outcomes = decision.outcomes_mut();
-        if peek {
-            self.store.peek_async(&plan, now, outcomes).await?;
-        } else {
-            self.store.check_async(&plan, now, outcomes).await?;
+        // The plan borrows the set, which the decision takes after it.
+        {
+            let mut plan = Plan::new();
+            plan_into(&mut plan, &set, request, |tier| {
+                tier_cost(request, tier.max_cost())
+            })?;
+            decision.label(&plan);
+            if plan.is_empty() {
+                decision.settle(request.divisor);
+                return Ok(decision);
+            }
+            let now = now.unwrap_or_else(|| self.clock.now());
+            let outcomes = decision.outcomes_mut();
+            if peek {
+                self.store.peek_async(&plan, now, outcomes).await?;
+            } else {
+                self.store.check_async(&plan, now, outcomes).await?;
+            }
         }
         decision.settle(request.divisor);
         // The labels point into the set: the decision keeps it.
@@ -517,14 +520,14 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         let set = self.active_set();
         if let Some(plan) = charge_plan(&set, request) {
             self.store.charge(&plan, now);
-        }
+        };
     }
 
     fn refund_at(&self, request: &Request<'_>, now: Nanos) {
         let set = self.active_set();
         if let Some(plan) = refund_plan(&set, request) {
             self.store.refund(&plan, now);
-        }
+        };
     }
 }
 
@@ -654,17 +657,20 @@ impl<C, S> Policy<C, S> {
         decide: impl FnOnce(&Plan<'_>, &mut [TierOutcome]) -> Result<(), InsufficientCapacity>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         let set = self.active_set();
-        let mut plan = Plan::new();
-        plan_into(&mut plan, &set, request, |tier| {
-            tier_cost(request, tier.max_cost())
-        })?;
         let mut decision = PolicyDecision::empty();
-        decision.label(&plan);
-        if plan.is_empty() {
-            decision.settle(request.divisor);
-            return Ok(decision);
+        // The plan borrows the set, which the decision takes after it.
+        {
+            let mut plan = Plan::new();
+            plan_into(&mut plan, &set, request, |tier| {
+                tier_cost(request, tier.max_cost())
+            })?;
+            decision.label(&plan);
+            if plan.is_empty() {
+                decision.settle(request.divisor);
+                return Ok(decision);
+            }
+            decide(&plan, decision.outcomes_mut())?;
         }
-        decide(&plan, decision.outcomes_mut())?;
         decision.settle(request.divisor);
         // The labels point into the set: the decision keeps it.
         decision.hold(set.into_hold());

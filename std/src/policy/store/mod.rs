@@ -21,8 +21,8 @@
 
 use std::fmt;
 use std::future::Future;
-use std::mem::MaybeUninit;
 
+use arrayvec::ArrayVec;
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
 use super::{Rule, Tier, TierOutcome, MAX_TIERS};
@@ -54,13 +54,11 @@ pub struct PlannedTier<'a> {
 
 /// The tiers one request is checked against, in order (the global-slot rule's first): at
 /// most [`MAX_TIERS`], kept inline (no allocation).
-#[derive(Copy, Clone)]
+#[derive(Clone)]
 pub struct Plan<'a> {
-    /// `entries[..len]` are initialised; the rest are never written nor read (so an empty
-    /// plan costs no clearing).
-    entries: [MaybeUninit<Entry<'a>>; MAX_TIERS],
-    /// At most [`MAX_TIERS`].
-    len: usize,
+    /// The tiers, inline (an unused slot is never written nor read, so an empty plan costs
+    /// no clearing).
+    entries: ArrayVec<Entry<'a>, MAX_TIERS>,
 }
 
 /// One tier of a plan, and where the in-process store located its key's table slot when
@@ -77,8 +75,7 @@ impl<'a> Plan<'a> {
     #[inline]
     pub(crate) fn new() -> Plan<'a> {
         Plan {
-            entries: [const { MaybeUninit::uninit() }; MAX_TIERS],
-            len: 0,
+            entries: ArrayVec::new_const(),
         }
     }
 
@@ -94,35 +91,30 @@ impl<'a> Plan<'a> {
     /// `prefetch` answered); `false` if the plan is full.
     #[inline]
     pub(crate) fn push_located(&mut self, tier: PlannedTier<'a>, at: Option<Spot<'a>>) -> bool {
-        match self.entries.get_mut(self.len) {
-            Some(slot) => {
-                slot.write(Entry { tier, at });
-                self.len += 1;
-                true
-            }
-            None => false,
+        // Checked first, so the push below writes the entry in place.
+        if self.entries.is_full() {
+            return false;
         }
+        self.entries.push(Entry { tier, at });
+        true
     }
 
     /// The filled entries.
     #[inline]
     fn entries(&self) -> &[Entry<'a>] {
-        // SAFETY: `entries[..len]` is initialised (`push_located` writes a slot before it
-        // counts it, and `len` never exceeds MAX_TIERS: `get_mut` refuses past the end);
-        // `MaybeUninit<Entry>` has `Entry`'s layout; the slice borrows `self`.
-        unsafe { core::slice::from_raw_parts(self.entries.as_ptr().cast(), self.len) }
+        &self.entries
     }
 
     /// How many tiers.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.entries.len()
     }
 
     /// Whether no rule matched.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.entries.is_empty()
     }
 
     /// The tiers, in order.
@@ -531,17 +523,11 @@ impl Store for InProcess {
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops
         // below walk plan, outcomes and slots together with no bounds check.
         let outcomes = &mut outcomes[..plan.len()];
-        // Left uninitialised (not zeroed: the hot path writes only the plan's tiers).
-        let mut slots = [const { MaybeUninit::<Prepared<'_>>::uninit() }; MAX_TIERS];
-        let mut filled = 0;
+        // Not cleared: the hot path writes only the plan's tiers.
+        let mut prepared = ArrayVec::<Prepared<'_>, MAX_TIERS>::new_const();
         let mut denied = false;
         let mut located = true;
-        for ((entry, outcome), slot) in plan
-            .entries()
-            .iter()
-            .zip(outcomes.iter_mut())
-            .zip(slots.iter_mut())
-        {
+        for (entry, outcome) in plan.entries().iter().zip(outcomes.iter_mut()) {
             let p = &entry.tier;
             let ready = match entry.at {
                 Some(spot) => spot.prepare(p.key, now, p.cost, &mut outcome.decision),
@@ -551,18 +537,14 @@ impl Store for InProcess {
                 located = false;
                 break;
             };
-            slot.write(ready?);
-            filled += 1;
+            // As many as the plan's entries, at most MAX_TIERS: this never refuses.
+            let _ = prepared.try_push(ready?);
             denied |= !outcome.decision.allowed;
         }
         if !located {
             return self.check_general(plan, now, outcomes);
         }
-        // SAFETY: each round of the loop above wrote the next of `slots` in turn (or
-        // returned, or broke out to the return above), so `slots[..filled]` is initialised;
-        // `MaybeUninit<T>` has `T`'s layout, and `Prepared` is `Copy` (nothing to drop).
-        let prepared: &mut [Prepared<'_>] =
-            unsafe { core::slice::from_raw_parts_mut(slots.as_mut_ptr().cast(), filled) };
+        let prepared: &mut [Prepared<'_>] = &mut prepared;
         if denied {
             Self::current_state(plan, outcomes, now);
             return Ok(());
@@ -678,7 +660,7 @@ mod tests {
         assert!(plan.is_empty() && plan.iter().next().is_none() && plan.get(0).is_none());
         assert!(plan.push_located(planned(0), None));
         assert!(plan.push_located(planned(1), None));
-        let copy = plan;
+        let copy = plan.clone();
         assert_eq!(copy.len(), 2);
         assert_eq!(copy.iter().map(|p| p.key).collect::<Vec<_>>(), [0, 1]);
         assert_eq!(copy.get(1).map(|p| p.tier.name()), Some("b"));

@@ -1,17 +1,6 @@
-//! How a tier's algorithm and a request's cost are encoded as script arguments, and the
-//! check of a key prefix.
+//! How a tier's algorithm and a request's cost are encoded as script arguments.
 
-use super::BuildError;
 use crate::{Algorithm, AnyAlgorithm, PackedAlgorithm};
-
-/// Checks a key prefix: non-empty, no hash-tag braces, no separator.
-pub(crate) fn validate_name(name: &str) -> Result<(), BuildError> {
-    if name.is_empty() || name.contains(['{', '}', ':']) {
-        Err(BuildError::InvalidName(name.to_owned()))
-    } else {
-        Ok(())
-    }
-}
 
 /// An algorithm argument as the scripts' `arg` reads it (prelude.lua): below 2^52, hex
 /// without padding (at most 13 digits: one `tonumber(s, 16)`, exact in a Lua double, and

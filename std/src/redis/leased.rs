@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use super::store::{finish, Io, LeaseOp, LeaseReply, PendingLease, TierKey};
+use super::keys::TierKey;
+use super::store::{finish, Io, LeaseOp, LeaseReply, PendingLease};
 use super::{BuildError, LeaseConfig, RedisStats, RedisStore};
 use crate::lease::{LeaseCell, Spend};
 use crate::policy::{AsyncStore, Plan, PlannedTier, Store, StripedCounter, TierOutcome, MAX_TIERS};

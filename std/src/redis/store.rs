@@ -15,6 +15,7 @@ use super::clock::ServerClock;
 use super::connection::Connection;
 use super::deny_cache::{shift, DenyCache};
 use super::fallback::{LocalOp, PlanFallback};
+use super::keys::{client_tag, key_tag, push_tier_key, tag_hash, TierKey};
 use super::stats::Counters;
 use super::{
     BuildError, FailureCause, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget,
@@ -684,16 +685,6 @@ fn tier_spec(algorithm: &AnyAlgorithm, cost: u32) -> String {
     spec
 }
 
-/// One tier of one key, owned (what a lease of [`LeasedStore`](super::LeasedStore) names
-/// after the request that made the key hot is gone): its Redis key, backoff group and
-/// algorithm.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct TierKey {
-    key: String,
-    tag: u64,
-    algorithm: AnyAlgorithm,
-}
-
 /// What became of a lease operation (see [`RedisStore::lease_op`]).
 #[derive(Debug)]
 pub(crate) enum LeaseReply {
@@ -792,56 +783,6 @@ fn push_params(out: &mut String, algorithm: &AnyAlgorithm) {
         algorithm.limit(),
         extra.as_u64()
     );
-}
-
-/// Appends `name` with `%`, `:`, `{` and `}` escaped, so key parts cannot run together.
-fn push_escaped(key: &mut String, name: &str) {
-    // The common case, a name with nothing to escape, in one copy.
-    if !name.contains(['%', ':', '{', '}']) {
-        key.push_str(name);
-        return;
-    }
-    for c in name.chars() {
-        match c {
-            // Writing to a `String` cannot fail.
-            '%' | ':' | '{' | '}' => {
-                let _ = write!(key, "%{:02X}", c as u32);
-            }
-            c => key.push(c),
-        }
-    }
-}
-
-/// Appends the Redis key of `tier` of `rule` for `client` under `prefix` to `key` (see
-/// [`RedisConfig::redis_key`]).
-pub(crate) fn push_key(
-    key: &mut String,
-    prefix: &str,
-    rule: &str,
-    tier: &str,
-    client: Option<&str>,
-) {
-    key.push_str(prefix);
-    key.push(':');
-    push_escaped(key, rule);
-    key.push(':');
-    push_escaped(key, tier);
-    key.push(':');
-    match client {
-        None => key.push_str("{@}"),
-        // `@` is the global rules' tag: a client of that name is hashed, so it never shares
-        // a key with the global state of a rule that a reload made per-client.
-        Some(c) if !c.is_empty() && c != "@" && !c.contains(['{', '}']) => {
-            key.push('{');
-            key.push_str(c);
-            key.push('}');
-        }
-        Some(c) => {
-            // Writing to a `String` cannot fail.
-            let _ = write!(key, "{{#{:016x}}}:", fnv1a(c.as_bytes()));
-            key.push_str(c);
-        }
-    }
 }
 
 /// Writes the per-tier decisions of a check or peek reply into `out` (`None` if malformed).
@@ -993,18 +934,12 @@ impl RedisStore {
                 if (p.rule.partition() == Partition::Global) != global {
                     continue;
                 }
-                let call = slot.get_or_insert_with(|| {
-                    Call::new(if global {
-                        fnv1a(b"@")
-                    } else {
-                        fnv1a(p.client.as_bytes())
-                    })
-                });
+                let call = slot.get_or_insert_with(|| Call::new(tag_hash(p)));
                 if call.len == MAX_TIERS {
                     // A plan holds at most MAX_TIERS tiers.
                     break;
                 }
-                self.push_key_of(&mut call.text, p);
+                push_tier_key(&mut call.text, self.shared.config.prefix(), p);
                 call.key_ends[call.len] = call.text.len();
                 call.tiers[call.len] = i;
                 call.len += 1;
@@ -1027,15 +962,8 @@ impl RedisStore {
     }
 
     /// Tier `p` of its key, owned (see [`TierKey`]).
-    pub(crate) fn tier_key(&self, p: &PlannedTier<'_>) -> TierKey {
-        TierKey {
-            key: self.key_of(p),
-            tag: match p.rule.partition() {
-                Partition::Global => fnv1a(b"@"),
-                Partition::Client => fnv1a(p.client.as_bytes()),
-            },
-            algorithm: *p.tier.algorithm(),
-        }
+    pub(super) fn tier_key(&self, p: &PlannedTier<'_>) -> TierKey {
+        TierKey::of(self.shared.config.prefix(), p)
     }
 
     /// Runs `op` of `cost` permits on one tier at `now` (the instant a client time source
@@ -1052,7 +980,7 @@ impl RedisStore {
     ///   deadline and changed nothing. Nothing Redis records is left unaccounted;
     /// - [`LeaseReply::Unknown`]: whether it ran is not known (the connection failed with it
     ///   in flight).
-    pub(crate) fn lease_op(
+    pub(super) fn lease_op(
         &self,
         tier: &TierKey,
         cost: u32,
@@ -1134,27 +1062,6 @@ impl RedisStore {
         }
     }
 
-    fn key_of(&self, p: &PlannedTier<'_>) -> String {
-        let mut key = String::with_capacity(64);
-        self.push_key_of(&mut key, p);
-        key
-    }
-
-    /// Appends the Redis key of `p` to `out`.
-    fn push_key_of(&self, out: &mut String, p: &PlannedTier<'_>) {
-        let client = match p.rule.partition() {
-            Partition::Global => None,
-            Partition::Client => Some(p.client),
-        };
-        push_key(
-            out,
-            self.shared.config.prefix(),
-            p.rule.name(),
-            p.tier.name(),
-            client,
-        );
-    }
-
     /// The identity of a check of `plan` in the deny cache: per tier, its key's length (16
     /// hex digits) and the key, its state tag (which ends where its letter says) and script
     /// parameters, then `;` if its cost is the first tier's, else `=`, its cost in hex and
@@ -1166,7 +1073,7 @@ impl RedisStore {
         let mut key = String::with_capacity(64);
         for (i, p) in plan.iter().enumerate() {
             key.clear();
-            self.push_key_of(&mut key, p);
+            push_tier_key(&mut key, self.shared.config.prefix(), p);
             // Writing to a `String` cannot fail.
             let _ = write!(text, "{:016x}{key}", key.len());
             if let Some(slot) = stamps.get_mut(i) {
@@ -1296,14 +1203,10 @@ impl RedisStore {
         if !shared.deny_cache.enabled() {
             return 0;
         }
-        // The client's part of its keys, as `push_key` writes it: what follows the first
-        // `{` (the prefix, rule and tier names cannot hold one: it is escaped).
-        let mut tag = String::with_capacity(64);
-        push_key(&mut tag, "", "", "", client);
-        let tag = &tag[tag.find('{').unwrap_or(0)..];
-        shared
-            .deny_cache
-            .forget(|identity| identity_keys(identity).any(|key| key_tag(key) == Some(tag)))
+        let tag = client_tag(client);
+        shared.deny_cache.forget(|identity| {
+            identity_keys(identity).any(|key| key_tag(key) == Some(tag.as_str()))
+        })
     }
 
     /// After this process wrote the keys of `calls` (an admitted check, a refund, a
@@ -1689,11 +1592,6 @@ fn identity_keys(identity: &str) -> impl Iterator<Item = &str> {
         rest = &after[after.find(';')? + 1..];
         Some(key)
     })
-}
-
-/// The client part of a Redis key: from its first `{` (see [`push_key`]).
-fn key_tag(key: &str) -> Option<&str> {
-    key.find('{').map(|i| &key[i..])
 }
 
 /// The invalidation stamp of a Redis key.

@@ -6,7 +6,7 @@
 -- from the repository root; WORKLOAD is gcra1 (one GCRA tier), tiers3 (GCRA + fixed window +
 -- sliding window counter, as redis_bench's rows), float (redis_bench's float GCRA
 -- baseline) or null (the stub alone: TIME, GET, SET). Instructions per decision: (Ir at N) - (Ir at 0), over N. The ARGV is what
--- store.rs builds for redis_bench's policies (server time, no TTL slack); the stub's clock
+-- store/call.rs builds for redis_bench's policies (server time, no TTL slack); the stub's clock
 -- moves 80 µs per call over 10 000 keys, with expiry, so most GCRA keys have expired
 -- between two visits as in the benchmark; every key is visited once before the measured
 -- calls, so that these find the window tiers' states stored (as the benchmark does).
@@ -103,7 +103,7 @@ else
   main = chunk()
   if os.getenv('HARNESS_EVAL') then main = function(k, a) return chunk()(k, a) end end
   local tiers = {}
-  -- store.rs push_tier_spec: a spec per tier (the algorithm name, tag, cmax, arguments)
+  -- args.rs push_tier_spec: a spec per tier (the algorithm name, tag, cmax, arguments)
   -- GCRA: limit 1 000 000 per 1 s, burst = limit: T = 1 µs, tau = (burst - 1)·T
   tiers[1] = { 'gcra', 't' .. hex16(1000), argx(0), argx(1000), argx(999999000), argx(1000), argx(1) }
   if workload == 'tiers3' then

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::args::validate_name;
+use super::keys::{push_key, validate_name};
 use super::BuildError;
 
 /// Settings of a [`RedisStore`](super::RedisStore), built with `with_*` methods.
@@ -210,7 +210,7 @@ impl RedisConfig {
     /// ```
     pub fn redis_key(&self, rule: &str, tier: &str, client: Option<&str>) -> String {
         let mut key = String::with_capacity(64);
-        super::store::push_key(&mut key, self.prefix(), rule, tier, client);
+        push_key(&mut key, self.prefix(), rule, tier, client);
         key
     }
 

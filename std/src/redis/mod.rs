@@ -161,6 +161,7 @@ mod connection;
 mod deny_cache;
 mod error;
 mod fallback;
+mod keys;
 mod leased;
 mod reply;
 mod script;

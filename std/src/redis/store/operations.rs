@@ -1,0 +1,267 @@
+//! The store's operations: a check (the deny cache, then the client's and the global tiers'
+//! calls, all or nothing), a peek, a refund and a charge, blocking ([`Store`]) or awaited
+//! ([`AsyncStore`]), and the failure policy's answers when Redis has none.
+
+use super::call::{Call, Op};
+use super::denies::Identity;
+use super::io::{finish, Io};
+use super::RedisStore;
+use crate::policy::{AsyncStore, Plan, Store, TierOutcome, MAX_TIERS};
+use crate::redis::fallback::LocalOp;
+use crate::redis::reply::decode_into;
+use crate::redis::stats::Counters;
+use crate::redis::{FailureCause, FailurePolicy};
+use crate::{Decision, InsufficientCapacity, Nanos};
+
+impl RedisStore {
+    /// [`Store::check`] by `io`.
+    pub(in crate::redis) async fn check_io(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        io: Io,
+    ) {
+        let shared = &self.shared;
+        Counters::bump(&shared.counters.decisions);
+        let calls = self.calls(plan, now);
+        // The deny cache first (see "Deny cache" on `RedisStore`), looked up only if a deny
+        // of the plan's first key may still stand: most checks build no identity.
+        let cache = if shared.denies.enabled() && !plan.is_empty() {
+            let local = self.cache_now(now);
+            let first = calls.iter().flatten().flat_map(Call::keys).next();
+            let id = if first.is_some_and(|key| shared.denies.may_stand(key, local)) {
+                let id = Identity::of(plan, shared.config.prefix());
+                if shared.denies.find(&id, local, outcomes) {
+                    Counters::bump(&shared.counters.deny_cache_hits);
+                    return;
+                }
+                Some(id)
+            } else {
+                None
+            };
+            Some((id, local, shared.denies.marks()))
+        } else {
+            None
+        };
+        let mut admitted: [Option<&Call>; 2] = [None; 2];
+        let mut denied = false;
+        // Whether Redis made every answer (only such denies are cached).
+        let mut clean = true;
+        for (slot, call) in admitted.iter_mut().zip(&calls) {
+            let Some(call) = call else { continue };
+            if denied {
+                // An earlier group denied: this one only reports.
+                clean &= self
+                    .decide(plan, call, Op::PeekDenied, now, outcomes, io)
+                    .await
+                    .1;
+                continue;
+            }
+            let (all, redis) = self.decide(plan, call, Op::Check, now, outcomes, io).await;
+            clean &= redis;
+            if all {
+                *slot = Some(call);
+            } else {
+                denied = true;
+            }
+        }
+        if denied {
+            // Give back what the groups that admitted took, then report their state.
+            for call in admitted.into_iter().flatten() {
+                // If Redis cannot take the refund now, it keeps the permits: the strict side
+                // (they return with the window or the drain).
+                clean &= self.call(call, Op::Refund, io).await.is_ok();
+                clean &= self
+                    .decide(plan, call, Op::PeekDenied, now, outcomes, io)
+                    .await
+                    .1;
+            }
+            if let (true, Some((id, sent, marks))) = (clean, cache) {
+                let id = id.unwrap_or_else(|| Identity::of(plan, shared.config.prefix()));
+                shared.denies.remember(plan, &id, sent, marks, outcomes);
+            }
+        } else {
+            // Admitted: the permits taken change what other cached denies of these keys
+            // would now hear (a retry later, fewer remaining).
+            shared.denies.invalidate(calls.iter().flatten());
+        }
+    }
+
+    /// [`Store::peek`] by `io`.
+    async fn peek_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
+        // Not answered from the deny cache: a peek reports the admitting tiers with the
+        // request counted, a denied check without.
+        Counters::bump(&self.shared.counters.decisions);
+        for call in self.calls(plan, now).iter().flatten() {
+            self.decide(plan, call, Op::Peek, now, outcomes, io).await;
+        }
+    }
+
+    /// [`Store::refund`] by `io`.
+    async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let calls = self.calls(plan, now);
+        for call in calls.iter().flatten() {
+            // A refund Redis cannot take is dropped: the strict side (the permits come back
+            // with the window or the drain).
+            let _ = self.call(call, Op::Refund, io).await;
+        }
+        self.shared.denies.invalidate(calls.iter().flatten());
+    }
+
+    /// [`Store::charge`] by `io`.
+    async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let calls = self.calls(plan, now);
+        for call in calls.iter().flatten() {
+            if let (Err(_), Some(fallback)) =
+                (self.call(call, Op::Charge, io).await, &self.fallback)
+            {
+                // Work done during an outage counts against the local share.
+                fallback.run(
+                    plan,
+                    call.tiers(),
+                    LocalOp::Charge,
+                    now,
+                    &mut [],
+                    &self.shared.counters,
+                );
+            }
+        }
+        self.shared.denies.invalidate(calls.iter().flatten());
+    }
+
+    /// Runs a check or peek `call`, writing each covered tier's decision: whether every
+    /// tier admitted, and whether Redis decided (`false`: the failure policy answered).
+    async fn decide(
+        &self,
+        plan: &Plan<'_>,
+        call: &Call,
+        op: Op,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        io: Io,
+    ) -> (bool, bool) {
+        let reply = self.call(call, op, io).await;
+        // (after the await: not kept in the future while Redis answers)
+        let mut limits = [0; MAX_TIERS];
+        for (limit, &i) in limits.iter_mut().zip(call.tiers()) {
+            *limit = plan.get(i).map_or(0, |p| p.tier.algorithm().limit());
+        }
+        let limits = &limits[..call.tiers().len()];
+        let mut decisions = [Decision::allow(0, 0, Nanos::ZERO); MAX_TIERS];
+        let decided = reply.and_then(|reply| {
+            decode_into(limits, &reply, &mut decisions).ok_or(FailureCause::Server)
+        });
+        match decided {
+            Ok(()) => {
+                Counters::bump(&self.shared.counters.redis_decisions);
+                let mut all = true;
+                for (&i, decision) in call.tiers().iter().zip(decisions) {
+                    all &= decision.allowed;
+                    outcomes[i].decision = decision;
+                }
+                (all, true)
+            }
+            Err(_cause) => {
+                if let Some(fallback) = &self.fallback {
+                    let local = match op {
+                        Op::Check => LocalOp::Check,
+                        Op::Peek => LocalOp::Peek,
+                        Op::PeekDenied | Op::Refund | Op::Charge => LocalOp::PeekDenied,
+                    };
+                    return (
+                        fallback.run(
+                            plan,
+                            call.tiers(),
+                            local,
+                            now,
+                            outcomes,
+                            &self.shared.counters,
+                        ),
+                        false,
+                    );
+                }
+                let policy = self.shared.config.failure_policy();
+                for (&i, limit) in call.tiers().iter().zip(limits) {
+                    let cost = plan.get(i).map_or(0, |p| u64::from(p.cost));
+                    outcomes[i].decision = match policy {
+                        FailurePolicy::FailClosed { retry_after } => {
+                            let retry = Nanos::from_duration(retry_after);
+                            Decision::deny(*limit, 0, retry, retry)
+                        }
+                        // Fail open (a fallback policy answered above).
+                        _ => Decision::allow(*limit, limit.saturating_sub(cost), Nanos::ZERO),
+                    };
+                }
+                (!matches!(policy, FailurePolicy::FailClosed { .. }), false)
+            }
+        }
+    }
+}
+
+impl Store for RedisStore {
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        finish(self.check_io(plan, now, outcomes, Io::Blocking));
+        Ok(())
+    }
+
+    fn peek(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        finish(self.peek_io(plan, now, outcomes, Io::Blocking));
+        Ok(())
+    }
+
+    /// Also invalidates the cached denies touching the plan's keys (after the refund has
+    /// its answer: see "Deny cache" on [`RedisStore`]).
+    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
+        finish(self.refund_io(plan, now, Io::Blocking));
+    }
+
+    /// Also invalidates the cached denies touching the plan's keys, as
+    /// [`refund`](Self::refund) does.
+    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
+        finish(self.charge_io(plan, now, Io::Blocking));
+    }
+}
+
+/// The same operations, awaited: the calling task sends each script call on the store's
+/// connection (driven by the store's I/O thread) and waits for its reply without holding
+/// its thread; no task is spawned per call (see "Blocking" on [`RedisStore`]).
+impl AsyncStore for RedisStore {
+    async fn check_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.check_io(plan, now, outcomes, Io::Async).await;
+        Ok(())
+    }
+
+    async fn peek_async<'a>(
+        &'a self,
+        plan: &'a Plan<'a>,
+        now: Nanos,
+        outcomes: &'a mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        self.peek_io(plan, now, outcomes, Io::Async).await;
+        Ok(())
+    }
+
+    async fn refund_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
+        self.refund_io(plan, now, Io::Async).await
+    }
+
+    async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
+        self.charge_io(plan, now, Io::Async).await
+    }
+}

@@ -26,6 +26,11 @@ bash scripts/setup.sh
 stage "format"
 cargo fmt --all -- --check
 
+# Each crate's rust-version against its locked dependencies (under a second once the
+# per-target cfgs are cached in target/; a fresh clone spends ~5 s asking rustc for them).
+stage "msrv"
+python3 scripts/msrv-check.py
+
 stage "clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 

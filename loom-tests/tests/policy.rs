@@ -883,7 +883,7 @@ fn suspended_check_races_a_reload(name: &str, other: bool, fault: Option<PolicyF
                 loom::thread::yield_now();
             }
         };
-        let theirs = other.map_or(false, |t| t.join().unwrap());
+        let theirs = other.is_some_and(|t| t.join().unwrap());
         assert!(
             old.upgrade().is_none(),
             "the old rule set outlived its last check"

@@ -104,7 +104,7 @@ fn with_cached(algorithm: &AnyAlgorithm, cost: Option<u32>, f: impl FnOnce(&Tier
             .entries
             .iter()
             .flatten()
-            .find(|(a, c, _)| a == algorithm && cost.map_or(true, |cost| *c == cost));
+            .find(|(a, c, _)| a == algorithm && cost.is_none_or(|cost| *c == cost));
         if let Some((_, _, texts)) = hit {
             f(texts);
             return;

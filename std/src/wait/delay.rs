@@ -129,7 +129,7 @@ impl Timer {
         let replaced = state.pending.insert((at, new), waker.clone());
         *id = Some(new);
         // The thread sleeps until the earliest deadline: wake it only if that moved.
-        if earliest.map_or(true, |t| at < t) {
+        if earliest.is_none_or(|t| at < t) {
             self.wake.notify_one();
         }
         replaced

@@ -81,7 +81,7 @@ fn current(states: &HashMap<Key, Tagged>, p: &PlannedTier<'_>, now: Nanos) -> St
         AnyAlgorithm::Packed(a) => State::Word(a.with_used(now, used)),
         AnyAlgorithm::Log(l) => {
             let (stamp, count) = l.with_used(now, used);
-            State::Log(std::iter::repeat(stamp).take(count as usize).collect())
+            State::Log(std::iter::repeat_n(stamp, count as usize).collect())
         }
     }
 }
@@ -124,7 +124,7 @@ fn decide(
             let out = l.decide(&Stamps(log), now, p.cost)?;
             let next = out.record.map(|stamp| {
                 let mut log = log.clone();
-                log.extend(std::iter::repeat(stamp).take(p.cost as usize));
+                log.extend(std::iter::repeat_n(stamp, p.cost as usize));
                 State::Log(kept(l, log, now))
             });
             Ok((out.decision, next))
@@ -208,7 +208,7 @@ impl Store for MapStore {
                 (AnyAlgorithm::Packed(a), State::Word(w)) => *w = a.charge(*w, now, p.cost),
                 (AnyAlgorithm::Log(l), State::Log(log)) => {
                     let (stamp, count) = l.charge(&Stamps(log), now, p.cost);
-                    log.extend(std::iter::repeat(stamp).take(count as usize));
+                    log.extend(std::iter::repeat_n(stamp, count as usize));
                     *log = kept(l, std::mem::take(log), now);
                 }
                 _ => {}

@@ -461,7 +461,7 @@ impl<K> Table<K> {
                     evicted += usize::from(self.evict_idle(shard, idx, judge, now, keep, victims));
                 }
                 Some(loss) => {
-                    if best.map_or(true, |(_, b)| loss < b) {
+                    if best.is_none_or(|(_, b)| loss < b) {
                         best = Some((idx, loss));
                     }
                 }
@@ -514,7 +514,7 @@ impl<K> Table<K> {
                         }
                     }
                     Some(loss) => {
-                        if best.map_or(true, |(_, b)| loss < b) {
+                        if best.is_none_or(|(_, b)| loss < b) {
                             best = Some((idx, loss));
                         }
                     }
@@ -529,7 +529,7 @@ impl<K> Table<K> {
                     return Some(free);
                 }
                 if let Some((idx, loss)) = window_best {
-                    if best.map_or(true, |(_, b)| loss < b) {
+                    if best.is_none_or(|(_, b)| loss < b) {
                         best = Some((idx, loss));
                     }
                 }

@@ -90,7 +90,7 @@ impl Log {
         // policy tier; a usize has at least 32 bits wherever std builds.
         #[allow(clippy::cast_possible_truncation)]
         let count = count as usize;
-        self.0.extend(std::iter::repeat(stamp).take(count));
+        self.0.extend(std::iter::repeat_n(stamp, count));
     }
 
     /// What every write ends with: drops the core's [`stale`](SlidingWindowLog::stale)

@@ -249,7 +249,7 @@ impl TierStore {
             (Some(Cells::Words { table, algorithm }), now) => table
                 .resident()
                 .into_iter()
-                .filter(|&(_, state)| now.map_or(true, |now| !algorithm.is_idle(state, now)))
+                .filter(|&(_, state)| now.is_none_or(|now| !algorithm.is_idle(state, now)))
                 .map(|(h, _)| h)
                 .collect(),
             (Some(Cells::Logs { cells, .. }), Some(now)) => cells.live_keys(now),

@@ -1,0 +1,387 @@
+//! [`InProcess`], the default [`Store`]: each tier's keys in the tier's own bounded
+//! lock-free table (see `store::tier`), all or nothing across tiers by precheck, take and
+//! exact compensation.
+
+use arrayvec::ArrayVec;
+use tollgate_core::{Decision, InsufficientCapacity, Nanos};
+
+use super::tier::{Prepared, TakeReceipt as Receipt};
+use super::{Op, Plan, PlannedTier, Store};
+use crate::policy::{TierOutcome, MAX_TIERS};
+use crate::sync::plain::{AtomicU64, Ordering};
+
+/// The default [`Store`]: state in this process, each tier's keys in the tier's own bounded
+/// lock-free table, allocated on the tier's first use.
+///
+/// ## All or nothing: take in order, compensate exactly
+///
+/// Tiers live in different atomic words (different keys, different rules), so no single
+/// compare-and-swap can cover them. The store therefore:
+///
+/// 1. *prechecks*: decides every tier on the state it reads, writing nothing, and keeps
+///    each state read and the state its take would write. If any tier denies, it answers
+///    the deny with nothing consumed — a flood of denied requests writes nothing;
+/// 2. *takes* each tier in turn: one compare-and-swap from the state read in step 1 to
+///    the state decided there. Only if another caller wrote the key in between does it
+///    decide again, on the state it finds;
+/// 3. if a tier denies at this point (a concurrent caller took the last permit between 1
+///    and 2), *compensates* every tier already taken with the core's
+///    [`undo`](tollgate_core::Algorithm::undo), using the receipt of its own take.
+///
+/// Step 1 finds each tier's key once and remembers the slot it read; step 2 writes that
+/// slot directly (looking the key up again only if the slot changed since), and each tier
+/// is decided once: the check path has no lock, no allocation, one clock read (by the
+/// policy) and one compare-and-swap per tier. That fast path covers keys already held by single-word
+/// tiers (the steady state); a key's first request, a sliding-log tier, a key that left
+/// its table between the steps (whose takes are then given back first), or a plan of one
+/// tier takes the general path: peek every tier but the first (whose take, if it denies,
+/// has taken nothing), then take each in turn with a full lookup, then step 3 as above.
+///
+/// Compensation is exact for the fixed and sliding windows and the sliding log, and for
+/// the buckets whenever the racing callers share a clock reading (the conditions are on
+/// [`Algorithm::undo`](tollgate_core::Algorithm::undo)). While a take awaits its
+/// compensation, a concurrent request may see one permit fewer than it would have: the
+/// error is on the strict side and lasts nanoseconds. [`compensations`](Self::compensations)
+/// counts how often step 3 ran.
+///
+/// ```
+/// use tollgate::policy::{FnClock, InProcess, Policy, PolicyCheck};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 2
+///     window = "1m"
+/// "#, FnClock(|| Nanos::ZERO))?
+/// .store(InProcess::new());
+/// assert!(policy.allow("a", "/", 1)?.allowed());
+/// assert_eq!(policy.backend().compensations(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct InProcess {
+    precheck: bool,
+    compensations: AtomicU64,
+}
+
+impl Default for InProcess {
+    fn default() -> InProcess {
+        InProcess::new()
+    }
+}
+
+impl InProcess {
+    /// The in-process store, with the precheck on.
+    pub fn new() -> InProcess {
+        InProcess {
+            precheck: true,
+            compensations: AtomicU64::new(0),
+        }
+    }
+
+    /// Turns the precheck (step 1 of the all-or-nothing scheme) off or on. Off, every deny
+    /// takes and compensates; only useful to exercise compensation in tests.
+    pub fn with_precheck(mut self, precheck: bool) -> InProcess {
+        self.precheck = precheck;
+        self
+    }
+
+    /// How many checks had to compensate a take (step 3): a race between callers.
+    pub fn compensations(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.compensations.load(Ordering::Relaxed)
+    }
+
+    /// In a denied check, replaces each admitting tier's answer (which describes the state
+    /// *after* the request) by its current state (a zero-cost peek): the request was not
+    /// admitted, so headers must not count it.
+    fn current_state(plan: &Plan<'_>, outcomes: &mut [TierOutcome], now: Nanos) {
+        for (p, outcome) in plan.iter().zip(outcomes.iter_mut()) {
+            if outcome.decision.allowed {
+                if let Ok(current) = p.tier.store.peek(p.key, now, 0) {
+                    outcome.decision = current;
+                }
+            }
+        }
+    }
+
+    /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
+    /// if there was any: see [`give_back`](Self::give_back).
+    #[cold]
+    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32, now: Nanos) {
+        if taken != 0 {
+            // Relaxed: a statistic.
+            self.compensations.fetch_add(1, Ordering::Relaxed);
+            Self::give_back(plan, prepared, taken, now);
+        }
+    }
+
+    /// Undoes the takes of the fast path's step 2 (made at `now`): tier `i`'s if bit `i` of
+    /// `taken` is set, with the receipt of `prepared[i]`.
+    #[cold]
+    fn give_back(plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32, now: Nanos) {
+        for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
+            if taken & (1 << i) != 0 {
+                if let Some(receipt) = prepared.receipt(&p.tier.store) {
+                    p.tier.store.compensate(p.key, receipt, p.cost, now);
+                }
+            }
+        }
+    }
+
+    /// Compensates the takes (made at `now`) recorded in `receipts` for the tiers of `plan`.
+    fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>], now: Nanos) {
+        for (p, receipt) in plan.iter().zip(receipts) {
+            if let Some(receipt) = *receipt {
+                p.tier.store.compensate(p.key, receipt, p.cost, now);
+            }
+        }
+    }
+}
+
+impl InProcess {
+    /// Step 2 of the scheme, then step 3 if needed: takes every tier in order through
+    /// `take(i, tier, decision)` (which writes tier `i`'s decision and returns its
+    /// receipt); if one denies, compensates the tiers already taken and reports every tier
+    /// as it is now.
+    #[inline(always)]
+    fn take_all(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        mut take: impl FnMut(
+            usize,
+            &PlannedTier<'_>,
+            &mut Decision,
+        ) -> Result<Option<Receipt>, InsufficientCapacity>,
+    ) -> Result<(), InsufficientCapacity> {
+        let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
+        for (i, p) in plan.iter().enumerate() {
+            match take(i, p, &mut outcomes[i].decision) {
+                Ok(receipt) => receipts[i] = receipt,
+                Err(e) => {
+                    Self::undo(plan, &receipts[..i], now);
+                    return Err(e);
+                }
+            }
+            if !outcomes[i].decision.allowed {
+                if receipts[..i].iter().any(Option::is_some) {
+                    // Relaxed: a statistic.
+                    self.compensations.fetch_add(1, Ordering::Relaxed);
+                }
+                Self::undo(plan, &receipts[..i], now);
+                // Report the other tiers as they are now (after the undo).
+                for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The general path: prechecks tiers 2..n with peeks, then takes every tier.
+    #[inline(never)]
+    fn check_general(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        // The first tier needs no precheck: if its take denies, nothing has been taken.
+        if self.precheck && plan.len() > 1 {
+            let mut denied = false;
+            for (i, p) in plan.iter().enumerate().skip(1) {
+                let decision = p.tier.store.peek(p.key, now, p.cost)?;
+                denied |= !decision.allowed;
+                outcomes[i].decision = decision;
+            }
+            if denied {
+                if let Some(p) = plan.get(0) {
+                    outcomes[0].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                return Ok(());
+            }
+        }
+        self.take_all(plan, now, outcomes, |_, p, out| {
+            let (decision, receipt) = p.tier.store.take(p.key, now, p.cost)?;
+            *out = decision;
+            Ok(receipt)
+        })
+    }
+}
+
+impl InProcess {
+    /// The fast path's step 2 after tier `i`'s commit recorded nothing although the tier
+    /// admits, or could not run (`committed`: a deny decided again, an error, or the key
+    /// gone), the tiers in `taken` having recorded theirs: compensates them (step 3) and
+    /// reports, or starts over on the general path.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn commit_failed(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        prepared: &[Prepared<'_>],
+        i: usize,
+        committed: Option<Result<bool, InsufficientCapacity>>,
+        taken: u32,
+    ) -> Result<(), InsufficientCapacity> {
+        match committed {
+            Some(Ok(_)) => {
+                // Another caller took the last permit since step 1: compensate.
+                self.undo_prepared(plan, prepared, taken, now);
+                // Report the other tiers as they are now (after the undo).
+                for (j, p) in plan.iter().enumerate().skip(i + 1) {
+                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                }
+                Self::current_state(plan, outcomes, now);
+                Ok(())
+            }
+            Some(Err(e)) => {
+                Self::give_back(plan, prepared, taken, now);
+                Err(e)
+            }
+            None => {
+                // The key left the table since step 1: give back what was taken and
+                // start over on the general path.
+                self.undo_prepared(plan, prepared, taken, now);
+                self.check_general(plan, now, outcomes)
+            }
+        }
+    }
+}
+
+impl InProcess {
+    /// Every tier resident in a single-word table (the steady state) takes a fast path:
+    /// the precheck decides every tier (the first included) on the state it reads and
+    /// remembers that state, so the take that follows is one compare-and-swap per tier
+    /// with no second decision, unless another caller wrote the key in between. Anything
+    /// else (a new key, a log tier, a single tier, the precheck off) takes the general
+    /// path.
+    #[inline]
+    fn check(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        if !self.precheck || plan.len() < 2 {
+            return self.check_general(plan, now, outcomes);
+        }
+        // Exactly the plan's outcomes (the caller gives at least as many), so the loops
+        // below walk plan, outcomes and slots together with no bounds check.
+        let outcomes = &mut outcomes[..plan.len()];
+        // Not cleared: the hot path writes only the plan's tiers.
+        let mut prepared = ArrayVec::<Prepared<'_>, MAX_TIERS>::new_const();
+        let mut denied = false;
+        let mut located = true;
+        for (entry, outcome) in plan.entries().iter().zip(outcomes.iter_mut()) {
+            let p = &entry.tier;
+            let ready = match entry.at {
+                Some(spot) => spot.prepare(p.key, now, p.cost, &mut outcome.decision),
+                None => None,
+            };
+            let Some(ready) = ready else {
+                located = false;
+                break;
+            };
+            // As many as the plan's entries, at most MAX_TIERS: this never refuses.
+            let _ = prepared.try_push(ready?);
+            denied |= !outcome.decision.allowed;
+        }
+        if !located {
+            return self.check_general(plan, now, outcomes);
+        }
+        let prepared: &mut [Prepared<'_>] = &mut prepared;
+        if denied {
+            Self::current_state(plan, outcomes, now);
+            return Ok(());
+        }
+        // Bit i: tier i recorded its take (the receipt is `prepared[i]`'s).
+        let mut taken = 0u32;
+        // All of one length (every tier was prepared), so indexing checks no bound.
+        let n = prepared.len();
+        let (entries, outcomes) = (&plan.entries()[..n], &mut outcomes[..n]);
+        for i in 0..n {
+            let p = &entries[i].tier;
+            let out = &mut outcomes[i].decision;
+            // The common case inline (the slot unchanged since step 1); the tier's store is
+            // asked only when the key must be looked up again.
+            let committed = match prepared[i].try_commit() {
+                Some(recorded) => Some(Ok(recorded)),
+                None => p
+                    .tier
+                    .store
+                    .commit_again(p.key, now, p.cost, &mut prepared[i], out),
+            };
+            match committed {
+                Some(Ok(true)) => taken |= 1 << i,
+                Some(Ok(false)) if out.allowed => {}
+                committed => {
+                    return self.commit_failed(plan, now, outcomes, prepared, i, committed, taken)
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every tier peeked in turn.
+    fn peek(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        for (p, outcome) in plan.iter().zip(outcomes.iter_mut()) {
+            outcome.decision = p.tier.store.peek(p.key, now, p.cost)?;
+        }
+        Ok(())
+    }
+
+    /// Every tier refunded in turn.
+    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
+        for p in plan {
+            p.tier.store.refund(p.key, now, p.cost);
+        }
+    }
+
+    /// Every tier charged in turn.
+    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
+        for p in plan {
+            p.tier.store.charge(p.key, now, p.cost);
+        }
+    }
+}
+
+/// One operation, inline into the policy's check (the match folds away for the constant
+/// operation a caller names). Never waits: its awaited form is the trait's, ready when
+/// first polled.
+impl Store for InProcess {
+    #[inline(always)]
+    fn run(
+        &self,
+        op: Op,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        match op {
+            Op::Check => self.check(plan, now, outcomes),
+            Op::Peek => self.peek(plan, now, outcomes),
+            Op::Refund => {
+                self.refund(plan, now);
+                Ok(())
+            }
+            Op::Charge => {
+                self.charge(plan, now);
+                Ok(())
+            }
+        }
+    }
+}

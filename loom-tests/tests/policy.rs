@@ -38,7 +38,7 @@ use std::task::{Context, Poll, Waker};
 
 use loom::sync::Arc;
 use tollgate::policy::{
-    AdaptivePenalty, AsyncStore, FnClock, InProcess, PenaltyConfig, Plan, Policy, PolicyCheck,
+    AdaptivePenalty, FnClock, InProcess, Op, PenaltyConfig, Plan, Policy, PolicyCheck,
     PolicyConfig, PolicyFault, Store, TierOutcome,
 };
 use tollgate::{InsufficientCapacity, Nanos};
@@ -759,30 +759,25 @@ struct Suspending {
 }
 
 impl Store for Suspending {
-    fn check(
+    fn run(
         &self,
+        op: Op,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        self.inner.check(plan, now, outcomes)
+        self.inner.run(op, plan, now, outcomes)
     }
 
-    fn peek(
-        &self,
-        plan: &Plan<'_>,
+    async fn run_async<'a>(
+        &'a self,
+        op: Op,
+        plan: &'a Plan<'a>,
         now: Nanos,
-        outcomes: &mut [TierOutcome],
+        outcomes: &'a mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        self.inner.peek(plan, now, outcomes)
-    }
-
-    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.refund(plan, now)
-    }
-
-    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.charge(plan, now)
+        self.until_go().await;
+        self.inner.run(op, plan, now, outcomes)
     }
 }
 
@@ -797,38 +792,6 @@ impl Suspending {
                 Poll::Pending
             }
         })
-    }
-}
-
-impl AsyncStore for Suspending {
-    async fn check_async<'a>(
-        &'a self,
-        plan: &'a Plan<'a>,
-        now: Nanos,
-        outcomes: &'a mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.until_go().await;
-        self.inner.check(plan, now, outcomes)
-    }
-
-    async fn peek_async<'a>(
-        &'a self,
-        plan: &'a Plan<'a>,
-        now: Nanos,
-        outcomes: &'a mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.until_go().await;
-        self.inner.peek(plan, now, outcomes)
-    }
-
-    async fn refund_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
-        self.until_go().await;
-        self.inner.refund(plan, now)
-    }
-
-    async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
-        self.until_go().await;
-        self.inner.charge(plan, now)
     }
 }
 

@@ -12,9 +12,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tollgate::policy::{
-    AsyncStore, InProcess, Plan, Policy, PolicyCheck, RuleSet, Store, TierOutcome,
-};
+use tollgate::policy::{InProcess, Op, Plan, Policy, PolicyCheck, RuleSet, Store, TierOutcome};
 use tollgate::{InsufficientCapacity, ManualClock, Nanos};
 
 /// A store whose awaited operations wait for a permit of `gate` (one per operation), then
@@ -44,62 +42,25 @@ impl Parking {
 }
 
 impl Store for Parking {
-    fn check(
+    fn run(
         &self,
+        op: Op,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        self.inner.check(plan, now, outcomes)
+        self.inner.run(op, plan, now, outcomes)
     }
 
-    fn peek(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.inner.peek(plan, now, outcomes)
-    }
-
-    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.refund(plan, now)
-    }
-
-    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.charge(plan, now)
-    }
-}
-
-impl AsyncStore for Parking {
-    async fn check_async<'a>(
+    async fn run_async<'a>(
         &'a self,
+        op: Op,
         plan: &'a Plan<'a>,
         now: Nanos,
         outcomes: &'a mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         self.wait().await;
-        self.inner.check(plan, now, outcomes)
-    }
-
-    async fn peek_async<'a>(
-        &'a self,
-        plan: &'a Plan<'a>,
-        now: Nanos,
-        outcomes: &'a mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.wait().await;
-        self.inner.peek(plan, now, outcomes)
-    }
-
-    async fn refund_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
-        self.wait().await;
-        self.inner.refund(plan, now)
-    }
-
-    async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
-        self.wait().await;
-        self.inner.charge(plan, now)
+        self.inner.run(op, plan, now, outcomes)
     }
 }
 

@@ -17,7 +17,7 @@ use tower_service::Service;
 
 use super::response::{bad_request, cost_too_large, too_many_requests, Fields};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, Settle};
-use crate::policy::{AsyncPolicyCheck, Delay, PolicyCheck, PolicyDecision};
+use crate::policy::{Delay, PolicyCheck, PolicyDecision};
 use crate::sync::plain::{AtomicU64, Ordering};
 
 /// The response body of a [`RateLimit`] service: the inner service's body, or the
@@ -80,11 +80,11 @@ enum Op {
 type Answer =
     Pin<Box<dyn Future<Output = Option<Result<PolicyDecision, InsufficientCapacity>>> + Send>>;
 
-/// A policy whose checks are awaited ([`AsyncPolicyCheck`]): see
+/// A policy whose checks are awaited ([`PolicyCheck::run_async`]): see
 /// [`RateLimitLayer::awaited`].
 struct Awaited<P>(P);
 
-impl<P: AsyncPolicyCheck + Send + Sync + 'static> Check for Awaited<P> {
+impl<P: PolicyCheck + Send + Sync + 'static> Check for Awaited<P> {
     // The blocking forms, for completeness: the layer runs this policy through `run`.
     fn check(
         &self,
@@ -350,8 +350,8 @@ impl RateLimitLayer {
         RateLimitLayer::with_check(Arc::new(policy))
     }
 
-    /// A layer over a `policy` whose checks are awaited ([`AsyncPolicyCheck`]: a policy on
-    /// an [`AsyncStore`](crate::policy::AsyncStore) such as a `RedisStore`, feature
+    /// A layer over a `policy` whose checks are awaited ([`PolicyCheck::run_async`]: a policy
+    /// on a store that waits on the network, such as a `RedisStore`, feature
     /// `redis`, a decorator over one, or an `Arc` of either), with the defaults of
     /// [`new`](Self::new). Each request's check (and
     /// its settlement's refund or charge, and a cancelled request's refund) is awaited in
@@ -391,7 +391,7 @@ impl RateLimitLayer {
     /// # #[cfg(not(feature = "redis"))]
     /// # fn main() {}
     /// ```
-    pub fn awaited<P: AsyncPolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
+    pub fn awaited<P: PolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
         RateLimitLayer::with_check(Arc::new(Awaited(policy)))
     }
 

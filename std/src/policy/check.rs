@@ -1,16 +1,26 @@
-//! [`PolicyCheck`]: the interface shared by [`Policy`](super::Policy) and its decorators,
-//! with the convenience forms every one of them gets, and [`Request`]: what a check is
-//! asked about.
+//! [`PolicyCheck`]: the interface shared by [`Policy`](super::Policy) and its decorators:
+//! one operation ([`run`](PolicyCheck::run), and its awaited form), from which every
+//! convenience form follows, blocking or awaited; and [`Request`]: what a check is asked
+//! about.
 
 use std::future::Future;
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{DelaySleep, PolicyDecision, Reservation, UntilReady};
+use super::{DelaySleep, Op, PolicyDecision, Reservation, UntilReady};
+
+/// The decision of a check or peek that [`PolicyCheck::run`] answered: `None` decided
+/// nothing, which is what no matching rule decides (admitted, unlimited).
+#[inline]
+fn decided(decision: Option<PolicyDecision>) -> PolicyDecision {
+    decision.unwrap_or_else(PolicyDecision::empty)
+}
 
 /// A policy that can check, peek and refund requests: [`Policy`](super::Policy),
 /// [`Metered`](super::Metered), [`AdaptivePenalty`](super::AdaptivePenalty), stacked in any
-/// order.
+/// order. An implementation writes one operation, [`run`](Self::run) (and, if it waits on
+/// the network, its awaited form [`run_async`](Self::run_async)); every other form, blocking
+/// or awaited, follows from it. Shared between threads, so `Sync`.
 ///
 /// ```
 /// use tollgate::policy::{FnClock, Metered, Policy, PolicyCheck};
@@ -22,33 +32,140 @@ use super::{DelaySleep, PolicyDecision, Reservation, UntilReady};
 /// assert_eq!(metered.snapshot()[0].denied, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub trait PolicyCheck {
+pub trait PolicyCheck: Sync {
     /// The policy's clock.
     fn now(&self) -> Nanos;
 
+    /// Runs `op` for `request` at `now` on every tier it matches, blocking until the store
+    /// answers: [`Op::Check`] all or nothing, [`Op::Peek`] consuming nothing, [`Op::Refund`]
+    /// giving `request.cost` back (a request admitted but not served), [`Op::Charge`]
+    /// recording it whatever the limits say (work already done whose cost was known only
+    /// afterwards: see [`reserve`](Self::reserve); a key over its limit goes into debt and
+    /// is denied until it is repaid).
+    ///
+    /// The decision of a check or a peek; `None` for a refund or a charge. (A decorator may
+    /// answer `None` to a check too: the convenience forms read that as no rule matching,
+    /// admitted and unlimited.)
+    fn run(
+        &self,
+        op: Op,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<Option<PolicyDecision>, InsufficientCapacity>;
+
+    /// [`run`](Self::run), awaited: for a policy whose store waits on the network (a
+    /// `RedisStore`), so that a round trip holds no worker thread. By default the blocking
+    /// [`run`](Self::run), ready when first polled (right for a store that never waits).
+    fn run_async<'a>(
+        &'a self,
+        op: Op,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<Option<PolicyDecision>, InsufficientCapacity>> + Send + 'a
+    {
+        std::future::ready(self.run(op, request, now))
+    }
+
     /// Checks `request` at `now` against every matching tier, all or nothing.
+    #[inline]
     fn check_at(
         &self,
         request: &Request<'_>,
         now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity>;
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.run(Op::Check, request, now).map(decided)
+    }
 
     /// What `request` would get at `now`; consumes nothing.
     fn peek_at(
         &self,
         request: &Request<'_>,
         now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity>;
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.run(Op::Peek, request, now).map(decided)
+    }
 
     /// Gives `request.cost` permits back to every matching tier at `now` (for a request
     /// that was admitted but not served).
-    fn refund_at(&self, request: &Request<'_>, now: Nanos);
+    fn refund_at(&self, request: &Request<'_>, now: Nanos) {
+        // A refund decides nothing, so it cannot fail.
+        let _ = self.run(Op::Refund, request, now);
+    }
 
-    /// Records `request`'s cost on every tier it matches at `now`, whatever the limits say:
-    /// work already done whose cost was known only afterwards (see
-    /// [`reserve`](Self::reserve)). A key over its limit goes into debt and is denied
-    /// until it is repaid.
-    fn charge_at(&self, request: &Request<'_>, now: Nanos);
+    /// Records `request`'s cost on every tier it matches at `now`, whatever the limits say
+    /// ([`Op::Charge`]).
+    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
+        // A charge decides nothing, so it cannot fail.
+        let _ = self.run(Op::Charge, request, now);
+    }
+
+    /// [`check_at`](Self::check_at), awaited ([`run_async`](Self::run_async)).
+    ///
+    /// ```
+    /// use tollgate::policy::{AdaptivePenalty, PenaltyConfig, Policy, PolicyCheck, Request};
+    /// use tollgate::Nanos;
+    /// let policy = Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "default"
+    ///     limit = 1
+    ///     window = "1m"
+    /// "#, tollgate::policy::FnClock(|| Nanos::ZERO))?;
+    /// let penalty = PenaltyConfig { denials: 1, period: Nanos::from_secs(60), divisor: 2, cooldown: Nanos::from_secs(60) };
+    /// let guarded = AdaptivePenalty::new(policy, penalty)?;
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let request = Request::new("a", "/", 1);
+    /// let (first, second) = runtime.block_on(async {
+    ///     let now = guarded.now();
+    ///     (guarded.check_at_async(&request, now).await, guarded.check_at_async(&request, now).await)
+    /// });
+    /// assert!(first?.allowed() && !second?.allowed());
+    /// assert!(guarded.is_penalized("a", Nanos::ZERO));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn check_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        let run = self.run_async(Op::Check, request, now);
+        async move { run.await.map(decided) }
+    }
+
+    /// [`peek_at`](Self::peek_at), awaited.
+    fn peek_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
+        let run = self.run_async(Op::Peek, request, now);
+        async move { run.await.map(decided) }
+    }
+
+    /// [`refund_at`](Self::refund_at), awaited.
+    fn refund_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let run = self.run_async(Op::Refund, request, now);
+        async move {
+            // A refund decides nothing, so it cannot fail.
+            let _ = run.await;
+        }
+    }
+
+    /// [`charge_at`](Self::charge_at), awaited.
+    fn charge_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let run = self.run_async(Op::Charge, request, now);
+        async move {
+            // A charge decides nothing, so it cannot fail.
+            let _ = run.await;
+        }
+    }
 
     /// Reserves `estimate` permits for work whose real cost is known only afterwards (LLM
     /// tokens, bytes, CPU time): a check of `estimate` now, and, if admitted, a guard that
@@ -180,139 +297,71 @@ pub trait PolicyCheck {
     }
 }
 
-impl<P: PolicyCheck + ?Sized> PolicyCheck for &P {
-    fn now(&self) -> Nanos {
-        (**self).now()
-    }
-    fn check_at(
-        &self,
-        r: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        (**self).check_at(r, now)
-    }
-    fn peek_at(&self, r: &Request<'_>, now: Nanos) -> Result<PolicyDecision, InsufficientCapacity> {
-        (**self).peek_at(r, now)
-    }
-    fn refund_at(&self, r: &Request<'_>, now: Nanos) {
-        (**self).refund_at(r, now)
-    }
-    fn charge_at(&self, r: &Request<'_>, now: Nanos) {
-        (**self).charge_at(r, now)
-    }
+/// The forwarding of a reference and an `Arc` to the policy behind it: the one operation,
+/// its awaited form, and the forms a policy may answer faster than the defaults do (a
+/// [`Policy`](super::Policy) reads its clock only after matching the rules).
+macro_rules! forward_policy_check {
+    ($($pointer:ty $(: $extra:ident)?),+) => {$(
+        impl<P: PolicyCheck + ?Sized $(+ $extra)?> PolicyCheck for $pointer {
+            fn now(&self) -> Nanos {
+                (**self).now()
+            }
+
+            #[inline]
+            fn run(
+                &self,
+                op: Op,
+                request: &Request<'_>,
+                now: Nanos,
+            ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
+                (**self).run(op, request, now)
+            }
+
+            fn run_async<'a>(
+                &'a self,
+                op: Op,
+                request: &'a Request<'a>,
+                now: Nanos,
+            ) -> impl Future<Output = Result<Option<PolicyDecision>, InsufficientCapacity>>
+                   + Send
+                   + 'a {
+                (**self).run_async(op, request, now)
+            }
+
+            #[inline]
+            fn check_at(
+                &self,
+                request: &Request<'_>,
+                now: Nanos,
+            ) -> Result<PolicyDecision, InsufficientCapacity> {
+                (**self).check_at(request, now)
+            }
+
+            #[inline]
+            fn allow(
+                &self,
+                client: &str,
+                endpoint: &str,
+                cost: u32,
+            ) -> Result<PolicyDecision, InsufficientCapacity> {
+                (**self).allow(client, endpoint, cost)
+            }
+
+            #[inline]
+            fn peek(
+                &self,
+                client: &str,
+                endpoint: &str,
+                cost: u32,
+            ) -> Result<PolicyDecision, InsufficientCapacity> {
+                (**self).peek(client, endpoint, cost)
+            }
+        }
+    )+};
 }
 
-impl<P: PolicyCheck + ?Sized> PolicyCheck for std::sync::Arc<P> {
-    fn now(&self) -> Nanos {
-        (**self).now()
-    }
-    fn check_at(
-        &self,
-        r: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        (**self).check_at(r, now)
-    }
-    fn peek_at(&self, r: &Request<'_>, now: Nanos) -> Result<PolicyDecision, InsufficientCapacity> {
-        (**self).peek_at(r, now)
-    }
-    fn refund_at(&self, r: &Request<'_>, now: Nanos) {
-        (**self).refund_at(r, now)
-    }
-    fn charge_at(&self, r: &Request<'_>, now: Nanos) {
-        (**self).charge_at(r, now)
-    }
-}
-
-/// [`PolicyCheck`] awaited: what a server awaits when the policy's store waits on the
-/// network (a [`Policy`](super::Policy) on an [`AsyncStore`](super::AsyncStore), such as a
-/// `RedisStore`), so a round trip holds no worker thread. Implemented by such a policy, by
-/// the decorators over one ([`Metered`](super::Metered),
-/// [`AdaptivePenalty`](super::AdaptivePenalty)) and by an `Arc` of any; the HTTP layer's
-/// awaited mode takes one (`RateLimitLayer::awaited`). Same rules, tiers and decisions as
-/// the synchronous methods.
-///
-/// ```
-/// use tollgate::policy::{AdaptivePenalty, AsyncPolicyCheck, PenaltyConfig, Policy, PolicyCheck, Request};
-/// use tollgate::Nanos;
-/// let policy = Policy::from_toml(r#"
-///     [[rules]]
-///     name = "default"
-///     limit = 1
-///     window = "1m"
-/// "#, tollgate::policy::FnClock(|| Nanos::ZERO))?;
-/// let penalty = PenaltyConfig { denials: 1, period: Nanos::from_secs(60), divisor: 2, cooldown: Nanos::from_secs(60) };
-/// let guarded = AdaptivePenalty::new(policy, penalty)?;
-/// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-/// let request = Request::new("a", "/", 1);
-/// let (first, second) = runtime.block_on(async {
-///     let now = guarded.now();
-///     (guarded.check_at_async(&request, now).await, guarded.check_at_async(&request, now).await)
-/// });
-/// assert!(first?.allowed() && !second?.allowed());
-/// assert!(guarded.is_penalized("a", Nanos::ZERO));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub trait AsyncPolicyCheck: PolicyCheck {
-    /// [`PolicyCheck::check_at`], awaited.
-    fn check_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a;
-
-    /// [`PolicyCheck::peek_at`], awaited.
-    fn peek_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a;
-
-    /// [`PolicyCheck::refund_at`], awaited.
-    fn refund_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a;
-
-    /// [`PolicyCheck::charge_at`], awaited.
-    fn charge_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a;
-}
-
-impl<P: AsyncPolicyCheck + ?Sized> AsyncPolicyCheck for std::sync::Arc<P> {
-    fn check_at_async<'a>(
-        &'a self,
-        r: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
-        (**self).check_at_async(r, now)
-    }
-    fn peek_at_async<'a>(
-        &'a self,
-        r: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
-        (**self).peek_at_async(r, now)
-    }
-    fn refund_at_async<'a>(
-        &'a self,
-        r: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        (**self).refund_at_async(r, now)
-    }
-    fn charge_at_async<'a>(
-        &'a self,
-        r: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        (**self).charge_at_async(r, now)
-    }
-}
+// An `Arc` is `Sync` only over a `Send + Sync` value.
+forward_policy_check!(&P, std::sync::Arc<P>: Send);
 
 /// One request to check: who, where, how many permits.
 ///

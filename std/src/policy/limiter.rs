@@ -2,7 +2,6 @@
 //! reloadable while traffic flows.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
@@ -10,9 +9,8 @@ use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 use super::published::{Active, Published};
 use super::store::fingerprint;
 use super::{
-    AsyncPolicyCheck, AsyncStore, InProcess, Plan, PlannedTier, PolicyCheck, PolicyConfig,
-    PolicyConfigError, PolicyDecision, ReloadReport, Request, Rule, RuleId, RuleSet, Store, Tier,
-    TierOutcome,
+    InProcess, Op, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
+    ReloadReport, Request, Rule, RuleId, RuleSet, Store, Tier,
 };
 
 /// Stable rule ids by name: a rule keeps its id across reloads while its name stays in the
@@ -264,7 +262,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
         cost: u32,
         now: Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.check_at(&Request::new(client, endpoint, cost), now)
+        self.check_with(&Request::new(client, endpoint, cost), || now)
     }
 
     /// What `cost` permits would get now; consumes nothing.
@@ -279,14 +277,18 @@ impl<C: Clock, S: Store> Policy<C, S> {
 
     /// Gives `cost` permits back to every matching tier now.
     pub fn refund(&self, client: &str, endpoint: &str, cost: u32) {
-        self.refund_at(&Request::new(client, endpoint, cost), self.clock.now())
+        self.record(
+            Op::Refund,
+            &Request::new(client, endpoint, cost),
+            self.clock.now(),
+        )
     }
 }
 
 /// Checks that await the store: for async servers whose store waits on the network
 /// ([`RedisStore`](crate::redis::RedisStore)), so the round trip holds no worker thread.
 /// Same rules, tiers, clock reading and decisions as the synchronous methods.
-impl<C: Clock, S: AsyncStore> Policy<C, S> {
+impl<C: Clock + Sync, S: Store> Policy<C, S> {
     /// [`allow`](Self::allow), awaiting the store.
     ///
     /// While it awaits, the check holds the rule set it matched: a
@@ -315,7 +317,7 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide_async(&Request::new(client, endpoint, cost), false, None)
+        self.decide_async(Op::Check, &Request::new(client, endpoint, cost), None)
             .await
     }
 
@@ -326,37 +328,23 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
         endpoint: &str,
         cost: u32,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide_async(&Request::new(client, endpoint, cost), true, None)
+        self.decide_async(Op::Peek, &Request::new(client, endpoint, cost), None)
             .await
     }
 
     /// [`refund`](Self::refund), awaiting the store.
     pub async fn refund_async(&self, client: &str, endpoint: &str, cost: u32) {
-        self.refund_awaiting(&Request::new(client, endpoint, cost), self.clock.now())
+        let request = Request::new(client, endpoint, cost);
+        self.record_async(Op::Refund, &request, self.clock.now())
             .await
     }
 
     /// Records `cost` permits for `client` on `endpoint` now whatever the limits say (work
     /// already done; [`PolicyCheck::charge_at`]), awaiting the store.
     pub async fn charge_async(&self, client: &str, endpoint: &str, cost: u32) {
-        self.charge_awaiting(&Request::new(client, endpoint, cost), self.clock.now())
+        let request = Request::new(client, endpoint, cost);
+        self.record_async(Op::Charge, &request, self.clock.now())
             .await
-    }
-
-    /// A refund of `request` at `now`, awaiting the store.
-    async fn refund_awaiting(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.active_set();
-        if let Some(plan) = refund_plan(&set, request) {
-            self.store.refund_async(&plan, now).await;
-        };
-    }
-
-    /// A charge of `request` at `now`, awaiting the store.
-    async fn charge_awaiting(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.active_set();
-        if let Some(plan) = charge_plan(&set, request) {
-            self.store.charge_async(&plan, now).await;
-        };
     }
 
     /// [`decide`](Self::decide), awaiting the store's check (or peek) at `now` (the
@@ -364,35 +352,23 @@ impl<C: Clock, S: AsyncStore> Policy<C, S> {
     /// reference while it waits.
     async fn decide_async(
         &self,
+        op: Op,
         request: &Request<'_>,
-        peek: bool,
         now: Option<Nanos>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set();
-        let mut decision = PolicyDecision::empty();
-        // The plan borrows the set, which the decision takes after it.
-        {
-            let mut plan = Plan::new();
-            plan_into(&mut plan, &set, request, |tier| {
-                tier_cost(request, tier.max_cost())
-            })?;
-            decision.label(&plan);
-            if plan.is_empty() {
-                decision.settle(request.divisor);
-                return Ok(decision);
-            }
+        decide_body!(self, request, |plan, outcomes| {
             let now = now.unwrap_or_else(|| self.clock.now());
-            let outcomes = decision.outcomes_mut();
-            if peek {
-                self.store.peek_async(&plan, now, outcomes).await?;
-            } else {
-                self.store.check_async(&plan, now, outcomes).await?;
-            }
-        }
-        decision.settle(request.divisor);
-        // The labels point into the set: the decision keeps it.
-        decision.hold(set.into_hold());
-        Ok(decision)
+            self.store.run_async(op, &plan, now, outcomes).await
+        })
+    }
+
+    /// [`record`](Self::record), awaiting the store.
+    async fn record_async(&self, op: Op, request: &Request<'_>, now: Nanos) {
+        let set = self.active_set();
+        if let Some(plan) = record_plan(op, &set, request) {
+            // A refund or a charge decides nothing, so it cannot fail.
+            let _ = self.store.run_async(op, &plan, now, &mut []).await;
+        };
     }
 }
 
@@ -406,9 +382,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
         request: &Request<'_>,
         now: impl FnOnce() -> Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide(request, |plan, outcomes| {
-            self.store.check(plan, now(), outcomes)
-        })
+        self.decide(Op::Check, request, now)
     }
 
     /// [`check_with`](Self::check_with)'s peek.
@@ -418,9 +392,30 @@ impl<C: Clock, S: Store> Policy<C, S> {
         request: &Request<'_>,
         now: impl FnOnce() -> Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.decide(request, |plan, outcomes| {
-            self.store.peek(plan, now(), outcomes)
+        self.decide(Op::Peek, request, now)
+    }
+
+    /// A check or peek of `request` (`op`): the plan of the tiers it matches, decided by
+    /// the store at `now()`, combined.
+    #[inline(always)]
+    fn decide(
+        &self,
+        op: Op,
+        request: &Request<'_>,
+        now: impl FnOnce() -> Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        decide_body!(self, request, |plan, outcomes| {
+            self.store.run(op, &plan, now(), outcomes)
         })
+    }
+
+    /// A refund or a charge of `request` (`op`) at `now`.
+    fn record(&self, op: Op, request: &Request<'_>, now: Nanos) {
+        let set = self.active_set();
+        if let Some(plan) = record_plan(op, &set, request) {
+            // A refund or a charge decides nothing, so it cannot fail.
+            let _ = self.store.run(op, &plan, now, &mut []);
+        };
     }
 }
 
@@ -473,11 +468,42 @@ fn tier_cost(request: &Request<'_>, max_cost: u64) -> Result<u32, InsufficientCa
     Ok(scaled)
 }
 
-impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
+impl<C: Clock + Sync, S: Store> PolicyCheck for Policy<C, S> {
     fn now(&self) -> Nanos {
         self.clock.now()
     }
 
+    #[inline]
+    fn run(
+        &self,
+        op: Op,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
+        if op.decides() {
+            self.decide(op, request, || now).map(Some)
+        } else {
+            self.record(op, request, now);
+            Ok(None)
+        }
+    }
+
+    async fn run_async<'a>(
+        &'a self,
+        op: Op,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
+        if op.decides() {
+            self.decide_async(op, request, Some(now)).await.map(Some)
+        } else {
+            self.record_async(op, request, now).await;
+            Ok(None)
+        }
+    }
+
+    // The forms of the hot path, straight to the check (no operation to match on); the
+    // convenience forms read the clock after matching the rules (see `check_with`).
     #[inline]
     fn check_at(
         &self,
@@ -487,15 +513,6 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
         self.check_with(request, || now)
     }
 
-    fn peek_at(
-        &self,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.peek_with(request, || now)
-    }
-
-    // The convenience forms read the clock after matching the rules (see `check_with`).
     #[inline]
     fn allow(
         &self,
@@ -515,53 +532,15 @@ impl<C: Clock, S: Store> PolicyCheck for Policy<C, S> {
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         Policy::peek(self, client, endpoint, cost)
     }
-
-    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.active_set();
-        if let Some(plan) = charge_plan(&set, request) {
-            self.store.charge(&plan, now);
-        };
-    }
-
-    fn refund_at(&self, request: &Request<'_>, now: Nanos) {
-        let set = self.active_set();
-        if let Some(plan) = refund_plan(&set, request) {
-            self.store.refund(&plan, now);
-        };
-    }
 }
 
-impl<C: Clock + Sync, S: AsyncStore + Sync> AsyncPolicyCheck for Policy<C, S> {
-    fn check_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
-        self.decide_async(request, false, Some(now))
-    }
-
-    fn peek_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
-        self.decide_async(request, true, Some(now))
-    }
-
-    fn refund_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        self.refund_awaiting(request, now)
-    }
-
-    fn charge_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        self.charge_awaiting(request, now)
+/// The plan of a refund or a charge (`op`) of `request`; `None` for no tier (or an
+/// operation that decides).
+fn record_plan<'a>(op: Op, set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
+    match op {
+        Op::Refund => refund_plan(set, request),
+        Op::Charge => charge_plan(set, request),
+        Op::Check | Op::Peek => None,
     }
 }
 
@@ -647,36 +626,37 @@ fn plan_rule<'a>(
     Ok(true)
 }
 
-impl<C, S> Policy<C, S> {
-    /// A check or peek of `request`: the plan of the tiers it matches, decided by `decide`
-    /// (the store's check or peek), combined.
-    #[inline(always)]
-    fn decide(
-        &self,
-        request: &Request<'_>,
-        decide: impl FnOnce(&Plan<'_>, &mut [TierOutcome]) -> Result<(), InsufficientCapacity>,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let set = self.active_set();
+/// The one body of a check or peek, blocking ([`Policy::decide`]) or awaited
+/// ([`Policy::decide_async`]): the plan of the tiers `request` matches, decided by `run`
+/// (the store's operation on `plan`, writing `outcomes`; awaited or not), combined; the
+/// decision holds the rule set its labels live in.
+macro_rules! decide_body {
+    ($policy:ident, $request:ident, |$plan:ident, $outcomes:ident| $run:expr) => {{
+        let set = $policy.active_set();
         let mut decision = PolicyDecision::empty();
         // The plan borrows the set, which the decision takes after it.
         {
-            let mut plan = Plan::new();
-            plan_into(&mut plan, &set, request, |tier| {
-                tier_cost(request, tier.max_cost())
+            let mut $plan = Plan::new();
+            plan_into(&mut $plan, &set, $request, |tier| {
+                tier_cost($request, tier.max_cost())
             })?;
-            decision.label(&plan);
-            if plan.is_empty() {
-                decision.settle(request.divisor);
+            decision.label(&$plan);
+            if $plan.is_empty() {
+                decision.settle($request.divisor);
                 return Ok(decision);
             }
-            decide(&plan, decision.outcomes_mut())?;
+            let $outcomes = decision.outcomes_mut();
+            $run?;
         }
-        decision.settle(request.divisor);
+        decision.settle($request.divisor);
         // The labels point into the set: the decision keeps it.
         decision.hold(set.into_hold());
         Ok(decision)
-    }
+    }};
+}
+use decide_body;
 
+impl<C, S> Policy<C, S> {
     /// The rule set in force, held until the returned value drops (see the `published`
     /// module docs). Held across an awaited store call too: a reload meanwhile does not
     /// wait, and the set lives until the call is done.

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{AsyncPolicyCheck, PolicyCheck, PolicyDecision, Request, StripedCounter};
+use super::{Op, PolicyCheck, PolicyDecision, Request, StripedCounter};
 
 /// Counters of one rule.
 #[derive(Debug, Default)]
@@ -108,6 +108,15 @@ impl<P: PolicyCheck> Metered<P> {
             .collect()
     }
 
+    /// Counts `decision` if `op` is a check (peeks, refunds and charges are not traffic).
+    #[inline]
+    fn observe(&self, op: Op, decision: Option<&PolicyDecision>) {
+        match (op, decision) {
+            (Op::Check, Some(decision)) => self.count(decision),
+            (Op::Check, None) | (Op::Peek | Op::Refund | Op::Charge, _) => {}
+        }
+    }
+
     fn count(&self, decision: &PolicyDecision) {
         if decision.allowed() {
             self.allowed.add(1);
@@ -146,70 +155,36 @@ impl<P: PolicyCheck> Metered<P> {
     }
 }
 
+/// Counts every check's decision, blocking or awaited; peeks, refunds and charges pass
+/// through uncounted.
 impl<P: PolicyCheck> PolicyCheck for Metered<P> {
     fn now(&self) -> Nanos {
         self.inner.now()
     }
 
-    fn check_at(
+    fn run(
         &self,
+        op: Op,
         request: &Request<'_>,
         now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let decision = self.inner.check_at(request, now)?;
-        self.count(&decision);
+    ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
+        let decision = self.inner.run(op, request, now)?;
+        self.observe(op, decision.as_ref());
         Ok(decision)
     }
 
-    fn peek_at(
-        &self,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.inner.peek_at(request, now)
-    }
-
-    fn refund_at(&self, request: &Request<'_>, now: Nanos) {
-        self.inner.refund_at(request, now)
-    }
-
-    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
-        self.inner.charge_at(request, now)
-    }
-}
-
-impl<P: AsyncPolicyCheck + Sync> AsyncPolicyCheck for Metered<P> {
-    async fn check_at_async(
-        &self,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let decision = self.inner.check_at_async(request, now).await?;
-        self.count(&decision);
-        Ok(decision)
-    }
-
-    fn peek_at_async<'a>(
+    fn run_async<'a>(
         &'a self,
+        op: Op,
         request: &'a Request<'a>,
         now: Nanos,
-    ) -> impl Future<Output = Result<PolicyDecision, InsufficientCapacity>> + Send + 'a {
-        self.inner.peek_at_async(request, now)
-    }
-
-    fn refund_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        self.inner.refund_at_async(request, now)
-    }
-
-    fn charge_at_async<'a>(
-        &'a self,
-        request: &'a Request<'a>,
-        now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        self.inner.charge_at_async(request, now)
+    ) -> impl Future<Output = Result<Option<PolicyDecision>, InsufficientCapacity>> + Send + 'a
+    {
+        let run = self.inner.run_async(op, request, now);
+        async move {
+            let decision = run.await?;
+            self.observe(op, decision.as_ref());
+            Ok(decision)
+        }
     }
 }

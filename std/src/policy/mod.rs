@@ -65,7 +65,7 @@ mod until_ready;
 
 pub use crate::clock::FnClock;
 pub use crate::wait::Delay;
-pub use check::{AsyncPolicyCheck, PolicyCheck, Request};
+pub use check::{PolicyCheck, Request};
 pub use config::{
     parse_duration, AlgorithmKind, Partition, PenaltyConfig, PolicyConfig, RuleConfig, TierConfig,
 };
@@ -82,7 +82,7 @@ pub use reservation::Reservation;
 pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
 pub use rule_set::{RuleSet, MAX_CAPACITY};
 pub(crate) use store::TierStore;
-pub use store::{AsyncStore, InProcess, Plan, PlanIter, PlannedTier, Store};
+pub use store::{InProcess, Op, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
 pub use until_ready::{DelaySleep, SleepFn, UntilReady};

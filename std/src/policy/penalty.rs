@@ -1,15 +1,12 @@
 //! [`AdaptivePenalty`]: the progressive-penalty decorator: a client that keeps getting
 //! denied has its limits cut for a cooldown, then gets them back.
 
-use std::future::Future;
 use std::sync::OnceLock;
 
 use tollgate_core::{Algorithm, ConfigError, FixedWindow, Gcra, InsufficientCapacity, Nanos};
 
 use super::store::fingerprint;
-use super::{
-    AsyncPolicyCheck, PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request,
-};
+use super::{Op, PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request};
 use crate::keyed::{Geometry, Mode, Table, Upsert, WhenFull};
 
 /// One word per client in a bounded, lock-free keyed table (the tier stores' kind),
@@ -189,6 +186,30 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
         }
     }
 
+    /// The request `op` runs on the inner policy: at the penalty's divisor, but for a
+    /// refund (see the [`PolicyCheck`] impl).
+    #[inline]
+    fn effective_for<'a>(&self, op: Op, request: &Request<'a>, now: Nanos) -> Request<'a> {
+        match op {
+            Op::Check | Op::Peek | Op::Charge => self.effective(request, now),
+            Op::Refund => *request,
+        }
+    }
+
+    /// Counts a check's deny against `client`: only a deny by one of the client's own
+    /// tiers (a shared, global tier's deny is not its doing).
+    #[inline]
+    fn observe(&self, op: Op, client: &str, decision: Option<&PolicyDecision>, now: Nanos) {
+        match (op, decision) {
+            (Op::Check, Some(decision)) => {
+                if decision.denied_by().any(|tier| !tier.shared()) {
+                    self.record_denial(client, now);
+                }
+            }
+            (Op::Check, None) | (Op::Peek | Op::Refund | Op::Charge, _) => {}
+        }
+    }
+
     fn record_denial(&self, client: &str, now: Nanos) {
         let h = fingerprint(client);
         let window = &self.window;
@@ -213,83 +234,42 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
     }
 }
 
+/// Every operation on the inner policy, blocking or awaited: a check, peek or charge at the
+/// client's penalty divisor (a penalized client pays the penalty's multiple), a refund at
+/// the request's own. The penalty's own state is in process: it counts this process's
+/// denials of the client.
+///
+/// Why a refund gives back the request's cost at its own divisor, not the penalty's:
+/// whether the refunded request was charged under a penalty is not known here (the penalty
+/// may have started or ended since), and giving back `divisor` times what an unpenalized
+/// check took would hand out permits. A request charged under the penalty gets back only
+/// its plain cost: the penalty errs against the penalized client, never for it.
 impl<P: PolicyCheck> PolicyCheck for AdaptivePenalty<P> {
     fn now(&self) -> Nanos {
         self.inner.now()
     }
 
-    fn check_at(
+    fn run(
         &self,
+        op: Op,
         request: &Request<'_>,
         now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let decision = self.inner.check_at(&self.effective(request, now), now)?;
-        // Only the client's own tiers: a shared (global) tier's deny is not its doing.
-        if decision.denied_by().any(|tier| !tier.shared()) {
-            self.record_denial(request.client, now);
-        }
+    ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
+        let effective = self.effective_for(op, request, now);
+        let decision = self.inner.run(op, &effective, now)?;
+        self.observe(op, request.client, decision.as_ref(), now);
         Ok(decision)
     }
 
-    fn peek_at(
-        &self,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        self.inner.peek_at(&self.effective(request, now), now)
-    }
-
-    /// Gives back the request's cost at its own divisor, not the penalty's: whether the
-    /// refunded request was charged under a penalty is not known here (the penalty may
-    /// have started or ended since), and giving back `divisor` times what an unpenalized
-    /// check took would hand out permits. A request charged under the penalty gets back
-    /// only its plain cost: the penalty errs against the penalized client, never for it.
-    fn refund_at(&self, request: &Request<'_>, now: Nanos) {
-        self.inner.refund_at(request, now)
-    }
-
-    /// Charged as a check would be now: a penalized client pays the penalty's multiple.
-    fn charge_at(&self, request: &Request<'_>, now: Nanos) {
-        self.inner.charge_at(&self.effective(request, now), now)
-    }
-}
-
-/// The same, awaited: the penalty's own state is in process (a penalty counts this
-/// process's denials of the client), the checks are the inner policy's, awaited.
-impl<P: AsyncPolicyCheck + Sync> AsyncPolicyCheck for AdaptivePenalty<P> {
-    async fn check_at_async(
-        &self,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let effective = self.effective(request, now);
-        let decision = self.inner.check_at_async(&effective, now).await?;
-        if decision.denied_by().any(|tier| !tier.shared()) {
-            self.record_denial(request.client, now);
-        }
-        Ok(decision)
-    }
-
-    async fn peek_at_async(
-        &self,
-        request: &Request<'_>,
-        now: Nanos,
-    ) -> Result<PolicyDecision, InsufficientCapacity> {
-        let effective = self.effective(request, now);
-        self.inner.peek_at_async(&effective, now).await
-    }
-
-    fn refund_at_async<'a>(
+    async fn run_async<'a>(
         &'a self,
+        op: Op,
         request: &'a Request<'a>,
         now: Nanos,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        // At the request's own divisor, as `refund_at` (see there).
-        self.inner.refund_at_async(request, now)
-    }
-
-    async fn charge_at_async(&self, request: &Request<'_>, now: Nanos) {
-        let effective = self.effective(request, now);
-        self.inner.charge_at_async(&effective, now).await
+    ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
+        let effective = self.effective_for(op, request, now);
+        let decision = self.inner.run_async(op, &effective, now).await?;
+        self.observe(op, request.client, decision.as_ref(), now);
+        Ok(decision)
     }
 }

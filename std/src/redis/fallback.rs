@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::stats::Counters;
+use super::store::Mode;
 use super::{BuildError, FailureCause};
 use crate::policy::{Plan, Tier, TierOutcome, TierStore};
 use crate::{AlgorithmConfig, Decision, Nanos};
@@ -25,19 +26,6 @@ fn scaled(config: &AlgorithmConfig, share: f64) -> AlgorithmConfig {
 /// The most tier tables a [`PlanFallback`] keeps (one per tier version met while Redis was
 /// down); past it they are all dropped and built again on use.
 const PLAN_FALLBACK_TABLES: usize = 64;
-
-/// What a [`PlanFallback`] is asked to do with some tiers of a plan.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum LocalOp {
-    /// Decide, record all or nothing.
-    Check,
-    /// Decide, record nothing.
-    Peek,
-    /// Decide, record nothing, admitting tiers reported at cost 0.
-    PeekDenied,
-    /// Record whatever the limits say.
-    Charge,
-}
 
 /// A [`RedisStore`](super::RedisStore)'s fallback: each tier of a plan decided in this
 /// process with a share of its limit, in a bounded lock-free keyed table of its own (the
@@ -122,7 +110,7 @@ impl PlanFallback {
         &self,
         plan: &Plan<'_>,
         tiers: &[usize],
-        op: LocalOp,
+        op: Mode,
         now: Nanos,
         outcomes: &mut [TierOutcome],
         counters: &Counters,
@@ -134,7 +122,7 @@ impl PlanFallback {
             let Some(table) = self.table(p.tier) else {
                 Counters::bump(&counters.fallback_failures);
                 counters.failed(FailureCause::FallbackUnavailable);
-                if op != LocalOp::Charge {
+                if op != Mode::Charge {
                     all = false;
                     let limit = p.tier.algorithm().limit();
                     outcomes[i].decision = Decision::deny(limit, 0, self.retry, self.retry);
@@ -143,7 +131,7 @@ impl PlanFallback {
             };
             let refuse = || deny_all(table.algorithm().limit());
             let decision = match op {
-                LocalOp::Check => match table.take(p.key, now, p.cost) {
+                Mode::Check => match table.take(p.key, now, p.cost) {
                     Ok((decision, receipt)) => {
                         if let Some(receipt) = receipt {
                             taken.push((p.key, receipt, p.cost, Arc::clone(&table)));
@@ -152,18 +140,21 @@ impl PlanFallback {
                     }
                     Err(_) => refuse(),
                 },
-                LocalOp::Peek | LocalOp::PeekDenied => {
+                Mode::Peek | Mode::PeekDenied => {
                     table.peek(p.key, now, p.cost).unwrap_or_else(|_| refuse())
                 }
-                LocalOp::Charge => {
+                Mode::Charge => {
                     table.charge(p.key, now, p.cost);
                     continue;
                 }
+                // Not asked for: a refund Redis did not take is not given back to the
+                // local share (which errs on the strict side).
+                Mode::Refund => continue,
             };
             all &= decision.allowed;
             outcomes[i].decision = decision;
         }
-        if (op == LocalOp::Check && !all) || op == LocalOp::PeekDenied {
+        if (op == Mode::Check && !all) || op == Mode::PeekDenied {
             for (key, receipt, cost, table) in taken {
                 table.compensate(key, receipt, cost, now);
             }
@@ -188,8 +179,8 @@ fn deny_all(limit: u64) -> Decision {
 
 #[cfg(test)]
 mod tests {
-    use super::{LocalOp, PlanFallback};
-    use crate::policy::{Plan, Policy, Store, TierOutcome};
+    use super::PlanFallback;
+    use crate::policy::{Op, Plan, Policy, Store, TierOutcome};
     use crate::redis::stats::Counters;
     use crate::redis::FailureCause;
     use crate::{InsufficientCapacity, ManualClock, Nanos};
@@ -203,36 +194,17 @@ mod tests {
     }
 
     impl Store for Down {
-        fn check(
+        fn run(
             &self,
+            op: Op,
             plan: &Plan<'_>,
             now: Nanos,
             outcomes: &mut [TierOutcome],
         ) -> Result<(), InsufficientCapacity> {
             let tiers: Vec<usize> = (0..plan.len()).collect();
             self.fallback
-                .run(plan, &tiers, LocalOp::Check, now, outcomes, &self.counters);
+                .run(plan, &tiers, op.into(), now, outcomes, &self.counters);
             Ok(())
-        }
-
-        fn peek(
-            &self,
-            plan: &Plan<'_>,
-            now: Nanos,
-            outcomes: &mut [TierOutcome],
-        ) -> Result<(), InsufficientCapacity> {
-            let tiers: Vec<usize> = (0..plan.len()).collect();
-            self.fallback
-                .run(plan, &tiers, LocalOp::Peek, now, outcomes, &self.counters);
-            Ok(())
-        }
-
-        fn refund(&self, _plan: &Plan<'_>, _now: Nanos) {}
-
-        fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-            let tiers: Vec<usize> = (0..plan.len()).collect();
-            self.fallback
-                .run(plan, &tiers, LocalOp::Charge, now, &mut [], &self.counters);
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use tollgate::engine::LogView;
 use tollgate::policy::{
-    AdaptivePenalty, Metered, PenaltyConfig, Plan, PlannedTier, Policy, PolicyCheck, Store,
+    AdaptivePenalty, Metered, Op, PenaltyConfig, Plan, PlannedTier, Policy, PolicyCheck, Store,
     TierOutcome,
 };
 use tollgate::{Algorithm, AnyAlgorithm, Decision, InsufficientCapacity, ManualClock, Nanos};
@@ -133,7 +133,32 @@ fn decide(
     }
 }
 
+/// A third-party store, written against the public interface only: one `run` over the four
+/// operations.
 impl Store for MapStore {
+    fn run(
+        &self,
+        op: Op,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        match op {
+            Op::Check => self.check(plan, now, outcomes),
+            Op::Peek => self.peek(plan, now, outcomes),
+            Op::Refund => {
+                self.refund(plan, now);
+                Ok(())
+            }
+            Op::Charge => {
+                self.charge(plan, now);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl MapStore {
     fn check(
         &self,
         plan: &Plan<'_>,

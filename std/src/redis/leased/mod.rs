@@ -21,14 +21,14 @@ use self::ledger::{Orphan, PendingOp};
 use self::slot::{identity, Slot};
 use self::stats::LeaseCounters;
 pub use self::stats::LeaseStats;
-use super::store::{finish, Io};
+use super::store::{store_by_io, Io};
 use super::{BuildError, LeaseConfig, RedisStore};
-use crate::policy::{AsyncStore, Plan, Store, TierOutcome, MAX_TIERS};
+use crate::policy::{Op, Plan, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::Mutex;
-use crate::{InsufficientCapacity, Nanos};
+use crate::Nanos;
 
-/// A [`Store`] that serves a fleet's hot keys at in-process speed: a key this process
+/// A [`Store`](crate::policy::Store) that serves a fleet's hot keys at in-process speed: a key this process
 /// checks often gets a *lease*, a slice of its quota taken from Redis in one script call,
 /// and the process admits from the slice locally, lock-free, until it runs low and the
 /// lease thread takes the next one ahead of time. Cold keys go to the wrapped
@@ -244,7 +244,7 @@ impl Drop for LeasedStore {
 }
 
 impl LeasedStore {
-    /// [`Store::check`] made by `io`: the tiers with a lease in hand spend from it; the
+    /// The check of [`run_io`](Self::run_io): the tiers with a lease in hand spend from it; the
     /// rest go to Redis in one operation; a deny gives the local spends back.
     async fn check_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
         let inner = &*self.inner;
@@ -297,67 +297,31 @@ impl LeasedStore {
     }
 }
 
-impl Store for LeasedStore {
-    fn check(
+impl LeasedStore {
+    /// [`Store::run`](crate::policy::Store::run) by `io`: a check spends its leases in hand at once and goes to Redis
+    /// only for the rest (and for a deny's give-back that no lease can take). A peek goes to
+    /// Redis, whose answer counts the permits leased by every process as used; so do a
+    /// refund (the permits of a locally admitted request were taken there with its lease)
+    /// and a charge.
+    async fn run_io(
         &self,
+        op: Op,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        finish(self.check_io(plan, now, outcomes, Io::Blocking));
-        Ok(())
-    }
-
-    /// Goes to Redis (whose answer counts the permits leased by every process as used).
-    fn peek(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.inner.redis.peek(plan, now, outcomes)
-    }
-
-    /// Goes to Redis: the permits of a locally admitted request were taken there with its
-    /// lease.
-    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.redis.refund(plan, now);
-    }
-
-    /// Goes to Redis.
-    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.redis.charge(plan, now);
+        io: Io,
+    ) {
+        match op {
+            Op::Check => self.check_io(plan, now, outcomes, io).await,
+            Op::Peek | Op::Refund | Op::Charge => {
+                self.inner.redis.run_io(op, plan, now, outcomes, io).await
+            }
+        }
     }
 }
 
-/// The same operations, awaited: a check spends its leases in hand at once and awaits
-/// Redis only for the rest (and for a deny's give-back that no lease can take); peeks,
-/// refunds and charges await the Redis store's.
-impl AsyncStore for LeasedStore {
-    async fn check_async(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.check_io(plan, now, outcomes, Io::Async).await;
-        Ok(())
-    }
-
-    async fn peek_async(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.inner.redis.peek_async(plan, now, outcomes).await
-    }
-
-    async fn refund_async(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.redis.refund_async(plan, now).await
-    }
-
-    async fn charge_async(&self, plan: &Plan<'_>, now: Nanos) {
-        self.inner.redis.charge_async(plan, now).await
-    }
-}
+store_by_io!(
+    /// Each operation written once (`run_io`), run blocking or
+    /// awaited.
+    LeasedStore
+);

@@ -1,19 +1,21 @@
 //! One script call as it goes on the wire: [`Call`] (its keys and arguments in one buffer,
-//! the tiers it covers), built from a plan or a lease; its [`Op`] and mode argument with the
+//! the tiers it covers), built from a plan or a lease; its [`Mode`] and mode argument with the
 //! deadline ([`ModeArg`]).
 
 use std::fmt::Write as _;
 
 use super::RedisStore;
-use crate::policy::{Partition, Plan, MAX_TIERS};
+use crate::policy::{Op, Partition, Plan, MAX_TIERS};
 use crate::redis::args::push_tier_spec;
 use crate::redis::keys::{push_tier_key, tag_hash, TierKey};
 use crate::redis::TimeSource;
 use crate::Nanos;
 
-/// A script operation.
+/// What a script call is told to do (its mode argument's code): one of the policy's
+/// operations ([`Op`](crate::policy::Op)), or a peek of a request another group of tiers
+/// denied. The fallback runs the same modes in process.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(super) enum Op {
+pub(in crate::redis) enum Mode {
     /// Decide all, record all or nothing.
     Check,
     /// Decide all, record nothing.
@@ -27,22 +29,39 @@ pub(super) enum Op {
     Charge,
 }
 
-impl Op {
+impl From<Op> for Mode {
+    fn from(op: Op) -> Mode {
+        match op {
+            Op::Check => Mode::Check,
+            Op::Peek => Mode::Peek,
+            Op::Refund => Mode::Refund,
+            Op::Charge => Mode::Charge,
+        }
+    }
+}
+
+impl Mode {
     /// Every operation's mode argument with a TTL slack of `ttl_slack_ms`, in the order of
     /// the variants (which [`Shared::mode`](super::Shared::mode) indexes by): its code and
     /// the slack (see `scripts/store.lua`).
     pub(super) fn modes(ttl_slack_ms: u128) -> [String; 5] {
-        [Op::Check, Op::Peek, Op::PeekDenied, Op::Refund, Op::Charge]
-            .map(|op| format!("{}{}", op.code(), ttl_slack_ms))
+        [
+            Mode::Check,
+            Mode::Peek,
+            Mode::PeekDenied,
+            Mode::Refund,
+            Mode::Charge,
+        ]
+        .map(|op| format!("{}{}", op.code(), ttl_slack_ms))
     }
 
     fn code(self) -> &'static str {
         match self {
-            Op::Check => "c",
-            Op::Peek => "p",
-            Op::PeekDenied => "q",
-            Op::Refund => "r",
-            Op::Charge => "g",
+            Mode::Check => "c",
+            Mode::Peek => "p",
+            Mode::PeekDenied => "q",
+            Mode::Refund => "r",
+            Mode::Charge => "g",
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::call::{Call, ModeArg, Op, ScriptArgs};
+use super::call::{Call, Mode, ModeArg, ScriptArgs};
 use super::{RedisStore, Shared};
 use crate::redis::stats::Counters;
 use crate::redis::FailureCause;
@@ -37,11 +37,11 @@ impl IoRuntime {
 /// How an operation makes its script calls.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(in crate::redis) enum Io {
-    /// Blocking the calling thread until Redis answers (the [`Store`](crate::policy::Store)
-    /// methods).
+    /// Blocking the calling thread until Redis answers
+    /// ([`Store::run`](crate::policy::Store::run)).
     Blocking,
     /// Awaiting the answer in the caller's task, the connection driven by the store's
-    /// runtime (the [`AsyncStore`](crate::policy::AsyncStore) methods).
+    /// runtime ([`Store::run_async`](crate::policy::Store::run_async)).
     Async,
 }
 
@@ -120,7 +120,7 @@ pub(super) fn deadline_quantum_ms(timeout: Duration) -> u64 {
 
 impl RedisStore {
     /// Runs `call` as `op` by `io`: the reply, or why Redis could not answer.
-    pub(super) async fn call(&self, call: &Call, op: Op, io: Io) -> Result<Value, FailureCause> {
+    pub(super) async fn call(&self, call: &Call, op: Mode, io: Io) -> Result<Value, FailureCause> {
         let shared = &self.shared;
         if shared.backing_off(call.tag) {
             return Err(FailureCause::Backoff);

@@ -5,7 +5,7 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use super::call::Op;
+use super::call::Mode;
 use super::RedisStore;
 use crate::policy::PlannedTier;
 use crate::redis::keys::TierKey;
@@ -95,8 +95,8 @@ impl RedisStore {
     ) -> LeaseReply {
         let shared = &self.shared;
         let op = match op {
-            LeaseOp::Take => Op::Check,
-            LeaseOp::Return => Op::Refund,
+            LeaseOp::Take => Mode::Check,
+            LeaseOp::Return => Mode::Refund,
         };
         let call = self.lease_call(tier, cost, now);
         if shared.backing_off(call.tag) {
@@ -116,7 +116,7 @@ impl RedisStore {
             let reply = match result {
                 Ok(reply) => {
                     let decision = match op {
-                        Op::Refund => Some(Decision::allow(limit, limit, Nanos::ZERO)),
+                        Mode::Refund => Some(Decision::allow(limit, limit, Nanos::ZERO)),
                         _ => {
                             let mut decision = [Decision::allow(0, 0, Nanos::ZERO)];
                             decode_into(&[limit], &reply, &mut decision).map(|()| decision[0])
@@ -125,7 +125,7 @@ impl RedisStore {
                     match decision {
                         Some(decision) => {
                             Counters::bump(&task.counters.redis_decisions);
-                            if op == Op::Refund || decision.allowed {
+                            if op == Mode::Refund || decision.allowed {
                                 task.denies.invalidate([&call]);
                             }
                             LeaseReply::Done(decision)

@@ -12,11 +12,12 @@ mod operations;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use self::call::Op;
+pub(super) use self::call::Mode;
 use self::denies::Denies;
 use self::io::{deadline_quantum_ms, IoRuntime, BACKOFF_GROUPS};
 pub(super) use self::io::{finish, Io};
 pub(super) use self::lease_op::{LeaseOp, LeaseReply, PendingLease, SETTLE};
+pub(super) use self::operations::store_by_io;
 use super::clock::ServerClock;
 use super::connection::Connection;
 use super::fallback::PlanFallback;
@@ -189,8 +190,8 @@ pub use crate::policy::MAX_LOG_COST;
 ///   admitting tiers with the request counted, a denied check without).
 /// - **Invalidation.** Everything this process writes to a key invalidates the cached
 ///   denies that touch it: an admitted check (the permits taken move other requests' retry
-///   times and `remaining`), a [`refund`](crate::policy::Store::refund) (which can make a
-///   deny stale) and a [`charge`](crate::policy::Store::charge). Each key maps to one of
+///   times and `remaining`), a [refund](crate::policy::Op::Refund) (which can make a
+///   deny stale) and a [charge](crate::policy::Op::Charge). Each key maps to one of
 ///   16 384 invalidation stamps; a deny remembers the invalidation generation read before
 ///   its request was sent, and is dropped when a stamp of one of its keys has moved past it
 ///   since (a write racing with the check's round trip included). Stamps shared by other
@@ -213,7 +214,7 @@ pub use crate::policy::MAX_LOG_COST;
 /// The store's methods block the calling thread until Redis answers (the policy's API is
 /// synchronous): a plain thread drives the call itself on the store's own tokio runtime;
 /// a tokio worker hands it to the store's I/O thread and waits (blocking that worker for
-/// the round trip). Async code awaits instead ([`AsyncStore`], through
+/// the round trip). Async code awaits instead ([`Store::run_async`], through
 /// [`Policy::allow_async`](crate::policy::Policy::allow_async)): the calling task makes
 /// the call and no thread waits.
 ///
@@ -247,7 +248,7 @@ pub use crate::policy::MAX_LOG_COST;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// [`AsyncStore`]: crate::policy::AsyncStore
+/// [`Store::run_async`]: crate::policy::Store::run_async
 /// [`FailureCause`]: super::FailureCause
 /// [`FailureCause::Expired`]: super::FailureCause::Expired
 /// [`Store`]: crate::policy::Store
@@ -285,7 +286,7 @@ struct Shared {
     /// cluster): local ns (since `epoch`) before which Redis is not tried again for the
     /// tags of that group; 0: no backoff.
     backoff_until: Box<[AtomicU64]>,
-    /// Each [`Op`]'s mode argument ([`Shared::mode`]).
+    /// Each [`Mode`]'s mode argument ([`Shared::mode`]).
     modes: [String; 5],
     /// Denies of checks, answered locally until their retry time (see "Deny cache" on
     /// [`RedisStore`]).
@@ -383,7 +384,7 @@ impl RedisStore {
                 })
                     .map(|_| AtomicU64::new(0))
                     .collect(),
-                modes: Op::modes(config.ttl_slack_ms()),
+                modes: Mode::modes(config.ttl_slack_ms()),
                 denies: Denies::new(&config),
                 // Validated: at most an hour.
                 timeout_ns: u64::try_from(config.timeout().as_nanos()).unwrap_or(u64::MAX),
@@ -423,7 +424,7 @@ impl RedisStore {
 impl Shared {
     /// The first script argument of `op`: its code and the TTL slack (see
     /// `scripts/store.lua`).
-    fn mode(&self, op: Op) -> &str {
+    fn mode(&self, op: Mode) -> &str {
         &self.modes[op as usize]
     }
 

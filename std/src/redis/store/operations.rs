@@ -1,20 +1,19 @@
 //! The store's operations: a check (the deny cache, then the client's and the global tiers'
-//! calls, all or nothing), a peek, a refund and a charge, blocking ([`Store`]) or awaited
-//! ([`AsyncStore`]), and the failure policy's answers when Redis has none.
+//! calls, all or nothing), a peek, a refund and a charge, each written once and run blocking
+//! or awaited ([`Store`](crate::policy::Store)), and the failure policy's answers when Redis has none.
 
-use super::call::{Call, Op};
+use super::call::{Call, Mode};
 use super::denies::Identity;
-use super::io::{finish, Io};
+use super::io::Io;
 use super::RedisStore;
-use crate::policy::{AsyncStore, Plan, Store, TierOutcome, MAX_TIERS};
-use crate::redis::fallback::LocalOp;
+use crate::policy::{Op, Plan, TierOutcome, MAX_TIERS};
 use crate::redis::reply::decode_into;
 use crate::redis::stats::Counters;
 use crate::redis::{FailureCause, FailurePolicy};
-use crate::{Decision, InsufficientCapacity, Nanos};
+use crate::{Decision, Nanos};
 
 impl RedisStore {
-    /// [`Store::check`] by `io`.
+    /// the [`Op::Check`] of [`Store::run`](crate::policy::Store::run), by `io`.
     pub(in crate::redis) async fn check_io(
         &self,
         plan: &Plan<'_>,
@@ -53,12 +52,14 @@ impl RedisStore {
             if denied {
                 // An earlier group denied: this one only reports.
                 clean &= self
-                    .decide(plan, call, Op::PeekDenied, now, outcomes, io)
+                    .decide(plan, call, Mode::PeekDenied, now, outcomes, io)
                     .await
                     .1;
                 continue;
             }
-            let (all, redis) = self.decide(plan, call, Op::Check, now, outcomes, io).await;
+            let (all, redis) = self
+                .decide(plan, call, Mode::Check, now, outcomes, io)
+                .await;
             clean &= redis;
             if all {
                 *slot = Some(call);
@@ -71,9 +72,9 @@ impl RedisStore {
             for call in admitted.into_iter().flatten() {
                 // If Redis cannot take the refund now, it keeps the permits: the strict side
                 // (they return with the window or the drain).
-                clean &= self.call(call, Op::Refund, io).await.is_ok();
+                clean &= self.call(call, Mode::Refund, io).await.is_ok();
                 clean &= self
-                    .decide(plan, call, Op::PeekDenied, now, outcomes, io)
+                    .decide(plan, call, Mode::PeekDenied, now, outcomes, io)
                     .await
                     .1;
             }
@@ -88,39 +89,39 @@ impl RedisStore {
         }
     }
 
-    /// [`Store::peek`] by `io`.
+    /// [`Op::Peek`], by `io`.
     async fn peek_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         Counters::bump(&self.shared.counters.decisions);
         for call in self.calls(plan, now).iter().flatten() {
-            self.decide(plan, call, Op::Peek, now, outcomes, io).await;
+            self.decide(plan, call, Mode::Peek, now, outcomes, io).await;
         }
     }
 
-    /// [`Store::refund`] by `io`.
+    /// [`Op::Refund`], by `io`.
     async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
         for call in calls.iter().flatten() {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
-            let _ = self.call(call, Op::Refund, io).await;
+            let _ = self.call(call, Mode::Refund, io).await;
         }
         self.shared.denies.invalidate(calls.iter().flatten());
     }
 
-    /// [`Store::charge`] by `io`.
+    /// [`Op::Charge`], by `io`.
     async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
         for call in calls.iter().flatten() {
             if let (Err(_), Some(fallback)) =
-                (self.call(call, Op::Charge, io).await, &self.fallback)
+                (self.call(call, Mode::Charge, io).await, &self.fallback)
             {
                 // Work done during an outage counts against the local share.
                 fallback.run(
                     plan,
                     call.tiers(),
-                    LocalOp::Charge,
+                    Mode::Charge,
                     now,
                     &mut [],
                     &self.shared.counters,
@@ -136,7 +137,7 @@ impl RedisStore {
         &self,
         plan: &Plan<'_>,
         call: &Call,
-        op: Op,
+        op: Mode,
         now: Nanos,
         outcomes: &mut [TierOutcome],
         io: Io,
@@ -165,9 +166,8 @@ impl RedisStore {
             Err(_cause) => {
                 if let Some(fallback) = &self.fallback {
                     let local = match op {
-                        Op::Check => LocalOp::Check,
-                        Op::Peek => LocalOp::Peek,
-                        Op::PeekDenied | Op::Refund | Op::Charge => LocalOp::PeekDenied,
+                        Mode::Check | Mode::Peek | Mode::PeekDenied => op,
+                        Mode::Refund | Mode::Charge => Mode::PeekDenied,
                     };
                     return (
                         fallback.run(
@@ -199,69 +199,71 @@ impl RedisStore {
     }
 }
 
-impl Store for RedisStore {
-    fn check(
+impl RedisStore {
+    /// [`Store::run`](crate::policy::Store::run) by `io`.
+    pub(in crate::redis) async fn run_io(
         &self,
+        op: Op,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        finish(self.check_io(plan, now, outcomes, Io::Blocking));
-        Ok(())
-    }
-
-    fn peek(
-        &self,
-        plan: &Plan<'_>,
-        now: Nanos,
-        outcomes: &mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        finish(self.peek_io(plan, now, outcomes, Io::Blocking));
-        Ok(())
-    }
-
-    /// Also invalidates the cached denies touching the plan's keys (after the refund has
-    /// its answer: see "Deny cache" on [`RedisStore`]).
-    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        finish(self.refund_io(plan, now, Io::Blocking));
-    }
-
-    /// Also invalidates the cached denies touching the plan's keys, as
-    /// [`refund`](Self::refund) does.
-    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        finish(self.charge_io(plan, now, Io::Blocking));
+        io: Io,
+    ) {
+        match op {
+            Op::Check => self.check_io(plan, now, outcomes, io).await,
+            Op::Peek => self.peek_io(plan, now, outcomes, io).await,
+            Op::Refund => self.refund_io(plan, now, io).await,
+            Op::Charge => self.charge_io(plan, now, io).await,
+        }
     }
 }
 
-/// The same operations, awaited: the calling task sends each script call on the store's
-/// connection (driven by the store's I/O thread) and waits for its reply without holding
-/// its thread; no task is spawned per call (see "Blocking" on [`RedisStore`]).
-impl AsyncStore for RedisStore {
-    async fn check_async<'a>(
-        &'a self,
-        plan: &'a Plan<'a>,
-        now: Nanos,
-        outcomes: &'a mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.check_io(plan, now, outcomes, Io::Async).await;
-        Ok(())
-    }
+/// [`Store`] for a store whose operations are written once, as `run_io(op, plan, now,
+/// outcomes, io)`: run blocking ([`finish`]ed: every call in it blocks, so it completes on
+/// its first poll) or awaited.
+macro_rules! store_by_io {
+    ($(#[$doc:meta])* $store:ty) => {
+        $(#[$doc])*
+        impl $crate::policy::Store for $store {
+            fn run(
+                &self,
+                op: $crate::policy::Op,
+                plan: &$crate::policy::Plan<'_>,
+                now: $crate::Nanos,
+                outcomes: &mut [$crate::policy::TierOutcome],
+            ) -> Result<(), $crate::InsufficientCapacity> {
+                $crate::redis::store::finish(self.run_io(
+                    op,
+                    plan,
+                    now,
+                    outcomes,
+                    $crate::redis::store::Io::Blocking,
+                ));
+                Ok(())
+            }
 
-    async fn peek_async<'a>(
-        &'a self,
-        plan: &'a Plan<'a>,
-        now: Nanos,
-        outcomes: &'a mut [TierOutcome],
-    ) -> Result<(), InsufficientCapacity> {
-        self.peek_io(plan, now, outcomes, Io::Async).await;
-        Ok(())
-    }
-
-    async fn refund_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
-        self.refund_io(plan, now, Io::Async).await
-    }
-
-    async fn charge_async<'a>(&'a self, plan: &'a Plan<'a>, now: Nanos) {
-        self.charge_io(plan, now, Io::Async).await
-    }
+            async fn run_async<'a>(
+                &'a self,
+                op: $crate::policy::Op,
+                plan: &'a $crate::policy::Plan<'a>,
+                now: $crate::Nanos,
+                outcomes: &'a mut [$crate::policy::TierOutcome],
+            ) -> Result<(), $crate::InsufficientCapacity> {
+                self.run_io(op, plan, now, outcomes, $crate::redis::store::Io::Async)
+                    .await;
+                Ok(())
+            }
+        }
+    };
 }
+pub(in crate::redis) use store_by_io;
+
+store_by_io!(
+    /// Each operation written once (`run_io`), run blocking or
+    /// awaited. A refund and a charge also invalidate the cached denies touching the plan's
+    /// keys (after Redis has answered: see "Deny cache" on [`RedisStore`]). Awaited, the
+    /// calling task sends each script call on the store's connection (driven by the store's
+    /// I/O thread) and waits for its reply without holding its thread; no task is spawned
+    /// per call (see "Blocking" on [`RedisStore`]).
+    RedisStore
+);

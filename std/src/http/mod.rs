@@ -48,20 +48,30 @@
 //! # drop(server); Ok(()) }
 //! ```
 
+mod admit;
+mod charge;
+mod check;
 mod error;
 mod extract;
+mod future;
 mod ip;
 mod layer;
+mod proxies;
 mod response;
+mod service;
 mod settle;
 mod shadow;
+mod stats;
 
+pub use admit::Admission;
 pub use error::{CidrError, ForwardedForError, KeyError};
 pub use extract::{ClientKey, Endpoint, Head, MAX_KEY_LEN};
-pub use ip::{Cidr, IpPrefix, TrustedProxies};
-pub use layer::{
-    Admission, LayerStats, OnBadKey, RateLimit, RateLimitBody, RateLimitLayer, ResponseFuture,
-};
+pub use future::ResponseFuture;
+pub use ip::{Cidr, IpPrefix};
+pub use layer::{OnBadKey, RateLimitLayer};
+pub use proxies::TrustedProxies;
 pub use response::{bad_request, cost_too_large, too_many_requests, HeaderStyle};
+pub use service::{RateLimit, RateLimitBody};
 pub use settle::{Settle, TokensUsed};
 pub use shadow::ShadowSplit;
+pub use stats::LayerStats;

@@ -1,0 +1,133 @@
+//! What the layer makes of the policy's decision on a request: the answer that ends it
+//! (429, 413), or what an admitted request carries on with (its rate-limit fields, the
+//! [`Charge`] it holds, the delay to wait out, the [`Admission`] a handler can read).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::Full;
+use tollgate_core::{InsufficientCapacity, Nanos};
+
+use super::charge::Charge;
+use super::check::decided;
+use super::layer::Shared;
+use super::response::{cost_too_large, too_many_requests, Fields};
+use super::stats::Counters;
+use crate::policy::{Op, PolicyDecision};
+
+/// What the policy said about a forwarded request: with
+/// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission), inserted into the extensions of every request the
+/// layer passes on, so a handler can see it (e.g. to log the delay it waited or show the
+/// remaining quota).
+///
+/// ```
+/// use tollgate::http::Admission;
+/// async fn handler(request: http::Request<axum::body::Body>) -> String {
+///     match request.extensions().get::<Admission>() {
+///         Some(a) => format!("{} left, waited {:?}", a.remaining, a.delay.as_duration()),
+///         None => "not rate limited".to_owned(),
+///     }
+/// }
+/// # let _ = handler;
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Admission {
+    /// How long the request was held before being forwarded (leaky-bucket tiers).
+    pub delay: Nanos,
+    /// The tightest tier's remaining permits.
+    pub remaining: u64,
+    /// The tightest tier's limit.
+    pub limit: u64,
+    /// The permits charged (the estimate, when settled).
+    pub cost: u32,
+    /// Whether a shadow rule would have denied the request.
+    pub shadow_denied: bool,
+}
+
+/// What an admitted request carries on with: its rate-limit fields, the permits to give
+/// back or settle, the delay to wait out first, the admission to expose.
+pub(super) struct Admitted {
+    pub(super) fields: Fields,
+    pub(super) charge: Option<Box<Charge>>,
+    pub(super) delay: Nanos,
+    pub(super) admission: Option<Admission>,
+}
+
+/// What the layer does with a request once the policy decided.
+pub(super) enum Verdict {
+    /// Pass it on (see [`ResponseFuture::forward`](super::ResponseFuture::forward)).
+    Forward(Admitted),
+    /// Answer it without calling the service.
+    Answer(Response<Full<Bytes>>),
+}
+
+/// The layer's verdict on the policy's `decision` for a request: the response that ends it
+/// (denied: 429; a cost beyond the limits: 413), or, once the shadow rules are checked,
+/// what the admitted request carries on with.
+pub(super) fn admit(
+    shared: &Arc<Shared>,
+    decision: Result<PolicyDecision, InsufficientCapacity>,
+    client: &str,
+    endpoint: &str,
+    cost: u32,
+) -> Verdict {
+    let counters = &shared.counters;
+    let decision = match decision {
+        Ok(d) => d,
+        Err(e) => {
+            Counters::add(&counters.too_costly, 1);
+            return Verdict::Answer(cost_too_large(cost, e.max_cost));
+        }
+    };
+    if !decision.allowed() {
+        Counters::add(&counters.denied, 1);
+        let mut response = too_many_requests(&decision);
+        shared
+            .style
+            .fields(&decision, &[], client)
+            .insert_into(response.headers_mut());
+        return Verdict::Answer(response);
+    }
+    Counters::add(&counters.admitted, 1);
+    let shadow = shared
+        .shadow
+        .as_ref()
+        .map(|s| decided(s.run_now(Op::Check, client, endpoint, cost)));
+    let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
+    let shadow_denied =
+        matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
+    if shadow_denied {
+        Counters::add(&counters.shadow_denied, 1);
+    }
+    let shadow_tiers = match &shadow {
+        Some(Ok(d)) => d.tiers(),
+        _ => &[],
+    };
+    let fields = shared.style.fields(&decision, shadow_tiers, client);
+    let delay = decision.delay();
+    let admission = shared.admission.then(|| Admission {
+        delay,
+        remaining: decision.remaining(),
+        limit: decision.limit(),
+        cost,
+        shadow_denied,
+    });
+    let needs_charge = delay > Nanos::ZERO || shared.settle.is_some();
+    let charge = needs_charge.then(|| {
+        Box::new(Charge {
+            shared: Arc::clone(shared),
+            client: client.to_owned(),
+            endpoint: endpoint.to_owned(),
+            cost,
+            shadow_taken,
+        })
+    });
+    Verdict::Forward(Admitted {
+        fields,
+        charge,
+        delay,
+        admission,
+    })
+}

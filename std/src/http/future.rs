@@ -1,0 +1,269 @@
+//! [`ResponseFuture`]: the future of [`RateLimit::call`](super::RateLimit), through its
+//! states — an answer of the layer's own, an awaited check, a leaky bucket's delay, the
+//! inner service's call, an awaited settlement.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{Either, Full};
+use pin_project_lite::pin_project;
+use tollgate_core::Nanos;
+use tower_service::Service;
+
+use super::admit::{admit, Admitted, Verdict};
+use super::charge::{Charge, Held};
+use super::check::{decided, Answer};
+use super::layer::Shared;
+use super::response::Fields;
+use super::stats::Counters;
+use super::RateLimitBody;
+use crate::policy::Delay;
+
+/// A delay being waited out.
+type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A delayed request: the sleep, the readied service and the request it will get, and
+/// the permits to give back if it never does.
+struct Waiting<S, B> {
+    sleep: Sleep,
+    inner: Option<S>,
+    request: Option<Request<B>>,
+    held: Held,
+}
+
+/// Sleeps `d` on tokio's timer inside a tokio runtime, on tollgate's [`Delay`] thread
+/// outside one.
+fn sleep(d: Nanos) -> Sleep {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        Box::pin(tokio::time::sleep(d.as_duration()))
+    } else {
+        Box::pin(Delay::new(d.as_duration()))
+    }
+}
+
+/// A request whose check is awaited (see
+/// [`RateLimitLayer::awaited`](super::RateLimitLayer::awaited)): the answer to come, the
+/// readied service and the request it will get, and the key the answer is for.
+pub(super) struct Deciding<S, B> {
+    pub(super) answer: Answer,
+    pub(super) shared: Arc<Shared>,
+    pub(super) inner: Option<S>,
+    pub(super) request: Option<Request<B>>,
+    pub(super) client: String,
+    pub(super) endpoint: String,
+    pub(super) cost: u32,
+}
+
+/// The rate-limit fields after an awaited settlement (`None`: keep the admission's).
+type Settled = Pin<Box<dyn Future<Output = Option<Fields>> + Send>>;
+
+pin_project! {
+    /// The future of [`RateLimit::call`](super::RateLimit).
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, B, S::Future, S::Response>,
+        fields: Fields,
+        charge: Option<Box<Charge>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B, F, R> {
+        Answer { response: Option<Response<Full<Bytes>>> },
+        // Boxed: only awaited checks pay for the room it takes.
+        Deciding { deciding: Box<Deciding<S, B>> },
+        // Boxed: only delayed requests pay for the room it takes.
+        Waiting { wait: Box<Waiting<S, B>> },
+        Calling { #[pin] future: F },
+        // An awaited settlement, with the response it completes.
+        Settling { settled: Settled, response: Option<R> },
+    }
+}
+
+impl<S, B> ResponseFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    /// A future answering `response`, the layer's own (the service is not called).
+    pub(super) fn answer(response: Response<Full<Bytes>>) -> ResponseFuture<S, B> {
+        ResponseFuture {
+            state: State::Answer {
+                response: Some(response),
+            },
+            fields: Fields::default(),
+            charge: None,
+        }
+    }
+
+    /// A future awaiting the check of `deciding`, then answering or forwarding.
+    pub(super) fn deciding(deciding: Deciding<S, B>) -> ResponseFuture<S, B> {
+        ResponseFuture {
+            state: State::Deciding {
+                deciding: Box::new(deciding),
+            },
+            fields: Fields::default(),
+            charge: None,
+        }
+    }
+
+    /// Passes an admitted request on to the readied service `inner`: at once, or after its
+    /// delay (then a clone of `inner` takes the readied one's place).
+    pub(super) fn forward(
+        shared: &Shared,
+        admitted: Admitted,
+        mut request: Request<B>,
+        inner: &mut S,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Clone,
+    {
+        let Admitted {
+            fields,
+            charge,
+            delay,
+            admission,
+        } = admitted;
+        if let Some(admission) = admission {
+            request.extensions_mut().insert(admission);
+        }
+        if delay > Nanos::ZERO {
+            Counters::add(&shared.counters.delayed, 1);
+            // The readied service waits with the request; a clone takes its place.
+            let clone = inner.clone();
+            let ready = std::mem::replace(inner, clone);
+            return ResponseFuture {
+                state: State::Waiting {
+                    wait: Box::new(Waiting {
+                        sleep: sleep(delay),
+                        inner: Some(ready),
+                        request: Some(request),
+                        held: Held(charge),
+                    }),
+                },
+                fields,
+                charge: None,
+            };
+        }
+        ResponseFuture {
+            state: State::Calling {
+                future: inner.call(request),
+            },
+            fields,
+            charge,
+        }
+    }
+}
+
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+{
+    type Output = Result<Response<RateLimitBody<ResBody>>, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let this = self.as_mut().project();
+            match this.state.project() {
+                StateProj::Answer { response } => {
+                    return match response.take() {
+                        Some(r) => Poll::Ready(Ok(r.map(Either::Right))),
+                        // Polled after completion.
+                        None => Poll::Pending,
+                    };
+                }
+                StateProj::Deciding { deciding } => {
+                    let Poll::Ready(answer) = deciding.answer.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let (Some(mut service), Some(request)) =
+                        (deciding.inner.take(), deciding.request.take())
+                    else {
+                        // Polled after completion.
+                        return Poll::Pending;
+                    };
+                    let decision = decided(answer);
+                    let shared = Arc::clone(&deciding.shared);
+                    let next = match admit(
+                        &shared,
+                        decision,
+                        &deciding.client,
+                        &deciding.endpoint,
+                        deciding.cost,
+                    ) {
+                        Verdict::Forward(admitted) => {
+                            ResponseFuture::forward(&shared, admitted, request, &mut service)
+                        }
+                        Verdict::Answer(response) => ResponseFuture::answer(response),
+                    };
+                    self.set(next);
+                }
+                StateProj::Waiting { wait } => {
+                    if wait.sleep.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    let (Some(mut service), Some(req)) = (wait.inner.take(), wait.request.take())
+                    else {
+                        return Poll::Pending;
+                    };
+                    // Forwarded: the permits are spent from here on (kept for settling).
+                    let charge = wait.held.release();
+                    let future = service.call(req);
+                    let mut this = self.as_mut().project();
+                    if this.charge.is_none() {
+                        *this.charge = charge.filter(|c| c.shared.settle.is_some());
+                    }
+                    this.state.set(State::Calling { future });
+                }
+                StateProj::Calling { future } => {
+                    let mut response = match future.poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Ready(Ok(r)) => r,
+                    };
+                    if let Some(charge) = this.charge.take() {
+                        if let Some(settle) = &charge.shared.settle {
+                            if let Some(actual) = settle.actual(&mut response) {
+                                // The fields report the settled cost, not the estimate.
+                                if charge.shared.policy.awaited() {
+                                    let settled = Box::pin(charge.settle_awaited(actual));
+                                    self.as_mut().project().state.set(State::Settling {
+                                        settled,
+                                        response: Some(response),
+                                    });
+                                    continue;
+                                }
+                                if let Some(after) = charge.settle(actual) {
+                                    *this.fields =
+                                        charge.shared.style.fields(&after, &[], &charge.client);
+                                }
+                            }
+                        }
+                    }
+                    let fields = std::mem::take(this.fields);
+                    fields.insert_into(response.headers_mut());
+                    return Poll::Ready(Ok(response.map(Either::Left)));
+                }
+                StateProj::Settling { settled, response } => {
+                    let Poll::Ready(after) = settled.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    let Some(mut response) = response.take() else {
+                        // Polled after completion.
+                        return Poll::Pending;
+                    };
+                    let fields = after.unwrap_or_else(|| std::mem::take(this.fields));
+                    fields.insert_into(response.headers_mut());
+                    return Poll::Ready(Ok(response.map(Either::Left)));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! [`RateLimit`]: the service [`RateLimitLayer`](super::RateLimitLayer) wraps around an
+//! inner service — reads the key, endpoint and cost from each request's head, checks the
+//! policy, and answers or forwards.
+
+use core::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{Either, Full};
+use tower_service::Service;
+
+use super::admit::{admit, Verdict};
+use super::check::decided;
+use super::future::{Deciding, ResponseFuture};
+use super::layer::{OnBadKey, Shared};
+use super::response::bad_request;
+use super::stats::{Counters, LayerStats};
+use super::Head;
+use crate::policy::Op;
+
+/// The response body of a [`RateLimit`] service: the inner service's body, or the
+/// layer's own problem body (429, 400, 413).
+pub type RateLimitBody<B> = Either<B, Full<Bytes>>;
+
+/// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
+#[derive(Clone)]
+pub struct RateLimit<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for RateLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> RateLimit<S> {
+    /// `inner` behind the layer configured as `shared`.
+    pub(super) fn new(inner: S, shared: Arc<Shared>) -> RateLimit<S> {
+        RateLimit { inner, shared }
+    }
+
+    /// What the layer that made this service has done so far.
+    pub fn stats(&self) -> LayerStats {
+        self.shared.counters.snapshot()
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for RateLimit<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+{
+    type Response = Response<RateLimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> ResponseFuture<S, B> {
+        let shared = &self.shared;
+        // Everything read from the request borrows it; only what must outlive the call
+        // (a charge to refund or settle, or an awaited check's key) is copied out.
+        let admitted = {
+            let head = Head::of(&request);
+            let client = match shared.key.extract(&head) {
+                Ok(key) => key,
+                Err(e) => {
+                    Counters::add(&shared.counters.bad_key, 1);
+                    match &shared.on_bad_key {
+                        OnBadKey::Reject => {
+                            return ResponseFuture::answer(bad_request(&e.to_string()))
+                        }
+                        OnBadKey::Fallback(key) => key.as_str().into(),
+                    }
+                }
+            };
+            let endpoint = shared.endpoint.extract(&head);
+            let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
+            if shared.policy.awaited() {
+                // The check is awaited in the response future, with the readied service
+                // and the request; this service takes the readied one's place.
+                let (client, endpoint) = (client.into_owned(), endpoint.into_owned());
+                let answer = Arc::clone(&shared.policy).run(
+                    Op::Check,
+                    client.clone(),
+                    endpoint.clone(),
+                    cost,
+                );
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                return ResponseFuture::deciding(Deciding {
+                    answer,
+                    shared: Arc::clone(shared),
+                    inner: Some(ready),
+                    request: Some(request),
+                    client,
+                    endpoint,
+                    cost,
+                });
+            }
+            let decision = decided(shared.policy.run_now(Op::Check, &client, &endpoint, cost));
+            match admit(shared, decision, &client, &endpoint, cost) {
+                Verdict::Forward(admitted) => admitted,
+                Verdict::Answer(response) => return ResponseFuture::answer(response),
+            }
+        };
+        ResponseFuture::forward(shared, admitted, request, &mut self.inner)
+    }
+}

@@ -1,0 +1,69 @@
+//! [`LayerStats`]: the counts of what a [`RateLimitLayer`](super::RateLimitLayer) did, and
+//! the shared atomic `Counters` behind them.
+
+use crate::sync::plain::{AtomicU64, Ordering};
+
+/// Counts of what the layer did since it was built (shared by every service it made).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LayerStats {
+    /// Requests admitted (including delayed ones).
+    pub admitted: u64,
+    /// Requests answered 429.
+    pub denied: u64,
+    /// Admitted requests held for a leaky bucket's delay before being forwarded.
+    pub delayed: u64,
+    /// Requests a dropped (cancelled) future gave its permits back for.
+    pub cancelled: u64,
+    /// Admitted requests the shadow rules would have denied.
+    pub shadow_denied: u64,
+    /// Requests whose client key was missing or malformed (answered 400 or counted
+    /// against the fallback key).
+    pub bad_key: u64,
+    /// Requests answered 413: their cost is more than the limits can ever admit.
+    pub too_costly: u64,
+    /// Permits given back by settlement (actual cost below the estimate).
+    pub refunded: u64,
+    /// Permits settlement charged beyond the estimates (actual cost above the estimate),
+    /// recorded even past the limits: the work was done, so the client waits the debt out.
+    pub charged: u64,
+}
+
+/// The live counts behind [`LayerStats`], one per field, shared by a layer's services.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) admitted: AtomicU64,
+    pub(super) denied: AtomicU64,
+    pub(super) delayed: AtomicU64,
+    pub(super) cancelled: AtomicU64,
+    pub(super) shadow_denied: AtomicU64,
+    pub(super) bad_key: AtomicU64,
+    pub(super) too_costly: AtomicU64,
+    pub(super) refunded: AtomicU64,
+    pub(super) charged: AtomicU64,
+}
+
+impl Counters {
+    /// Adds `n` to `counter`.
+    pub(super) fn add(counter: &AtomicU64, n: u64) {
+        // Relaxed: statistics; nothing is published with them.
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counts now.
+    pub(super) fn snapshot(&self) -> LayerStats {
+        // Relaxed: statistics, read independently.
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LayerStats {
+            admitted: get(&self.admitted),
+            denied: get(&self.denied),
+            delayed: get(&self.delayed),
+            cancelled: get(&self.cancelled),
+            shadow_denied: get(&self.shadow_denied),
+            bad_key: get(&self.bad_key),
+            too_costly: get(&self.too_costly),
+            refunded: get(&self.refunded),
+            charged: get(&self.charged),
+        }
+    }
+}

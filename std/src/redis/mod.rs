@@ -174,6 +174,8 @@ pub use config::{
 };
 pub use error::{BuildError, FailureCause};
 pub use leased::{LeaseStats, LeasedStore};
+// The fuzzing entry point only (see `reply`).
+#[cfg(fuzzing)]
 pub use reply::decode_reply;
 pub use script::LuaScript;
 pub use stats::RedisStats;

@@ -1,5 +1,6 @@
-//! [`decode_reply`]: the per-tier decisions in the store script's reply (pure; what the
-//! `redis_wire` fuzz target drives).
+//! The per-tier decisions in the store script's reply: [`decode_into`] (pure, allocation
+//! free; what the store runs), and `decode_reply`, its allocating form that the
+//! `redis_wire` fuzz target drives (built only with `--cfg fuzzing`, which cargo-fuzz sets).
 
 use redis::Value;
 
@@ -44,32 +45,18 @@ fn parse_wait(value: &Value) -> Option<(bool, u64)> {
 /// per tier, in order, each with its tier's `limit`; `None` for any other shape (which the
 /// store treats as a server failure).
 ///
-/// Only needed to run the script yourself; [`RedisStore`](super::RedisStore) does.
-///
-/// ```
-/// use redis::Value;
-/// use tollgate::redis::decode_reply;
-/// use tollgate::{Decision, Nanos};
-/// let hex = |v: u64| Value::BulkString(format!("{v:016x}").into_bytes());
-/// let reply = Value::Array(vec![
-///     Value::Int(1), // all admitted
-///     Value::Int(9), hex(1_000_000_000), Value::Int(0),
-/// ]);
-/// let decisions = decode_reply(&[10], &reply).unwrap();
-/// assert_eq!(decisions, [Decision::allow(10, 9, Nanos::from_secs(1))]);
-/// // a deny: retry in 5 ms
-/// let reply = Value::Array(vec![Value::Int(0), Value::Int(0), Value::Int(5_000_000), Value::Int(-5_000_000)]);
-/// let denied = Decision::deny(10, 0, Nanos::from_millis(5), Nanos::from_millis(5));
-/// assert_eq!(decode_reply(&[10], &reply).unwrap(), [denied]);
-/// assert_eq!(decode_reply(&[10], &Value::Nil), None);
-/// ```
+/// The fuzzing entry point of the reply decoder (`--cfg fuzzing`, which cargo-fuzz sets):
+/// [`RedisStore`](super::RedisStore) decodes its replies itself, without allocating
+/// ([`decode_into`]).
+#[cfg(any(test, fuzzing))]
+#[cfg_attr(not(fuzzing), allow(unreachable_pub))]
 pub fn decode_reply(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
     let mut decisions = vec![Decision::allow(0, 0, Nanos::ZERO); limits.len()];
     decode_into(limits, reply, &mut decisions)?;
     Some(decisions)
 }
 
-/// [`decode_reply`] into `out` (its first `limits.len()` entries), without allocating:
+/// Decodes a reply (see `decode_reply`) into `out` (its first `limits.len()` entries), without allocating:
 /// `None` if the reply has another shape or `out` is shorter than `limits` (then `out` may
 /// hold some decisions of the tiers before the malformed field).
 pub(crate) fn decode_into(limits: &[u64], reply: &Value, out: &mut [Decision]) -> Option<()> {
@@ -91,4 +78,34 @@ pub(crate) fn decode_into(limits: &[u64], reply: &Value, out: &mut [Decision]) -
         };
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An admit, a deny (retry in 5 ms) and a reply of another shape.
+    #[test]
+    fn replies_decode_to_one_decision_per_tier() {
+        let hex = |v: u64| Value::BulkString(format!("{v:016x}").into_bytes());
+        let reply = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(9),
+            hex(1_000_000_000),
+            Value::Int(0),
+        ]);
+        assert_eq!(
+            decode_reply(&[10], &reply).unwrap(),
+            [Decision::allow(10, 9, Nanos::from_secs(1))]
+        );
+        let reply = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(5_000_000),
+            Value::Int(-5_000_000),
+        ]);
+        let denied = Decision::deny(10, 0, Nanos::from_millis(5), Nanos::from_millis(5));
+        assert_eq!(decode_reply(&[10], &reply).unwrap(), [denied]);
+        assert_eq!(decode_reply(&[10], &Value::Nil), None);
+    }
 }

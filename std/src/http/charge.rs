@@ -1,14 +1,14 @@
 //! `Charge`: the permits one admitted request holds — given back if it is never
 //! forwarded (`Held`, cancel-safe), settled from its response otherwise (refund or
-//! charge the difference, at once or awaited).
+//! charge the difference: one settlement, awaited or finished in place).
 
 use std::sync::Arc;
 
 use super::check::{decided, Check};
 use super::layer::Shared;
-use super::response::Fields;
 use super::stats::Counters;
-use crate::policy::{Op, PolicyDecision};
+use crate::policy::{settlement, Op, PolicyDecision};
+use crate::wait::finish;
 
 /// The permits one admitted request holds: given back if it is never forwarded, settled
 /// from its response otherwise.
@@ -22,51 +22,10 @@ pub(super) struct Charge {
 }
 
 impl Charge {
-    /// Gives `cost` permits back to the policy, and to the shadow policy if it took them
-    /// too.
-    fn refund(&self, cost: u32) {
-        self.run_now(Op::Refund, cost);
-    }
-
-    /// Settles the estimate against `actual`; returns the key's state afterwards (a peek
-    /// of nothing), for the response's rate-limit fields.
-    pub(super) fn settle(&self, actual: u32) -> Option<PolicyDecision> {
-        let counters = &self.shared.counters;
-        if actual < self.cost {
-            let back = self.cost - actual;
-            self.refund(back);
-            Counters::add(&counters.refunded, u64::from(back));
-        } else if actual > self.cost {
-            // The work is done: the excess is recorded whatever the limits say (the key
-            // goes into debt and is denied until it is repaid).
-            let extra = actual - self.cost;
-            self.run_now(Op::Charge, extra);
-            Counters::add(&counters.charged, u64::from(extra));
-        }
-        decided(
-            self.shared
-                .policy
-                .run_now(Op::Peek, &self.client, &self.endpoint, 0),
-        )
-        .ok()
-    }
-
     /// Runs `op` (a refund or charge) for `n` permits on the policy, and on the shadow
-    /// policy if it took the request too.
-    fn run_now(&self, op: Op, n: u32) {
-        // A refund or charge decides nothing, so it cannot fail.
-        let _ = self
-            .shared
-            .policy
-            .run_now(op, &self.client, &self.endpoint, n);
-        if let (true, Some(shadow)) = (self.shadow_taken, &self.shared.shadow) {
-            let _ = shadow.run_now(op, &self.client, &self.endpoint, n);
-        }
-    }
-
-    /// Runs `op` for `n` permits on the policy, and on the shadow policy if it took the
-    /// request too, each awaited.
-    async fn run_awaited(&self, op: Op, n: u32) {
+    /// policy if it took the request too, each awaited (ready at once for a policy that is
+    /// not awaited).
+    async fn run(&self, op: Op, n: u32) {
         let run = |check: &Arc<dyn Check>| {
             Arc::clone(check).run(op, self.client.clone(), self.endpoint.clone(), n)
         };
@@ -77,28 +36,26 @@ impl Charge {
         }
     }
 
-    /// [`settle`](Self::settle) on a policy whose store is awaited: the refund or charge,
-    /// then the peek, each awaited; the rate-limit fields of the state afterwards.
-    pub(super) async fn settle_awaited(self: Box<Self>, actual: u32) -> Option<Fields> {
-        let counters = &self.shared.counters;
-        let (op, n) = if actual < self.cost {
-            Counters::add(&counters.refunded, u64::from(self.cost - actual));
-            (Op::Refund, self.cost - actual)
-        } else {
-            // Recorded whatever the limits say, as in `settle`.
-            Counters::add(&counters.charged, u64::from(actual - self.cost));
-            (Op::Charge, actual - self.cost)
-        };
-        if n > 0 {
-            self.run_awaited(op, n).await;
+    /// Settles the estimate against `actual` (the policy's one rule,
+    /// [`settlement`]), then reads the key's state afterwards (a peek of nothing), for the
+    /// response's rate-limit fields. Awaited on a policy whose store is; a policy that is
+    /// not answers at once, and the layer [`finish`](crate::wait::finish)es it in place.
+    pub(super) async fn settle(&self, actual: u32) -> Option<PolicyDecision> {
+        if let Some((op, n)) = settlement(self.cost, actual) {
+            let counters = &self.shared.counters;
+            let counter = match op {
+                Op::Refund => &counters.refunded,
+                Op::Check | Op::Peek | Op::Charge => &counters.charged,
+            };
+            Counters::add(counter, u64::from(n));
+            self.run(op, n).await;
         }
-        let after = decided(
+        decided(
             Arc::clone(&self.shared.policy)
                 .run(Op::Peek, self.client.clone(), self.endpoint.clone(), 0)
                 .await,
         )
-        .ok()?;
-        Some(self.shared.style.fields(&after, &[], &self.client))
+        .ok()
     }
 
     /// Gives the whole charge back: awaited on a spawned task when the policy's store is
@@ -107,11 +64,11 @@ impl Charge {
         Counters::add(&self.shared.counters.cancelled, 1);
         if self.shared.policy.awaited() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move { self.run_awaited(Op::Refund, self.cost).await });
+                runtime.spawn(async move { self.run(Op::Refund, self.cost).await });
                 return;
             }
         }
-        self.refund(self.cost);
+        finish(self.run(Op::Refund, self.cost));
     }
 }
 

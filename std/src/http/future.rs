@@ -22,6 +22,7 @@ use super::response::Fields;
 use super::stats::Counters;
 use super::RateLimitBody;
 use crate::policy::Delay;
+use crate::wait::finish;
 
 /// A delay being waited out.
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -233,14 +234,21 @@ where
                             if let Some(actual) = settle.actual(&mut response) {
                                 // The fields report the settled cost, not the estimate.
                                 if charge.shared.policy.awaited() {
-                                    let settled = Box::pin(charge.settle_awaited(actual));
+                                    let settled = Box::pin(async move {
+                                        let after = charge.settle(actual).await?;
+                                        Some(charge.shared.style.fields(
+                                            &after,
+                                            &[],
+                                            &charge.client,
+                                        ))
+                                    });
                                     self.as_mut().project().state.set(State::Settling {
                                         settled,
                                         response: Some(response),
                                     });
                                     continue;
                                 }
-                                if let Some(after) = charge.settle(actual) {
+                                if let Some(after) = finish(charge.settle(actual)) {
                                     *this.fields =
                                         charge.shared.style.fields(&after, &[], &charge.client);
                                 }

@@ -78,6 +78,8 @@ pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
 pub use penalty::AdaptivePenalty;
 pub use reload_report::ReloadReport;
+#[cfg(feature = "http")]
+pub(crate) use reservation::settlement;
 pub use reservation::Reservation;
 pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
 pub use rule_set::{RuleSet, MAX_CAPACITY};

@@ -16,9 +16,11 @@
 //! it). There is no timer: a guard leaked with `mem::forget` keeps its permits until they
 //! come back by themselves, like any admitted request.
 
+use std::cmp::Ordering;
+
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{PolicyCheck, PolicyDecision, Request};
+use super::{Op, PolicyCheck, PolicyDecision, Request};
 
 /// Permits reserved by [`PolicyCheck::reserve`], settled later with the actual cost (see
 /// the module docs). A denied reservation holds nothing: settling or dropping it does
@@ -70,19 +72,16 @@ impl<'a, P: PolicyCheck + ?Sized> Reservation<'a, P> {
     pub fn settle(mut self, actual: u32) -> Result<PolicyDecision, InsufficientCapacity> {
         let now = self.policy.now();
         if std::mem::replace(&mut self.held, false) {
-            let estimate = self.request.cost;
-            if actual < estimate {
-                let refund = Request {
-                    cost: estimate - actual,
-                    ..self.request
-                };
-                self.policy.refund_at(&refund, now);
-            } else if actual > estimate {
-                let excess = Request {
-                    cost: actual - estimate,
-                    ..self.request
-                };
-                self.policy.charge_at(&excess, now);
+            if let Some((op, cost)) = settlement(self.request.cost, actual) {
+                // A refund or a charge decides nothing, so it cannot fail.
+                let _ = self.policy.run(
+                    op,
+                    &Request {
+                        cost,
+                        ..self.request
+                    },
+                    now,
+                );
             }
         }
         self.policy.peek_at(
@@ -103,6 +102,18 @@ impl<'a, P: PolicyCheck + ?Sized> Reservation<'a, P> {
         if std::mem::replace(&mut self.held, false) {
             self.policy.refund_at(&self.request, now);
         }
+    }
+}
+
+/// What settling an `estimate` against the `actual` cost records: a refund of the
+/// difference, a charge of the excess (the work is done: recorded whatever the limits say,
+/// the key going into debt), or nothing. The one settlement rule, of a [`Reservation`] and
+/// of the HTTP layer's settled requests.
+pub(crate) fn settlement(estimate: u32, actual: u32) -> Option<(Op, u32)> {
+    match actual.cmp(&estimate) {
+        Ordering::Less => Some((Op::Refund, estimate - actual)),
+        Ordering::Greater => Some((Op::Charge, actual - estimate)),
+        Ordering::Equal => None,
     }
 }
 

@@ -16,8 +16,12 @@ use std::task::{Context, Poll};
 use tollgate_core::{Decision, Nanos};
 
 pub(crate) mod delay;
+#[cfg(any(feature = "redis", feature = "http"))]
+mod finish;
 
 pub use delay::Delay;
+#[cfg(any(feature = "redis", feature = "http"))]
+pub(crate) use finish::finish;
 
 /// A function from a duration to a sleep future.
 pub trait SleepFn {

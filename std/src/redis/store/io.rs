@@ -1,11 +1,10 @@
 //! How a script call reaches Redis: the runtime that drives it ([`IoRuntime`]), blocking or
-//! awaited ([`Io`], [`finish`]), within its timeout and deadline, and the retry backoff of
+//! awaited ([`Io`]; blocking ones are `crate::wait::finish`ed), within its timeout and deadline, and the retry backoff of
 //! the hash tags whose calls failed ([`Failure`]).
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{mpsc, Arc, OnceLock};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -43,26 +42,6 @@ pub(in crate::redis) enum Io {
     /// Awaiting the answer in the caller's task, the connection driven by the store's
     /// runtime ([`Store::run_async`](crate::policy::Store::run_async)).
     Async,
-}
-
-/// The result of an operation made with [`Io::Blocking`]: every call in it blocks and
-/// returns a ready value, so its future completes on the first poll (a second poll is
-/// never needed; if one were, it would be polled again rather than lost).
-pub(in crate::redis) fn finish<F: Future>(operation: F) -> F::Output {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    static WAKER: OnceLock<Waker> = OnceLock::new();
-    let waker = WAKER.get_or_init(|| Waker::from(Arc::new(Noop)));
-    let mut cx = Context::from_waker(waker);
-    let mut operation = pin!(operation);
-    loop {
-        if let Poll::Ready(output) = operation.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::yield_now();
-    }
 }
 
 /// Why a script call has no answer, and whether it may have run all the same.

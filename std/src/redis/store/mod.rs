@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 pub(super) use self::call::Mode;
 use self::denies::Denies;
+pub(super) use self::io::Io;
 use self::io::{deadline_quantum_ms, IoRuntime, BACKOFF_GROUPS};
-pub(super) use self::io::{finish, Io};
 pub(super) use self::lease_op::{LeaseOp, LeaseReply, PendingLease, SETTLE};
 pub(super) use self::operations::store_by_io;
 use super::clock::ServerClock;
@@ -24,6 +24,7 @@ use super::fallback::PlanFallback;
 use super::stats::Counters;
 use super::{BuildError, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget};
 use crate::sync::plain::AtomicU64;
+pub(super) use crate::wait::finish;
 use crate::Nanos;
 
 /// The most permits one request may charge a sliding-log tier (the policy's

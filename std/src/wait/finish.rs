@@ -1,0 +1,29 @@
+//! [`finish`]: the blocking form of an operation written once as a future — polled on the
+//! calling thread until it completes, which for a future whose every wait blocks (a Redis
+//! call made with `Io::Blocking`) or that never waits (an in-process policy's answer) is
+//! its first poll.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// Runs `operation` to completion on this thread. Meant for futures that complete on their
+/// first poll: one that does not is polled again after a yield (never lost), so a future
+/// that waits for another thread still completes, spinning meanwhile.
+pub(crate) fn finish<F: Future>(operation: F) -> F::Output {
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    static WAKER: OnceLock<Waker> = OnceLock::new();
+    let waker = WAKER.get_or_init(|| Waker::from(Arc::new(Noop)));
+    let mut cx = Context::from_waker(waker);
+    let mut operation = pin!(operation);
+    loop {
+        if let Poll::Ready(output) = operation.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::yield_now();
+    }
+}

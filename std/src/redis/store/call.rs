@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use arrayvec::{ArrayString, ArrayVec};
+
 use super::RedisStore;
 use crate::policy::{Op, Partition, Plan, MAX_TIERS};
 use crate::redis::args::push_tier_spec;
@@ -76,13 +78,12 @@ pub(super) struct Call {
     /// the server's is used (see `scripts/store.lua`); the mode, which
     /// [`RedisStore::call`](super::RedisStore::call) puts first, is not in it.
     text: String,
-    /// Where each key ends in `text` (the first `len` entries).
-    key_ends: [usize; MAX_TIERS],
+    /// Where each key ends in `text`.
+    key_ends: ArrayVec<usize, MAX_TIERS>,
     /// Where the plan argument ends in `text` (the client's time, if any, follows).
     spec_end: usize,
-    /// The plan tiers the call covers, in order (the first `len` entries).
-    tiers: [usize; MAX_TIERS],
-    len: usize,
+    /// The plan tiers the call covers, in order (one per key).
+    tiers: ArrayVec<usize, MAX_TIERS>,
 }
 
 impl Call {
@@ -91,23 +92,33 @@ impl Call {
         Call {
             tag,
             text: String::with_capacity(160),
-            key_ends: [0; MAX_TIERS],
+            key_ends: ArrayVec::new(),
             spec_end: 0,
-            tiers: [0; MAX_TIERS],
-            len: 0,
+            tiers: ArrayVec::new(),
         }
+    }
+
+    /// Appends the key that ends `text` now, for plan tier `tier`; `false` if the call is
+    /// full (a plan holds at most MAX_TIERS tiers, so it never is).
+    fn push_key(&mut self, tier: usize) -> bool {
+        if self.key_ends.is_full() {
+            return false;
+        }
+        self.key_ends.push(self.text.len());
+        self.tiers.push(tier);
+        true
     }
 
     /// The plan tiers it covers.
     pub(super) fn tiers(&self) -> &[usize] {
-        &self.tiers[..self.len]
+        &self.tiers
     }
 
     /// Its keys, in order.
     pub(super) fn keys(&self) -> impl Iterator<Item = &str> {
-        let starts = core::iter::once(0).chain(self.key_ends[..self.len].iter().copied());
+        let starts = core::iter::once(0).chain(self.key_ends.iter().copied());
         starts
-            .zip(&self.key_ends[..self.len])
+            .zip(&self.key_ends)
             .map(|(start, &end)| &self.text[start..end])
     }
 
@@ -115,14 +126,9 @@ impl Call {
     /// `scripts/store.lua`; the deadline, which the sender appends to the mode, is not in
     /// it).
     pub(super) fn script<'a>(&'a self, mode: &'a str) -> ScriptArgs<'a> {
-        let mut keys = [""; MAX_TIERS];
-        for (slot, key) in keys.iter_mut().zip(self.keys()) {
-            *slot = key;
-        }
-        let keys_end = self.key_ends[..self.len].last().copied().unwrap_or(0);
+        let keys_end = self.key_ends.last().copied().unwrap_or(0);
         ScriptArgs {
-            keys,
-            keys_len: self.len,
+            keys: self.keys().collect(),
             mode,
             plan: &self.text[keys_end..self.spec_end],
             time: &self.text[self.spec_end..],
@@ -132,8 +138,7 @@ impl Call {
 
 /// A call's keys and arguments, borrowed from it (see [`Call::script`]).
 pub(super) struct ScriptArgs<'a> {
-    keys: [&'a str; MAX_TIERS],
-    keys_len: usize,
+    keys: ArrayVec<&'a str, MAX_TIERS>,
     pub(super) mode: &'a str,
     plan: &'a str,
     /// The client's time, empty to use the server's.
@@ -142,7 +147,7 @@ pub(super) struct ScriptArgs<'a> {
 
 impl<'a> ScriptArgs<'a> {
     pub(super) fn keys(&self) -> &[&'a str] {
-        &self.keys[..self.keys_len]
+        &self.keys
     }
 
     /// The arguments with `mode` (the call's mode and deadline, see [`ModeArg`]) first:
@@ -161,42 +166,21 @@ impl<'a> ScriptArgs<'a> {
 /// A call's mode argument with its deadline, on the stack (no allocation): the operation's
 /// mode ([`Shared::mode`](super::Shared::mode): its code and the TTL slack, at most 15
 /// bytes), a space and the deadline in ms (at most 20 digits).
-pub(super) struct ModeArg {
-    bytes: [u8; 40],
-    len: usize,
-}
+pub(super) struct ModeArg(ArrayString<40>);
 
 impl ModeArg {
-    /// `mode`, a space and `deadline_ms` in decimal.
+    /// `mode` (its first 15 bytes), a space and `deadline_ms` in decimal.
     pub(super) fn new(mode: &str, deadline_ms: u64) -> ModeArg {
-        let mut arg = ModeArg {
-            bytes: [0; 40],
-            len: 0,
-        };
-        let mode = &mode.as_bytes()[..mode.len().min(15)];
-        arg.bytes[..mode.len()].copy_from_slice(mode);
-        arg.bytes[mode.len()] = b' ';
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut value = deadline_ms;
-        loop {
-            i -= 1;
-            digits[i] = b'0' + u8::try_from(value % 10).unwrap_or(0);
-            value /= 10;
-            if value == 0 {
-                break;
-            }
-        }
-        let start = mode.len() + 1;
-        let end = start + digits.len() - i;
-        arg.bytes[start..end].copy_from_slice(&digits[i..]);
-        arg.len = end;
-        arg
+        let mut arg = ArrayString::new();
+        // A mode is ASCII (a letter and digits): any prefix is whole characters.
+        let mode = mode.get(..mode.len().min(15)).unwrap_or("");
+        // At most 15 + 1 + 20 bytes: fits.
+        let _ = write!(arg, "{mode} {deadline_ms}");
+        ModeArg(arg)
     }
 
     pub(super) fn as_str(&self) -> &str {
-        // A mode (ASCII: a letter and digits) and ASCII digits: always UTF-8.
-        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("")
+        &self.0
     }
 }
 
@@ -213,19 +197,17 @@ impl RedisStore {
                     continue;
                 }
                 let call = slot.get_or_insert_with(|| Call::new(tag_hash(p)));
-                if call.len == MAX_TIERS {
+                if call.key_ends.is_full() {
                     // A plan holds at most MAX_TIERS tiers.
                     break;
                 }
                 push_tier_key(&mut call.text, self.shared.config.prefix(), p);
-                call.key_ends[call.len] = call.text.len();
-                call.tiers[call.len] = i;
-                call.len += 1;
+                call.push_key(i);
             }
             let Some(call) = slot else { continue };
             // The specs after the keys, in the same order.
             let keys_end = call.text.len();
-            for &i in &call.tiers[..call.len] {
+            for &i in &call.tiers {
                 if let Some(p) = plan.get(i) {
                     push_tier_spec(&mut call.text, keys_end, p.tier.algorithm(), p.cost);
                 }
@@ -244,8 +226,7 @@ impl RedisStore {
     pub(super) fn lease_call(&self, tier: &TierKey, cost: u32, now: Nanos) -> Call {
         let mut call = Call::new(tier.tag);
         call.text.push_str(&tier.key);
-        call.key_ends[0] = call.text.len();
-        call.len = 1;
+        call.push_key(0);
         push_tier_spec(&mut call.text, tier.key.len(), &tier.algorithm, cost);
         call.spec_end = call.text.len();
         if self.shared.config.time_source() == TimeSource::Client {
@@ -270,9 +251,7 @@ mod tests {
             .enumerate()
         {
             call.text.push_str(key);
-            call.key_ends[i] = call.text.len();
-            call.tiers[i] = 2 * i;
-            call.len = i + 1;
+            assert!(call.push_key(2 * i));
         }
         call.text.push_str("spec one;spec two;spec three");
         call.spec_end = call.text.len();
@@ -292,6 +271,7 @@ mod tests {
         assert_eq!(call.tiers(), [0, 2, 4]);
         assert_eq!(call.keys().count(), 3);
         // With the client's time after the plan.
+        drop(script);
         call.text.push_str("00000000000003e8");
         let script = call.script("p1000");
         assert_eq!(script.keys().len(), 3);
@@ -307,8 +287,7 @@ mod tests {
         // One key.
         let mut one = Call::new(1);
         one.text.push('k');
-        one.key_ends[0] = 1;
-        one.len = 1;
+        assert!(one.push_key(0));
         one.text.push('s');
         one.spec_end = 2;
         assert_eq!(one.script("r5").keys(), ["k"]);

@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use arrayvec::ArrayVec;
+
 use super::call::Call;
 use super::RedisStore;
 use crate::policy::{Plan, PlannedTier, TierOutcome, MAX_TIERS};
@@ -65,8 +67,7 @@ pub(super) struct Identity {
     /// The first tier's cost.
     cost: u32,
     /// Each tier's invalidation stamp.
-    stamps: [usize; MAX_TIERS],
-    tiers: usize,
+    stamps: ArrayVec<usize, MAX_TIERS>,
 }
 
 impl Identity {
@@ -78,16 +79,15 @@ impl Identity {
     pub(super) fn of(plan: &Plan<'_>, prefix: &str) -> Identity {
         let cost = plan.get(0).map_or(0, |p| p.cost);
         let mut text = String::with_capacity(plan.len() * 128);
-        let mut stamps = [0; MAX_TIERS];
+        let mut stamps = ArrayVec::new();
         let mut key = String::with_capacity(64);
-        for (i, p) in plan.iter().enumerate() {
+        for p in plan {
             key.clear();
             push_tier_key(&mut key, prefix, p);
             // Writing to a `String` cannot fail.
             let _ = write!(text, "{:016x}{key}", key.len());
-            if let Some(slot) = stamps.get_mut(i) {
-                *slot = stamp_of(key.as_bytes());
-            }
+            // A plan holds at most MAX_TIERS tiers: this never refuses.
+            let _ = stamps.try_push(stamp_of(key.as_bytes()));
             push_tier_identity(&mut text, p.tier.algorithm());
             if p.cost == cost {
                 text.push(';');
@@ -96,12 +96,7 @@ impl Identity {
                 let _ = write!(text, "={:x};", p.cost);
             }
         }
-        Identity {
-            text,
-            cost,
-            stamps,
-            tiers: plan.len().min(MAX_TIERS),
-        }
+        Identity { text, cost, stamps }
     }
 }
 
@@ -167,7 +162,7 @@ impl Denies {
         outcomes: &mut [TierOutcome],
     ) -> Option<()> {
         let stamps = &self.stamps;
-        for &slot in &id.stamps[..id.tiers] {
+        for &slot in &id.stamps {
             // Acquire: pairs with the Release `fetch_max` of `invalidate`, so a lookup that
             // follows a refund sees its stamp.
             if stamps[slot].load(Ordering::Acquire) > deny.generation {
@@ -216,7 +211,7 @@ impl Denies {
             return;
         }
         let tiers: Box<[Decision]> = decisions().copied().collect();
-        for &slot in &id.stamps[..id.tiers] {
+        for &slot in &id.stamps {
             // Relaxed: a hint (see `deny_until`).
             self.deny_until[slot].fetch_max(deadline, Ordering::Relaxed);
         }

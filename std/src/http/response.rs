@@ -13,6 +13,7 @@ use http::{HeaderMap, Response, StatusCode};
 use http_body_util::Full;
 use tollgate_core::{Decision, Nanos};
 
+use crate::policy::structured_fields::{limit_item, policy_item, push_u64};
 use crate::policy::{PolicyDecision, RateLimitHeaders, TierOutcome};
 
 /// Which rate-limit header fields admitted and denied responses carry. `Retry-After`
@@ -45,8 +46,9 @@ pub enum HeaderStyle {
     /// that applied (`"name";q=Q;w=W;pk=:..:` and `"name";r=R;t=T;pk=:..:`): the draft-10
     /// items plus the `pk` partition key, a byte sequence naming the client's partition
     /// (the first 8 bytes of an FNV-1a hash of the client key, never the key itself).
-    /// Tier names are sf-strings, so a name outside printable ASCII leaves both fields
-    /// out.
+    /// Tier names are sf-strings: a character one cannot hold (outside printable ASCII) is
+    /// written as `?`, as [`RateLimitHeaders`] writes it, so the fields stay parseable and
+    /// every number in them true (the structured-field writer's docs say why).
     #[default]
     Draft11,
     /// The same fields without `pk` (what [`RateLimitHeaders`] renders).
@@ -104,16 +106,8 @@ impl HeaderStyle {
         let mut fields = Fields::default();
         let tiers = decision.tiers();
         let any = !tiers.is_empty() || !shadow.is_empty();
-        // An sf-string holds printable ASCII only: a tier name outside it cannot be sent,
-        // so the fields are left out rather than sent malformed.
-        let sendable = || {
-            tiers
-                .iter()
-                .chain(shadow)
-                .all(|t| t.name().bytes().all(|b| (0x20..=0x7e).contains(&b)))
-        };
         match self {
-            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any && sendable() => {
+            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any => {
                 let mut pk_buf = [0u8; 14];
                 let pk = matches!(self, HeaderStyle::Draft11)
                     .then(|| partition_key_into(partition, &mut pk_buf));
@@ -121,8 +115,8 @@ impl HeaderStyle {
                 let (mut policy, mut limit) =
                     (String::with_capacity(48 * n), String::with_capacity(40 * n));
                 for t in tiers.iter().chain(shadow) {
-                    policy_item(&mut policy, t, pk);
-                    limit_item(&mut limit, t, pk);
+                    policy_item(&mut policy, t.name(), t.quota(), t.window(), pk);
+                    limit_item(&mut limit, t.name(), &t.decision, pk);
                 }
                 fields.names = FieldNames::Draft;
                 fields.set(0, policy);
@@ -130,15 +124,10 @@ impl HeaderStyle {
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
-                let reset = if d.allowed {
-                    d.reset_after.as_secs_ceil()
-                } else {
-                    d.reset_after.max(d.retry_after).as_secs_ceil().max(1)
-                };
                 fields.names = FieldNames::Legacy;
                 fields.set_value(0, HeaderValue::from(d.limit));
                 fields.set_value(1, HeaderValue::from(d.remaining));
-                fields.set_value(2, HeaderValue::from(reset));
+                fields.set_value(2, HeaderValue::from(RateLimitHeaders::legacy_reset(d)));
             }
             _ => {}
         }
@@ -198,73 +187,6 @@ impl Fields {
 fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
     if let Ok(v) = HeaderValue::try_from(value) {
         headers.insert(name, v);
-    }
-}
-
-fn sf_string(out: &mut String, name: &str) {
-    out.push('"');
-    if name.bytes().any(|b| b == b'"' || b == b'\\') {
-        for c in name.chars() {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-    } else {
-        out.push_str(name);
-    }
-    out.push('"');
-}
-
-/// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Digits are ASCII; one append instead of one per digit.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
-}
-
-fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
-    if !out.is_empty() {
-        out.push_str(", ");
-    }
-    sf_string(out, t.name());
-    out.push_str(";q=");
-    push_u64(out, t.quota());
-    out.push_str(";w=");
-    push_u64(out, t.window().as_secs_ceil().max(1));
-    if let Some(pk) = pk {
-        out.push_str(";pk=");
-        out.push_str(pk);
-    }
-}
-
-fn limit_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
-    if !out.is_empty() {
-        out.push_str(", ");
-    }
-    sf_string(out, t.name());
-    let d = &t.decision;
-    let reset = if d.allowed {
-        d.reset_after.as_secs_ceil()
-    } else {
-        d.retry_after.as_secs_ceil().max(1)
-    };
-    out.push_str(";r=");
-    push_u64(out, d.remaining);
-    out.push_str(";t=");
-    push_u64(out, reset);
-    if let Some(pk) = pk {
-        out.push_str(";pk=");
-        out.push_str(pk);
     }
 }
 
@@ -454,21 +376,13 @@ mod tests {
     }
 
     #[test]
-    fn digits_and_partition_keys() {
-        for n in [0, 7, 10, 99, 12345, u64::MAX] {
-            let mut out = String::new();
-            push_u64(&mut out, n);
-            assert_eq!(out, n.to_string());
-        }
+    fn partition_keys() {
         let mut buf = [0u8; 14];
         assert_eq!(partition_key_into("acct_1", &mut buf), ":6qCUvbV94do=:");
-        let mut out = String::new();
-        sf_string(&mut out, "a\"b\\c");
-        assert_eq!(out, r#""a\"b\\c""#);
     }
 
     #[test]
-    fn unsendable_tier_names_leave_the_field_out() {
+    fn tier_names_an_sf_string_cannot_hold_are_written_with_question_marks() {
         use crate::policy::{RuleId, TierLabel};
         let tier = |name: &'static str| {
             let label: &'static TierLabel = Box::leak(Box::new(TierLabel {
@@ -485,9 +399,17 @@ mod tests {
         let shadow = tier("shadow");
         let h = HeaderStyle::Draft10.render(&ok, shadow.tiers(), "k");
         assert_eq!(h["ratelimit"], "\"api\";r=9;t=6, \"shadow\";r=9;t=6");
-        let bad = tier("caf\u{e9}");
-        let h = HeaderStyle::Draft11.render(&bad, &[], "k");
-        assert!(h.is_empty(), "{h:?}");
+        let bad = tier("caf\u{e9}\r\n");
+        let h = HeaderStyle::Draft11.render(&bad, shadow.tiers(), "k");
+        let pk = ";pk=:r2PmTIYB/Yo=:";
+        assert_eq!(
+            h["ratelimit-policy"],
+            format!("\"caf???\";q=10;w=60{pk}, \"shadow\";q=10;w=60{pk}")
+        );
+        assert_eq!(
+            h["ratelimit"],
+            format!("\"caf???\";r=9;t=6{pk}, \"shadow\";r=9;t=6{pk}")
+        );
         let none = PolicyDecision::combine([]);
         assert!(HeaderStyle::Legacy.render(&none, &[], "k").is_empty());
         assert!(HeaderStyle::Draft11.render(&none, &[], "k").is_empty());

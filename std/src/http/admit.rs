@@ -10,8 +10,9 @@ use http_body_util::Full;
 use tollgate_core::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
+use super::header_style::Fields;
 use super::layer::Shared;
-use super::response::{cost_too_large, too_many_requests, Fields};
+use super::problem::{cost_too_large, too_many_requests};
 use super::stats::Counters;
 use crate::policy::PolicyDecision;
 

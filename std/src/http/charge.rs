@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use super::check::{Check, Op};
+use super::header_style::Fields;
 use super::layer::Shared;
-use super::response::Fields;
 use super::stats::Counters;
 use crate::policy::PolicyDecision;
 

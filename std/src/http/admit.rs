@@ -17,9 +17,9 @@ use super::stats::Counters;
 use crate::policy::PolicyDecision;
 
 /// What the policy said about a forwarded request: with
-/// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission), inserted into the extensions of every request the
-/// layer passes on, so a handler can see it (e.g. to log the delay it waited or show the
-/// remaining quota).
+/// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission),
+/// inserted into the extensions of every request the layer passes on, so a handler can
+/// see it (e.g. to log the delay it waited or show the remaining quota).
 ///
 /// ```
 /// use tollgate::http::Admission;

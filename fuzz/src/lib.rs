@@ -12,7 +12,8 @@
 //!   decision invariants ([`check_decision`]) at every step.
 //!
 //! - [`check_headers`]: the rate-limit headers rendered from a decision (`policy_toml`,
-//!   `headers`).
+//!   `headers`); [`check_header_styles`]: every `tollgate::http::HeaderStyle` sends what
+//!   `RateLimitHeaders` renders, sf-strings that parse back (`headers`).
 //!
 //! `policy_toml` feeds arbitrary text to the TOML rule loader (`PolicyConfig::from_toml`:
 //! rules or a typed error, never a panic) and runs requests through every policy it
@@ -34,7 +35,7 @@ pub use cost::Cost;
 pub use count::Count;
 pub use decision_check::check_decision;
 pub use differential::{constructed, Differential};
-pub use header_check::check_headers;
+pub use header_check::{check_header_styles, check_headers};
 pub use reply_value::ReplyValue;
 pub use span::Span;
 pub use step::Step;

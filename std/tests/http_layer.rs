@@ -4,7 +4,8 @@
 //! proxies, malformed keys, shadow rules, reloads under traffic, leaky-bucket delays and
 //! their cancellation, settlement from the response; the client keys of issue 27 item 9
 //! (`X-Forwarded-For` read as bytes, IPv4 behind NAT64 keyed by its IPv4), on the key
-//! extractor and end to end.
+//! extractor and end to end; tier names an sf-string cannot hold written as
+//! `RateLimitHeaders` writes them (issue 28 item 4).
 //!
 //! Limits use a `ManualClock` (time moves only when a test says so), so every sequence is
 //! exact; the leaky-bucket delay test uses the monotonic clock and real sleeps.
@@ -928,5 +929,133 @@ async fn issue27_item9_end_to_end_keys_behind_proxies_and_nat64() -> TestResult 
     // The fallback key's one permit went to that request.
     assert_eq!(send(addr, "/", &xff(b"unknown")).await?.status, 429);
     assert_eq!(layer.stats().bad_key, 2);
+    Ok(())
+}
+
+/// A policy answering one fixed decision, whatever it is asked: tiers whose labels were
+/// built by hand, as a decorator or a custom store can build them (config validation
+/// keeps such names out of a `Policy`).
+struct FixedDecision(tollgate::policy::PolicyDecision);
+
+impl PolicyCheck for FixedDecision {
+    fn now(&self) -> Nanos {
+        Nanos::ZERO
+    }
+    fn run(
+        &self,
+        op: tollgate::policy::Op,
+        _: &tollgate::policy::Request<'_>,
+        _: Nanos,
+    ) -> Result<Option<tollgate::policy::PolicyDecision>, tollgate::InsufficientCapacity> {
+        Ok(op.decides().then(|| self.0.clone()))
+    }
+}
+
+/// Issue 28 item 4: one structured-field writer. A tier name an sf-string cannot hold
+/// (non-ASCII, CR, LF) reaches the client over HTTP exactly as `RateLimitHeaders` writes
+/// it — each such character a `?`, the fields parseable, every number in them kept —
+/// in every header style, admitted and denied. (Before, `RateLimitHeaders` wrote `?` and
+/// the layer left both fields out.)
+#[tokio::test]
+async fn tier_names_an_sf_string_cannot_hold_read_alike_over_http_and_in_rate_limit_headers(
+) -> TestResult {
+    use std::borrow::Cow;
+    use tollgate::policy::{PolicyDecision, RateLimitHeaders, RuleId, TierLabel};
+    use tollgate::Decision;
+
+    static ODD: TierLabel = TierLabel {
+        rule: RuleId(0),
+        rule_name: Cow::Borrowed("odd"),
+        name: Cow::Borrowed("caf\u{e9} \"\\\r\nInjected: 1"),
+        quota: 10,
+        window: Nanos::from_secs(60),
+        shared: false,
+    };
+    static PLAIN: TierLabel = TierLabel {
+        rule: RuleId(1),
+        rule_name: Cow::Borrowed("plain"),
+        name: Cow::Borrowed("daily"),
+        quota: 1000,
+        window: Nanos::from_secs(86_400),
+        shared: false,
+    };
+    let admitted = PolicyDecision::combine([
+        (&ODD, Decision::allow(10, 9, Nanos::from_millis(5_500))),
+        (&PLAIN, Decision::allow(1000, 998, Nanos::from_secs(3_600))),
+    ]);
+    let denied = PolicyDecision::combine([
+        (
+            &ODD,
+            Decision::deny(10, 0, Nanos::from_secs(30), Nanos::from_millis(2_500)),
+        ),
+        (&PLAIN, Decision::allow(1000, 998, Nanos::from_secs(3_600))),
+    ]);
+    let want_policy = "\"caf? \\\"\\\\??Injected: 1\";q=10;w=60, \"daily\";q=1000;w=86400";
+    for (decision, status, want_limit) in [
+        (
+            &admitted,
+            StatusCode::OK,
+            "\"caf? \\\"\\\\??Injected: 1\";r=9;t=6, \"daily\";r=998;t=3600",
+        ),
+        (
+            &denied,
+            StatusCode::TOO_MANY_REQUESTS,
+            "\"caf? \\\"\\\\??Injected: 1\";r=0;t=3, \"daily\";r=998;t=3600",
+        ),
+    ] {
+        let expected = RateLimitHeaders::from_policy_decision(decision);
+        assert_eq!(expected.get("RateLimit-Policy"), Some(want_policy));
+        assert_eq!(expected.get("RateLimit"), Some(want_limit));
+        for style in [
+            HeaderStyle::Draft10,
+            HeaderStyle::Draft11,
+            HeaderStyle::Legacy,
+        ] {
+            let layer = RateLimitLayer::new(FixedDecision(decision.clone()))
+                .key(ClientKey::header("x-api-key")?)
+                .headers(style);
+            let app = Router::new()
+                .route("/", get(|| async { "ok" }))
+                .layer(layer);
+            let addr = serve(app).await?;
+            let reply = send(addr, "/", &[("x-api-key", b"k")]).await?;
+            assert_eq!(reply.status, status, "{style:?}");
+            // Draft-11 items are draft-10's with the client's partition key appended.
+            let unkeyed = |value: &str| value.replace(";pk=:r2PmTIYB/Yo=:", "");
+            match style {
+                HeaderStyle::Draft10 | HeaderStyle::Draft11 => {
+                    for name in ["RateLimit-Policy", "RateLimit"] {
+                        let sent = reply.header(&name.to_ascii_lowercase());
+                        assert_eq!(
+                            Some(unkeyed(sent).as_str()),
+                            expected.get(name),
+                            "{style:?}"
+                        );
+                        let pk = sent.matches(";pk=:r2PmTIYB/Yo=:").count();
+                        let want_pk = if style == HeaderStyle::Draft11 { 2 } else { 0 };
+                        assert_eq!(pk, want_pk, "{style:?} {name}: {sent}");
+                    }
+                    assert_eq!(reply.header("x-ratelimit-limit"), "");
+                }
+                _ => {
+                    for name in [
+                        "X-RateLimit-Limit",
+                        "X-RateLimit-Remaining",
+                        "X-RateLimit-Reset",
+                    ] {
+                        let sent = reply.header(&name.to_ascii_lowercase());
+                        assert_eq!(Some(sent), expected.get(name), "{name}");
+                    }
+                    assert_eq!(reply.header("ratelimit"), "");
+                }
+            }
+            assert_eq!(
+                Some(reply.header("retry-after")).filter(|v| !v.is_empty()),
+                expected.get("Retry-After"),
+                "{style:?}"
+            );
+            assert_eq!(reply.header("injected"), "", "{style:?}");
+        }
+    }
     Ok(())
 }

@@ -11,15 +11,16 @@ use tollgate_core::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
 use super::check::decided;
+use super::header_style::Fields;
 use super::layer::Shared;
-use super::response::{cost_too_large, too_many_requests, Fields};
+use super::problem::{cost_too_large, too_many_requests};
 use super::stats::Counters;
 use crate::policy::{Op, PolicyDecision};
 
 /// What the policy said about a forwarded request: with
-/// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission), inserted into the extensions of every request the
-/// layer passes on, so a handler can see it (e.g. to log the delay it waited or show the
-/// remaining quota).
+/// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission),
+/// inserted into the extensions of every request the layer passes on, so a handler can
+/// see it (e.g. to log the delay it waited or show the remaining quota).
 ///
 /// ```
 /// use tollgate::http::Admission;

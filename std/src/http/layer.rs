@@ -59,8 +59,8 @@ pub(super) struct Shared {
 ///   ([`HeaderStyle`], draft-11 `RateLimit-Policy`/`RateLimit` by default). A leaky-bucket
 ///   tier's `delay` is waited out first (tokio's timer inside a tokio runtime, which must
 ///   have its timer enabled, as `#[tokio::main]` and `enable_all` do; tollgate's own
-///   [`Delay`](crate::policy::Delay) outside one); if the response future is dropped while waiting, the permits
-///   are given back (cancel-safe).
+///   [`Delay`](crate::policy::Delay) outside one); if the response future is dropped
+///   while waiting, the permits are given back (cancel-safe).
 /// - **denied**: 429 with `Retry-After` (whole seconds rounded up, never 0), the
 ///   rate-limit fields and an RFC 9457 `application/problem+json` body naming each
 ///   violated rule and tier. The service is not called.
@@ -231,8 +231,8 @@ impl RateLimitLayer {
         self.with(|s| s.settle = Some(settle))
     }
 
-    /// Inserts an [`Admission`](super::Admission) into the extensions of every forwarded request (off by
-    /// default: it costs an allocation per request).
+    /// Inserts an [`Admission`](super::Admission) into the extensions of every forwarded
+    /// request (off by default: it costs an allocation per request).
     pub fn expose_admission(self) -> RateLimitLayer {
         self.with(|s| s.admission = true)
     }

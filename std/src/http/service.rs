@@ -15,7 +15,7 @@ use super::admit::{admit, Verdict};
 use super::check::decided;
 use super::future::{Deciding, ResponseFuture};
 use super::layer::{OnBadKey, Shared};
-use super::response::bad_request;
+use super::problem::bad_request;
 use super::stats::{Counters, LayerStats};
 use super::Head;
 use crate::policy::Op;

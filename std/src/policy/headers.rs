@@ -18,13 +18,12 @@
 //! printable ASCII ([`HeaderNameError`]: CR, LF, NUL, non-ASCII), and quotes and
 //! backslashes are escaped inside the sf-string. Rule and tier names are checked the same
 //! way when a config is validated; a hand-built [`TierOutcome`] with such a character has
-//! it rendered as `?`.
-
-use std::fmt::Write;
+//! it rendered as `?`, as every `tollgate::http::HeaderStyle` does: the items are written
+//! by the one structured-field writer (`structured_fields.rs`, which says why `?`).
 
 use tollgate_core::{Decision, Nanos};
 
-use super::error::is_printable;
+use super::structured_fields::{limit_item, policy_item};
 use super::{HeaderNameError, PolicyDecision, TierOutcome};
 
 /// The rendered rate-limit headers of one response, as `(name, value)` pairs in a fixed
@@ -50,34 +49,6 @@ pub struct RateLimitHeaders {
 /// Whole seconds, rounded up.
 fn secs_ceil(n: Nanos) -> u64 {
     n.as_secs_ceil()
-}
-
-/// Writes `name` as a structured-field string: quotes and backslashes escaped, and any
-/// character an sf-string cannot hold (outside printable ASCII: CR, LF, NUL, non-ASCII)
-/// written as `?`, so no name can end the header line or the string early.
-fn sf_string(out: &mut String, name: &str) {
-    out.push('"');
-    for c in name.chars() {
-        if !is_printable(c) {
-            out.push('?');
-            continue;
-        }
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
-}
-
-/// The `t` of one tier: for a deny, when it can admit again; otherwise when its quota is
-/// fully restored.
-fn reset_of(d: &Decision) -> u64 {
-    if d.allowed {
-        secs_ceil(d.reset_after)
-    } else {
-        secs_ceil(d.retry_after).max(1)
-    }
 }
 
 impl RateLimitHeaders {
@@ -106,13 +77,8 @@ impl RateLimitHeaders {
     /// ```
     pub fn policy_value(tiers: &[TierOutcome]) -> String {
         let mut out = String::new();
-        for (i, t) in tiers.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            sf_string(&mut out, t.name());
-            // Writing to a String cannot fail.
-            let _ = write!(out, ";q={};w={}", t.quota(), secs_ceil(t.window()).max(1));
+        for t in tiers {
+            policy_item(&mut out, t.name(), t.quota(), t.window(), None);
         }
         out
     }
@@ -120,17 +86,8 @@ impl RateLimitHeaders {
     /// The `RateLimit` field value for `tiers`: `"name";r=R;t=T, ...`.
     pub fn limit_value(tiers: &[TierOutcome]) -> String {
         let mut out = String::new();
-        for (i, t) in tiers.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            sf_string(&mut out, t.name());
-            let _ = write!(
-                out,
-                ";r={};t={}",
-                t.decision.remaining,
-                reset_of(&t.decision)
-            );
+        for t in tiers {
+            limit_item(&mut out, t.name(), &t.decision, None);
         }
         out
     }
@@ -171,25 +128,28 @@ impl RateLimitHeaders {
     ) -> Result<RateLimitHeaders, HeaderNameError> {
         HeaderNameError::check(name)?;
         let mut policy = String::new();
-        sf_string(&mut policy, name);
-        let _ = write!(policy, ";q={quota};w={}", secs_ceil(window).max(1));
+        policy_item(&mut policy, name, quota, window, None);
         let mut limit = String::new();
-        sf_string(&mut limit, name);
-        let _ = write!(limit, ";r={};t={}", decision.remaining, reset_of(decision));
+        limit_item(&mut limit, name, decision, None);
         let mut fields = vec![("RateLimit-Policy", policy), ("RateLimit", limit)];
         Self::push_legacy(&mut fields, decision);
         Ok(RateLimitHeaders { fields })
     }
 
-    fn push_legacy(fields: &mut Vec<(&'static str, String)>, d: &Decision) {
-        fields.push(("X-RateLimit-Limit", d.limit.to_string()));
-        fields.push(("X-RateLimit-Remaining", d.remaining.to_string()));
-        let reset = if d.allowed {
+    /// `X-RateLimit-Reset` for `d`: seconds until the quota is restored, or, on a deny,
+    /// until the later of that and the retry time (at least 1).
+    pub(crate) fn legacy_reset(d: &Decision) -> u64 {
+        if d.allowed {
             secs_ceil(d.reset_after)
         } else {
             secs_ceil(d.reset_after.max(d.retry_after)).max(1)
-        };
-        fields.push(("X-RateLimit-Reset", reset.to_string()));
+        }
+    }
+
+    fn push_legacy(fields: &mut Vec<(&'static str, String)>, d: &Decision) {
+        fields.push(("X-RateLimit-Limit", d.limit.to_string()));
+        fields.push(("X-RateLimit-Remaining", d.remaining.to_string()));
+        fields.push(("X-RateLimit-Reset", Self::legacy_reset(d).to_string()));
         if let Some(retry) = Self::retry_after(d) {
             fields.push(("Retry-After", retry));
         }

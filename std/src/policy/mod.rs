@@ -60,6 +60,7 @@ mod rule;
 mod rule_set;
 mod store;
 mod striped_counter;
+pub(crate) mod structured_fields;
 mod tier;
 mod until_ready;
 

@@ -1,18 +1,13 @@
-//! What the layer writes: the rate-limit header fields in the selected [`HeaderStyle`],
-//! and the RFC 9457 `application/problem+json` answers (429 deny, 400 bad key, 413 cost
-//! beyond capacity).
+//! [`HeaderStyle`]: the rate-limit header fields a response carries (draft-11 with `pk`,
+//! draft-10, legacy `X-RateLimit-*`, none), rendered per request into inline [`Fields`]
+//! until the response is there to take them.
 //!
-//! Seconds are always rounded up (a client that waits what it is told is never early), and
-//! `Retry-After` on a deny is never 0.
+//! Seconds are always rounded up: a client that waits what it is told is never early.
 
-use std::fmt::Write;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::HeaderMap;
 
-use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, Response, StatusCode};
-use http_body_util::Full;
-use tollgate_core::{Decision, Nanos};
-
+use crate::policy::structured_fields::{limit_item, policy_item};
 use crate::policy::{PolicyDecision, RateLimitHeaders, TierOutcome};
 
 /// Which rate-limit header fields admitted and denied responses carry. `Retry-After`
@@ -45,8 +40,9 @@ pub enum HeaderStyle {
     /// that applied (`"name";q=Q;w=W;pk=:..:` and `"name";r=R;t=T;pk=:..:`): the draft-10
     /// items plus the `pk` partition key, a byte sequence naming the client's partition
     /// (the first 8 bytes of an FNV-1a hash of the client key, never the key itself).
-    /// Tier names are sf-strings, so a name outside printable ASCII leaves both fields
-    /// out.
+    /// Tier names are sf-strings: a character one cannot hold (outside printable ASCII) is
+    /// written as `?`, as [`RateLimitHeaders`] writes it, so the fields stay parseable and
+    /// every number in them true (the structured-field writer's docs say why).
     #[default]
     Draft11,
     /// The same fields without `pk` (what [`RateLimitHeaders`] renders).
@@ -104,16 +100,8 @@ impl HeaderStyle {
         let mut fields = Fields::default();
         let tiers = decision.tiers();
         let any = !tiers.is_empty() || !shadow.is_empty();
-        // An sf-string holds printable ASCII only: a tier name outside it cannot be sent,
-        // so the fields are left out rather than sent malformed.
-        let sendable = || {
-            tiers
-                .iter()
-                .chain(shadow)
-                .all(|t| t.name().bytes().all(|b| (0x20..=0x7e).contains(&b)))
-        };
         match self {
-            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any && sendable() => {
+            HeaderStyle::Draft11 | HeaderStyle::Draft10 if any => {
                 let mut pk_buf = [0u8; 14];
                 let pk = matches!(self, HeaderStyle::Draft11)
                     .then(|| partition_key_into(partition, &mut pk_buf));
@@ -121,8 +109,8 @@ impl HeaderStyle {
                 let (mut policy, mut limit) =
                     (String::with_capacity(48 * n), String::with_capacity(40 * n));
                 for t in tiers.iter().chain(shadow) {
-                    policy_item(&mut policy, t, pk);
-                    limit_item(&mut limit, t, pk);
+                    policy_item(&mut policy, t.name(), t.quota(), t.window(), pk);
+                    limit_item(&mut limit, t.name(), &t.decision, pk);
                 }
                 fields.names = FieldNames::Draft;
                 fields.set(0, policy);
@@ -130,15 +118,10 @@ impl HeaderStyle {
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
-                let reset = if d.allowed {
-                    d.reset_after.as_secs_ceil()
-                } else {
-                    d.reset_after.max(d.retry_after).as_secs_ceil().max(1)
-                };
                 fields.names = FieldNames::Legacy;
                 fields.set_value(0, HeaderValue::from(d.limit));
                 fields.set_value(1, HeaderValue::from(d.remaining));
-                fields.set_value(2, HeaderValue::from(reset));
+                fields.set_value(2, HeaderValue::from(RateLimitHeaders::legacy_reset(d)));
             }
             _ => {}
         }
@@ -201,73 +184,6 @@ fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
     }
 }
 
-fn sf_string(out: &mut String, name: &str) {
-    out.push('"');
-    if name.bytes().any(|b| b == b'"' || b == b'\\') {
-        for c in name.chars() {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-    } else {
-        out.push_str(name);
-    }
-    out.push('"');
-}
-
-/// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Digits are ASCII; one append instead of one per digit.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
-}
-
-fn policy_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
-    if !out.is_empty() {
-        out.push_str(", ");
-    }
-    sf_string(out, t.name());
-    out.push_str(";q=");
-    push_u64(out, t.quota());
-    out.push_str(";w=");
-    push_u64(out, t.window().as_secs_ceil().max(1));
-    if let Some(pk) = pk {
-        out.push_str(";pk=");
-        out.push_str(pk);
-    }
-}
-
-fn limit_item(out: &mut String, t: &TierOutcome, pk: Option<&str>) {
-    if !out.is_empty() {
-        out.push_str(", ");
-    }
-    sf_string(out, t.name());
-    let d = &t.decision;
-    let reset = if d.allowed {
-        d.reset_after.as_secs_ceil()
-    } else {
-        d.retry_after.as_secs_ceil().max(1)
-    };
-    out.push_str(";r=");
-    push_u64(out, d.remaining);
-    out.push_str(";t=");
-    push_u64(out, reset);
-    if let Some(pk) = pk {
-        out.push_str(";pk=");
-        out.push_str(pk);
-    }
-}
-
 /// The `pk` of `client` written into `buf`: `:base64:` of the big-endian FNV-1a 64 hash
 /// (stable across processes, so every node of a fleet names a client's partition alike).
 fn partition_key_into<'b>(client: &str, buf: &'b mut [u8; 14]) -> &'b str {
@@ -303,135 +219,6 @@ fn base64_into(bytes: &[u8], out: &mut [u8]) {
     }
 }
 
-/// Appends `s` as a JSON string.
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    json_escaped(out, s);
-    out.push('"');
-}
-
-/// Appends `s` escaped for the inside of a JSON string.
-fn json_escaped(out: &mut String, s: &str) {
-    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-        out.push_str(s);
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-}
-
-/// A problem-details response: `status`, `application/problem+json`, the body `json`.
-fn problem(status: StatusCode, json: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(json)));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    response
-}
-
-fn problem_head(out: &mut String, status: StatusCode, detail: &str) {
-    out.push_str("{\"type\":\"about:blank\",\"title\":");
-    json_string(out, status.canonical_reason().unwrap_or(""));
-    let _ = write!(out, ",\"status\":{},\"detail\":", status.as_u16());
-    json_string(out, detail);
-}
-
-/// The 429 for a denied `decision`: `Retry-After` and an RFC 9457 body naming every tier
-/// that denied (rule, tier, quota, window and retry time in seconds).
-///
-/// ```
-/// use tollgate::http::too_many_requests;
-/// use tollgate::policy::{FnClock, Policy};
-/// use tollgate::Nanos;
-/// let policy = Policy::from_toml("[[rules]]\nname = \"api\"\nlimit = 1\nwindow = \"1m\"\n", FnClock(|| Nanos::ZERO))?;
-/// policy.allow("a", "/", 1)?;
-/// let denied = policy.allow("a", "/", 1)?;
-/// let response = too_many_requests(&denied);
-/// assert_eq!(response.status(), 429);
-/// assert_eq!(response.headers()["content-type"], "application/problem+json");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
-    // One buffer, no `fmt` machinery: under an abuser's flood this is the hot path.
-    let retry = retry_secs(&decision.decision);
-    let mut json = String::with_capacity(256);
-    json.push_str(
-        "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
-         \"detail\":\"rate limit exceeded by ",
-    );
-    for (i, t) in decision.denied_by().enumerate() {
-        if i > 0 {
-            json.push_str(", ");
-        }
-        json.push_str("rule '");
-        json_escaped(&mut json, t.rule_name());
-        json.push_str("' tier '");
-        json_escaped(&mut json, t.name());
-        json.push('\'');
-    }
-    json.push_str("; retry in ");
-    push_u64(&mut json, retry);
-    json.push_str(" s\",\"retry_after\":");
-    push_u64(&mut json, retry);
-    json.push_str(",\"violated\":[");
-    for (i, t) in decision.denied_by().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        json.push_str("{\"rule\":");
-        json_string(&mut json, t.rule_name());
-        json.push_str(",\"tier\":");
-        json_string(&mut json, t.name());
-        json.push_str(",\"quota\":");
-        push_u64(&mut json, t.quota());
-        json.push_str(",\"window\":");
-        push_u64(&mut json, t.window().as_secs_ceil().max(1));
-        json.push_str(",\"retry_after\":");
-        push_u64(&mut json, retry_secs(&t.decision));
-        json.push('}');
-    }
-    json.push_str("]}");
-    let mut response = problem(StatusCode::TOO_MANY_REQUESTS, json);
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(retry));
-    response
-}
-
-/// Whole seconds to wait, rounded up, never 0.
-fn retry_secs(d: &Decision) -> u64 {
-    d.retry_after.max(Nanos::new(1)).as_secs_ceil().max(1)
-}
-
-/// The 400 for a request whose client key is missing or malformed.
-pub fn bad_request(detail: &str) -> Response<Full<Bytes>> {
-    let mut json = String::new();
-    problem_head(&mut json, StatusCode::BAD_REQUEST, detail);
-    json.push('}');
-    problem(StatusCode::BAD_REQUEST, json)
-}
-
-/// The 413 for a request whose cost is more than the limits can ever admit (retrying can
-/// never succeed, so it is not a 429).
-pub fn cost_too_large(cost: u32, max_cost: u64) -> Response<Full<Bytes>> {
-    let status = StatusCode::PAYLOAD_TOO_LARGE;
-    let detail = format!("request cost {cost} exceeds the most the limits can admit ({max_cost})");
-    let mut json = String::new();
-    problem_head(&mut json, status, &detail);
-    let _ = write!(json, ",\"cost\":{cost},\"max_cost\":{max_cost}}}");
-    problem(status, json)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,22 +241,15 @@ mod tests {
     }
 
     #[test]
-    fn digits_and_partition_keys() {
-        for n in [0, 7, 10, 99, 12345, u64::MAX] {
-            let mut out = String::new();
-            push_u64(&mut out, n);
-            assert_eq!(out, n.to_string());
-        }
+    fn partition_keys() {
         let mut buf = [0u8; 14];
         assert_eq!(partition_key_into("acct_1", &mut buf), ":6qCUvbV94do=:");
-        let mut out = String::new();
-        sf_string(&mut out, "a\"b\\c");
-        assert_eq!(out, r#""a\"b\\c""#);
     }
 
     #[test]
-    fn unsendable_tier_names_leave_the_field_out() {
+    fn tier_names_an_sf_string_cannot_hold_are_written_with_question_marks() {
         use crate::policy::{RuleId, TierLabel};
+        use tollgate_core::{Decision, Nanos};
         let tier = |name: &'static str| {
             let label: &'static TierLabel = Box::leak(Box::new(TierLabel {
                 rule: RuleId(0),
@@ -485,18 +265,19 @@ mod tests {
         let shadow = tier("shadow");
         let h = HeaderStyle::Draft10.render(&ok, shadow.tiers(), "k");
         assert_eq!(h["ratelimit"], "\"api\";r=9;t=6, \"shadow\";r=9;t=6");
-        let bad = tier("caf\u{e9}");
-        let h = HeaderStyle::Draft11.render(&bad, &[], "k");
-        assert!(h.is_empty(), "{h:?}");
+        let bad = tier("caf\u{e9}\r\n");
+        let h = HeaderStyle::Draft11.render(&bad, shadow.tiers(), "k");
+        let pk = ";pk=:r2PmTIYB/Yo=:";
+        assert_eq!(
+            h["ratelimit-policy"],
+            format!("\"caf???\";q=10;w=60{pk}, \"shadow\";q=10;w=60{pk}")
+        );
+        assert_eq!(
+            h["ratelimit"],
+            format!("\"caf???\";r=9;t=6{pk}, \"shadow\";r=9;t=6{pk}")
+        );
         let none = PolicyDecision::combine([]);
         assert!(HeaderStyle::Legacy.render(&none, &[], "k").is_empty());
         assert!(HeaderStyle::Draft11.render(&none, &[], "k").is_empty());
-    }
-
-    #[test]
-    fn json_escapes() {
-        let mut out = String::new();
-        json_string(&mut out, "a\"b\\c\nd");
-        assert_eq!(out, r#""a\"b\\c\u000ad""#);
     }
 }

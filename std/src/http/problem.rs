@@ -1,0 +1,158 @@
+//! The layer's own answers, RFC 9457 `application/problem+json`: [`too_many_requests`]
+//! (429, naming each violated rule and tier, with `Retry-After`), [`bad_request`] (400, no
+//! usable client key) and [`cost_too_large`] (413, a cost the limits can never admit).
+//!
+//! Seconds are always rounded up (a client that waits what it is told is never early), and
+//! `Retry-After` on a deny is never 0.
+
+use std::fmt::Write;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{Response, StatusCode};
+use http_body_util::Full;
+use tollgate_core::{Decision, Nanos};
+
+use crate::policy::structured_fields::push_u64;
+use crate::policy::PolicyDecision;
+
+/// Appends `s` as a JSON string.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    json_escaped(out, s);
+    out.push('"');
+}
+
+/// Appends `s` escaped for the inside of a JSON string.
+fn json_escaped(out: &mut String, s: &str) {
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+/// A problem-details response: `status`, `application/problem+json`, the body `json`.
+fn problem(status: StatusCode, json: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(json)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+fn problem_head(out: &mut String, status: StatusCode, detail: &str) {
+    out.push_str("{\"type\":\"about:blank\",\"title\":");
+    json_string(out, status.canonical_reason().unwrap_or(""));
+    let _ = write!(out, ",\"status\":{},\"detail\":", status.as_u16());
+    json_string(out, detail);
+}
+
+/// The 429 for a denied `decision`: `Retry-After` and an RFC 9457 body naming every tier
+/// that denied (rule, tier, quota, window and retry time in seconds).
+///
+/// ```
+/// use tollgate::http::too_many_requests;
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml("[[rules]]\nname = \"api\"\nlimit = 1\nwindow = \"1m\"\n", FnClock(|| Nanos::ZERO))?;
+/// policy.allow("a", "/", 1)?;
+/// let denied = policy.allow("a", "/", 1)?;
+/// let response = too_many_requests(&denied);
+/// assert_eq!(response.status(), 429);
+/// assert_eq!(response.headers()["content-type"], "application/problem+json");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
+    // One buffer, no `fmt` machinery: under an abuser's flood this is the hot path.
+    let retry = retry_secs(&decision.decision);
+    let mut json = String::with_capacity(256);
+    json.push_str(
+        "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
+         \"detail\":\"rate limit exceeded by ",
+    );
+    for (i, t) in decision.denied_by().enumerate() {
+        if i > 0 {
+            json.push_str(", ");
+        }
+        json.push_str("rule '");
+        json_escaped(&mut json, t.rule_name());
+        json.push_str("' tier '");
+        json_escaped(&mut json, t.name());
+        json.push('\'');
+    }
+    json.push_str("; retry in ");
+    push_u64(&mut json, retry);
+    json.push_str(" s\",\"retry_after\":");
+    push_u64(&mut json, retry);
+    json.push_str(",\"violated\":[");
+    for (i, t) in decision.denied_by().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str("{\"rule\":");
+        json_string(&mut json, t.rule_name());
+        json.push_str(",\"tier\":");
+        json_string(&mut json, t.name());
+        json.push_str(",\"quota\":");
+        push_u64(&mut json, t.quota());
+        json.push_str(",\"window\":");
+        push_u64(&mut json, t.window().as_secs_ceil().max(1));
+        json.push_str(",\"retry_after\":");
+        push_u64(&mut json, retry_secs(&t.decision));
+        json.push('}');
+    }
+    json.push_str("]}");
+    let mut response = problem(StatusCode::TOO_MANY_REQUESTS, json);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(retry));
+    response
+}
+
+/// Whole seconds to wait, rounded up, never 0.
+fn retry_secs(d: &Decision) -> u64 {
+    d.retry_after.max(Nanos::new(1)).as_secs_ceil().max(1)
+}
+
+/// The 400 for a request whose client key is missing or malformed.
+pub fn bad_request(detail: &str) -> Response<Full<Bytes>> {
+    let mut json = String::new();
+    problem_head(&mut json, StatusCode::BAD_REQUEST, detail);
+    json.push('}');
+    problem(StatusCode::BAD_REQUEST, json)
+}
+
+/// The 413 for a request whose cost is more than the limits can ever admit (retrying can
+/// never succeed, so it is not a 429).
+pub fn cost_too_large(cost: u32, max_cost: u64) -> Response<Full<Bytes>> {
+    let status = StatusCode::PAYLOAD_TOO_LARGE;
+    let detail = format!("request cost {cost} exceeds the most the limits can admit ({max_cost})");
+    let mut json = String::new();
+    problem_head(&mut json, status, &detail);
+    let _ = write!(json, ",\"cost\":{cost},\"max_cost\":{max_cost}}}");
+    problem(status, json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes() {
+        let mut out = String::new();
+        json_string(&mut out, "a\"b\\c\nd");
+        assert_eq!(out, r#""a\"b\\c\u000ad""#);
+    }
+}

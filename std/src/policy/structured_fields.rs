@@ -1,0 +1,178 @@
+//! The one writer of the structured fields (RFC 9651) in rate-limit headers: the
+//! `RateLimit-Policy` and `RateLimit` list items, their sf-string names and their integer
+//! parameters. [`RateLimitHeaders`](super::RateLimitHeaders) and every `HeaderStyle` of
+//! `tollgate::http` write through it, and the `headers` fuzz target drives both.
+//!
+//! # A name an sf-string cannot hold
+//!
+//! An sf-string holds printable ASCII only, `0x20..=0x7E`, with `"` and `\` escaped
+//! (RFC 9651 §3.3.3). Config validation refuses any other rule or tier name, but a
+//! [`TierLabel`](super::TierLabel) built by hand can still carry one (CR, LF, NUL, a
+//! non-ASCII letter). Such a character is written as `?`, one per character:
+//!
+//! - written raw, CR or LF would end the header line (a forged field), and any other byte
+//!   outside the range makes a conforming parser fail the whole field (§4.2.5), so no
+//!   tier in it would be read;
+//! - leaving the fields out (what the HTTP layer used to do while `RateLimitHeaders`
+//!   wrote `?`) throws away every tier's quota, window and remaining count for one
+//!   tier's name, and to a client that paces itself on `RateLimit` a missing field reads
+//!   as "no limit";
+//! - a Display String (`%"caf%c3%a9"`, §3.3.8) would carry the name exactly, but the
+//!   ratelimit-headers drafts make the item's value an sf-string, so a client parsing the
+//!   field as they define it would reject it.
+//!
+//! With `?`, the field stays parseable, every number in it stays true, and the name reads
+//! as near to the configured one as an sf-string can: its printable characters in place,
+//! a `?` (the usual replacement character of ASCII encoders) where one could not be
+//! written.
+
+use tollgate_core::{Decision, Nanos};
+
+use super::error::is_printable;
+
+/// Appends `name` as an sf-string: `"` and `\` escaped, and each character an sf-string
+/// cannot hold written as `?` (see the module docs for why).
+pub(crate) fn sf_string(out: &mut String, name: &str) {
+    out.push('"');
+    if name
+        .bytes()
+        .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+    {
+        // The common case: nothing to escape or replace, one append.
+        out.push_str(name);
+    } else {
+        for c in name.chars() {
+            if !is_printable(c) {
+                out.push('?');
+                continue;
+            }
+            if c == '"' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push('"');
+}
+
+/// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
+pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Digits are ASCII; one append instead of one per digit.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// The `t` of one tier: for a deny, when it can admit again (at least 1 s); otherwise
+/// when its quota is fully restored. Whole seconds, rounded up.
+pub(crate) fn reset_secs(d: &Decision) -> u64 {
+    if d.allowed {
+        d.reset_after.as_secs_ceil()
+    } else {
+        d.retry_after.as_secs_ceil().max(1)
+    }
+}
+
+/// Appends `", "` unless `out` is empty: the canonical separator of list members.
+fn separate(out: &mut String) {
+    if !out.is_empty() {
+        out.push_str(", ");
+    }
+}
+
+/// Appends the `pk` parameter, if any (an sf-binary the caller rendered).
+fn partition_key(out: &mut String, pk: Option<&str>) {
+    if let Some(pk) = pk {
+        out.push_str(";pk=");
+        out.push_str(pk);
+    }
+}
+
+/// Appends one `RateLimit-Policy` item to the list in `out`:
+/// `"name";q=QUOTA;w=WINDOW[;pk=PK]`, the window in whole seconds rounded up, never 0.
+pub(crate) fn policy_item(
+    out: &mut String,
+    name: &str,
+    quota: u64,
+    window: Nanos,
+    pk: Option<&str>,
+) {
+    separate(out);
+    sf_string(out, name);
+    out.push_str(";q=");
+    push_u64(out, quota);
+    out.push_str(";w=");
+    push_u64(out, window.as_secs_ceil().max(1));
+    partition_key(out, pk);
+}
+
+/// Appends one `RateLimit` item to the list in `out`: `"name";r=REMAINING;t=RESET[;pk=PK]`
+/// (see [`reset_secs`]).
+pub(crate) fn limit_item(out: &mut String, name: &str, decision: &Decision, pk: Option<&str>) {
+    separate(out);
+    sf_string(out, name);
+    out.push_str(";r=");
+    push_u64(out, decision.remaining);
+    out.push_str(";t=");
+    push_u64(out, reset_secs(decision));
+    partition_key(out, pk);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sf_strings_escape_and_replace() {
+        for (name, want) in [
+            ("api", "\"api\""),
+            ("", "\"\""),
+            ("a\"b\\c", r#""a\"b\\c""#),
+            ("caf\u{e9}", "\"caf?\""),
+            ("x\r\nInjected: 1", "\"x??Injected: 1\""),
+            ("nul\0 tab\t del\u{7f}", "\"nul? tab? del?\""),
+            ("\"\u{1F600}\\", r#""\"?\\""#),
+        ] {
+            let mut out = String::new();
+            sf_string(&mut out, name);
+            assert_eq!(out, want, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn digits() {
+        for n in [0, 7, 10, 99, 12345, u64::MAX] {
+            let mut out = String::new();
+            push_u64(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+    }
+
+    #[test]
+    fn items_and_lists() {
+        let mut policy = String::new();
+        policy_item(&mut policy, "a", 10, Nanos::from_millis(1), None);
+        policy_item(
+            &mut policy,
+            "b",
+            5,
+            Nanos::from_millis(60_001),
+            Some(":AA==:"),
+        );
+        assert_eq!(policy, "\"a\";q=10;w=1, \"b\";q=5;w=61;pk=:AA==:");
+        let mut limit = String::new();
+        let denied = Decision::deny(10, 0, Nanos::from_secs(5), Nanos::new(1));
+        limit_item(&mut limit, "a", &denied, None);
+        let allowed = Decision::allow(10, 9, Nanos::from_millis(2_500));
+        limit_item(&mut limit, "b", &allowed, Some(":AA==:"));
+        assert_eq!(limit, "\"a\";r=0;t=1, \"b\";r=9;t=3;pk=:AA==:");
+    }
+}

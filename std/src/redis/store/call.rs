@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use arrayvec::{ArrayString, ArrayVec};
 
 use super::RedisStore;
-use crate::policy::{Op, Partition, Plan, MAX_TIERS};
+use crate::policy::{Partition, Plan, MAX_TIERS};
 use crate::redis::args::push_tier_spec;
 use crate::redis::keys::{push_tier_key, tag_hash, TierKey};
 use crate::redis::TimeSource;
@@ -31,8 +31,12 @@ pub(in crate::redis) enum Mode {
     Charge,
 }
 
-impl From<Op> for Mode {
-    fn from(op: Op) -> Mode {
+/// Only the fallback's tests run a policy operation as a mode directly; the store maps
+/// each operation to its calls' modes itself (`operations.rs`).
+#[cfg(test)]
+impl From<crate::policy::Op> for Mode {
+    fn from(op: crate::policy::Op) -> Mode {
+        use crate::policy::Op;
         match op {
             Op::Check => Mode::Check,
             Op::Peek => Mode::Peek,

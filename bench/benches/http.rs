@@ -1,4 +1,4 @@
-//! The per-request overhead of `tollgate::http::RateLimitLayer` against no limiter and
+//! The per-request overhead of `tollgate_http::RateLimitLayer` against no limiter and
 //! against `tower_governor`, in-process: one `Service::call` on a ready no-op handler and
 //! one poll of its future, per request, keys cycling over 1024 peer IPv4 addresses whose
 //! limits never deny (so every contender does its admit path and calls the handler).
@@ -23,9 +23,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::{Request, Response};
-use tollgate::http::{HeaderStyle, RateLimitLayer};
 use tollgate::policy::Policy;
 use tollgate::TscClock;
+use tollgate_http::{HeaderStyle, RateLimitLayer};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 use tower_layer::Layer;

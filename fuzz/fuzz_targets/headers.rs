@@ -6,7 +6,7 @@
 //!   than the decision's `retry_after`, legacy numbers equal to the decision's;
 //! - the same name on a hand-built tier label (as a decorator or custom store may build
 //!   one: config validation keeps such names out of a `Policy`), through
-//!   `RateLimitHeaders::from_policy_decision` and every `tollgate::http::HeaderStyle`:
+//!   `RateLimitHeaders::from_policy_decision` and every `tollgate_http::HeaderStyle`:
 //!   the same fields in every style, sf-strings that parse back as the name with `?` for
 //!   each character an sf-string cannot hold, every value printable ASCII.
 #![no_main]

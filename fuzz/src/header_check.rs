@@ -1,7 +1,7 @@
 //! [`check_headers`]: what every rendered set of rate-limit headers must satisfy;
-//! [`check_header_styles`]: what `tollgate::http` sends agrees with it.
+//! [`check_header_styles`]: what `tollgate-http` sends agrees with it.
 
-use tollgate::http::HeaderStyle;
+use tollgate_http::HeaderStyle;
 use tollgate::policy::{PolicyDecision, RateLimitHeaders};
 use tollgate_core::Decision;
 
@@ -45,7 +45,7 @@ pub fn check_headers(headers: &RateLimitHeaders, decision: &Decision) {
 }
 
 /// Asserts, for a decision whose tiers may carry any name (labels built by hand): every
-/// header style of `tollgate::http` sends the `RateLimit-Policy` / `RateLimit` fields
+/// header style of `tollgate-http` sends the `RateLimit-Policy` / `RateLimit` fields
 /// [`RateLimitHeaders`] renders (draft-11 with `;pk=:..:` after each item), the legacy
 /// fields and `Retry-After` alike; each item is a well-formed sf-string, reading back as
 /// the tier's name with `?` for every character an sf-string cannot hold, then exactly the

@@ -12,7 +12,7 @@
 //!   decision invariants ([`check_decision`]) at every step.
 //!
 //! - [`check_headers`]: the rate-limit headers rendered from a decision (`policy_toml`,
-//!   `headers`); [`check_header_styles`]: every `tollgate::http::HeaderStyle` sends what
+//!   `headers`); [`check_header_styles`]: every `tollgate_http::HeaderStyle` sends what
 //!   `RateLimitHeaders` renders, sf-strings that parse back (`headers`).
 //!
 //! `policy_toml` feeds arbitrary text to the TOML rule loader (`PolicyConfig::from_toml`:

@@ -71,7 +71,7 @@ pub mod keyed;
 pub mod lease;
 mod rate_limiter;
 mod sync;
-mod wait;
+pub mod wait;
 
 pub use clock::{CoarseClock, ManualClock, MonotonicClock, TscClock, UpkeepHandle};
 pub use keyed::{
@@ -84,11 +84,3 @@ pub mod policy;
 
 #[cfg(feature = "redis")]
 pub mod redis;
-
-#[cfg(feature = "http")]
-pub mod http;
-
-/// The repository's README, compiled as a doctest so its examples cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

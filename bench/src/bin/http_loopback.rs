@@ -1,5 +1,5 @@
 //! The HTTP layer over real loopback requests: three axum servers on 127.0.0.1 — no
-//! limiter, `tollgate::http::RateLimitLayer` (draft-11 headers) and `tower_governor`
+//! limiter, `tollgate_http::RateLimitLayer` (draft-11 headers) and `tower_governor`
 //! (`use_headers()`) — each answering `GET /users/{id}`, limits that never deny. One
 //! keep-alive hyper client connection per server; requests go round-robin over the three
 //! servers (so machine noise hits them alike) and each round trip is timed.
@@ -22,9 +22,9 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
-use tollgate::http::RateLimitLayer;
 use tollgate::policy::Policy;
 use tollgate::TscClock;
+use tollgate_http::RateLimitLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 

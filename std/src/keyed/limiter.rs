@@ -164,7 +164,7 @@ where
     /// Checks now; if denied, sleeps until the decision's `retry_after` and checks again. An
     /// admission with a `delay` (a [`LeakyBucket`](crate::LeakyBucket)'s queue) resolves
     /// once that delay has passed. Needs no particular runtime: it sleeps on
-    /// [`Delay`](crate::policy::Delay), a timer thread of tollgate's own. Dropping the
+    /// [`Delay`](crate::wait::Delay), a timer thread of tollgate's own. Dropping the
     /// future while it backs off consumes nothing.
     ///
     /// A [`KeyedError::Full`] (a new key refused under

@@ -7,7 +7,8 @@ use std::future::Future;
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::{DelaySleep, Op, PolicyDecision, Reservation, UntilReady};
+use super::{Op, PolicyDecision, Reservation, UntilReady};
+use crate::wait::DelaySleep;
 
 /// The decision of a check or peek that [`PolicyCheck::run`] answered: `None` decided
 /// nothing, which is what no matching rule decides (admitted, unlimited).
@@ -263,7 +264,7 @@ pub trait PolicyCheck: Sync {
 
     /// A future that resolves once `cost` permits are admitted (and the leaky bucket's
     /// `delay` has passed). Needs no particular runtime: it sleeps on
-    /// [`Delay`](super::Delay), a timer thread of tollgate's own. Dropping it before it
+    /// [`Delay`](crate::wait::Delay), a timer thread of tollgate's own. Dropping it before it
     /// resolves leaves no permit consumed.
     fn until_ready<'a>(
         &'a self,

@@ -131,10 +131,17 @@ impl PolicyDecision {
         decision
     }
 
-    /// A decision with no tier yet (see [`label`](Self::label)); its slots are left
-    /// uninitialised until a tier's outcome is written to them.
+    /// A decision with no tier: what a request that no rule matches is answered (admitted,
+    /// unlimited), and where a check starts before it writes its tiers' outcomes.
+    ///
+    /// ```
+    /// use tollgate::policy::PolicyDecision;
+    /// let none = PolicyDecision::empty();
+    /// assert!(none.allowed());
+    /// assert!(none.tiers().is_empty());
+    /// ```
     #[inline(always)]
-    pub(crate) fn empty() -> PolicyDecision {
+    pub fn empty() -> PolicyDecision {
         PolicyDecision {
             decision: NO_RULE,
             tiers: [const { MaybeUninit::uninit() }; MAX_TIERS],

@@ -18,7 +18,7 @@
 //! printable ASCII ([`HeaderNameError`]: CR, LF, NUL, non-ASCII), and quotes and
 //! backslashes are escaped inside the sf-string. Rule and tier names are checked the same
 //! way when a config is validated; a hand-built [`TierOutcome`] with such a character has
-//! it rendered as `?`, as every `tollgate::http::HeaderStyle` does: the items are written
+//! it rendered as `?`, as every `tollgate_http::HeaderStyle` does: the items are written
 //! by the one structured-field writer (`structured_fields.rs`, which says why `?`).
 
 use tollgate_core::{Decision, Nanos};
@@ -138,7 +138,7 @@ impl RateLimitHeaders {
 
     /// `X-RateLimit-Reset` for `d`: seconds until the quota is restored, or, on a deny,
     /// until the later of that and the retry time (at least 1).
-    pub(crate) fn legacy_reset(d: &Decision) -> u64 {
+    pub fn legacy_reset(d: &Decision) -> u64 {
         if d.allowed {
             secs_ceil(d.reset_after)
         } else {

@@ -60,12 +60,11 @@ mod rule;
 mod rule_set;
 mod store;
 mod striped_counter;
-pub(crate) mod structured_fields;
+pub mod structured_fields;
 mod tier;
 mod until_ready;
 
 pub use crate::clock::FnClock;
-pub use crate::wait::Delay;
 pub use check::{PolicyCheck, Request};
 pub use config::{
     parse_duration, AlgorithmKind, Partition, PenaltyConfig, PolicyConfig, RuleConfig, TierConfig,
@@ -79,8 +78,7 @@ pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
 pub use penalty::AdaptivePenalty;
 pub use reload_report::ReloadReport;
-#[cfg(feature = "http")]
-pub(crate) use reservation::settlement;
+pub use reservation::settlement;
 pub use reservation::Reservation;
 pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
 pub use rule_set::{RuleSet, MAX_CAPACITY};
@@ -88,4 +86,4 @@ pub(crate) use store::TierStore;
 pub use store::{InProcess, Op, Plan, PlanIter, PlannedTier, Store};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
-pub use until_ready::{DelaySleep, SleepFn, UntilReady};
+pub use until_ready::UntilReady;

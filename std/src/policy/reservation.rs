@@ -109,7 +109,7 @@ impl<'a, P: PolicyCheck + ?Sized> Reservation<'a, P> {
 /// difference, a charge of the excess (the work is done: recorded whatever the limits say,
 /// the key going into debt), or nothing. The one settlement rule, of a [`Reservation`] and
 /// of the HTTP layer's settled requests.
-pub(crate) fn settlement(estimate: u32, actual: u32) -> Option<(Op, u32)> {
+pub fn settlement(estimate: u32, actual: u32) -> Option<(Op, u32)> {
     match actual.cmp(&estimate) {
         Ordering::Less => Some((Op::Refund, estimate - actual)),
         Ordering::Greater => Some((Op::Charge, actual - estimate)),

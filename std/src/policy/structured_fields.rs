@@ -1,7 +1,7 @@
 //! The one writer of the structured fields (RFC 9651) in rate-limit headers: the
 //! `RateLimit-Policy` and `RateLimit` list items, their sf-string names and their integer
 //! parameters. [`RateLimitHeaders`](super::RateLimitHeaders) and every `HeaderStyle` of
-//! `tollgate::http` write through it, and the `headers` fuzz target drives both.
+//! `tollgate-http` write through it, and the `headers` fuzz target drives both.
 //!
 //! # A name an sf-string cannot hold
 //!
@@ -56,7 +56,7 @@ pub(crate) fn sf_string(out: &mut String, name: &str) {
 }
 
 /// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
-pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+pub fn push_u64(out: &mut String, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -73,7 +73,7 @@ pub(crate) fn push_u64(out: &mut String, mut n: u64) {
 
 /// The `t` of one tier: for a deny, when it can admit again (at least 1 s); otherwise
 /// when its quota is fully restored. Whole seconds, rounded up.
-pub(crate) fn reset_secs(d: &Decision) -> u64 {
+pub fn reset_secs(d: &Decision) -> u64 {
     if d.allowed {
         d.reset_after.as_secs_ceil()
     } else {
@@ -98,13 +98,7 @@ fn partition_key(out: &mut String, pk: Option<&str>) {
 
 /// Appends one `RateLimit-Policy` item to the list in `out`:
 /// `"name";q=QUOTA;w=WINDOW[;pk=PK]`, the window in whole seconds rounded up, never 0.
-pub(crate) fn policy_item(
-    out: &mut String,
-    name: &str,
-    quota: u64,
-    window: Nanos,
-    pk: Option<&str>,
-) {
+pub fn policy_item(out: &mut String, name: &str, quota: u64, window: Nanos, pk: Option<&str>) {
     separate(out);
     sf_string(out, name);
     out.push_str(";q=");
@@ -116,7 +110,7 @@ pub(crate) fn policy_item(
 
 /// Appends one `RateLimit` item to the list in `out`: `"name";r=REMAINING;t=RESET[;pk=PK]`
 /// (see [`reset_secs`]).
-pub(crate) fn limit_item(out: &mut String, name: &str, decision: &Decision, pk: Option<&str>) {
+pub fn limit_item(out: &mut String, name: &str, decision: &Decision, pk: Option<&str>) {
     separate(out);
     sf_string(out, name);
     out.push_str(";r=");

@@ -7,8 +7,7 @@ use std::task::{Context, Poll};
 use tollgate_core::InsufficientCapacity;
 
 use super::{PolicyCheck, PolicyDecision, Request};
-use crate::wait::{Attempt, Verdict, Waiting};
-pub use crate::wait::{DelaySleep, SleepFn};
+use crate::wait::{Attempt, SleepFn, Verdict, Waiting};
 
 /// Resolves to the admitting decision once the request passes (after the leaky bucket's
 /// `delay`, if any), or to `InsufficientCapacity` if it never can.

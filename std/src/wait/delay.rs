@@ -162,7 +162,7 @@ pub(crate) fn registrations() -> usize {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::policy::Delay;
+/// use tollgate::wait::Delay;
 /// let delay = Delay::new(Duration::from_millis(1));
 /// assert!(delay.deadline() > std::time::Instant::now() - Duration::from_secs(1));
 /// ```

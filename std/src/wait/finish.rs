@@ -8,10 +8,13 @@ use std::pin::pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
-/// Runs `operation` to completion on this thread. Meant for futures that complete on their
-/// first poll: one that does not is polled again after a yield (never lost), so a future
-/// that waits for another thread still completes, spinning meanwhile.
-pub(crate) fn finish<F: Future>(operation: F) -> F::Output {
+/// Runs `operation` to completion on this thread, with no runtime and no allocation.
+///
+/// Meant for futures that complete on their first poll: a policy's answer on a store that
+/// never waits, or one whose waits block the thread. One that does not is polled again
+/// after a yield (never lost), so a future that waits for another thread still completes,
+/// but it spins meanwhile: await a future that waits for long on an executor instead.
+pub fn finish<F: Future>(operation: F) -> F::Output {
     struct Noop;
     impl Wake for Noop {
         fn wake(self: Arc<Self>) {}

@@ -1,13 +1,24 @@
-//! [`Waiting`]: the retry loop behind every `until_ready` (the policy's
+//! Waiting without an async runtime: the [`Delay`] timer future (one background thread of
+//! tollgate's own), the [`SleepFn`] an `until_ready` sleeps with ([`DelaySleep`] by
+//! default), and [`finish`], the blocking form of an operation written once as a future.
+//!
+//! Inside, the retry loop behind every `until_ready` (the policy's
 //! [`PolicyCheck::until_ready`](crate::policy::PolicyCheck::until_ready),
 //! [`RateLimiter::until_ready`](crate::RateLimiter::until_ready),
-//! [`KeyedLimiter::until_key_ready`](crate::KeyedLimiter::until_key_ready)), and the
-//! [`SleepFn`] it sleeps with.
+//! [`KeyedLimiter::until_key_ready`](crate::KeyedLimiter::until_key_ready)): check; if
+//! denied, sleep until the decision's `retry_after` and check again; if admitted with a
+//! `delay` (a leaky bucket's hold), sleep that long, then resolve. While it backs off
+//! nothing is consumed; dropped while holding an admitted permit, it gives the permit back
+//! (a policy refunds it).
 //!
-//! The loop: check; if denied, sleep until the decision's `retry_after` and check again; if
-//! admitted with a `delay` (a leaky bucket's hold), sleep that long, then resolve. While it
-//! backs off nothing is consumed; dropped while holding an admitted permit, it calls the
-//! attempt's [`abandon`](Attempt::abandon) (a policy refunds the permit).
+//! ```
+//! use std::time::Duration;
+//! use tollgate::wait::{finish, Delay};
+//!
+//! // No runtime: the timer thread wakes the future, `finish` polls it on this thread.
+//! finish(Delay::new(Duration::from_millis(1)));
+//! assert_eq!(finish(async { 1 + 1 }), 2);
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,12 +27,10 @@ use std::task::{Context, Poll};
 use tollgate_core::{Decision, Nanos};
 
 pub(crate) mod delay;
-#[cfg(any(feature = "redis", feature = "http"))]
 mod finish;
 
 pub use delay::Delay;
-#[cfg(any(feature = "redis", feature = "http"))]
-pub(crate) use finish::finish;
+pub use finish::finish;
 
 /// A function from a duration to a sleep future.
 pub trait SleepFn {

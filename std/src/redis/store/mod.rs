@@ -312,8 +312,8 @@ impl RedisStore {
 
     /// A store like [`new`](Self::new)'s whose I/O runs on `runtime`, the application's
     /// multi-threaded tokio runtime, instead of a thread of its own. An awaited check
-    /// ([`Policy::allow_async`](crate::policy::Policy::allow_async), the HTTP layer's
-    /// [`awaited`](crate::http::RateLimitLayer::awaited) mode) from a task on that runtime
+    /// ([`Policy::allow_async`](crate::policy::Policy::allow_async), or
+    /// `tollgate_http::RateLimitLayer::awaited`) from a task on that runtime
     /// then sends and receives on the task's own runtime: no hand-off to the store's thread
     /// and back (two thread wake-ups per round trip, which on a busy machine wait for a
     /// CPU). Blocking checks keep working from any thread.

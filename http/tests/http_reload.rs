@@ -6,9 +6,9 @@
 //! answer, and once Redis is let go every request answers. On 4452f30 each reload spun on a
 //! worker until the paused checks finished, and those checks needed a worker to finish: the
 //! server never answered again.
-#![cfg(all(feature = "http", feature = "redis"))]
 
 mod http_support;
+#[path = "../../std/tests/redis_support/mod.rs"]
 mod redis_support;
 
 use std::net::SocketAddr;
@@ -20,10 +20,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use http::StatusCode;
 use redis_support::server::RedisServer;
-use tollgate::http::{ClientKey, RateLimitLayer};
 use tollgate::policy::Policy;
 use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
 use tollgate::MonotonicClock;
+use tollgate_http::{ClientKey, RateLimitLayer};
 
 use http_support::{send, serve, BoxError};
 

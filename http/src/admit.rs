@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
-use tollgate_core::{InsufficientCapacity, Nanos};
+use tollgate::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
 use super::check::decided;
@@ -15,7 +15,7 @@ use super::header_style::Fields;
 use super::layer::Shared;
 use super::problem::{cost_too_large, too_many_requests};
 use super::stats::Counters;
-use crate::policy::{Op, PolicyDecision};
+use tollgate::policy::{Op, PolicyDecision};
 
 /// What the policy said about a forwarded request: with
 /// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission),
@@ -23,7 +23,7 @@ use crate::policy::{Op, PolicyDecision};
 /// see it (e.g. to log the delay it waited or show the remaining quota).
 ///
 /// ```
-/// use tollgate::http::Admission;
+/// use tollgate_http::Admission;
 /// async fn handler(request: http::Request<axum::body::Body>) -> String {
 ///     match request.extensions().get::<Admission>() {
 ///         Some(a) => format!("{} left, waited {:?}", a.remaining, a.delay.as_duration()),

@@ -7,14 +7,14 @@
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
 
-use crate::policy::structured_fields::{limit_item, policy_item};
-use crate::policy::{PolicyDecision, RateLimitHeaders, TierOutcome};
+use tollgate::policy::structured_fields::{limit_item, policy_item};
+use tollgate::policy::{PolicyDecision, RateLimitHeaders, TierOutcome};
 
 /// Which rate-limit header fields admitted and denied responses carry. `Retry-After`
 /// accompanies every deny whatever the style.
 ///
 /// ```
-/// use tollgate::http::HeaderStyle;
+/// use tollgate_http::HeaderStyle;
 /// use tollgate::policy::{FnClock, Policy};
 /// use tollgate::Nanos;
 /// let policy = Policy::from_toml(
@@ -187,7 +187,7 @@ fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
 /// The `pk` of `client` written into `buf`: `:base64:` of the big-endian FNV-1a 64 hash
 /// (stable across processes, so every node of a fleet names a client's partition alike).
 fn partition_key_into<'b>(client: &str, buf: &'b mut [u8; 14]) -> &'b str {
-    let hash = tollgate_core::hash::fnv1a(client.as_bytes());
+    let hash = tollgate::engine::hash::fnv1a(client.as_bytes());
     buf[0] = b':';
     base64_into(&hash.to_be_bytes(), &mut buf[1..13]);
     buf[13] = b':';
@@ -248,8 +248,8 @@ mod tests {
 
     #[test]
     fn tier_names_an_sf_string_cannot_hold_are_written_with_question_marks() {
-        use crate::policy::{RuleId, TierLabel};
-        use tollgate_core::{Decision, Nanos};
+        use tollgate::policy::{RuleId, TierLabel};
+        use tollgate::{Decision, Nanos};
         let tier = |name: &'static str| {
             let label: &'static TierLabel = Box::leak(Box::new(TierLabel {
                 rule: RuleId(0),

@@ -8,7 +8,7 @@ use http::{HeaderName, Response};
 /// for [`Settle`] to settle against the estimate. Takes precedence over the header.
 ///
 /// ```
-/// use tollgate::http::TokensUsed;
+/// use tollgate_http::TokensUsed;
 /// let mut response = http::Response::new(());
 /// response.extensions_mut().insert(TokensUsed(1234));
 /// # let _ = response;
@@ -25,9 +25,9 @@ pub struct TokensUsed(pub u32);
 /// else the header (a decimal `u32`) — and:
 ///
 /// - actual < estimate: refunds `estimate − actual` to every tier that was charged
-///   ([`PolicyCheck::refund`](crate::policy::PolicyCheck::refund));
+///   ([`PolicyCheck::refund`](tollgate::policy::PolicyCheck::refund));
 /// - actual > estimate: charges the extra
-///   ([`PolicyCheck::charge_at`](crate::policy::PolicyCheck::charge_at)), counted in
+///   ([`PolicyCheck::charge_at`](tollgate::policy::PolicyCheck::charge_at)), counted in
 ///   [`LayerStats::charged`](super::LayerStats::charged): the work was done, so it is
 ///   recorded even past a limit, and the client is denied until the debt is repaid;
 /// - no actual cost, or an unreadable one, or a service error instead of a response: the
@@ -38,7 +38,7 @@ pub struct TokensUsed(pub u32);
 /// [`keep_header`](Self::keep_header).
 ///
 /// ```
-/// use tollgate::http::Settle;
+/// use tollgate_http::Settle;
 /// let settle = Settle::from_header("x-tokens-used")?;
 /// # let _ = settle;
 /// # Ok::<(), http::header::InvalidHeaderName>(())

@@ -1,6 +1,6 @@
 //! A real HTTP gateway in front of a rules file, driven by its own load generator.
 //!
-//! It starts an axum server on 127.0.0.1 behind `tollgate::http::RateLimitLayer` (clients
+//! It starts an axum server on 127.0.0.1 behind `tollgate_http::RateLimitLayer` (clients
 //! by `x-api-key`, endpoints by route template, a shadow rule, a leaky-bucket upload
 //! shaper), then sends real HTTP/1.1 requests from several clients: a steady client, a
 //! search-heavy one, a partner's burst, an abuser, an uploader that gets shaped, and
@@ -12,9 +12,9 @@
 //! The policy's clock is a `ManualClock` held still for the run, so every count is exact
 //! (the leaky bucket's delays are still real sleeps).
 //!
-//! Run: `cargo run --release -p tollgate --features http --example gateway`
+//! Run: `cargo run --release -p tollgate-http --example gateway`
 //! (`--rules FILE` to read the initial rules from a file instead; the checks then assume
-//! the built-in numbers; `--redis redis://127.0.0.1:6379` with `--features http,redis` keeps
+//! the built-in numbers; `--redis redis://127.0.0.1:6379` with `--features redis` keeps
 //! the enforced rules' state in that Redis through `tollgate::redis::RedisStore`, with the
 //! same totals.)
 
@@ -31,9 +31,9 @@ use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
-use tollgate::http::{Admission, ClientKey, RateLimitLayer, ShadowSplit};
 use tollgate::policy::{Policy, Store};
 use tollgate::{ManualClock, Nanos};
+use tollgate_http::{Admission, ClientKey, RateLimitLayer, ShadowSplit};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -235,7 +235,7 @@ async fn redis_run(
     _shadow: Policy<ManualClock>,
     _rules: String,
 ) -> Result<(), BoxError> {
-    Err("--redis needs the `redis` feature: --features http,redis".into())
+    Err("--redis needs the `redis` feature: cargo run -p tollgate-http --features redis --example gateway".into())
 }
 
 async fn run<S: Store + 'static>(

@@ -11,10 +11,10 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use http_body_util::Full;
-use tollgate_core::{Decision, Nanos};
+use tollgate::{Decision, Nanos};
 
-use crate::policy::structured_fields::push_u64;
-use crate::policy::PolicyDecision;
+use tollgate::policy::structured_fields::push_u64;
+use tollgate::policy::PolicyDecision;
 
 /// Appends `s` as a JSON string.
 fn json_string(out: &mut String, s: &str) {
@@ -63,7 +63,7 @@ fn problem_head(out: &mut String, status: StatusCode, detail: &str) {
 /// that denied (rule, tier, quota, window and retry time in seconds).
 ///
 /// ```
-/// use tollgate::http::too_many_requests;
+/// use tollgate_http::too_many_requests;
 /// use tollgate::policy::{FnClock, Policy};
 /// use tollgate::Nanos;
 /// let policy = Policy::from_toml("[[rules]]\nname = \"api\"\nlimit = 1\nwindow = \"1m\"\n", FnClock(|| Nanos::ZERO))?;

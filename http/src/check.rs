@@ -8,9 +8,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tollgate_core::InsufficientCapacity;
+use tollgate::InsufficientCapacity;
 
-use crate::policy::{Op, PolicyCheck, PolicyDecision, Request};
+use tollgate::policy::{Op, PolicyCheck, PolicyDecision, Request};
 
 /// What [`PolicyCheck::run`] answers: the decision of a check or peek, `None` for a refund
 /// or charge.

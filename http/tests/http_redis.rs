@@ -1,13 +1,13 @@
-//! `tollgate::http` on a Redis store: real axum servers on loopback behind
+//! `tollgate-http` on a Redis store: real axum servers on loopback behind
 //! [`RateLimitLayer::awaited`] over a `Policy` on a [`RedisStore`], a real redis-server,
 //! a real hyper client. Two servers (a fleet of two) share one allowance with the exact
 //! status and header sequence of one in-process server; a check waiting on a paused Redis
 //! holds no worker (a one-thread server keeps answering other routes); settlement and a
 //! cancelled delayed request give permits back in Redis; the decorators (`Metered`,
 //! `AdaptivePenalty`) over a Redis policy are awaited too.
-#![cfg(all(feature = "http", feature = "redis"))]
 
 mod http_support;
+#[path = "../../std/tests/redis_support/mod.rs"]
 mod redis_support;
 
 use std::convert::Infallible;
@@ -21,10 +21,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use http_body_util::Empty;
 use redis_support::server::RedisServer;
-use tollgate::http::{ClientKey, Endpoint, RateLimitLayer, Settle};
 use tollgate::policy::{AdaptivePenalty, Metered, PenaltyConfig, Policy, PolicyCheck};
 use tollgate::redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 use tollgate::{ManualClock, Nanos};
+use tollgate_http::{ClientKey, Endpoint, RateLimitLayer, Settle};
 use tower::ServiceExt;
 
 use http_support::{send, serve, BoxError};

@@ -29,7 +29,7 @@ use super::{Cidr, CidrError, ForwardedForError};
 ///
 /// ```
 /// use std::net::IpAddr;
-/// use tollgate::http::TrustedProxies;
+/// use tollgate_http::TrustedProxies;
 /// let trusted = TrustedProxies::new(["10.0.0.0/8", "::1"])?;
 /// let proxy: IpAddr = "10.0.0.5".parse()?;
 /// // The client claims to be 1.1.1.1; the proxy saw 203.0.113.9.

@@ -15,7 +15,7 @@ use super::{IpPrefix, KeyError, TrustedProxies};
 /// extensions (where axum puts `MatchedPath` and `ConnectInfo`). The body is never touched.
 ///
 /// ```
-/// use tollgate::http::Head;
+/// use tollgate_http::Head;
 /// let request = http::Request::get("/users/42").header("x-api-key", "k1").body(())?;
 /// let head = Head::of(&request);
 /// assert_eq!(head.uri.path(), "/users/42");
@@ -87,7 +87,7 @@ enum Fallback {
 /// [`or_constant`](Self::or_constant).
 ///
 /// ```
-/// use tollgate::http::{Endpoint, Head};
+/// use tollgate_http::{Endpoint, Head};
 /// let request = http::Request::get("/users/42?x=1").body(())?;
 /// let head = Head::of(&request);
 /// assert_eq!(Endpoint::matched_path().extract(&head), "/users/42");
@@ -208,7 +208,7 @@ enum KeySource {
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use tollgate::http::{ClientKey, Head, KeyError};
+/// use tollgate_http::{ClientKey, Head, KeyError};
 /// let mut request = http::Request::get("/").header("x-api-key", "acct_7").body(())?;
 /// request.extensions_mut().insert("[2001:db8:1:2::9]:443".parse::<SocketAddr>()?);
 /// let head = Head::of(&request);
@@ -218,7 +218,7 @@ enum KeySource {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// [`Policy`]: crate::policy::Policy
+/// [`Policy`]: tollgate::policy::Policy
 #[derive(Clone)]
 pub struct ClientKey {
     source: KeySource,
@@ -276,7 +276,7 @@ impl ClientKey {
     /// A key computed by `f`.
     ///
     /// ```
-    /// use tollgate::http::{ClientKey, Head, KeyError};
+    /// use tollgate_http::{ClientKey, Head, KeyError};
     /// let by_tenant = ClientKey::custom(|head: &Head<'_>| {
     ///     head.uri.path().split('/').nth(1).filter(|s| !s.is_empty())
     ///         .map(str::to_owned).ok_or(KeyError::Missing("tenant path segment"))
@@ -298,7 +298,7 @@ impl ClientKey {
     /// keys; no effect on the others).
     ///
     /// ```
-    /// use tollgate::http::{ClientKey, IpPrefix};
+    /// use tollgate_http::{ClientKey, IpPrefix};
     /// let per_48 = ClientKey::peer_ip().prefix(IpPrefix::new(32, 48));
     /// # let _ = per_48;
     /// ```

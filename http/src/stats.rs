@@ -1,7 +1,7 @@
 //! [`LayerStats`]: the counts of what a [`RateLimitLayer`](super::RateLimitLayer) did, and
 //! the shared atomic `Counters` behind them.
 
-use crate::sync::plain::{AtomicU64, Ordering};
+use portable_atomic::{AtomicU64, Ordering};
 
 /// Counts of what the layer did since it was built (shared by every service it made).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::check::{decided, Check};
 use super::layer::Shared;
 use super::stats::Counters;
-use crate::policy::{settlement, Op, PolicyDecision};
-use crate::wait::finish;
+use tollgate::policy::{settlement, Op, PolicyDecision};
+use tollgate::wait::finish;
 
 /// The permits one admitted request holds: given back if it is never forwarded, settled
 /// from its response otherwise.
@@ -39,7 +39,7 @@ impl Charge {
     /// Settles the estimate against `actual` (the policy's one rule,
     /// [`settlement`]), then reads the key's state afterwards (a peek of nothing), for the
     /// response's rate-limit fields. Awaited on a policy whose store is; a policy that is
-    /// not answers at once, and the layer [`finish`](crate::wait::finish)es it in place.
+    /// not answers at once, and the layer [`finish`](tollgate::wait::finish)es it in place.
     pub(super) async fn settle(&self, actual: u32) -> Option<PolicyDecision> {
         if let Some((op, n)) = settlement(self.cost, actual) {
             let counters = &self.shared.counters;

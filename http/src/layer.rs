@@ -10,7 +10,7 @@ use tower_layer::Layer;
 use super::check::{Awaited, Check};
 use super::stats::{Counters, LayerStats};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, RateLimit, Settle};
-use crate::policy::PolicyCheck;
+use tollgate::policy::PolicyCheck;
 
 /// What to do with a request whose client key is missing or malformed
 /// ([`KeyError`](super::KeyError)).
@@ -59,7 +59,7 @@ pub(super) struct Shared {
 ///   ([`HeaderStyle`], draft-11 `RateLimit-Policy`/`RateLimit` by default). A leaky-bucket
 ///   tier's `delay` is waited out first (tokio's timer inside a tokio runtime, which must
 ///   have its timer enabled, as `#[tokio::main]` and `enable_all` do; tollgate's own
-///   [`Delay`](crate::policy::Delay) outside one); if the response future is dropped
+///   [`Delay`](tollgate::wait::Delay) outside one); if the response future is dropped
 ///   while waiting, the permits are given back (cancel-safe).
 /// - **denied**: 429 with `Retry-After` (whole seconds rounded up, never 0), the
 ///   rate-limit fields and an RFC 9457 `application/problem+json` body naming each
@@ -71,12 +71,12 @@ pub(super) struct Shared {
 /// the headers and counted, and never deny. Settlement ([`settle`](Self::settle)) turns
 /// the up-front cost into an estimate corrected from the response.
 ///
-/// The policy is shared, so [`Policy::reload`](crate::policy::Policy::reload) on the same
+/// The policy is shared, so [`Policy::reload`](tollgate::policy::Policy::reload) on the same
 /// `Arc` takes effect on the next request.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use tollgate::http::{ClientKey, RateLimitLayer};
+/// use tollgate_http::{ClientKey, RateLimitLayer};
 /// use tollgate::policy::Policy;
 /// use tollgate::MonotonicClock;
 ///
@@ -112,7 +112,7 @@ impl fmt::Debug for RateLimitLayer {
 }
 
 impl RateLimitLayer {
-    /// A layer over `policy` (a [`Policy`](crate::policy::Policy), a decorator, or an
+    /// A layer over `policy` (a [`Policy`](tollgate::policy::Policy), a decorator, or an
     /// `Arc` of one to keep a handle for reloads) with the defaults: peer-IP keys, route
     /// templates, draft-11 headers, 400 on a missing key, cost 1.
     pub fn new<P: PolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
@@ -135,7 +135,7 @@ impl RateLimitLayer {
     /// # #[cfg(feature = "redis")]
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::sync::Arc;
-    /// use tollgate::http::RateLimitLayer;
+    /// use tollgate_http::RateLimitLayer;
     /// use tollgate::policy::Policy;
     /// use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
     /// use tollgate::MonotonicClock;
@@ -211,7 +211,7 @@ impl RateLimitLayer {
 
     /// Shadow rules: `policy` is checked for every admitted request; its tiers are added
     /// to the headers and its would-be denials counted
-    /// ([`LayerStats::shadow_denied`]; wrap it in [`Metered`](crate::policy::Metered)
+    /// ([`LayerStats::shadow_denied`]; wrap it in [`Metered`](tollgate::policy::Metered)
     /// for counts per rule), but it never denies. See [`ShadowSplit`](super::ShadowSplit)
     /// to take the shadow rules out of one rules file.
     pub fn shadow<P: PolicyCheck + Send + Sync + 'static>(self, policy: P) -> RateLimitLayer {

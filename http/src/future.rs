@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
-use tollgate_core::Nanos;
+use tollgate::Nanos;
 use tower_service::Service;
 
 use super::admit::{admit, Admitted, Verdict};
@@ -21,8 +21,8 @@ use super::header_style::Fields;
 use super::layer::Shared;
 use super::stats::Counters;
 use super::RateLimitBody;
-use crate::policy::Delay;
-use crate::wait::finish;
+use tollgate::wait::finish;
+use tollgate::wait::Delay;
 
 /// A delay being waited out.
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;

@@ -1,7 +1,10 @@
-//! `tollgate::http` (feature `http`): a tower [`Layer`](tower_layer::Layer) that puts a
-//! [`Policy`](crate::policy::Policy) in front of any `tower::Service<http::Request<B>>` —
+//! # tollgate-http
+//!
+//! A tower [`Layer`](tower_layer::Layer) that puts a tollgate
+//! [`Policy`](tollgate::policy::Policy) in front of any `tower::Service<http::Request<B>>` —
 //! axum routers and plain hyper services (both tested end to end), or any other tower HTTP
-//! stack. (A gRPC client sees the 429 as `UNAVAILABLE`, per gRPC's HTTP status mapping.)
+//! stack. (A denied gRPC call gets the same HTTP 429, which a gRPC client reports as a
+//! protocol error rather than a gRPC status.)
 //!
 //! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
 //!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body.
@@ -21,7 +24,7 @@
 //! use std::net::SocketAddr;
 //! use std::sync::Arc;
 //! use axum::{routing::get, Router};
-//! use tollgate::http::{ClientKey, RateLimitLayer};
+//! use tollgate_http::{ClientKey, RateLimitLayer};
 //! use tollgate::policy::Policy;
 //! use tollgate::MonotonicClock;
 //!
@@ -47,6 +50,8 @@
 //! // .await? — and `policy.reload_toml(..)` whenever the rules file changes.
 //! # drop(server); Ok(()) }
 //! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admit;
 mod charge;
@@ -77,3 +82,10 @@ pub use service::{RateLimit, RateLimitBody};
 pub use settle::{Settle, TokensUsed};
 pub use shadow::ShadowSplit;
 pub use stats::LayerStats;
+
+/// The repository's README, compiled as a doctest so its examples cannot rot. It lives in
+/// this crate, the one above every other the README shows (`tollgate`, `tollgate-http`, and
+/// `tollgate::redis` with the `redis` feature).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

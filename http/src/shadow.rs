@@ -1,7 +1,7 @@
 //! [`ShadowSplit`]: rules marked `shadow = true` (or named) split off into a policy of
 //! their own, which the layer checks and reports but never lets block.
 
-use crate::policy::{PolicyConfig, PolicyConfigError};
+use tollgate::policy::{PolicyConfig, PolicyConfigError};
 
 /// A rules file split in two: the rules that are enforced and the *shadow* rules, which
 /// the layer ([`RateLimitLayer::shadow`](super::RateLimitLayer::shadow)) checks on every
@@ -15,7 +15,7 @@ use crate::policy::{PolicyConfig, PolicyConfigError};
 /// of the enforced default rule for that client, it is checked alongside it.
 ///
 /// ```
-/// use tollgate::http::ShadowSplit;
+/// use tollgate_http::ShadowSplit;
 /// let split = ShadowSplit::from_toml(r#"
 ///     [[rules]]
 ///     name = "default"
@@ -88,17 +88,16 @@ impl ShadowSplit {
             .rules
             .into_iter()
             .partition(|r| names.contains(&r.name.as_str()));
+        let half = |rules| {
+            let mut half = PolicyConfig::default();
+            half.capacity = config.capacity;
+            half.rules = rules;
+            half.allow_empty = allow_empty;
+            half
+        };
         ShadowSplit {
-            enforced: PolicyConfig {
-                capacity: config.capacity,
-                rules: enforced,
-                allow_empty,
-            },
-            shadow: PolicyConfig {
-                capacity: config.capacity,
-                rules: shadow,
-                allow_empty,
-            },
+            enforced: half(enforced),
+            shadow: half(shadow),
         }
     }
 }

@@ -28,7 +28,7 @@ use super::CidrError;
 ///
 /// ```
 /// use std::net::IpAddr;
-/// use tollgate::http::IpPrefix;
+/// use tollgate_http::IpPrefix;
 /// let prefix = IpPrefix::default();
 /// let a: IpAddr = "2001:db8:1:2:aaaa::1".parse()?;
 /// let b: IpAddr = "2001:db8:1:2:bbbb::9".parse()?;
@@ -119,7 +119,7 @@ impl IpPrefix {
     /// One such prefix per key (a later call replaces it).
     ///
     /// ```
-    /// use tollgate::http::IpPrefix;
+    /// use tollgate_http::IpPrefix;
     /// let prefix = IpPrefix::default().nat64("2001:db8:64::/96")?;
     /// assert_eq!(prefix.mask("2001:db8:64::198.51.100.7".parse()?).to_string(), "198.51.100.7");
     /// // RFC 6052's /64 layout: the IPv4 address after the u octet.
@@ -162,7 +162,7 @@ impl IpPrefix {
     /// forms listed on [`IpPrefix`]), else `ip` itself.
     ///
     /// ```
-    /// use tollgate::http::IpPrefix;
+    /// use tollgate_http::IpPrefix;
     /// let host = |s: &str| IpPrefix::default().host(s.parse().unwrap()).to_string();
     /// assert_eq!(host("64:ff9b::203.0.113.5"), "203.0.113.5");
     /// assert_eq!(host("::ffff:203.0.113.5"), "203.0.113.5");
@@ -213,7 +213,7 @@ impl Cidr {
     /// Parses `a.b.c.d/n`, `x:y::/n` or a bare address.
     ///
     /// ```
-    /// use tollgate::http::Cidr;
+    /// use tollgate_http::Cidr;
     /// let net = Cidr::parse("10.0.0.0/8")?;
     /// assert!(net.contains("10.1.2.3".parse()?));
     /// assert!(!net.contains("11.0.0.1".parse()?));
@@ -251,7 +251,7 @@ impl Cidr {
     /// range holds the IPv6 addresses in it (`64:ff9b::/96` holds every NAT64 address).
     ///
     /// ```
-    /// use tollgate::http::Cidr;
+    /// use tollgate_http::Cidr;
     /// let net = Cidr::parse("10.0.0.0/8")?;
     /// assert!(net.contains("::ffff:10.1.2.3".parse()?));
     /// assert!(net.contains("64:ff9b::10.1.2.3".parse()?));

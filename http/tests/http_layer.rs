@@ -1,4 +1,4 @@
-//! `tollgate::http` end to end: a real axum (or plain hyper) server on 127.0.0.1:0 behind
+//! `tollgate-http` end to end: a real axum (or plain hyper) server on 127.0.0.1:0 behind
 //! `RateLimitLayer`, driven by a real hyper HTTP/1.1 client. Exact 200/429 sequences and
 //! header values per rule, IPv6 prefix grouping, route-template grouping, trusted
 //! proxies, malformed keys, shadow rules, reloads under traffic, leaky-bucket delays and
@@ -25,12 +25,12 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{Empty, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tollgate::http::{
+use tollgate::policy::{Policy, PolicyCheck};
+use tollgate::{ManualClock, MonotonicClock, Nanos};
+use tollgate_http::{
     ClientKey, Endpoint, HeaderStyle, OnBadKey, RateLimitLayer, Settle, ShadowSplit, TokensUsed,
     TrustedProxies,
 };
-use tollgate::policy::{Policy, PolicyCheck};
-use tollgate::{ManualClock, MonotonicClock, Nanos};
 use tower::ServiceExt;
 
 use http_support::{send, serve, BoxError};
@@ -801,14 +801,14 @@ fn issue27_item9_a_non_ascii_byte_in_x_forwarded_for_keeps_the_clients_key() -> 
         field.extend_from_slice(b", 203.0.113.9, 10.0.0.7");
         let request = with_forwarded_for("10.0.0.1:443", &[&field])?;
         assert_eq!(
-            key.extract(&tollgate::http::Head::of(&request)).as_deref(),
+            key.extract(&tollgate_http::Head::of(&request)).as_deref(),
             Ok("203.0.113.9"),
             "{part:?}"
         );
         // ...or one line per hop.
         let request = with_forwarded_for("10.0.0.1:443", &[part, b"203.0.113.9", b"10.0.0.7"])?;
         assert_eq!(
-            key.extract(&tollgate::http::Head::of(&request)).as_deref(),
+            key.extract(&tollgate_http::Head::of(&request)).as_deref(),
             Ok("203.0.113.9"),
             "{part:?} on its own line"
         );
@@ -826,7 +826,7 @@ fn issue27_item9_ipv4_behind_nat64_is_keyed_by_the_ipv4() -> TestResult {
         let mut request = Request::new(());
         request.extensions_mut().insert(peer.parse::<SocketAddr>()?);
         Ok(ClientKey::peer_ip()
-            .extract(&tollgate::http::Head::of(&request))?
+            .extract(&tollgate_http::Head::of(&request))?
             .into_owned())
     };
     // Two IPv4 clients behind NAT64: two keys.
@@ -840,10 +840,10 @@ fn issue27_item9_ipv4_behind_nat64_is_keyed_by_the_ipv4() -> TestResult {
     request
         .extensions_mut()
         .insert("[64:ff9b::c000:2a1]:1".parse::<SocketAddr>()?);
-    let per_24 = ClientKey::peer_ip().prefix(tollgate::http::IpPrefix::new(24, 64));
+    let per_24 = ClientKey::peer_ip().prefix(tollgate_http::IpPrefix::new(24, 64));
     assert_eq!(
         per_24
-            .extract(&tollgate::http::Head::of(&request))
+            .extract(&tollgate_http::Head::of(&request))
             .as_deref(),
         Ok("192.0.2.0")
     );
@@ -859,7 +859,7 @@ fn issue27_item9_ipv4_behind_nat64_is_keyed_by_the_ipv4() -> TestResult {
     ] {
         let request = with_forwarded_for("10.0.0.1:443", &[xff])?;
         assert_eq!(
-            key.extract(&tollgate::http::Head::of(&request)).as_deref(),
+            key.extract(&tollgate_http::Head::of(&request)).as_deref(),
             Ok(client),
             "{xff:?}"
         );

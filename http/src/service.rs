@@ -18,7 +18,7 @@ use super::layer::{OnBadKey, Shared};
 use super::problem::bad_request;
 use super::stats::{Counters, LayerStats};
 use super::Head;
-use crate::policy::Op;
+use tollgate::policy::Op;
 
 /// The response body of a [`RateLimit`] service: the inner service's body, or the
 /// layer's own problem body (429, 400, 413).

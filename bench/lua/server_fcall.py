@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 port, workload, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-scripts = 'std/src/redis/scripts/'
+scripts = 'redis/src/scripts/'
 
 
 def enc(*args):

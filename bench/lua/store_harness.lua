@@ -11,7 +11,7 @@
 -- between two visits as in the benchmark; every key is visited once before the measured
 -- calls, so that these find the window tiers' states stored (as the benchmark does).
 local workload, n = arg[1] or 'gcra1', tonumber(arg[2] or '1000')
-local dir = 'std/src/redis/scripts/'
+local dir = 'redis/src/scripts/'
 
 local function read(name)
   local f = assert(io.open(dir .. name, 'r'))

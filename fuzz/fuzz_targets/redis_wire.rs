@@ -1,4 +1,4 @@
-//! The Redis store's pure wire format, without a server (`tollgate::redis`):
+//! The Redis store's pure wire format, without a server (`tollgate-redis`):
 //!
 //! - `decode_reply` (the store script's reply to a check or peek): a well-formed reply of
 //!   arbitrary numbers, each field an integer or 16 hex digits, decodes to exactly those
@@ -22,7 +22,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use redis::Value;
-use tollgate::redis::{decode_reply, RedisConfig};
+use tollgate_redis::{decode_reply, RedisConfig};
 use tollgate::{Decision, Nanos};
 use tollgate_fuzz::ReplyValue;
 

@@ -14,8 +14,8 @@
 //!
 //! Run: `cargo run --release -p tollgate-http --example gateway`
 //! (`--rules FILE` to read the initial rules from a file instead; the checks then assume
-//! the built-in numbers; `--redis redis://127.0.0.1:6379` with `--features redis` keeps
-//! the enforced rules' state in that Redis through `tollgate::redis::RedisStore`, with the
+//! the built-in numbers; `--redis redis://127.0.0.1:6379` keeps
+//! the enforced rules' state in that Redis through `tollgate_redis::RedisStore`, with the
 //! same totals.)
 
 use std::collections::BTreeMap;
@@ -34,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tollgate::policy::{Policy, Store};
 use tollgate::{ManualClock, Nanos};
 use tollgate_http::{Admission, ClientKey, RateLimitLayer, ShadowSplit};
+use tollgate_redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -198,14 +199,12 @@ async fn main() -> Result<(), BoxError> {
 
 /// The enforced rules on a Redis store: every count is the same as in-process. The store
 /// takes the policy's (held) clock as client time, and a fresh key prefix per run.
-#[cfg(feature = "redis")]
 async fn redis_run(
     url: String,
     enforced: Policy<ManualClock>,
     shadow: Policy<ManualClock>,
     rules: String,
 ) -> Result<(), BoxError> {
-    use tollgate::redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
     let unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
@@ -226,16 +225,6 @@ async fn redis_run(
         rules,
     )
     .await
-}
-
-#[cfg(not(feature = "redis"))]
-async fn redis_run(
-    _url: String,
-    _enforced: Policy<ManualClock>,
-    _shadow: Policy<ManualClock>,
-    _rules: String,
-) -> Result<(), BoxError> {
-    Err("--redis needs the `redis` feature: cargo run -p tollgate-http --features redis --example gateway".into())
 }
 
 async fn run<S: Store + 'static>(

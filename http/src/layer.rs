@@ -132,12 +132,11 @@ impl RateLimitLayer {
     /// trip stays on the server's runtime.
     ///
     /// ```no_run
-    /// # #[cfg(feature = "redis")]
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::sync::Arc;
     /// use tollgate_http::RateLimitLayer;
     /// use tollgate::policy::Policy;
-    /// use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
+    /// use tollgate_redis::{RedisConfig, RedisStore, RedisTarget};
     /// use tollgate::MonotonicClock;
     ///
     /// let store = RedisStore::new(
@@ -157,8 +156,6 @@ impl RateLimitLayer {
     /// # let _ = app;
     /// # Ok(())
     /// # }
-    /// # #[cfg(not(feature = "redis"))]
-    /// # fn main() {}
     /// ```
     pub fn awaited<P: PolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
         RateLimitLayer::with_check(Arc::new(Awaited(policy)))

@@ -85,7 +85,7 @@ pub use stats::LayerStats;
 
 /// The repository's README, compiled as a doctest so its examples cannot rot. It lives in
 /// this crate, the one above every other the README shows (`tollgate`, `tollgate-http`, and
-/// `tollgate::redis` with the `redis` feature).
+/// `tollgate-redis` with the `redis` feature).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;

@@ -7,7 +7,7 @@
 //! `AdaptivePenalty`) over a Redis policy are awaited too.
 
 mod http_support;
-#[path = "../../std/tests/redis_support/mod.rs"]
+#[path = "../../redis/tests/redis_support/mod.rs"]
 mod redis_support;
 
 use std::convert::Infallible;
@@ -22,9 +22,9 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::Empty;
 use redis_support::server::RedisServer;
 use tollgate::policy::{AdaptivePenalty, Metered, PenaltyConfig, Policy, PolicyCheck};
-use tollgate::redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 use tollgate::{ManualClock, Nanos};
 use tollgate_http::{ClientKey, Endpoint, RateLimitLayer, Settle};
+use tollgate_redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 use tower::ServiceExt;
 
 use http_support::{send, serve, BoxError};

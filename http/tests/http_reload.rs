@@ -8,7 +8,7 @@
 //! server never answered again.
 
 mod http_support;
-#[path = "../../std/tests/redis_support/mod.rs"]
+#[path = "../../redis/tests/redis_support/mod.rs"]
 mod redis_support;
 
 use std::net::SocketAddr;
@@ -21,9 +21,9 @@ use axum::Router;
 use http::StatusCode;
 use redis_support::server::RedisServer;
 use tollgate::policy::Policy;
-use tollgate::redis::{RedisConfig, RedisStore, RedisTarget};
 use tollgate::MonotonicClock;
 use tollgate_http::{ClientKey, RateLimitLayer};
+use tollgate_redis::{RedisConfig, RedisStore, RedisTarget};
 
 use http_support::{send, serve, BoxError};
 

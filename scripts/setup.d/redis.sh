@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs redis-server for the Redis backend's tests (std/tests/redis_*.rs start their own
+# Installs redis-server for the Redis backend's tests (redis/tests/redis_*.rs start their own
 # servers on loopback). Idempotent: does nothing when redis-server is already on PATH.
 set -euo pipefail
 if command -v redis-server >/dev/null 2>&1; then

@@ -81,6 +81,3 @@ pub use keyed::{
 pub use rate_limiter::RateLimiter;
 
 pub mod policy;
-
-#[cfg(feature = "redis")]
-pub mod redis;

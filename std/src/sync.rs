@@ -150,15 +150,9 @@ impl<T: core::fmt::Debug> core::fmt::Debug for SwapCell<T> {
     }
 }
 
-/// Plain `std` atomics for the policy layer and the Redis backend: counters and state that
+/// Plain `std` atomics for the policy layer: counters and state that
 /// the loom models do not cover (the rule-set swap is [`SwapCell`], which they do), so they stay on `std`'s types even under
 /// `--cfg tollgate_loom` (where the keyed table above switches to loom's).
 pub(crate) mod plain {
-    /// The leased store's flags and the Redis connection's mode.
-    #[cfg(feature = "redis")]
-    pub(crate) use std::sync::atomic::AtomicBool;
-    /// The Redis store's last failure cause.
-    #[cfg(feature = "redis")]
-    pub(crate) use std::sync::atomic::AtomicU8;
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 }

@@ -40,7 +40,7 @@
 //! instructions per decision under callgrind.
 
 #[cfg(feature = "redis")]
-#[path = "../../../std/tests/redis_support/server.rs"]
+#[path = "../../../redis/tests/redis_support/server.rs"]
 mod server;
 
 #[cfg(not(feature = "redis"))]
@@ -70,8 +70,8 @@ mod bench {
 
     use redis::aio::ConnectionManager;
     use tollgate::policy::Policy;
-    use tollgate::redis::{LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget};
     use tollgate::MonotonicClock;
+    use tollgate_redis::{LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget};
 
     use super::server::RedisServer;
 

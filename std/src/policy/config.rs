@@ -304,7 +304,6 @@ impl AlgorithmKind {
 /// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum Partition {
     /// One state per client.
     #[default]

@@ -374,7 +374,7 @@ impl TierOutcome {
     /// A bitwise copy, for a copy of the decision holding this one (which holds the label's
     /// rule set too), or for a store's scratch outcomes that live within one check.
     #[inline]
-    pub(crate) fn duplicate(&self) -> TierOutcome {
+    pub fn duplicate(&self) -> TierOutcome {
         TierOutcome {
             decision: self.decision,
             quota: self.quota,

@@ -286,7 +286,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
 }
 
 /// Checks that await the store: for async servers whose store waits on the network
-/// ([`RedisStore`](crate::redis::RedisStore)), so the round trip holds no worker thread.
+/// (`tollgate_redis::RedisStore`), so the round trip holds no worker thread.
 /// Same rules, tiers, clock reading and decisions as the synchronous methods.
 impl<C: Clock + Sync, S: Store> Policy<C, S> {
     /// [`allow`](Self::allow), awaiting the store.

@@ -48,7 +48,6 @@ pub struct Tier {
     label: TierLabel,
     /// A fingerprint of its rule's name and its own (the tier's identity by name, for a
     /// store that keys per-process state by it: the leased store).
-    #[cfg(feature = "redis")]
     names: u64,
     pub(crate) store: Arc<TierStore>,
 }
@@ -140,7 +139,6 @@ impl Tier {
         };
         let (rule, rule_name, shared) = rule;
         Ok(Tier {
-            #[cfg(feature = "redis")]
             names: super::store::fingerprint(rule_name)
                 ^ super::store::fingerprint(name).rotate_left(32),
             kind,
@@ -175,10 +173,11 @@ impl Tier {
         &self.label
     }
 
-    /// The tier's identity by its rule's name and its own (see the field).
-    #[cfg(feature = "redis")]
+    /// The tier's identity by its rule's name and its own: a fingerprint (seeded per
+    /// process) that a store keeping per-process state per tier can key it by, the same
+    /// across reloads that keep both names (the leased store's leases).
     #[inline]
-    pub(crate) fn names(&self) -> u64 {
+    pub fn names(&self) -> u64 {
         self.names
     }
 

@@ -34,7 +34,8 @@ mod tier;
 
 pub use in_process::InProcess;
 pub use plan::{Plan, PlanIter, PlannedTier};
-pub(crate) use tier::{fingerprint, TierStore};
+pub(crate) use tier::fingerprint;
+pub use tier::{TakeReceipt, TierStore};
 
 /// An operation a [`Store`] runs on every tier of a plan: the one list of them, shared by
 /// the policy, every store, the Redis fallback and the leases.

@@ -43,20 +43,25 @@ pub(super) struct Entry<'a> {
     pub(super) at: Option<Spot<'a>>,
 }
 
+impl Default for Plan<'_> {
+    fn default() -> Self {
+        Plan::new()
+    }
+}
+
 impl<'a> Plan<'a> {
     /// An empty plan.
     #[inline]
-    pub(crate) fn new() -> Plan<'a> {
+    pub fn new() -> Plan<'a> {
         Plan {
             entries: ArrayVec::new_const(),
         }
     }
 
-    /// Appends `tier`, not located; `false` if the plan is full (the Redis stores' plans of
-    /// some of a plan's tiers).
-    #[cfg(feature = "redis")]
+    /// Appends `tier`, not located; `false` if the plan is full (a store's plan of some of
+    /// a plan's tiers: the leased store's plan of what it sends to Redis).
     #[inline]
-    pub(crate) fn push(&mut self, tier: PlannedTier<'a>) -> bool {
+    pub fn push(&mut self, tier: PlannedTier<'a>) -> bool {
         self.push_located(tier, None)
     }
 

@@ -104,10 +104,10 @@ pub(crate) fn fingerprint(key: &str) -> u64 {
     HASHER.get_or_init(FingerprintHasher::default).hash_one(key)
 }
 
-/// What a take recorded, and in which store (by [`TierStore::id`]: the one the policy asked,
-/// or a successor when a reload retired that one mid-check).
+/// What a [`TierStore::take`] recorded, and in which store (the one asked, or a successor
+/// when a reload retired that one mid-check): what [`TierStore::compensate`] undoes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) struct TakeReceipt {
+pub struct TakeReceipt {
     receipt: Receipt,
     store: u64,
 }
@@ -127,9 +127,29 @@ enum Cells {
     },
 }
 
-/// The keyed state of one tier (see the module docs).
+/// The keyed state of one tier (see the module docs): the table the in-process store keeps
+/// for each tier, and a building block for a store's own local state (a remote store's
+/// fallback while the remote is unreachable).
+///
+/// Keys are 64-bit fingerprints ([`PlannedTier::key`](crate::policy::PlannedTier::key)). A
+/// [`take`](Self::take) decides and records; what it recorded can be undone exactly with
+/// [`compensate`](Self::compensate) (a check all or nothing over several tiers).
+///
+/// ```
+/// use tollgate::policy::TierStore;
+/// use tollgate::{AlgorithmConfig, Nanos};
+///
+/// let algorithm = AlgorithmConfig::FixedWindow { limit: 2, window: Nanos::from_secs(1) }.build()?;
+/// let store = TierStore::new(algorithm, 1_000)?;
+/// let (first, receipt) = store.take(7, Nanos::ZERO, 1)?;
+/// assert!(first.allowed);
+/// // Undone: the key has its whole limit again.
+/// store.compensate(7, receipt.expect("an admitted take records"), 1, Nanos::ZERO);
+/// assert_eq!(store.peek(7, Nanos::ZERO, 0)?.remaining, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
-pub(crate) struct TierStore {
+pub struct TierStore {
     algorithm: AnyAlgorithm,
     /// The table's shape for its capacity (validated by `new`).
     geometry: Geometry,
@@ -167,10 +187,7 @@ fn no_room(limit: u64) -> Decision {
 impl TierStore {
     /// Fresh state for up to `capacity` keys: validated now, its table (and a log tier's
     /// slab) allocated whole on first use, a log tier's logs as keys record.
-    pub(crate) fn new(
-        algorithm: AnyAlgorithm,
-        capacity: usize,
-    ) -> Result<TierStore, KeyedBuildError> {
+    pub fn new(algorithm: AnyAlgorithm, capacity: usize) -> Result<TierStore, KeyedBuildError> {
         let geometry = Geometry::new(capacity, None)?;
         let store = TierStore {
             algorithm,
@@ -221,7 +238,7 @@ impl TierStore {
     }
 
     /// The algorithm every key of this store runs.
-    pub(crate) fn algorithm(&self) -> &AnyAlgorithm {
+    pub fn algorithm(&self) -> &AnyAlgorithm {
         &self.algorithm
     }
 

@@ -11,7 +11,7 @@ use crate::keyed::Upsert;
 impl TierStore {
     /// Records `cost` permits for `key` at `now` whatever the limit says (work already
     /// done: a reservation settled above its estimate). Inserts the key if needed.
-    pub(crate) fn charge(&self, key: u64, now: Nanos, cost: u32) {
+    pub fn charge(&self, key: u64, now: Nanos, cost: u32) {
         self.along_successors(|store| store.charge_here(key, now, cost));
     }
 
@@ -53,12 +53,7 @@ impl TierStore {
 
     /// The decision `cost` would get; records nothing and inserts no key.
     #[inline]
-    pub(crate) fn peek(
-        &self,
-        key: u64,
-        now: Nanos,
-        cost: u32,
-    ) -> Result<Decision, InsufficientCapacity> {
+    pub fn peek(&self, key: u64, now: Nanos, cost: u32) -> Result<Decision, InsufficientCapacity> {
         // The hot path, inline: a key resident in a single-word table. A miss (which may
         // have raced a move) is confirmed by `peek_h`.
         if let Some(Cells::Words { table, algorithm }) = self.cells.get() {
@@ -107,7 +102,7 @@ impl TierStore {
     /// the key left the store that recorded the take (a reload retired it and a check on the
     /// new rules carried the key over), the take is undone where the key is now, as a
     /// refund of its cost at `now` (see the module docs).
-    pub(crate) fn compensate(&self, key: u64, receipt: TakeReceipt, cost: u32, now: Nanos) {
+    pub fn compensate(&self, key: u64, receipt: TakeReceipt, cost: u32, now: Nanos) {
         self.compensate_h(key, receipt, cost, now);
     }
 

@@ -203,7 +203,7 @@ impl TierStore {
     /// Decides `cost` for the key with fingerprint `key` at `now`, recording it if
     /// admitted.
     #[inline]
-    pub(crate) fn take(
+    pub fn take(
         &self,
         key: u64,
         now: Nanos,

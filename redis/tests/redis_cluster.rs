@@ -1,0 +1,172 @@
+//! A policy on a [`RedisStore`] against a real 3-master Redis Cluster (slots assigned by
+//! the harness): the shared vectors give the core's decisions with keys spread over all
+//! three masters, a check's tiers run on one slot, all or nothing, and tasks awaiting
+//! checks of one client admit exactly the bound.
+
+mod redis_support;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis_support::server::RedisCluster;
+use redis_support::vectors::{self, Rng};
+use redis_support::{one_rule, vector_policy};
+use tollgate::policy::Policy;
+use tollgate::{AlgorithmConfig, AnyLimiter, MonotonicClock, Nanos};
+use tollgate_redis::{RedisConfig, RedisStore, RedisTarget};
+
+#[test]
+fn cluster_runs_the_shared_vectors_on_all_three_masters() {
+    let cluster = RedisCluster::start();
+    let cases = vectors::cases(60);
+    let mut owners = BTreeSet::new();
+    for (i, case) in cases.iter().enumerate() {
+        let policy = vector_policy(
+            RedisTarget::Cluster(cluster.urls()),
+            "cvec",
+            &[("r", case.config)],
+        );
+        let key = format!("case{i}");
+        vectors::assert_case(&policy, &key, case);
+        let redis_key = policy.backend().redis_key("r", "r", Some(&key));
+        owners.insert(cluster.owner(&redis_key));
+        // The state really is on the owning master.
+        let mut con = cluster.nodes()[cluster.owner(&redis_key)].connection();
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&redis_key)
+            .query(&mut con)
+            .unwrap();
+        let admitted_any = vectors::core_decisions(case)
+            .iter()
+            .zip(&case.trace)
+            .any(|(d, &(_, cost))| cost > 0 && matches!(d, Ok(d) if d.allowed));
+        assert!(exists == 1 || !admitted_any, "{redis_key}");
+    }
+    assert_eq!(owners.len(), 3, "keys spread over every master: {owners:?}");
+}
+
+#[test]
+fn cluster_multi_tier_checks_run_on_one_slot_all_or_nothing() {
+    let cluster = RedisCluster::start();
+    let tiers = [
+        (
+            "second",
+            AlgorithmConfig::Gcra {
+                limit: 4,
+                period: Nanos::from_secs(1),
+                burst: 4,
+            },
+        ),
+        (
+            "minute",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 20,
+                window: Nanos::from_secs(60),
+            },
+        ),
+        (
+            "hour",
+            AlgorithmConfig::FixedWindow {
+                limit: 100,
+                window: Nanos::from_secs(3600),
+            },
+        ),
+    ];
+    let policy = vector_policy(RedisTarget::Cluster(cluster.urls()), "ctier", &tiers);
+    let clients = ["alice", "bob", "carol", "dave", "erin", "frank"];
+    let key = |tier: &str, client: &str| policy.backend().redis_key("r", tier, Some(client));
+    for client in clients {
+        let slots: BTreeSet<u16> = tiers
+            .iter()
+            .map(|(tier, _)| cluster.slot(&key(tier, client)))
+            .collect();
+        assert_eq!(slots.len(), 1, "{client}: every tier on one slot");
+    }
+    let masters: BTreeSet<usize> = clients
+        .iter()
+        .map(|c| cluster.owner(&key("second", c)))
+        .collect();
+    assert!(
+        masters.len() >= 2,
+        "clients on several masters: {masters:?}"
+    );
+
+    for client in ["alice", "bob", "carol"] {
+        let core: Vec<AnyLimiter<{ vectors::RING }>> = tiers
+            .iter()
+            .map(|(_, c)| AnyLimiter::new(c.build().unwrap()).unwrap())
+            .collect();
+        let mut rng = Rng::new(client.len() as u64 * 7919);
+        let mut now = 1_790_000_000_000_000_000u64;
+        let (mut yes, mut no) = (0, 0);
+        for step in 0..300 {
+            now += rng.below(2_000_000_000);
+            let want = vectors::core_multi(&core, now, 1).unwrap();
+            let got = policy.allow_at(client, "/", 1, Nanos::new(now)).unwrap();
+            let decisions: Vec<_> = got.tiers().iter().map(|t| t.decision).collect();
+            assert_eq!(decisions, want, "{client} step {step}");
+            if got.allowed() {
+                yes += 1
+            } else {
+                no += 1
+            }
+        }
+        assert!(yes > 20 && no > 20, "{client}: {yes}/{no}");
+    }
+    assert_eq!(policy.backend().stats().degraded, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_concurrent_tasks_admit_exactly_the_bound() {
+    let cluster = RedisCluster::start();
+    let tiers = [
+        (
+            "day",
+            AlgorithmConfig::Gcra {
+                limit: 1,
+                period: Nanos::from_secs(86_400),
+                burst: 50,
+            },
+        ),
+        (
+            "log",
+            AlgorithmConfig::SlidingWindowLog {
+                limit: 64,
+                window: Nanos::from_secs(3600),
+            },
+        ),
+    ];
+    let store = RedisStore::new(
+        RedisTarget::Cluster(cluster.urls()),
+        RedisConfig::new("cconc")
+            .unwrap()
+            .with_timeout(Duration::from_secs(10))
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    let policy = Arc::new(
+        Policy::new(one_rule(&tiers), MonotonicClock::new())
+            .unwrap()
+            .store(store),
+    );
+    let admitted = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (policy, admitted) = (policy.clone(), admitted.clone());
+            tokio::spawn(async move {
+                for _ in 0..8 {
+                    if policy.allow_async("hot", "/", 1).await.unwrap().allowed() {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(admitted.load(Ordering::Relaxed), 50);
+    assert_eq!(policy.backend().stats().degraded, 0);
+}

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::Response;
+use http::{HeaderMap, Response};
 use http_body_util::Full;
 use tollgate::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
 use super::check::decided;
+use super::grpc;
 use super::header_style::Fields;
 use super::layer::Shared;
 use super::problem::{cost_too_large, too_many_requests};
@@ -64,11 +65,13 @@ pub(super) enum Verdict {
     Answer(Response<Full<Bytes>>),
 }
 
-/// The layer's verdict on the policy's `decision` for a request: the response that ends it
-/// (denied: 429; a cost beyond the limits: 413), or, once the shadow rules are checked,
-/// what the admitted request carries on with.
+/// The layer's verdict on the policy's `decision` for a request with `headers`: the
+/// response that ends it (denied: 429; a cost beyond the limits: 413; for a gRPC call, the
+/// gRPC statuses of [`grpc`]), or, once the shadow rules are checked, what the admitted
+/// request carries on with.
 pub(super) fn admit(
     shared: &Arc<Shared>,
+    headers: &HeaderMap,
     decision: Result<PolicyDecision, InsufficientCapacity>,
     client: &str,
     endpoint: &str,
@@ -79,12 +82,23 @@ pub(super) fn admit(
         Ok(d) => d,
         Err(e) => {
             Counters::add(&counters.too_costly, 1);
+            if grpc::is_grpc(headers) {
+                let message = format!(
+                    "request cost {cost} exceeds the most the limits can admit ({})",
+                    e.max_cost
+                );
+                return Verdict::Answer(grpc::refusal(grpc::Code::InvalidArgument, &message, None));
+            }
             return Verdict::Answer(cost_too_large(cost, e.max_cost));
         }
     };
     if !decision.allowed() {
         Counters::add(&counters.denied, 1);
-        let mut response = too_many_requests(&decision);
+        let mut response = if grpc::is_grpc(headers) {
+            grpc::resource_exhausted(&decision)
+        } else {
+            too_many_requests(&decision)
+        };
         shared
             .style
             .fields(&decision, &[], client)

@@ -46,9 +46,11 @@ impl<'a> Head<'a> {
         }
     }
 
-    /// The TCP peer's address: axum's `ConnectInfo<SocketAddr>` (from
-    /// `into_make_service_with_connect_info::<SocketAddr>()`), its `MockConnectInfo`, or a
-    /// bare `SocketAddr` extension (what a plain hyper server can insert per connection).
+    /// The TCP peer's address, from whichever the server provides: axum's
+    /// `ConnectInfo<SocketAddr>` (from `into_make_service_with_connect_info::<SocketAddr>()`)
+    /// or its `MockConnectInfo`; tonic's `TcpConnectInfo` (a tonic server over TCP, with
+    /// this crate's `tonic` feature); or a bare `SocketAddr` extension (what a plain hyper
+    /// server can insert per connection).
     pub fn peer(&self) -> Option<SocketAddr> {
         use axum::extract::connect_info::{ConnectInfo, MockConnectInfo};
         if let Some(ConnectInfo(addr)) = self.extensions.get::<ConnectInfo<SocketAddr>>() {
@@ -56,6 +58,15 @@ impl<'a> Head<'a> {
         }
         if let Some(MockConnectInfo(addr)) = self.extensions.get::<MockConnectInfo<SocketAddr>>() {
             return Some(*addr);
+        }
+        #[cfg(feature = "tonic")]
+        if let Some(info) = self
+            .extensions
+            .get::<tonic::transport::server::TcpConnectInfo>()
+        {
+            if let Some(addr) = info.remote_addr() {
+                return Some(addr);
+            }
         }
         self.extensions.get::<SocketAddr>().copied()
     }

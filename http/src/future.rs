@@ -194,6 +194,7 @@ where
                     let shared = Arc::clone(&deciding.shared);
                     let next = match admit(
                         &shared,
+                        request.headers(),
                         decision,
                         &deciding.client,
                         &deciding.endpoint,

@@ -3,8 +3,9 @@
 //! A tower [`Layer`](tower_layer::Layer) that puts a tollgate
 //! [`Policy`](tollgate::policy::Policy) in front of any `tower::Service<http::Request<B>>` —
 //! axum routers and plain hyper services (both tested end to end), or any other tower HTTP
-//! stack. (A denied gRPC call gets the same HTTP 429, which a gRPC client reports as a
-//! protocol error rather than a gRPC status.)
+//! stack, tonic's gRPC services among them: a gRPC call is refused with a gRPC status
+//! (`RESOURCE_EXHAUSTED` with a `RetryInfo` when denied), not an HTTP error its client
+//! could not read.
 //!
 //! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
 //!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body.
@@ -19,6 +20,11 @@
 //!   reported, never blocking.
 //! - Reservations ([`Settle`], [`TokensUsed`]): charge an estimate, settle from the
 //!   response.
+//! - gRPC: a call with `content-type: application/grpc…` is refused the gRPC way, with a
+//!   trailers-only answer: `grpc-status` 8 (`RESOURCE_EXHAUSTED`) with `retry-after`, the
+//!   rate-limit fields and a `google.rpc.RetryInfo` when denied; 3 (`INVALID_ARGUMENT`) for a
+//!   missing key or a cost no limit can admit. With the `tonic` feature the peer key reads
+//!   tonic's `TcpConnectInfo`.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -59,6 +65,7 @@ mod check;
 mod error;
 mod extract;
 mod future;
+mod grpc;
 mod header_style;
 mod ip;
 mod layer;

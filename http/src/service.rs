@@ -14,6 +14,7 @@ use tower_service::Service;
 use super::admit::{admit, Verdict};
 use super::check::decided;
 use super::future::{Deciding, ResponseFuture};
+use super::grpc;
 use super::layer::{OnBadKey, Shared};
 use super::problem::bad_request;
 use super::stats::{Counters, LayerStats};
@@ -74,6 +75,13 @@ where
                 Err(e) => {
                     Counters::add(&shared.counters.bad_key, 1);
                     match &shared.on_bad_key {
+                        OnBadKey::Reject if grpc::is_grpc(head.headers) => {
+                            return ResponseFuture::answer(grpc::refusal(
+                                grpc::Code::InvalidArgument,
+                                &e.to_string(),
+                                None,
+                            ))
+                        }
                         OnBadKey::Reject => {
                             return ResponseFuture::answer(bad_request(&e.to_string()))
                         }
@@ -106,7 +114,7 @@ where
                 });
             }
             let decision = decided(shared.policy.run_now(Op::Check, &client, &endpoint, cost));
-            match admit(shared, decision, &client, &endpoint, cost) {
+            match admit(shared, head.headers, decision, &client, &endpoint, cost) {
                 Verdict::Forward(admitted) => admitted,
                 Verdict::Answer(response) => return ResponseFuture::answer(response),
             }

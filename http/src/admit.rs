@@ -117,7 +117,7 @@ pub(super) fn admit(
         Counters::add(&counters.shadow_denied, 1);
     }
     let shadow_tiers = match &shadow {
-        Some(Ok(d)) => d.tiers(),
+        Some(Ok(d)) if shared.shadow_headers => d.tiers(),
         _ => &[],
     };
     let fields = shared.style.fields(&decision, shadow_tiers, client);

@@ -325,7 +325,7 @@ impl ClientKey {
     pub fn extract<'a>(&self, head: &Head<'a>) -> Result<Cow<'a, str>, KeyError> {
         match &self.source {
             KeySource::Peer(prefix) => {
-                let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
+                let peer = head.peer().ok_or(KeyError::NoPeerAddress)?;
                 Ok(Cow::Owned(ip_key(prefix.mask(peer.ip()))))
             }
             KeySource::Header(name) => {
@@ -347,7 +347,7 @@ impl ClientKey {
                 Ok(Cow::Borrowed(text))
             }
             KeySource::ForwardedFor(trusted, prefix) => {
-                let peer = head.peer().ok_or(KeyError::Missing("peer address"))?;
+                let peer = head.peer().ok_or(KeyError::NoPeerAddress)?;
                 // As bytes: the client's own part may hold anything (see TrustedProxies).
                 let fields = head.headers.get_all("x-forwarded-for").iter().rev();
                 let client = trusted
@@ -408,7 +408,7 @@ mod tests {
         request.extensions_mut().clear();
         assert_eq!(
             key.extract(&Head::of(&request)),
-            Err(KeyError::Missing("peer address"))
+            Err(KeyError::NoPeerAddress)
         );
     }
 

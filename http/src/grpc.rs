@@ -8,6 +8,7 @@
 //! | denied | 8, `RESOURCE_EXHAUSTED` | `retry-after`, a `google.rpc.RetryInfo` in `grpc-status-details-bin` |
 //! | a cost the limits can never admit | 3, `INVALID_ARGUMENT` | (retrying cannot succeed) |
 //! | no usable client key | 3, `INVALID_ARGUMENT` | |
+//! | no peer address (the server's wiring) | 13, `INTERNAL` | |
 //!
 //! `grpc-message` is percent-encoded as the gRPC HTTP/2 protocol says (bytes outside
 //! printable ASCII, and `%`). `grpc-status-details-bin` is a serialized `google.rpc.Status`
@@ -36,6 +37,8 @@ pub(crate) enum Code {
     InvalidArgument = 3,
     /// 8: a limit denied the call; retry after the `RetryInfo` delay.
     ResourceExhausted = 8,
+    /// 13: the server's wiring gives the layer nothing to key the call by.
+    Internal = 13,
 }
 
 /// What `grpc-message` escapes besides the non-ASCII bytes: controls, DEL and `%`.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use super::check::{Awaited, Check};
+use super::events::WiringLog;
 use super::stats::{Counters, LayerStats};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, RateLimit, Settle};
 use tollgate::policy::PolicyCheck;
@@ -36,6 +37,8 @@ pub(super) struct Shared {
     pub(super) policy: Arc<dyn Check>,
     /// The shadow rules, if any.
     pub(super) shadow: Option<Arc<dyn Check>>,
+    /// Whether the shadow rules' tiers are written into responses' rate-limit fields.
+    pub(super) shadow_headers: bool,
     pub(super) key: ClientKey,
     pub(super) endpoint: Endpoint,
     pub(super) on_bad_key: OnBadKey,
@@ -46,6 +49,8 @@ pub(super) struct Shared {
     /// Whether forwarded requests get an [`Admission`](super::Admission) extension.
     pub(super) admission: bool,
     pub(super) counters: Arc<Counters>,
+    /// The wiring-error events, at most one a minute.
+    pub(super) wiring_log: Arc<WiringLog>,
 }
 
 /// A tower [`Layer`] that checks every request against a policy before the service sees
@@ -65,7 +70,13 @@ pub(super) struct Shared {
 ///   rate-limit fields and an RFC 9457 `application/problem+json` body naming each
 ///   violated rule and tier. The service is not called.
 /// - **no usable key**: 400 with a problem body, or the [`OnBadKey::Fallback`] key.
+/// - **no peer address** to key by (the server is not wired to give one:
+///   [`KeyError::NoPeerAddress`](super::KeyError::NoPeerAddress)): 500 naming the fix, and a
+///   `tracing` error at most once a minute.
 /// - **cost beyond what the limits can ever admit**: 413 with a problem body.
+/// - **a gRPC call** (`content-type: application/grpc…`): the same answers as gRPC
+///   statuses in a trailers-only response (`RESOURCE_EXHAUSTED` with a `RetryInfo`,
+///   `INVALID_ARGUMENT`, `INTERNAL`).
 ///
 /// Shadow rules ([`shadow`](Self::shadow)) are checked on admitted requests, reported in
 /// the headers and counted, and never deny. Settlement ([`settle`](Self::settle)) turns
@@ -166,6 +177,7 @@ impl RateLimitLayer {
             shared: Arc::new(Shared {
                 policy,
                 shadow: None,
+                shadow_headers: false,
                 key: ClientKey::default(),
                 endpoint: Endpoint::default(),
                 on_bad_key: OnBadKey::default(),
@@ -174,6 +186,7 @@ impl RateLimitLayer {
                 settle: None,
                 admission: false,
                 counters: Arc::default(),
+                wiring_log: Arc::new(WiringLog::new()),
             }),
         }
     }
@@ -206,13 +219,22 @@ impl RateLimitLayer {
         self.with(|s| s.style = style)
     }
 
-    /// Shadow rules: `policy` is checked for every admitted request; its tiers are added
-    /// to the headers and its would-be denials counted
-    /// ([`LayerStats::shadow_denied`]; wrap it in [`Metered`](tollgate::policy::Metered)
-    /// for counts per rule), but it never denies. See [`ShadowSplit`](super::ShadowSplit)
-    /// to take the shadow rules out of one rules file.
+    /// Shadow rules: `policy` is checked for every admitted request and its would-be
+    /// denials counted ([`LayerStats::shadow_denied`]; wrap it in
+    /// [`Metered`](tollgate::policy::Metered) for counts per rule), but it never denies,
+    /// and its tiers stay out of the responses' rate-limit fields (a client that paces
+    /// itself on `RateLimit` would otherwise back off for a rule nobody enforces) unless
+    /// [`shadow_headers`](Self::shadow_headers) asks for them. See
+    /// [`ShadowSplit`](super::ShadowSplit) to take the shadow rules out of one rules file.
     pub fn shadow<P: PolicyCheck + Send + Sync + 'static>(self, policy: P) -> RateLimitLayer {
         self.with(|s| s.shadow = Some(Arc::new(policy)))
+    }
+
+    /// Whether the [`shadow`](Self::shadow) rules' tiers are added to the rate-limit
+    /// fields of admitted responses (default `false`: clients never see a rule that is not
+    /// enforced). For trying a rule out with clients that know it is a trial.
+    pub fn shadow_headers(self, shown: bool) -> RateLimitLayer {
+        self.with(|s| s.shadow_headers = shown)
     }
 
     /// The cost of a request, read from its head (an estimate when settled; default 1).

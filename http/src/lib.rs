@@ -63,6 +63,7 @@ mod admit;
 mod charge;
 mod check;
 mod error;
+mod events;
 mod extract;
 mod future;
 mod grpc;

@@ -1,6 +1,7 @@
 //! The layer's own answers, RFC 9457 `application/problem+json`: [`too_many_requests`]
 //! (429, naming each violated rule and tier, with `Retry-After`), [`bad_request`] (400, no
-//! usable client key) and [`cost_too_large`] (413, a cost the limits can never admit).
+//! usable client key), [`cost_too_large`] (413, a cost the limits can never admit) and
+//! `server_error` (500, no peer address: the server's wiring).
 //!
 //! Seconds are always rounded up (a client that waits what it is told is never early), and
 //! `Retry-After` on a deny is never 0.
@@ -132,6 +133,15 @@ pub fn bad_request(detail: &str) -> Response<Full<Bytes>> {
     problem_head(&mut json, StatusCode::BAD_REQUEST, detail);
     json.push('}');
     problem(StatusCode::BAD_REQUEST, json)
+}
+
+/// The 500 for a request the layer cannot decide because of how the server is wired (no
+/// peer address to key it by): `detail` says what to fix.
+pub(crate) fn server_error(detail: &str) -> Response<Full<Bytes>> {
+    let mut json = String::new();
+    problem_head(&mut json, StatusCode::INTERNAL_SERVER_ERROR, detail);
+    json.push('}');
+    problem(StatusCode::INTERNAL_SERVER_ERROR, json)
 }
 
 /// The 413 for a request whose cost is more than the limits can ever admit (retrying can

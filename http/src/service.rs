@@ -13,10 +13,11 @@ use tower_service::Service;
 
 use super::admit::{admit, Verdict};
 use super::check::decided;
+use super::error::KeyError;
 use super::future::{Deciding, ResponseFuture};
 use super::grpc;
 use super::layer::{OnBadKey, Shared};
-use super::problem::bad_request;
+use super::problem::{bad_request, server_error};
 use super::stats::{Counters, LayerStats};
 use super::Head;
 use tollgate::policy::Op;
@@ -72,6 +73,19 @@ where
             let head = Head::of(&request);
             let client = match shared.key.extract(&head) {
                 Ok(key) => key,
+                Err(KeyError::NoPeerAddress) => {
+                    // The server's wiring, not the client's doing: a 500, and the operator
+                    // is told how to fix it.
+                    let counter = &shared.counters.no_peer_address;
+                    Counters::add(counter, 1);
+                    shared.wiring_log.no_peer_address(Counters::get(counter));
+                    let detail = KeyError::NoPeerAddress.to_string();
+                    return ResponseFuture::answer(if grpc::is_grpc(head.headers) {
+                        grpc::refusal(grpc::Code::Internal, &detail, None)
+                    } else {
+                        server_error(&detail)
+                    });
+                }
                 Err(e) => {
                     Counters::add(&shared.counters.bad_key, 1);
                     match &shared.on_bad_key {

@@ -22,6 +22,10 @@ pub struct LayerStats {
     pub bad_key: u64,
     /// Requests answered 413: their cost is more than the limits can ever admit.
     pub too_costly: u64,
+    /// Requests answered 500 because the server gave the layer no peer address to key
+    /// them by ([`KeyError::NoPeerAddress`](super::KeyError::NoPeerAddress): a wiring
+    /// error), not counted in `bad_key`.
+    pub no_peer_address: u64,
     /// Permits given back by settlement (actual cost below the estimate).
     pub refunded: u64,
     /// Permits settlement charged beyond the estimates (actual cost above the estimate),
@@ -39,6 +43,7 @@ pub(super) struct Counters {
     pub(super) shadow_denied: AtomicU64,
     pub(super) bad_key: AtomicU64,
     pub(super) too_costly: AtomicU64,
+    pub(super) no_peer_address: AtomicU64,
     pub(super) refunded: AtomicU64,
     pub(super) charged: AtomicU64,
 }
@@ -48,6 +53,12 @@ impl Counters {
     pub(super) fn add(counter: &AtomicU64, n: u64) {
         // Relaxed: statistics; nothing is published with them.
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `counter` now.
+    pub(super) fn get(counter: &AtomicU64) -> u64 {
+        // Relaxed: statistics.
+        counter.load(Ordering::Relaxed)
     }
 
     /// The counts now.
@@ -62,6 +73,7 @@ impl Counters {
             shadow_denied: get(&self.shadow_denied),
             bad_key: get(&self.bad_key),
             too_costly: get(&self.too_costly),
+            no_peer_address: get(&self.no_peer_address),
             refunded: get(&self.refunded),
             charged: get(&self.charged),
         }

@@ -425,44 +425,57 @@ async fn shadow_rules_report_but_never_block() -> TestResult {
         shadow = true
     "#,
     )?;
-    let clock = ManualClock::starting_at(Nanos::from_secs(15));
-    let enforced = Policy::new(split.enforced, clock.clone())?;
-    let shadow = Policy::new(split.shadow, clock)?;
-    let layer = RateLimitLayer::new(enforced)
-        .shadow(shadow)
-        .key(ClientKey::header("x-api-key")?)
-        .headers(HeaderStyle::Draft10);
-    let app = Router::new()
-        .route("/", get(|| async { "ok" }))
-        .layer(layer.clone());
-    let addr = serve(app).await?;
-    let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
-    let mut replies = Vec::new();
-    for _ in 0..5 {
-        replies.push(send(addr, "/", key).await?);
+    // Hidden from clients by default: a client pacing itself on `RateLimit` must not back
+    // off for a rule nobody enforces. Shown with `shadow_headers(true)`.
+    for shown in [false, true] {
+        let clock = ManualClock::starting_at(Nanos::from_secs(15));
+        let enforced = Policy::new(split.enforced.clone(), clock.clone())?;
+        let shadow = Policy::new(split.shadow.clone(), clock)?;
+        let layer = RateLimitLayer::new(enforced)
+            .shadow(shadow)
+            .shadow_headers(shown)
+            .key(ClientKey::header("x-api-key")?)
+            .headers(HeaderStyle::Draft10);
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer.clone());
+        let addr = serve(app).await?;
+        let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
+        let mut replies = Vec::new();
+        for _ in 0..5 {
+            replies.push(send(addr, "/", key).await?);
+        }
+        assert!(replies.iter().all(|r| r.status == 200));
+        let want = |enforced: &str, trial: &str| match shown {
+            true => format!("{enforced}, {trial}"),
+            false => enforced.to_owned(),
+        };
+        assert_eq!(
+            replies[0].header("ratelimit"),
+            want("\"default\";r=9;t=45", "\"trial\";r=1;t=45")
+        );
+        assert_eq!(
+            replies[0].header("ratelimit-policy"),
+            want("\"default\";q=10;w=60", "\"trial\";q=2;w=60")
+        );
+        assert_eq!(
+            replies[1].header("ratelimit"),
+            want("\"default\";r=8;t=45", "\"trial\";r=0;t=45")
+        );
+        // The shadow rule would deny from the third request on: counted, not enforced.
+        assert_eq!(
+            replies[4].header("ratelimit"),
+            want("\"default\";r=5;t=45", "\"trial\";r=0;t=45")
+        );
+        assert_eq!(replies[4].header("retry-after"), "");
+        assert_eq!(layer.stats().shadow_denied, 3);
+        assert_eq!(layer.stats().admitted, 5);
+        // The enforced rule still blocks.
+        assert_eq!(
+            statuses(addr, "/", key, 6).await?,
+            [200, 200, 200, 200, 200, 429]
+        );
     }
-    assert!(replies.iter().all(|r| r.status == 200));
-    assert_eq!(
-        replies[0].header("ratelimit"),
-        "\"default\";r=9;t=45, \"trial\";r=1;t=45"
-    );
-    assert_eq!(
-        replies[1].header("ratelimit"),
-        "\"default\";r=8;t=45, \"trial\";r=0;t=45"
-    );
-    // The shadow rule would deny from the third request on: reported, not enforced.
-    assert_eq!(
-        replies[4].header("ratelimit"),
-        "\"default\";r=5;t=45, \"trial\";r=0;t=45"
-    );
-    assert_eq!(replies[4].header("retry-after"), "");
-    assert_eq!(layer.stats().shadow_denied, 3);
-    assert_eq!(layer.stats().admitted, 5);
-    // The enforced rule still blocks.
-    assert_eq!(
-        statuses(addr, "/", key, 6).await?,
-        [200, 200, 200, 200, 200, 429]
-    );
     Ok(())
 }
 
@@ -1057,5 +1070,81 @@ async fn tier_names_an_sf_string_cannot_hold_read_alike_over_http_and_in_rate_li
             assert_eq!(reply.header("injected"), "", "{style:?}");
         }
     }
+    Ok(())
+}
+
+/// The `tracing` events at `ERROR` seen on this thread while it is the default subscriber.
+#[cfg(feature = "tracing")]
+#[derive(Default)]
+struct Errors(std::sync::Mutex<Vec<String>>);
+
+#[cfg(feature = "tracing")]
+impl tracing::Subscriber for Errors {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() == tracing::Level::ERROR
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={:?} ", field.name(), value));
+            }
+        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        self.0.lock().unwrap().push(text.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A server not wired to give the layer its peers' addresses (axum served without
+/// `into_make_service_with_connect_info`) answers 500, not a 400 blaming the client, and
+/// tells the operator once (not once per request) how to fix it.
+#[cfg(feature = "tracing")]
+#[tokio::test]
+async fn no_peer_address_is_the_servers_error() -> TestResult {
+    let errors = Arc::new(Errors::default());
+    let _default = tracing::subscriber::set_default(Arc::clone(&errors));
+    let (policy, _clock) =
+        manual_policy("[[rules]]\nname = \"api\"\nlimit = 10\nwindow = \"1m\"\n")?;
+    // The default key is the peer's IP.
+    let layer = RateLimitLayer::new(policy);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    // No connect info: the wiring mistake.
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    for _ in 0..3 {
+        let reply = send(addr, "/", &[]).await?;
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(reply.header("content-type"), "application/problem+json");
+        assert!(
+            reply
+                .body
+                .contains("into_make_service_with_connect_info::<SocketAddr>()"),
+            "{}",
+            reply.body
+        );
+    }
+    let stats = layer.stats();
+    assert_eq!(
+        (stats.no_peer_address, stats.bad_key, stats.admitted),
+        (3, 0, 0)
+    );
+    let logged = errors.0.lock().unwrap().clone();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(logged[0].contains("total=1"), "{logged:?}");
+    assert!(
+        logged[0].contains("into_make_service_with_connect_info"),
+        "{logged:?}"
+    );
     Ok(())
 }

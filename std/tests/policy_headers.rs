@@ -179,3 +179,79 @@ fn tier_names_outside_printable_ascii_are_replaced() {
         assert!(value.starts_with("\"x??Injected: 1?\";"), "{value:?}");
     }
 }
+
+/// Parses `"name";k=V;k=V, …` into each item's integer parameters, in order.
+fn items(field: &str) -> Vec<Vec<(String, u64)>> {
+    field
+        .split(", ")
+        .map(|item| {
+            item.split(';')
+                .skip(1)
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap();
+                    (k.to_owned(), v.parse().unwrap())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn param(item: &[(String, u64)], key: &str) -> u64 {
+    item.iter().find(|(k, _)| k == key).unwrap().1
+}
+
+/// `RateLimit-Policy` and `RateLimit` never contradict each other: for every algorithm,
+/// with a burst or queue above, equal to and below the rate, `q` is what `r` counts down
+/// from (`r ≤ q` on every response of a trace that drains the tier and lets it refill),
+/// and `q / w` is the configured rate.
+#[test]
+fn remaining_never_exceeds_the_advertised_quota() {
+    let tiers = [
+        ("gcra", "burst = 10", 10, 120),
+        ("gcra", "burst = 5", 5, 60),
+        ("gcra", "burst = 2", 2, 24),
+        ("token_bucket", "burst = 10", 10, 120),
+        ("token_bucket", "burst = 3", 3, 36),
+        ("leaky_bucket", "queue = 9", 10, 120),
+        ("leaky_bucket", "queue = 4", 5, 60),
+        ("fixed_window", "", 5, 60),
+        ("sliding_window_counter", "", 5, 60),
+        ("sliding_window_log", "", 5, 60),
+    ];
+    for (algorithm, extra, q, w) in tiers {
+        let rules = format!(
+            "[[rules]]\nname = \"t\"\nlimit = 5\nwindow = \"1m\"\nalgorithm = \"{algorithm}\"\n{extra}\n"
+        );
+        let clock = ManualClock::starting_at(Nanos::from_secs(600));
+        let policy = Policy::from_toml(&rules, clock.clone()).unwrap();
+        let mut denied = 0;
+        for step in 0..40 {
+            let d = policy.allow("c", "/", 1).unwrap();
+            denied += u32::from(!d.allowed());
+            let headers = RateLimitHeaders::from_policy_decision(&d);
+            let field = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_owned())
+                    .unwrap()
+            };
+            let advertised = &items(&field("RateLimit-Policy"))[0];
+            let state = &items(&field("RateLimit"))[0];
+            let case = format!("{algorithm} {extra}, step {step}");
+            assert_eq!(
+                (param(advertised, "q"), param(advertised, "w")),
+                (q, w),
+                "{case}"
+            );
+            assert!(param(state, "r") <= q, "{case}: {state:?}");
+            // Bursts of requests, then pauses that let the tier refill part way.
+            let pause = if step % 8 == 7 { 20 } else { 0 };
+            clock.advance(Nanos::from_millis(100 + pause * 1_000));
+        }
+        assert!(
+            denied > 0,
+            "{algorithm} {extra}: the trace never drained the tier"
+        );
+    }
+}

@@ -302,9 +302,14 @@ pub struct TierLabel {
     pub rule_name: Cow<'static, str>,
     /// The tier's name (the policy name in `RateLimit` headers).
     pub name: Cow<'static, str>,
-    /// The configured limit per window.
+    /// What the tier advertises as its quota: the most it admits at once (the burst of
+    /// GCRA and the token bucket, the queue plus one of the leaky bucket, the limit of the
+    /// windows), which a decision's `remaining` counts down from. The `q` of
+    /// `RateLimit-Policy`.
     pub quota: u64,
-    /// The configured window.
+    /// The time the tier takes to restore its whole [`quota`](Self::quota) at its
+    /// configured rate (the configured window when the quota is the limit). The `w` of
+    /// `RateLimit-Policy`.
     pub window: Nanos,
     /// Whether every client shares this tier's state (a `per = "global"` rule): its
     /// denials are nobody's own doing, so [`AdaptivePenalty`](super::AdaptivePenalty)
@@ -408,14 +413,14 @@ impl TierOutcome {
         &self.label().name
     }
 
-    /// The limit per window advertised to this client: the configured one, divided for a
-    /// client [`AdaptivePenalty`](super::AdaptivePenalty) penalizes.
+    /// The quota advertised to this client ([`TierLabel::quota`]: the most the tier admits
+    /// at once), divided for a client [`AdaptivePenalty`](super::AdaptivePenalty) penalizes.
     #[inline]
     pub fn quota(&self) -> u64 {
         self.quota
     }
 
-    /// The configured window.
+    /// The time the tier takes to restore its quota ([`TierLabel::window`]).
     #[inline]
     pub fn window(&self) -> Nanos {
         self.label().window

@@ -138,6 +138,7 @@ impl Tier {
             AnyAlgorithm::Packed(_) => algorithm.max_cost(),
         };
         let (rule, rule_name, shared) = rule;
+        let (quota, quota_window) = advertised(limit, window, algorithm.limit());
         Ok(Tier {
             names: super::store::fingerprint(rule_name)
                 ^ super::store::fingerprint(name).rotate_left(32),
@@ -151,8 +152,8 @@ impl Tier {
                 rule,
                 rule_name: rule_name.to_owned().into(),
                 name: name.to_owned().into(),
-                quota: limit,
-                window,
+                quota,
+                window: quota_window,
                 shared,
             },
             store: Arc::new(
@@ -191,12 +192,13 @@ impl Tier {
         self.kind
     }
 
-    /// The configured limit per window (the `q` of `RateLimit-Policy`).
+    /// The configured limit per window (`limit`). What headers advertise is its label's
+    /// [`quota`](TierLabel::quota), which differs for a burst or queue of another size.
     pub fn quota(&self) -> u64 {
         self.quota
     }
 
-    /// The configured window (the `w` of `RateLimit-Policy`).
+    /// The configured window (`window`).
     pub fn window(&self) -> Nanos {
         self.window
     }
@@ -317,4 +319,20 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// What a tier advertises (`q` and `w` of `RateLimit-Policy`, the quota and window of a 429
+/// body and of metrics): `q` is `capacity`, the most it admits at once, which `remaining`
+/// counts down from (the burst of GCRA and the token bucket, the queue plus the request in
+/// service of the leaky bucket, the limit of the windows); `w` is the time the tier takes to
+/// restore `q` at its configured rate of `limit` per `window`: `q × window / limit`,
+/// rounded up (the window itself when `q` is the limit). So `r ≤ q` in every `RateLimit`
+/// item, and `q / w` is the configured rate: `limit = 5, window = "1m", burst = 10`
+/// advertises `q=10;w=120`.
+fn advertised(limit: u64, window: Nanos, capacity: u64) -> (u64, Nanos) {
+    if capacity == limit || limit == 0 {
+        return (capacity, window);
+    }
+    let ns = (u128::from(window.as_u64()) * u128::from(capacity)).div_ceil(u128::from(limit));
+    (capacity, Nanos::new(u64::try_from(ns).unwrap_or(u64::MAX)))
 }

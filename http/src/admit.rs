@@ -11,6 +11,7 @@ use tollgate::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
 use super::check::decided;
+use super::denial::Denial;
 use super::grpc;
 use super::header_style::Fields;
 use super::layer::Shared;
@@ -94,7 +95,17 @@ pub(super) fn admit(
     };
     if !decision.allowed() {
         Counters::add(&counters.denied, 1);
-        let mut response = if grpc::is_grpc(headers) {
+        let grpc = grpc::is_grpc(headers);
+        if let Some(answer) = &shared.on_denied {
+            let mut fields = HeaderMap::new();
+            shared
+                .style
+                .fields(&decision, &[], client)
+                .insert_into(&mut fields);
+            let denial = Denial::new(&decision, fields, grpc, client, endpoint);
+            return Verdict::Answer(answer(&denial));
+        }
+        let mut response = if grpc {
             grpc::resource_exhausted(&decision)
         } else {
             too_many_requests(&decision)

@@ -104,6 +104,17 @@ where
         }
     }
 
+    /// A future calling the readied `inner` with `request`, unchecked and unchanged.
+    pub(super) fn pass(request: Request<B>, inner: &mut S) -> ResponseFuture<S, B> {
+        ResponseFuture {
+            state: State::Calling {
+                future: inner.call(request),
+            },
+            fields: Fields::default(),
+            charge: None,
+        }
+    }
+
     /// A future awaiting the check of `deciding`, then answering or forwarding.
     pub(super) fn deciding(deciding: Deciding<S, B>) -> ResponseFuture<S, B> {
         ResponseFuture {

@@ -27,6 +27,8 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response};
 use http_body_util::Full;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+
+use super::problem::retry_secs;
 use tollgate::policy::PolicyDecision;
 use tollgate::Nanos;
 
@@ -99,11 +101,6 @@ pub(crate) fn resource_exhausted(decision: &PolicyDecision) -> Response<Full<Byt
     message.push_str(&retry_secs(retry).to_string());
     message.push_str(" s");
     refusal(Code::ResourceExhausted, &message, Some(retry))
-}
-
-/// Whole seconds, rounded up, never 0 (a client that waits them is never early).
-fn retry_secs(retry: Nanos) -> u64 {
-    retry.as_secs_ceil().max(1)
 }
 
 /// A serialized `google.rpc.Status { code = 1; message = 2; repeated Any details = 3 }`,

@@ -8,9 +8,14 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use super::check::{Awaited, Check};
+use super::denial::{Denial, DeniedFn};
 use super::events::WiringLog;
+use super::skip::{PrefixError, Skip};
 use super::stats::{Counters, LayerStats};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, RateLimit, Settle};
+use bytes::Bytes;
+use http::{Method, Response};
+use http_body_util::Full;
 use tollgate::policy::PolicyCheck;
 
 /// What to do with a request whose client key is missing or malformed
@@ -42,6 +47,10 @@ pub(super) struct Shared {
     pub(super) key: ClientKey,
     pub(super) endpoint: Endpoint,
     pub(super) on_bad_key: OnBadKey,
+    /// The requests passed on unchecked.
+    pub(super) skip: Skip,
+    /// The answer to a denied request (`None`: the layer's own, a 429 or gRPC status).
+    pub(super) on_denied: Option<Arc<DeniedFn>>,
     pub(super) style: HeaderStyle,
     /// `None`: every request costs 1.
     pub(super) cost: Option<Arc<CostFn>>,
@@ -115,6 +124,8 @@ impl fmt::Debug for RateLimitLayer {
             .field("key", &self.shared.key)
             .field("endpoint", &self.shared.endpoint)
             .field("on_bad_key", &self.shared.on_bad_key)
+            .field("skip", &self.shared.skip)
+            .field("on_denied", &self.shared.on_denied.is_some())
             .field("style", &self.shared.style)
             .field("shadow", &self.shared.shadow.is_some())
             .field("settle", &self.shared.settle)
@@ -181,6 +192,8 @@ impl RateLimitLayer {
                 key: ClientKey::default(),
                 endpoint: Endpoint::default(),
                 on_bad_key: OnBadKey::default(),
+                skip: Skip::default(),
+                on_denied: None,
                 style: HeaderStyle::default(),
                 cost: None,
                 settle: None,
@@ -212,6 +225,41 @@ impl RateLimitLayer {
     /// What a request without a usable key gets.
     pub fn on_bad_key(self, answer: OnBadKey) -> RateLimitLayer {
         self.with(|s| s.on_bad_key = answer)
+    }
+
+    /// Answers denied requests with `answer`'s response instead of the layer's own (a 429
+    /// with a problem body, or a gRPC `RESOURCE_EXHAUSTED`): it gets the [`Denial`] — the
+    /// decision, the retry time, the rate-limit fields, whether the call is gRPC — and
+    /// its response is sent as it is ([`Denial::default_response`] is the layer's own).
+    /// Requests without a usable key are answered as [`on_bad_key`](Self::on_bad_key) says.
+    pub fn on_denied<F>(self, answer: F) -> RateLimitLayer
+    where
+        F: Fn(&Denial<'_>) -> Response<Full<Bytes>> + Send + Sync + 'static,
+    {
+        self.with(|s| s.on_denied = Some(Arc::new(answer)))
+    }
+
+    /// Passes requests with `method` on unchecked: no key is read, nothing is charged, no
+    /// rate-limit field is added ([`LayerStats::skipped`] counts them). For CORS
+    /// preflights, `skip_method(Method::OPTIONS)`: a browser's preflight then gets the
+    /// CORS layer's answer, never a 429 without CORS headers.
+    pub fn skip_method(self, method: Method) -> RateLimitLayer {
+        self.with(|s| s.skip.method(method))
+    }
+
+    /// Passes requests whose path is `prefix` or below it on unchecked, as
+    /// [`skip_method`](Self::skip_method) does. A prefix matches whole segments: `/health`
+    /// matches `/health` and `/health/live`, not `/healthz`; one ending in `/` matches
+    /// every path below it. The path is the request's own (not a route template).
+    ///
+    /// # Errors
+    ///
+    /// [`PrefixError`] for a prefix no path can match: one not starting with `/`, or
+    /// holding `?`, `#` or a `*` wildcard.
+    pub fn skip_path_prefix(self, prefix: &str) -> Result<RateLimitLayer, PrefixError> {
+        let mut skip = self.shared.skip.clone();
+        skip.prefix(prefix)?;
+        Ok(self.with(|s| s.skip = skip))
     }
 
     /// Which rate-limit header fields responses carry.

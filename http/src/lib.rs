@@ -62,6 +62,7 @@
 mod admit;
 mod charge;
 mod check;
+mod denial;
 mod error;
 mod events;
 mod extract;
@@ -75,9 +76,11 @@ mod proxies;
 mod service;
 mod settle;
 mod shadow;
+mod skip;
 mod stats;
 
 pub use admit::Admission;
+pub use denial::Denial;
 pub use error::{CidrError, ForwardedForError, KeyError};
 pub use extract::{ClientKey, Endpoint, Head, MAX_KEY_LEN};
 pub use future::ResponseFuture;
@@ -89,6 +92,7 @@ pub use proxies::TrustedProxies;
 pub use service::{RateLimit, RateLimitBody};
 pub use settle::{Settle, TokensUsed};
 pub use shadow::ShadowSplit;
+pub use skip::PrefixError;
 pub use stats::LayerStats;
 
 /// The repository's README, compiled as a doctest so its examples cannot rot. It lives in

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use http_body_util::Full;
-use tollgate::{Decision, Nanos};
+use tollgate::Nanos;
 
 use tollgate::policy::structured_fields::push_u64;
 use tollgate::policy::PolicyDecision;
@@ -77,7 +77,7 @@ fn problem_head(out: &mut String, status: StatusCode, detail: &str) {
 /// ```
 pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
     // One buffer, no `fmt` machinery: under an abuser's flood this is the hot path.
-    let retry = retry_secs(&decision.decision);
+    let retry = retry_secs(decision.decision.retry_after);
     let mut json = String::with_capacity(256);
     json.push_str(
         "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,\
@@ -111,7 +111,7 @@ pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
         json.push_str(",\"window\":");
         push_u64(&mut json, t.window().as_secs_ceil().max(1));
         json.push_str(",\"retry_after\":");
-        push_u64(&mut json, retry_secs(&t.decision));
+        push_u64(&mut json, retry_secs(t.decision.retry_after));
         json.push('}');
     }
     json.push_str("]}");
@@ -123,8 +123,10 @@ pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
 }
 
 /// Whole seconds to wait, rounded up, never 0.
-fn retry_secs(d: &Decision) -> u64 {
-    d.retry_after.max(Nanos::new(1)).as_secs_ceil().max(1)
+/// `retry` in whole seconds, rounded up and never 0 (a client that waits what it is told
+/// is never early): `Retry-After`, and every retry time the layer's answers state.
+pub(crate) fn retry_secs(retry: Nanos) -> u64 {
+    retry.as_secs_ceil().max(1)
 }
 
 /// The 400 for a request whose client key is missing or malformed.

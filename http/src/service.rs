@@ -71,6 +71,10 @@ where
         // (a charge to refund or settle, or an awaited check's key) is copied out.
         let admitted = {
             let head = Head::of(&request);
+            if shared.skip.matches(&head) {
+                Counters::add(&shared.counters.skipped, 1);
+                return ResponseFuture::pass(request, &mut self.inner);
+            }
             let client = match shared.key.extract(&head) {
                 Ok(key) => key,
                 Err(KeyError::NoPeerAddress) => {

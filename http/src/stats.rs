@@ -26,6 +26,9 @@ pub struct LayerStats {
     /// them by ([`KeyError::NoPeerAddress`](super::KeyError::NoPeerAddress): a wiring
     /// error), not counted in `bad_key`.
     pub no_peer_address: u64,
+    /// Requests passed on unchecked ([`RateLimitLayer::skip_method`](super::RateLimitLayer::skip_method),
+    /// [`skip_path_prefix`](super::RateLimitLayer::skip_path_prefix)).
+    pub skipped: u64,
     /// Permits given back by settlement (actual cost below the estimate).
     pub refunded: u64,
     /// Permits settlement charged beyond the estimates (actual cost above the estimate),
@@ -44,6 +47,7 @@ pub(super) struct Counters {
     pub(super) bad_key: AtomicU64,
     pub(super) too_costly: AtomicU64,
     pub(super) no_peer_address: AtomicU64,
+    pub(super) skipped: AtomicU64,
     pub(super) refunded: AtomicU64,
     pub(super) charged: AtomicU64,
 }
@@ -74,6 +78,7 @@ impl Counters {
             bad_key: get(&self.bad_key),
             too_costly: get(&self.too_costly),
             no_peer_address: get(&self.no_peer_address),
+            skipped: get(&self.skipped),
             refunded: get(&self.refunded),
             charged: get(&self.charged),
         }

@@ -37,10 +37,23 @@ pub(crate) async fn send(
     path: &str,
     headers: &[(&str, &[u8])],
 ) -> Result<Reply, BoxError> {
+    send_method(addr, http::Method::GET, path, headers).await
+}
+
+/// One `method` request for `path` with `headers` on a fresh connection to `addr`.
+pub(crate) async fn send_method(
+    addr: SocketAddr,
+    method: http::Method,
+    path: &str,
+    headers: &[(&str, &[u8])],
+) -> Result<Reply, BoxError> {
     let stream = TcpStream::connect(addr).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
-    let mut request = Request::get(path).header("host", "localhost");
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost");
     for (name, value) in headers {
         request = request.header(*name, *value);
     }

@@ -1,0 +1,208 @@
+//! The responses a service controls, over a real axum server and hyper client on
+//! loopback: skipped methods and path prefixes (no check, no headers, no cost), and
+//! denials answered by the service's own closure.
+
+mod http_support;
+
+use std::sync::Arc;
+
+use axum::routing::{get, options};
+use axum::Router;
+use http::{Method, StatusCode};
+use http_body_util::Full;
+use tollgate::policy::Policy;
+use tollgate::{ManualClock, Nanos};
+use tollgate_http::{ClientKey, PrefixError, RateLimitLayer};
+
+use http_support::{send, send_method, serve, BoxError};
+
+type TestResult = Result<(), BoxError>;
+
+const RULES: &str = r#"
+    [[rules]]
+    name = "api"
+    limit = 2
+    window = "1m"
+    algorithm = "fixed_window"
+"#;
+
+fn policy() -> Result<Arc<Policy<ManualClock>>, BoxError> {
+    let clock = ManualClock::starting_at(Nanos::from_secs(15));
+    Ok(Arc::new(Policy::from_toml(RULES, clock)?))
+}
+
+#[tokio::test]
+async fn skipped_requests_are_unchecked_unheaded_and_free() -> TestResult {
+    let policy = policy()?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .key(ClientKey::header("x-api-key")?)
+        .skip_method(Method::OPTIONS)
+        .skip_path_prefix("/health")?;
+    let app = Router::new()
+        .route(
+            "/",
+            get(|| async { "ok" }).merge(options(|| async { "preflight" })),
+        )
+        .route("/health", get(|| async { "up" }))
+        .route("/health/live", get(|| async { "live" }))
+        .route("/healthz", get(|| async { "z" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+
+    // Preflights and health checks, many more than the limit, keyless or not: all pass,
+    // with no rate-limit field, and spend nothing.
+    for _ in 0..5 {
+        for (method, path, body) in [
+            (Method::OPTIONS, "/", "preflight"),
+            (Method::GET, "/health", "up"),
+            (Method::GET, "/health/live", "live"),
+        ] {
+            for headers in [key, &[]] {
+                let reply = send_method(addr, method.clone(), path, headers).await?;
+                assert_eq!((reply.status, reply.body.as_str()), (StatusCode::OK, body));
+                assert_eq!(reply.header("ratelimit"), "");
+                assert_eq!(reply.header("ratelimit-policy"), "");
+            }
+        }
+    }
+    // The client's whole allowance is still there; `/healthz` is not under `/health`.
+    let mut got = Vec::new();
+    for path in ["/", "/healthz", "/"] {
+        got.push(send(addr, path, key).await?.status.as_u16());
+    }
+    assert_eq!(got, [200, 200, 429]);
+    // A keyless GET is still checked (and refused for its missing key).
+    assert_eq!(send(addr, "/", &[]).await?.status, StatusCode::BAD_REQUEST);
+    let stats = layer.stats();
+    assert_eq!(
+        (stats.skipped, stats.admitted, stats.denied, stats.bad_key),
+        (30, 2, 1, 1)
+    );
+    Ok(())
+}
+
+#[test]
+fn a_prefix_that_can_never_match_is_refused() {
+    for (prefix, reason) in [
+        ("health", "a request path starts with '/'"),
+        (
+            "/users/*",
+            "a prefix is a literal path: no query, fragment or wildcard",
+        ),
+        (
+            "/a?b",
+            "a prefix is a literal path: no query, fragment or wildcard",
+        ),
+    ] {
+        let Ok(policy) = policy() else {
+            panic!("the rules parse")
+        };
+        let got = RateLimitLayer::new(policy).skip_path_prefix(prefix).err();
+        let Some(PrefixError {
+            prefix: p,
+            reason: r,
+            ..
+        }) = got
+        else {
+            panic!("{prefix:?} accepted")
+        };
+        assert_eq!((p.as_str(), r), (prefix, reason));
+    }
+}
+
+#[tokio::test]
+async fn denials_are_answered_by_the_services_closure() -> TestResult {
+    let policy = policy()?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .key(ClientKey::header("x-api-key")?)
+        .on_denied(|denial| {
+            let tiers: Vec<&str> = denial.decision().denied_by().map(|t| t.name()).collect();
+            let body = format!(
+                "{} on {}: over {:?}, back in {} s ({:?})",
+                denial.client(),
+                denial.endpoint(),
+                tiers,
+                denial.retry_after_secs(),
+                denial.retry_after(),
+            );
+            let mut response = http::Response::new(Full::from(body));
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            response.headers_mut().extend(denial.headers().clone());
+            response
+        });
+    let app = Router::new()
+        .route("/users/{id}", get(|| async { "ok" }))
+        .layer(layer);
+    let addr = serve(app).await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        replies.push(send(addr, "/users/7", key).await?);
+    }
+    let got: Vec<u16> = replies.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(got, [200, 200, 503]);
+    let denied = &replies[2];
+    assert_eq!(
+        denied.body,
+        "acct_1 on /users/{id}: over [\"api\"], back in 45 s (45s)"
+    );
+    // The headers the layer's own answer would carry, as the closure copied them.
+    assert_eq!(denied.header("retry-after"), "45");
+    assert_eq!(
+        denied.header("ratelimit"),
+        "\"api\";r=0;t=45;pk=:6qCUvbV94do=:"
+    );
+    assert_eq!(
+        denied.header("ratelimit-policy"),
+        "\"api\";q=2;w=60;pk=:6qCUvbV94do=:"
+    );
+    // Admitted answers are the layer's as ever.
+    assert_eq!(
+        replies[0].header("ratelimit"),
+        "\"api\";r=1;t=45;pk=:6qCUvbV94do=:"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_default_response_is_the_layers_own() -> TestResult {
+    // A closure that defers to the layer: the same 429 as without it.
+    let with = RateLimitLayer::new(policy()?)
+        .key(ClientKey::header("x-api-key")?)
+        .on_denied(|denial| denial.default_response());
+    let without = RateLimitLayer::new(policy()?).key(ClientKey::header("x-api-key")?);
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+    let mut last = Vec::new();
+    for layer in [with, without] {
+        let addr = serve(
+            Router::new()
+                .route("/", get(|| async { "ok" }))
+                .layer(layer),
+        )
+        .await?;
+        let mut reply = None;
+        for _ in 0..3 {
+            reply = Some(send(addr, "/", key).await?);
+        }
+        let Some(reply) = reply else {
+            panic!("three requests sent")
+        };
+        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+        let mut headers: Vec<(String, String)> = reply
+            .headers
+            .iter()
+            .filter(|(n, _)| *n != "date")
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        headers.sort();
+        last.push((headers, reply.body));
+    }
+    assert_eq!(last[0], last[1]);
+    Ok(())
+}

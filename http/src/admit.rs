@@ -12,11 +12,12 @@ use tollgate::{InsufficientCapacity, Nanos};
 use super::charge::Charge;
 use super::check::decided;
 use super::denial::Denial;
+use super::events;
 use super::grpc;
 use super::header_style::Fields;
 use super::layer::Shared;
 use super::problem::{cost_too_large, too_many_requests};
-use super::stats::Counters;
+use super::stats::Outcome;
 use tollgate::policy::{Op, PolicyDecision};
 
 /// What the policy said about a forwarded request: with
@@ -82,7 +83,7 @@ pub(super) fn admit(
     let decision = match decision {
         Ok(d) => d,
         Err(e) => {
-            Counters::add(&counters.too_costly, 1);
+            counters.count(Outcome::TooCostly);
             if grpc::is_grpc(headers) {
                 let message = format!(
                     "request cost {cost} exceeds the most the limits can admit ({})",
@@ -94,7 +95,9 @@ pub(super) fn admit(
         }
     };
     if !decision.allowed() {
-        Counters::add(&counters.denied, 1);
+        counters.count(Outcome::Denied);
+        events::decided(&decision, false);
+        events::denied(&decision, endpoint);
         let grpc = grpc::is_grpc(headers);
         if let Some(answer) = &shared.on_denied {
             let mut fields = HeaderMap::new();
@@ -116,7 +119,8 @@ pub(super) fn admit(
             .insert_into(response.headers_mut());
         return Verdict::Answer(response);
     }
-    Counters::add(&counters.admitted, 1);
+    counters.count(Outcome::Admitted);
+    events::decided(&decision, false);
     let shadow = shared
         .shadow
         .as_ref()
@@ -124,8 +128,11 @@ pub(super) fn admit(
     let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
     let shadow_denied =
         matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
+    if let Some(Ok(d)) = &shadow {
+        events::decided(d, true);
+    }
     if shadow_denied {
-        Counters::add(&counters.shadow_denied, 1);
+        counters.count(Outcome::ShadowDenied);
     }
     let shadow_tiers = match &shadow {
         Some(Ok(d)) if shared.shadow_headers => d.tiers(),

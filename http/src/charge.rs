@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::check::{decided, Check};
 use super::layer::Shared;
-use super::stats::Counters;
+use super::stats::{Counters, Outcome};
 use tollgate::policy::{settlement, Op, PolicyDecision};
 use tollgate::wait::finish;
 
@@ -61,7 +61,7 @@ impl Charge {
     /// Gives the whole charge back: awaited on a spawned task when the policy's store is
     /// awaited and a tokio runtime is at hand (a drop cannot wait), else here.
     pub(super) fn give_back(self: Box<Self>) {
-        Counters::add(&self.shared.counters.cancelled, 1);
+        self.shared.counters.count(Outcome::Cancelled);
         if self.shared.policy.awaited() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move { self.run(Op::Refund, self.cost).await });

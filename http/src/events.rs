@@ -1,8 +1,101 @@
-//! What the layer tells the operator through `tracing` (feature `tracing`, on by default):
-//! a server wiring error, at most once a minute however many requests meet it (each is
-//! still counted in [`LayerStats`](super::LayerStats) and answered 500).
+//! What the layer tells the operator, through the kept facades: `tracing` events (feature
+//! `tracing`, on by default) and `metrics` counters (feature `metrics`), both compiled out
+//! without their feature.
+//!
+//! | event | `tracing` | `metrics` |
+//! |---|---|---|
+//! | every counted request outcome | | `tollgate_http_requests_total{outcome}` (`admitted`, `denied`, `delayed`, `cancelled`, `shadow_denied`, `bad_key`, `too_costly`, `no_peer_address`, `skipped`: the [`LayerStats`](super::LayerStats) counts) |
+//! | each rule's decision on a checked request | | `tollgate_http_rule_decisions_total{rule, outcome, mode}` (`allowed` / `denied`; `enforced` / `shadow`) |
+//! | a denial | `debug`: the endpoint, the denying rules and tiers, the retry time | |
+//! | a missing or malformed key | `debug`: what is wrong | |
+//! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
+//!
+//! `delayed` and `shadow_denied` requests are also `admitted`; `cancelled` ones too.
+//! Client keys are never logged or used as labels (they are unbounded, and often
+//! personal).
 
+use tollgate::policy::PolicyDecision;
 use tollgate::{Gcra, RateLimiter};
+
+use super::error::KeyError;
+use super::stats::Outcome;
+
+/// Reports one counted `outcome`.
+#[inline]
+pub(crate) fn counted(outcome: Outcome) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("tollgate_http_requests_total", "outcome" => outcome.label()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = outcome;
+}
+
+/// Reports each rule's part in `decision` (its first tier names it; it is denied if any of
+/// its tiers denied); `shadow`: the decision of the shadow rules.
+#[inline]
+pub(crate) fn decided(decision: &PolicyDecision, shadow: bool) {
+    #[cfg(feature = "metrics")]
+    {
+        let tiers = decision.tiers();
+        for (i, tier) in tiers.iter().enumerate() {
+            if tiers[..i].iter().any(|t| t.rule() == tier.rule()) {
+                continue;
+            }
+            let allowed = tiers
+                .iter()
+                .filter(|t| t.rule() == tier.rule())
+                .all(|t| t.decision.allowed);
+            metrics::counter!(
+                "tollgate_http_rule_decisions_total",
+                "rule" => tier.rule_name().to_owned(),
+                "outcome" => if allowed { "allowed" } else { "denied" },
+                "mode" => if shadow { "shadow" } else { "enforced" }
+            )
+            .increment(1);
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (decision, shadow);
+}
+
+/// Reports a denied request to `endpoint`.
+#[inline]
+pub(crate) fn denied(decision: &PolicyDecision, endpoint: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        endpoint,
+        denied_by = %DeniedBy(decision),
+        retry_after_ms = decision.decision.retry_after.as_duration().as_millis(),
+        "tollgate-http: request denied"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (decision, endpoint);
+}
+
+/// Reports a request without a usable client key.
+#[inline]
+pub(crate) fn bad_key(error: &KeyError) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(%error, "tollgate-http: no usable client key");
+    #[cfg(not(feature = "tracing"))]
+    let _ = error;
+}
+
+/// The denying `rule/tier` pairs of a decision, written only if an event is emitted.
+#[cfg(feature = "tracing")]
+struct DeniedBy<'a>(&'a PolicyDecision);
+
+#[cfg(feature = "tracing")]
+impl core::fmt::Display for DeniedBy<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, t) in self.0.denied_by().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}/{}", t.rule_name(), t.name())?;
+        }
+        Ok(())
+    }
+}
 
 /// At most one wiring-error event per minute, a burst of one: the first request that
 /// meets the error logs it at once.
@@ -22,9 +115,9 @@ impl WiringLog {
         }
     }
 
-    /// A request met [`KeyError::NoPeerAddress`](super::KeyError::NoPeerAddress): logs
-    /// it as an error naming the fix, unless one was logged within the minute; `total` is
-    /// how many requests have met it so far.
+    /// A request met [`KeyError::NoPeerAddress`]: logs it as an error naming the fix,
+    /// unless one was logged within the minute; `total` is how many requests have met it
+    /// so far.
     pub(crate) fn no_peer_address(&self, total: u64) {
         if !self.limiter.check().allowed {
             return;

@@ -19,7 +19,7 @@ use super::charge::{Charge, Held};
 use super::check::{decided, Answer};
 use super::header_style::Fields;
 use super::layer::Shared;
-use super::stats::Counters;
+use super::stats::Outcome;
 use super::RateLimitBody;
 use tollgate::wait::finish;
 use tollgate::wait::Delay;
@@ -147,7 +147,7 @@ where
             request.extensions_mut().insert(admission);
         }
         if delay > Nanos::ZERO {
-            Counters::add(&shared.counters.delayed, 1);
+            shared.counters.count(Outcome::Delayed);
             // The readied service waits with the request; a clone takes its place.
             let clone = inner.clone();
             let ready = std::mem::replace(inner, clone);

@@ -25,6 +25,10 @@
 //!   rate-limit fields and a `google.rpc.RetryInfo` when denied; 3 (`INVALID_ARGUMENT`) for a
 //!   missing key or a cost no limit can admit. With the `tonic` feature the peer key reads
 //!   tonic's `TcpConnectInfo`.
+//! - The service's own answers: [`RateLimitLayer::on_denied`] (from a [`Denial`]);
+//!   requests skipped by method or path prefix ([`RateLimitLayer::skip_method`]).
+//! - Observability: `tracing` events (feature `tracing`, default) and `metrics` counters
+//!   (feature `metrics`) of every outcome and each rule's decisions; [`LayerStats`].
 //!
 //! ```
 //! use std::net::SocketAddr;

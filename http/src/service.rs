@@ -14,11 +14,12 @@ use tower_service::Service;
 use super::admit::{admit, Verdict};
 use super::check::decided;
 use super::error::KeyError;
+use super::events;
 use super::future::{Deciding, ResponseFuture};
 use super::grpc;
 use super::layer::{OnBadKey, Shared};
 use super::problem::{bad_request, server_error};
-use super::stats::{Counters, LayerStats};
+use super::stats::{LayerStats, Outcome};
 use super::Head;
 use tollgate::policy::Op;
 
@@ -72,7 +73,7 @@ where
         let admitted = {
             let head = Head::of(&request);
             if shared.skip.matches(&head) {
-                Counters::add(&shared.counters.skipped, 1);
+                shared.counters.count(Outcome::Skipped);
                 return ResponseFuture::pass(request, &mut self.inner);
             }
             let client = match shared.key.extract(&head) {
@@ -80,9 +81,8 @@ where
                 Err(KeyError::NoPeerAddress) => {
                     // The server's wiring, not the client's doing: a 500, and the operator
                     // is told how to fix it.
-                    let counter = &shared.counters.no_peer_address;
-                    Counters::add(counter, 1);
-                    shared.wiring_log.no_peer_address(Counters::get(counter));
+                    let total = shared.counters.count(Outcome::NoPeerAddress);
+                    shared.wiring_log.no_peer_address(total);
                     let detail = KeyError::NoPeerAddress.to_string();
                     return ResponseFuture::answer(if grpc::is_grpc(head.headers) {
                         grpc::refusal(grpc::Code::Internal, &detail, None)
@@ -91,7 +91,8 @@ where
                     });
                 }
                 Err(e) => {
-                    Counters::add(&shared.counters.bad_key, 1);
+                    shared.counters.count(Outcome::BadKey);
+                    events::bad_key(&e);
                     match &shared.on_bad_key {
                         OnBadKey::Reject if grpc::is_grpc(head.headers) => {
                             return ResponseFuture::answer(grpc::refusal(

@@ -1,5 +1,6 @@
-//! [`LayerStats`]: the counts of what a [`RateLimitLayer`](super::RateLimitLayer) did, and
-//! the shared atomic `Counters` behind them.
+//! [`LayerStats`]: the counts of what a [`RateLimitLayer`](super::RateLimitLayer) did, the
+//! shared atomic `Counters` behind them, and the `Outcome`s they count (each also reported
+//! as a metric: see [`events`](super::events)).
 
 use portable_atomic::{AtomicU64, Ordering};
 
@@ -52,17 +53,61 @@ pub(super) struct Counters {
     pub(super) charged: AtomicU64,
 }
 
+/// What happened to a request, as counted: one per [`LayerStats`] request count.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Admitted,
+    Denied,
+    Delayed,
+    Cancelled,
+    ShadowDenied,
+    BadKey,
+    TooCostly,
+    NoPeerAddress,
+    Skipped,
+}
+
+impl Outcome {
+    /// The `outcome` label of the `tollgate_http_requests_total` metric.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::Denied => "denied",
+            Outcome::Delayed => "delayed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::ShadowDenied => "shadow_denied",
+            Outcome::BadKey => "bad_key",
+            Outcome::TooCostly => "too_costly",
+            Outcome::NoPeerAddress => "no_peer_address",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
 impl Counters {
+    /// Counts one request's `outcome` (and reports it as a metric); the count so far.
+    pub(super) fn count(&self, outcome: Outcome) -> u64 {
+        let counter = match outcome {
+            Outcome::Admitted => &self.admitted,
+            Outcome::Denied => &self.denied,
+            Outcome::Delayed => &self.delayed,
+            Outcome::Cancelled => &self.cancelled,
+            Outcome::ShadowDenied => &self.shadow_denied,
+            Outcome::BadKey => &self.bad_key,
+            Outcome::TooCostly => &self.too_costly,
+            Outcome::NoPeerAddress => &self.no_peer_address,
+            Outcome::Skipped => &self.skipped,
+        };
+        super::events::counted(outcome);
+        // Relaxed: statistics; nothing is published with them.
+        counter.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
     /// Adds `n` to `counter`.
     pub(super) fn add(counter: &AtomicU64, n: u64) {
         // Relaxed: statistics; nothing is published with them.
         counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// `counter` now.
-    pub(super) fn get(counter: &AtomicU64) -> u64 {
-        // Relaxed: statistics.
-        counter.load(Ordering::Relaxed)
     }
 
     /// The counts now.

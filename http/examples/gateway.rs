@@ -13,6 +13,9 @@
 //! (the leaky bucket's delays are still real sleeps).
 //!
 //! Run: `cargo run --release -p tollgate-http --example gateway`
+//! (with `--features metrics` it also serves `/metrics` in Prometheus format, through
+//! metrics-exporter-prometheus, unchecked by the layer; at the end it scrapes it and checks
+//! the layer's counters there against the same totals)
 //! (`--rules FILE` to read the initial rules from a file instead; the checks then assume
 //! the built-in numbers; `--redis redis://127.0.0.1:6379` keeps
 //! the enforced rules' state in that Redis through `tollgate_redis::RedisStore`, with the
@@ -240,8 +243,15 @@ async fn run<S: Store + 'static>(
     let app = Router::new()
         .route("/items/{id}", get(handler))
         .route("/search", get(handler))
-        .route("/upload", get(handler))
-        .layer(layer.clone());
+        .route("/upload", get(handler));
+    #[cfg(feature = "metrics")]
+    let (app, layer) = {
+        let prometheus =
+            metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+        let app = app.route("/metrics", get(move || async move { prometheus.render() }));
+        (app, layer.skip_path_prefix("/metrics")?)
+    };
+    let app = app.layer(layer.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
@@ -374,6 +384,34 @@ async fn run<S: Store + 'static>(
     );
     if layer_got != layer_want {
         wrong.push(format!("layer: got {layer_got:?}, want {layer_want:?}"));
+    }
+    #[cfg(feature = "metrics")]
+    {
+        let scrape = send(addr, "/metrics", None).await?;
+        println!("\n/metrics (tollgate-http's counters):");
+        for line in scrape.body.lines() {
+            if line.starts_with("tollgate_http_requests_total") {
+                println!("  {line}");
+            }
+        }
+        let outcome = |o: &str| {
+            let prefix = format!("tollgate_http_requests_total{{outcome=\"{o}\"}} ");
+            scrape
+                .body
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix)?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let scraped = (
+            outcome("admitted"),
+            outcome("denied"),
+            outcome("delayed"),
+            outcome("shadow_denied"),
+            outcome("bad_key"),
+        );
+        if scraped != layer_want {
+            wrong.push(format!("/metrics: got {scraped:?}, want {layer_want:?}"));
+        }
     }
     if wrong.is_empty() {
         println!("\nall totals as the rules dictate");

@@ -5,6 +5,7 @@
 use core::fmt;
 
 use http::Method;
+use tollgate::policy::EndpointSelector;
 
 use super::Head;
 
@@ -17,7 +18,8 @@ use super::Head;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Skip {
     methods: Vec<Method>,
-    prefixes: Vec<String>,
+    /// Each an [`EndpointSelector::Prefix`], matched against the request's path.
+    prefixes: Vec<EndpointSelector>,
 }
 
 impl Skip {
@@ -28,19 +30,18 @@ impl Skip {
     }
 
     pub(crate) fn prefix(&mut self, prefix: &str) -> Result<(), PrefixError> {
+        let refuse = |reason| PrefixError {
+            prefix: prefix.to_owned(),
+            reason,
+        };
         if !prefix.starts_with('/') {
-            return Err(PrefixError {
-                prefix: prefix.to_owned(),
-                reason: "a request path starts with '/'",
-            });
+            return Err(refuse("a request path starts with '/'"));
         }
-        if prefix.contains(['?', '#', '*']) {
-            return Err(PrefixError {
-                prefix: prefix.to_owned(),
-                reason: "a prefix is a literal path: no query, fragment or wildcard",
-            });
+        if prefix.contains(['?', '#']) {
+            return Err(refuse("a request path holds no query or fragment"));
         }
-        self.prefixes.push(prefix.to_owned());
+        let selector = EndpointSelector::prefix(prefix).map_err(|e| refuse(e.reason))?;
+        self.prefixes.push(selector);
         Ok(())
     }
 
@@ -52,16 +53,8 @@ impl Skip {
         }
         self.methods.contains(head.method) || {
             let path = head.uri.path();
-            self.prefixes.iter().any(|p| under(path, p))
+            self.prefixes.iter().any(|p| p.matches(path))
         }
-    }
-}
-
-/// Whether `path` is `prefix` or below it, by whole segments.
-fn under(path: &str, prefix: &str) -> bool {
-    match path.strip_prefix(prefix) {
-        None => false,
-        Some(rest) => rest.is_empty() || prefix.ends_with('/') || rest.starts_with('/'),
     }
 }
 
@@ -87,19 +80,3 @@ impl fmt::Display for PrefixError {
 }
 
 impl std::error::Error for PrefixError {}
-
-#[cfg(test)]
-mod tests {
-    use super::under;
-
-    #[test]
-    fn prefixes_match_whole_segments() {
-        assert!(under("/health", "/health"));
-        assert!(under("/health/live", "/health"));
-        assert!(!under("/healthz", "/health"));
-        assert!(!under("/api/health", "/health"));
-        assert!(under("/static/a.css", "/static/"));
-        assert!(!under("/static", "/static/"));
-        assert!(under("/anything", "/"));
-    }
-}

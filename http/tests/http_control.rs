@@ -88,11 +88,13 @@ fn a_prefix_that_can_never_match_is_refused() {
         ("health", "a request path starts with '/'"),
         (
             "/users/*",
-            "a prefix is a literal path: no query, fragment or wildcard",
+            "a wildcard is only supported as a trailing `/*` (every endpoint below the \
+             prefix); use `prefix = \"...\"` for a prefix",
         ),
+        ("/a?b", "a request path holds no query or fragment"),
         (
-            "/a?b",
-            "a prefix is a literal path: no query, fragment or wildcard",
+            "/users/{id",
+            "a route template's parameter is one `{name}` (or `{*name}`) within a segment",
         ),
     ] {
         let Ok(policy) = policy() else {
@@ -204,5 +206,67 @@ async fn the_default_response_is_the_layers_own() -> TestResult {
         last.push((headers, reply.body));
     }
     assert_eq!(last[0], last[1]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn prefix_rules_cover_routes_and_raw_paths_under_them() -> TestResult {
+    // `/users/*` matches the route templates below `/users/` (what the layer names
+    // endpoints by); `prefix = "/files"` a raw path under a nested router's fallback.
+    let rules = r#"
+        [[rules]]
+        name = "users"
+        endpoint = "/users/*"
+        limit = 2
+        window = "1m"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "files"
+        prefix = "/files"
+        limit = 1
+        window = "1m"
+        algorithm = "fixed_window"
+    "#;
+    let clock = ManualClock::starting_at(Nanos::from_secs(15));
+    let policy = Arc::new(Policy::from_toml(rules, clock)?);
+    let layer = RateLimitLayer::new(policy)
+        .key(ClientKey::header("x-api-key")?)
+        .endpoint(tollgate_http::Endpoint::matched_path().or_raw_path());
+    let app = Router::new()
+        .route("/users/{id}", get(|| async { "user" }))
+        .route("/users/{id}/posts", get(|| async { "posts" }))
+        .fallback(|| async { "file" })
+        .layer(layer);
+    let addr = serve(app).await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+    let mut got = Vec::new();
+    for path in [
+        "/users/1",
+        "/users/2/posts",
+        "/users/3",
+        "/files/a",
+        "/files/b",
+        "/other",
+    ] {
+        let reply = send(addr, path, key).await?;
+        got.push((
+            path,
+            reply.status.as_u16(),
+            reply.header("ratelimit").to_owned(),
+        ));
+    }
+    let pk = "pk=:6qCUvbV94do=:";
+    assert_eq!(
+        got,
+        [
+            ("/users/1", 200, format!("\"users\";r=1;t=45;{pk}")),
+            ("/users/2/posts", 200, format!("\"users\";r=0;t=45;{pk}")),
+            ("/users/3", 429, format!("\"users\";r=0;t=45;{pk}")),
+            ("/files/a", 200, format!("\"files\";r=0;t=45;{pk}")),
+            ("/files/b", 429, format!("\"files\";r=0;t=45;{pk}")),
+            ("/other", 200, String::new()),
+        ]
+    );
     Ok(())
 }

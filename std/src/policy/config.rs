@@ -81,9 +81,9 @@ impl PolicyConfig {
 /// One rule before validation: which requests it matches, how it partitions them, and its
 /// limits.
 ///
-/// Selectors: `client` and `endpoint` are each either a literal (exact match) or absent
-/// (any). That gives the four kinds of rule: default (neither), client, endpoint, and
-/// (client, endpoint).
+/// Selectors: `client` is a literal (exact match) or absent (any); the endpoint is
+/// `endpoint` (exact, a route template, or `…/*`), `prefix`, or absent (any). That gives
+/// the four kinds of rule: default (neither), client, endpoint, and (client, endpoint).
 ///
 /// Limits: either `tiers = [...]` or the one-tier shorthand `limit`/`window`/`algorithm`/
 /// `burst`/`queue` directly on the rule, not both.
@@ -104,9 +104,15 @@ pub struct RuleConfig {
     /// The client this rule is for; absent = any client.
     #[serde(default)]
     pub client: Option<String>,
-    /// The endpoint this rule is for; absent = any endpoint.
+    /// The endpoint this rule is for: an exact name (a path, or a route template such as
+    /// `/users/{id}`), or `…/*` for every endpoint below `…/`; absent = any endpoint. See
+    /// [`EndpointSelector`](super::EndpointSelector) for the forms and the precedence.
     #[serde(default)]
     pub endpoint: Option<String>,
+    /// Instead of `endpoint`: every endpoint that is this prefix or below it (by whole
+    /// segments: `/api` covers `/api` and `/api/v1`, not `/apix`).
+    #[serde(default)]
+    pub prefix: Option<String>,
     /// One state per client (default) or one shared by all matching requests.
     #[serde(default)]
     pub per: Partition,
@@ -153,6 +159,12 @@ impl RuleConfig {
     /// Restricts the rule to one endpoint.
     pub fn endpoint(mut self, endpoint: &str) -> RuleConfig {
         self.endpoint = Some(endpoint.to_owned());
+        self
+    }
+
+    /// Restricts the rule to the endpoints under `prefix`.
+    pub fn prefix(mut self, prefix: &str) -> RuleConfig {
+        self.prefix = Some(prefix.to_owned());
         self
     }
 

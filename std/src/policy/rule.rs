@@ -2,7 +2,9 @@
 //! number within one policy.
 
 use super::tier::check_name;
-use super::{Partition, PolicyConfigError, RuleConfig, Tier, TierConfig, MAX_CAPACITY};
+use super::{
+    EndpointSelector, Partition, PolicyConfigError, RuleConfig, Tier, TierConfig, MAX_CAPACITY,
+};
 
 /// The most tiers one rule may hold.
 pub const MAX_TIERS_PER_RULE: usize = 4;
@@ -10,7 +12,7 @@ pub const MAX_TIERS_PER_RULE: usize = 4;
 /// A validated rule. Built by [`RuleSet`](super::RuleSet) from a [`RuleConfig`].
 ///
 /// ```
-/// use tollgate::policy::{Partition, Policy, PolicyConfig};
+/// use tollgate::policy::{EndpointSelector, Partition, Policy, PolicyConfig};
 /// let policy = Policy::from_toml(r#"
 ///     [[rules]]
 ///     name = "export"
@@ -21,7 +23,8 @@ pub const MAX_TIERS_PER_RULE: usize = 4;
 /// "#, tollgate::policy::FnClock(|| tollgate::Nanos::ZERO))?;
 /// let set = policy.rule_set();
 /// let rule = &set.rules()[0];
-/// assert_eq!((rule.name(), rule.endpoint(), rule.partition()), ("export", Some("/export"), Partition::Global));
+/// let export = EndpointSelector::Exact("/export".into());
+/// assert_eq!((rule.name(), rule.endpoint(), rule.partition()), ("export", Some(&export), Partition::Global));
 /// # Ok::<(), tollgate::policy::PolicyConfigError>(())
 /// ```
 #[derive(Debug)]
@@ -29,7 +32,7 @@ pub struct Rule {
     id: RuleId,
     name: Box<str>,
     client: Option<Box<str>>,
-    endpoint: Option<Box<str>>,
+    endpoint: Option<EndpointSelector>,
     per: Partition,
     /// The key fingerprint of a [`Partition::Global`] rule (every request shares it),
     /// computed once here rather than on every check.
@@ -53,12 +56,23 @@ impl Rule {
                 "must not be empty (omit it to match any client)",
             ));
         }
-        if config.endpoint.as_deref() == Some("") {
-            return Err(PolicyConfigError::new(
-                field("endpoint"),
-                "must not be empty (omit it to match any endpoint)",
-            ));
-        }
+        let endpoint = match (&config.endpoint, &config.prefix) {
+            (Some(_), Some(_)) => {
+                return Err(PolicyConfigError::new(
+                    field("prefix"),
+                    "a rule has `endpoint` or `prefix`, not both",
+                ))
+            }
+            (Some(e), None) => Some(
+                EndpointSelector::parse(e)
+                    .map_err(|e| PolicyConfigError::new(field("endpoint"), e.to_string()))?,
+            ),
+            (None, Some(p)) => Some(
+                EndpointSelector::prefix(p)
+                    .map_err(|e| PolicyConfigError::new(field("prefix"), e.to_string()))?,
+            ),
+            (None, None) => None,
+        };
         let shorthand = config.limit.is_some()
             || config.window.is_some()
             || config.algorithm.is_some()
@@ -147,7 +161,7 @@ impl Rule {
             id,
             name: config.name.as_str().into(),
             client: config.client.as_deref().map(Box::from),
-            endpoint: config.endpoint.as_deref().map(Box::from),
+            endpoint,
             per: config.per,
             global_key: super::store::fingerprint(""),
             tiers: compiled,
@@ -169,9 +183,9 @@ impl Rule {
         self.client.as_deref()
     }
 
-    /// The endpoint it is for, if any.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
+    /// The endpoints it is for, if not every one.
+    pub fn endpoint(&self) -> Option<&EndpointSelector> {
+        self.endpoint.as_ref()
     }
 
     /// How its state is partitioned.

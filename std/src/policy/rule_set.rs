@@ -7,7 +7,7 @@ use hashbrown::HashTable;
 use tollgate_core::Nanos;
 
 use super::store::fingerprint;
-use super::{PolicyConfig, PolicyConfigError, Rule};
+use super::{EndpointSelector, PolicyConfig, PolicyConfigError, Rule};
 
 /// The largest `capacity` a rule set (or a rule) accepts: a single-word tier allocates its
 /// table (about 19.2 bytes per key of capacity) the first time it is used.
@@ -109,11 +109,22 @@ fn same(a: &str, b: &str) -> bool {
     }
 }
 
-/// The rules of one endpoint: the any-client rule and the client-specific ones.
+/// The rules of one endpoint selector: the any-client rule and the client-specific ones.
 #[derive(Debug, Default)]
 struct EndpointRules {
     any: Option<usize>,
     by_client: Index<usize>,
+}
+
+impl EndpointRules {
+    /// The rule for `client` (whose fingerprint is `client_hash`), else the any-client one.
+    #[inline]
+    fn pick(&self, client: &str, client_hash: u64) -> Option<usize> {
+        self.by_client
+            .get(client, || client_hash)
+            .copied()
+            .or(self.any)
+    }
 }
 
 /// A validated, indexed set of rules: what a [`Policy`](super::Policy) swaps on reload.
@@ -123,8 +134,11 @@ struct EndpointRules {
 ///
 /// - the *global slot* (rules without `endpoint`): the rule for this `client` if there is
 ///   one, otherwise the default rule (no `client`, no `endpoint`);
-/// - the *endpoint slot* (rules with this `endpoint`): the rule for this (`client`,
-///   `endpoint`) if there is one, otherwise the endpoint's any-client rule.
+/// - the *endpoint slot* (rules with an `endpoint` or `prefix`): of the selectors that
+///   match the request's endpoint, the most specific that has a rule for it — the exact
+///   name first, then the prefixes longest first — and of its rules, the one for this
+///   `client` if there is one, otherwise its any-client rule (see
+///   [`EndpointSelector`](super::EndpointSelector)).
 ///
 /// A client-specific rule thus *replaces* the generic rule of its slot (raising acct_123 to
 /// 500/min is a client rule, not capped by the default 100/min), while the two slots
@@ -160,6 +174,25 @@ pub struct RuleSet {
     default: Option<usize>,
     by_client: Index<usize>,
     by_endpoint: Index<EndpointRules>,
+    /// The prefix selectors' rules, longest prefix first.
+    by_prefix: Vec<(Box<str>, EndpointRules)>,
+}
+
+/// The rules of `selector` in `set`, made empty on first use.
+fn endpoint_rules<'s>(set: &'s mut RuleSet, selector: &EndpointSelector) -> &'s mut EndpointRules {
+    match selector {
+        EndpointSelector::Exact(e) => set.by_endpoint.get_or_insert_with(e, Default::default),
+        EndpointSelector::Prefix(p) => {
+            let at = match set.by_prefix.iter().position(|(q, _)| q == p) {
+                Some(at) => at,
+                None => {
+                    set.by_prefix.push((p.clone(), EndpointRules::default()));
+                    set.by_prefix.len() - 1
+                }
+            };
+            &mut set.by_prefix[at].1
+        }
+    }
 }
 
 impl RuleSet {
@@ -189,6 +222,7 @@ impl RuleSet {
             default: None,
             by_client: Index::default(),
             by_endpoint: Index::default(),
+            by_prefix: Vec::new(),
         };
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {
@@ -216,20 +250,23 @@ impl RuleSet {
                     _ => Ok(()),
                 }
             };
-            let endpoints = &mut set.by_endpoint;
             match (rule.client(), rule.endpoint()) {
                 (None, None) => claim(&mut set.default)?,
                 (Some(c), None) => claim_in(&mut set.by_client, c)?,
-                (None, Some(e)) => {
-                    claim(&mut endpoints.get_or_insert_with(e, Default::default).any)?
+                (client, Some(selector)) => {
+                    let rules = endpoint_rules(&mut set, selector);
+                    match client {
+                        None => claim(&mut rules.any)?,
+                        Some(c) => claim_in(&mut rules.by_client, c)?,
+                    }
                 }
-                (Some(c), Some(e)) => claim_in(
-                    &mut endpoints.get_or_insert_with(e, Default::default).by_client,
-                    c,
-                )?,
             }
             set.rules.push(rule);
         }
+        // Longest first; a stable sort, so of `/api` and `/api/`-like prefixes of one length
+        // the first in the config comes first.
+        set.by_prefix
+            .sort_by_key(|(p, _)| core::cmp::Reverse(p.len()));
         Ok(set)
     }
 
@@ -263,13 +300,19 @@ impl RuleSet {
             .get(client, || client_hash)
             .copied()
             .or(self.default);
-        let scoped = if self.by_endpoint.is_empty() {
+        let exact = if self.by_endpoint.is_empty() {
             None
         } else {
             self.by_endpoint
                 .get(endpoint, || fingerprint(endpoint))
-                .and_then(|e| e.by_client.get(client, || client_hash).copied().or(e.any))
+                .and_then(|e| e.pick(client, client_hash))
         };
+        let scoped = exact.or_else(|| {
+            self.by_prefix
+                .iter()
+                .filter(|(p, _)| EndpointSelector::prefix_matches(p, endpoint))
+                .find_map(|(_, e)| e.pick(client, client_hash))
+        });
         [
             global.map(|i| &self.rules[i]),
             scoped.map(|i| &self.rules[i]),

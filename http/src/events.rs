@@ -29,21 +29,13 @@ pub(crate) fn counted(outcome: Outcome) {
     let _ = outcome;
 }
 
-/// Reports each rule's part in `decision` (its first tier names it; it is denied if any of
-/// its tiers denied); `shadow`: the decision of the shadow rules.
+/// Reports each rule's part in `decision` ([`PolicyDecision::rule_outcomes`]); `shadow`:
+/// the decision of the shadow rules.
 #[inline]
 pub(crate) fn decided(decision: &PolicyDecision, shadow: bool) {
     #[cfg(feature = "metrics")]
     {
-        let tiers = decision.tiers();
-        for (i, tier) in tiers.iter().enumerate() {
-            if tiers[..i].iter().any(|t| t.rule() == tier.rule()) {
-                continue;
-            }
-            let allowed = tiers
-                .iter()
-                .filter(|t| t.rule() == tier.rule())
-                .all(|t| t.decision.allowed);
+        for (tier, allowed) in decision.rule_outcomes() {
             metrics::counter!(
                 "tollgate_http_rule_decisions_total",
                 "rule" => tier.rule_name().to_owned(),

@@ -246,6 +246,22 @@ impl PolicyDecision {
         self.tiers().iter().filter(|t| !t.decision.allowed)
     }
 
+    /// Each rule's part in the decision, once per rule in tier order: its first tier (which
+    /// names it) and whether every one of its tiers admitted. What per-rule counters count.
+    pub fn rule_outcomes(&self) -> impl Iterator<Item = (&TierOutcome, bool)> {
+        let tiers = self.tiers();
+        tiers.iter().enumerate().filter_map(move |(i, tier)| {
+            if tiers[..i].iter().any(|t| t.rule() == tier.rule()) {
+                return None;
+            }
+            let allowed = tiers
+                .iter()
+                .filter(|t| t.rule() == tier.rule())
+                .all(|t| t.decision.allowed);
+            Some((tier, allowed))
+        })
+    }
+
     /// Divides limit and remaining divided by `divisor` (a penalized
     /// client sees its reduced limit).
     #[inline]

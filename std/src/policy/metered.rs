@@ -123,16 +123,7 @@ impl<P: PolicyCheck> Metered<P> {
         } else {
             self.denied.add(1);
         }
-        let tiers = decision.tiers();
-        for (i, tier) in tiers.iter().enumerate() {
-            // Count each rule once: at its first tier.
-            if tiers[..i].iter().any(|t| t.rule() == tier.rule()) {
-                continue;
-            }
-            let rule_allowed = tiers
-                .iter()
-                .filter(|t| t.rule() == tier.rule())
-                .all(|t| t.decision.allowed);
+        for (tier, rule_allowed) in decision.rule_outcomes() {
             if let Some(counters) = self.rules.get(tier.rule().index()) {
                 counters.name.get_or_init(|| tier.rule_name().into());
                 if rule_allowed {

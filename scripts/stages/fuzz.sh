@@ -3,8 +3,9 @@
 # instrumentation, debug assertions on). Fails on the first crash, with the failing
 # input's Debug form and libFuzzer's report.
 #
-#   bash scripts/stages/fuzz.sh              # every target, FUZZ_SECONDS each (default 15: 11 targets keep the
-#                                            # whole suite under its 45-minute budget)
+#   bash scripts/stages/fuzz.sh              # every target, FUZZ_SECONDS each (default 15)
+#
+# 15 s per target keeps the whole test command inside its 45-minute budget (11 targets).
 #   FUZZ_SECONDS=300 bash scripts/stages/fuzz.sh gcra any_state
 #
 # Inputs per target: corpus/T/seeds (committed, small), regressions/T (committed inputs

@@ -31,10 +31,11 @@ use crate::sync::plain::{AtomicU64, Ordering};
 /// Step 1 finds each tier's key once and remembers the slot it read; step 2 writes that
 /// slot directly (looking the key up again only if the slot changed since), and each tier
 /// is decided once: the check path has no lock, no allocation, one clock read (by the
-/// policy) and one compare-and-swap per tier. That fast path covers keys already held by single-word
-/// tiers (the steady state); a key's first request, a sliding-log tier, a key that left
-/// its table between the steps (whose takes are then given back first), or a plan of one
-/// tier takes the general path: peek every tier but the first (whose take, if it denies,
+/// policy) and one compare-and-swap per tier. That fast path covers keys already held by
+/// single-word tiers (the steady state), a plan of one tier included (its key found once,
+/// by the policy's prefetch); a key's first request, a sliding-log tier, or a key that
+/// left its table between the steps (whose takes are then given back first) takes the
+/// general path: peek every tier but the first (whose take, if it denies,
 /// has taken nothing), then take each in turn with a full lookup, then step 3 as above.
 ///
 /// Compensation is exact for the fixed and sliding windows and the sliding log, and for
@@ -262,8 +263,7 @@ impl InProcess {
     /// the precheck decides every tier (the first included) on the state it reads and
     /// remembers that state, so the take that follows is one compare-and-swap per tier
     /// with no second decision, unless another caller wrote the key in between. Anything
-    /// else (a new key, a log tier, a single tier, the precheck off) takes the general
-    /// path.
+    /// else (a new key, a log tier, the precheck off) takes the general path.
     #[inline]
     fn check(
         &self,
@@ -271,7 +271,7 @@ impl InProcess {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        if !self.precheck || plan.len() < 2 {
+        if !self.precheck || plan.is_empty() {
             return self.check_general(plan, now, outcomes);
         }
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops

@@ -10,7 +10,6 @@ use http_body_util::Full;
 use tollgate::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
-use super::check::decided;
 use super::denial::Denial;
 use super::events;
 use super::grpc;
@@ -18,7 +17,7 @@ use super::header_style::Fields;
 use super::layer::Shared;
 use super::problem::{cost_too_large, too_many_requests};
 use super::stats::Outcome;
-use tollgate::policy::{Op, PolicyDecision};
+use tollgate::policy::PolicyDecision;
 
 /// What the policy said about a forwarded request: with
 /// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission),
@@ -74,7 +73,7 @@ pub(super) enum Verdict {
 pub(super) fn admit(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
-    decision: Result<PolicyDecision, InsufficientCapacity>,
+    decision: Result<&PolicyDecision, InsufficientCapacity>,
     client: &str,
     endpoint: &str,
     cost: u32,
@@ -96,35 +95,37 @@ pub(super) fn admit(
     };
     if !decision.allowed() {
         counters.count(Outcome::Denied);
-        events::decided(&decision, false);
-        events::denied(&decision, endpoint);
+        events::decided(decision, false);
+        events::denied(decision, endpoint);
         let grpc = grpc::is_grpc(headers);
         if let Some(answer) = &shared.on_denied {
             let mut fields = HeaderMap::new();
             shared
                 .style
-                .fields(&decision, &[], client)
+                .fields(decision, &[], client)
                 .insert_into(&mut fields);
-            let denial = Denial::new(&decision, fields, grpc, client, endpoint);
+            let denial = Denial::new(decision, fields, grpc, client, endpoint);
             return Verdict::Answer(answer(&denial));
         }
         let mut response = if grpc {
-            grpc::resource_exhausted(&decision)
+            grpc::resource_exhausted(decision)
         } else {
-            too_many_requests(&decision)
+            too_many_requests(decision)
         };
         shared
             .style
-            .fields(&decision, &[], client)
+            .fields(decision, &[], client)
             .insert_into(response.headers_mut());
         return Verdict::Answer(response);
     }
     counters.count(Outcome::Admitted);
-    events::decided(&decision, false);
-    let shadow = shared
+    events::decided(decision, false);
+    let mut shadow_decision = PolicyDecision::empty();
+    let checked = shared
         .shadow
         .as_ref()
-        .map(|s| decided(s.run_now(Op::Check, client, endpoint, cost)));
+        .map(|s| s.check_now(client, endpoint, cost, &mut shadow_decision));
+    let shadow = checked.map(|checked| checked.map(|()| &shadow_decision));
     let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
     let shadow_denied =
         matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
@@ -138,7 +139,7 @@ pub(super) fn admit(
         Some(Ok(d)) if shared.shadow_headers => d.tiers(),
         _ => &[],
     };
-    let fields = shared.style.fields(&decision, shadow_tiers, client);
+    let fields = shared.style.fields(decision, shadow_tiers, client);
     let delay = decision.delay();
     let admission = shared.admission.then(|| Admission {
         delay,

@@ -31,6 +31,17 @@ pub(super) trait Check: Send + Sync {
     /// `op` for `cost` permits of `client` on `endpoint` at the policy's clock, blocking.
     fn run_now(&self, op: Op, client: &str, endpoint: &str, cost: u32) -> Answered;
 
+    /// The check of `cost` permits of `client` on `endpoint` at the policy's clock,
+    /// blocking, into `decision` ([`PolicyCheck::allow_into`]: the request's one decision,
+    /// never moved).
+    fn check_now(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity>;
+
     /// Whether the layer awaits this policy's answers (its store makes remote calls)
     /// rather than taking them from [`run_now`](Self::run_now).
     fn awaited(&self) -> bool {
@@ -47,6 +58,17 @@ pub(super) trait Check: Send + Sync {
 }
 
 impl<P: PolicyCheck + Send> Check for P {
+    #[inline]
+    fn check_now(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        PolicyCheck::allow_into(self, client, endpoint, cost, decision)
+    }
+
     #[inline]
     fn run_now(&self, op: Op, client: &str, endpoint: &str, cost: u32) -> Answered {
         match op {
@@ -69,6 +91,16 @@ impl<P: PolicyCheck + Send + 'static> Check for Awaited<P> {
     // The blocking form, for completeness: the layer runs this policy through `run`.
     fn run_now(&self, op: Op, client: &str, endpoint: &str, cost: u32) -> Answered {
         self.0.run_now(op, client, endpoint, cost)
+    }
+
+    fn check_now(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        self.0.check_now(client, endpoint, cost, decision)
     }
 
     fn awaited(&self) -> bool {

@@ -206,7 +206,7 @@ where
                     let next = match admit(
                         &shared,
                         request.headers(),
-                        decision,
+                        decision.as_ref().map_err(|e| *e),
                         &deciding.client,
                         &deciding.endpoint,
                         deciding.cost,

@@ -91,7 +91,24 @@ impl HeaderStyle {
 
     /// The rate-limit fields (not `Retry-After`), rendered without the `fmt` machinery
     /// and kept inline until the response is there to take them.
+    #[inline]
     pub(crate) fn fields(
+        &self,
+        decision: &PolicyDecision,
+        shadow: &[TierOutcome],
+        partition: &str,
+    ) -> Fields {
+        match self {
+            // Nothing to render: not even a look at the decision.
+            HeaderStyle::None => Fields::default(),
+            HeaderStyle::Draft11 | HeaderStyle::Draft10 | HeaderStyle::Legacy => {
+                self.rendered(decision, shadow, partition)
+            }
+        }
+    }
+
+    /// [`fields`](Self::fields) of a style that has some.
+    fn rendered(
         &self,
         decision: &PolicyDecision,
         shadow: &[TierOutcome],

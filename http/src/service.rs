@@ -12,7 +12,6 @@ use http_body_util::{Either, Full};
 use tower_service::Service;
 
 use super::admit::{admit, Verdict};
-use super::check::decided;
 use super::error::KeyError;
 use super::events;
 use super::future::{Deciding, ResponseFuture};
@@ -20,8 +19,8 @@ use super::grpc;
 use super::layer::{OnBadKey, Shared};
 use super::problem::{bad_request, server_error};
 use super::stats::{LayerStats, Outcome};
-use super::Head;
-use tollgate::policy::Op;
+use super::{Head, KeyText};
+use tollgate::policy::{Op, PolicyDecision};
 
 /// The response body of a [`RateLimit`] service: the inner service's body, or the
 /// layer's own problem body (429, 400, 413).
@@ -104,7 +103,7 @@ where
                         OnBadKey::Reject => {
                             return ResponseFuture::answer(bad_request(&e.to_string()))
                         }
-                        OnBadKey::Fallback(key) => key.as_str().into(),
+                        OnBadKey::Fallback(key) => KeyText::borrowed(key.as_str()),
                     }
                 }
             };
@@ -132,8 +131,13 @@ where
                     cost,
                 });
             }
-            let decision = decided(shared.policy.run_now(Op::Check, &client, &endpoint, cost));
-            match admit(shared, head.headers, decision, &client, &endpoint, cost) {
+            // The request's one decision, written in place (never moved).
+            let mut decision = PolicyDecision::empty();
+            let checked = shared
+                .policy
+                .check_now(&client, &endpoint, cost, &mut decision)
+                .map(|()| &decision);
+            match admit(shared, head.headers, checked, &client, &endpoint, cost) {
                 Verdict::Forward(admitted) => admitted,
                 Verdict::Answer(response) => return ResponseFuture::answer(response),
             }

@@ -224,6 +224,49 @@ pub trait PolicyCheck: Sync {
         self.peek_at(&Request::new(client, endpoint, cost), self.now())
     }
 
+    /// [`allow`](Self::allow), writing the decision into `decision` (replacing what it
+    /// held) instead of returning it: the same check, for a caller that keeps one decision
+    /// per request on a hot path, as the HTTP layer does. A [`PolicyDecision`] is a few
+    /// hundred bytes, and each move of a returned one copies them; a
+    /// [`Policy`](super::Policy) writes its decision in place. On an error, `decision` is
+    /// [`empty`](PolicyDecision::empty).
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy, PolicyCheck, PolicyDecision};
+    /// use tollgate::Nanos;
+    /// let policy = Policy::from_toml(
+    ///     "[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"1s\"\n",
+    ///     FnClock(|| Nanos::ZERO),
+    /// )?;
+    /// let mut decision = PolicyDecision::empty();
+    /// policy.allow_into("a", "/", 1, &mut decision)?;
+    /// assert!(decision.allowed());
+    /// policy.allow_into("a", "/", 1, &mut decision)?;
+    /// assert!(!decision.allowed());
+    /// // More than the limit can ever admit: an error, and the decision empty.
+    /// assert!(policy.allow_into("a", "/", 5, &mut decision).is_err());
+    /// assert!(decision.tiers().is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn allow_into(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        match self.allow(client, endpoint, cost) {
+            Ok(d) => {
+                *decision = d;
+                Ok(())
+            }
+            Err(e) => {
+                *decision = PolicyDecision::empty();
+                Err(e)
+            }
+        }
+    }
+
     /// Gives `cost` permits back now.
     fn refund(&self, client: &str, endpoint: &str, cost: u32) {
         self.refund_at(&Request::new(client, endpoint, cost), self.now())
@@ -356,6 +399,17 @@ macro_rules! forward_policy_check {
                 cost: u32,
             ) -> Result<PolicyDecision, InsufficientCapacity> {
                 (**self).peek(client, endpoint, cost)
+            }
+
+            #[inline]
+            fn allow_into(
+                &self,
+                client: &str,
+                endpoint: &str,
+                cost: u32,
+                decision: &mut PolicyDecision,
+            ) -> Result<(), InsufficientCapacity> {
+                (**self).allow_into(client, endpoint, cost, decision)
             }
         }
     )+};

@@ -151,6 +151,17 @@ impl PolicyDecision {
         }
     }
 
+    /// Makes this decision [`empty`](Self::empty) again, in place (the hold on a rule set
+    /// released): where a check into a caller's decision starts, and what a failed one
+    /// leaves.
+    #[inline(always)]
+    pub(crate) fn clear(&mut self) {
+        self.decision = NO_RULE;
+        self.len = 0;
+        self.tightest = u8::MAX;
+        self.set = None;
+    }
+
     /// Keeps `set` (the rule set the labels point into) alive as long as this decision.
     #[inline(always)]
     pub(crate) fn hold(&mut self, set: Hold<RuleSet>) {

@@ -356,10 +356,16 @@ impl<C: Clock + Sync, S: Store> Policy<C, S> {
         request: &Request<'_>,
         now: Option<Nanos>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        decide_body!(self, request, |plan, outcomes| {
-            let now = now.unwrap_or_else(|| self.clock.now());
-            self.store.run_async(op, &plan, now, outcomes).await
-        })
+        let mut decision = PolicyDecision::empty();
+        let decided: Result<(), InsufficientCapacity> = async {
+            let decision = &mut decision;
+            decide_body!(self, request, decision, |plan, outcomes| {
+                let now = now.unwrap_or_else(|| self.clock.now());
+                self.store.run_async(op, &plan, now, outcomes).await
+            })
+        }
+        .await;
+        decided.map(|()| decision)
     }
 
     /// [`record`](Self::record), awaiting the store.
@@ -404,7 +410,21 @@ impl<C: Clock, S: Store> Policy<C, S> {
         request: &Request<'_>,
         now: impl FnOnce() -> Nanos,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        decide_body!(self, request, |plan, outcomes| {
+        let mut decision = PolicyDecision::empty();
+        self.decide_into(op, request, now, &mut decision)?;
+        Ok(decision)
+    }
+
+    /// [`decide`](Self::decide) into `decision`, which it replaces (emptied on an error).
+    #[inline(always)]
+    fn decide_into(
+        &self,
+        op: Op,
+        request: &Request<'_>,
+        now: impl FnOnce() -> Nanos,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        decide_body!(self, request, decision, |plan, outcomes| {
             self.store.run(op, &plan, now(), outcomes)
         })
     }
@@ -532,6 +552,18 @@ impl<C: Clock + Sync, S: Store> PolicyCheck for Policy<C, S> {
     ) -> Result<PolicyDecision, InsufficientCapacity> {
         Policy::peek(self, client, endpoint, cost)
     }
+
+    #[inline]
+    fn allow_into(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        let request = Request::new(client, endpoint, cost);
+        self.decide_into(Op::Check, &request, || self.clock.now(), decision)
+    }
 }
 
 /// The plan of a refund or a charge (`op`) of `request`; `None` for no tier (or an
@@ -631,27 +663,31 @@ fn plan_rule<'a>(
 /// (the store's operation on `plan`, writing `outcomes`; awaited or not), combined; the
 /// decision holds the rule set its labels live in.
 macro_rules! decide_body {
-    ($policy:ident, $request:ident, |$plan:ident, $outcomes:ident| $run:expr) => {{
+    ($policy:ident, $request:ident, $decision:ident, |$plan:ident, $outcomes:ident| $run:expr) => {{
         let set = $policy.active_set();
-        let mut decision = PolicyDecision::empty();
+        $decision.clear();
         // The plan borrows the set, which the decision takes after it.
         {
             let mut $plan = Plan::new();
             plan_into(&mut $plan, &set, $request, |tier| {
                 tier_cost($request, tier.max_cost())
             })?;
-            decision.label(&$plan);
+            $decision.label(&$plan);
             if $plan.is_empty() {
-                decision.settle($request.divisor);
-                return Ok(decision);
+                $decision.settle($request.divisor);
+                return Ok(());
             }
-            let $outcomes = decision.outcomes_mut();
-            $run?;
+            let $outcomes = $decision.outcomes_mut();
+            if let Err(e) = $run {
+                // The labels point into the set, which is not held: empty again.
+                $decision.clear();
+                return Err(e);
+            }
         }
-        decision.settle($request.divisor);
+        $decision.settle($request.divisor);
         // The labels point into the set: the decision keeps it.
-        decision.hold(set.into_hold());
-        Ok(decision)
+        $decision.hold(set.into_hold());
+        Ok(())
     }};
 }
 use decide_body;

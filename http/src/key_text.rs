@@ -1,0 +1,222 @@
+//! [`KeyText`]: a client key as text — borrowed from the request where it can be, an
+//! address written inline where it is one (no allocation per request), computed otherwise.
+
+use core::fmt::{self, Write as _};
+use core::ops::Deref;
+use std::net::IpAddr;
+
+use arrayvec::ArrayString;
+
+/// The longest text of an address: an IPv6 address with an embedded IPv4 in full,
+/// `ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255`.
+const ADDRESS_LEN: usize = 45;
+
+/// Each octet's decimal digits (left-aligned) and how many there are.
+const OCTETS: [([u8; 3], u8); 256] = {
+    let mut table = [([0u8; 3], 0u8); 256];
+    let mut i = 0;
+    while i < 256 {
+        // Truncation: `i < 256`.
+        #[allow(clippy::cast_possible_truncation)]
+        let octet = i as u8;
+        table[i] = if octet >= 100 {
+            (
+                [
+                    b'0' + octet / 100,
+                    b'0' + octet / 10 % 10,
+                    b'0' + octet % 10,
+                ],
+                3,
+            )
+        } else if octet >= 10 {
+            ([b'0' + octet / 10, b'0' + octet % 10, 0], 2)
+        } else {
+            ([b'0' + octet, 0, 0], 1)
+        };
+        i += 1;
+    }
+    table
+};
+
+/// A client key as [`ClientKey::extract`](super::ClientKey::extract) reads it: a `str`
+/// (it derefs to one) that a peer or forwarded address writes inline and a header lends
+/// from the request, so the common keys cost no allocation.
+///
+/// ```
+/// use tollgate_http::{ClientKey, Head};
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(std::net::SocketAddr::from(([192, 0, 2, 7], 443)));
+/// let key = ClientKey::peer_ip().extract(&Head::of(&request))?;
+/// assert_eq!(key, "192.0.2.7");
+/// assert_eq!(key.len(), 9);
+/// let owned: String = key.into_owned();
+/// # let _ = owned;
+/// # Ok::<(), tollgate_http::KeyError>(())
+/// ```
+#[derive(Clone)]
+pub struct KeyText<'a>(Repr<'a>);
+
+#[derive(Clone)]
+enum Repr<'a> {
+    Borrowed(&'a str),
+    Address(ArrayString<ADDRESS_LEN>),
+    Owned(String),
+}
+
+impl<'a> KeyText<'a> {
+    /// `text`, lent by the request (or the layer: a fallback key).
+    pub(crate) fn borrowed(text: &'a str) -> KeyText<'a> {
+        KeyText(Repr::Borrowed(text))
+    }
+
+    /// `text`, computed.
+    pub(crate) fn owned(text: String) -> KeyText<'a> {
+        KeyText(Repr::Owned(text))
+    }
+
+    /// `ip` as `Display` writes it, inline; IPv4 without the `fmt` machinery (per request).
+    pub(crate) fn address(ip: IpAddr) -> KeyText<'a> {
+        let mut out = ArrayString::<ADDRESS_LEN>::new();
+        match ip {
+            IpAddr::V4(v4) => {
+                // Each octet's digits from a table, then one copy in: at most 15 bytes
+                // ("255.255.255.255"), ASCII digits and dots.
+                let mut text = [0u8; 16];
+                let mut len = 0;
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    let (digits, n) = OCTETS[usize::from(octet)];
+                    // Four octets of at most 3 digits and 3 dots: `len + 4 <= 16` here.
+                    text[len..len + 3].copy_from_slice(&digits);
+                    len += usize::from(n);
+                    if i < 3 {
+                        text[len] = b'.';
+                        len += 1;
+                    }
+                }
+                // ASCII: always UTF-8 (the check is on 15 bytes at most); 15 fit.
+                if let Ok(text) = core::str::from_utf8(&text[..len]) {
+                    let _ = out.try_push_str(text);
+                }
+            }
+            IpAddr::V6(v6) => {
+                // At most ADDRESS_LEN bytes, so the write cannot fail; were it to, the
+                // address is kept whole, allocated.
+                if write!(out, "{v6}").is_err() {
+                    return KeyText::owned(v6.to_string());
+                }
+            }
+        }
+        KeyText(Repr::Address(out))
+    }
+
+    /// The key as a `str`.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Borrowed(text) => text,
+            Repr::Address(text) => text,
+            Repr::Owned(text) => text,
+        }
+    }
+
+    /// The key as an owned `String`.
+    pub fn into_owned(self) -> String {
+        match self.0 {
+            Repr::Borrowed(text) => text.to_owned(),
+            Repr::Address(text) => text.as_str().to_owned(),
+            Repr::Owned(text) => text,
+        }
+    }
+}
+
+impl Deref for KeyText<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for KeyText<'_> {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for KeyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for KeyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for KeyText<'_> {
+    fn eq(&self, other: &KeyText<'_>) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for KeyText<'_> {}
+
+impl PartialEq<str> for KeyText<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for KeyText<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_read_as_display_writes_them() {
+        for ip in [
+            "0.0.0.0",
+            "1.2.3.4",
+            "10.100.255.9",
+            "255.255.255.255",
+            "192.0.2.10",
+            "::",
+            "2001:db8::1",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "::ffff:255.255.255.255",
+            "64:ff9b::c000:20a",
+        ] {
+            let parsed: IpAddr = ip.parse().unwrap_or(IpAddr::V4([9, 9, 9, 9].into()));
+            let key = KeyText::address(parsed);
+            assert_eq!(key.as_str(), parsed.to_string());
+            assert!(matches!(key.0, Repr::Address(_)), "{ip} inline");
+        }
+    }
+
+    #[test]
+    fn the_longest_address_fits_inline() {
+        let longest: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255"
+            .parse()
+            .unwrap_or(IpAddr::V4([9, 9, 9, 9].into()));
+        let key = KeyText::address(longest);
+        assert_eq!(key.as_str(), longest.to_string());
+        assert!(matches!(key.0, Repr::Address(_)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_address_reads_as_display_writes_it(v4 in proptest::num::u32::ANY, v6 in proptest::num::u128::ANY) {
+            for ip in [IpAddr::V4(v4.into()), IpAddr::V6(v6.into())] {
+                let key = KeyText::address(ip);
+                proptest::prop_assert_eq!(key.as_str(), ip.to_string());
+                proptest::prop_assert!(matches!(key.0, Repr::Address(_)));
+            }
+        }
+    }
+}

@@ -22,6 +22,8 @@ mod counting_allocator;
 pub mod direct_cases;
 mod floor_cell;
 mod floor_table;
+#[cfg(feature = "http")]
+pub mod http_cases;
 mod key_set;
 pub mod keyed_cases;
 mod keyed_check;

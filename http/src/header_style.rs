@@ -4,6 +4,8 @@
 //!
 //! Seconds are always rounded up: a client that waits what it is told is never early.
 
+use std::cell::RefCell;
+
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
 
@@ -52,6 +54,13 @@ pub enum HeaderStyle {
     Legacy,
     /// No rate-limit fields (`Retry-After` on denies only).
     None,
+}
+
+thread_local! {
+    /// Where a thread writes a draft field before copying it into its value: at most
+    /// [`MAX_TIERS`](tollgate::policy::MAX_TIERS) items of a bounded name each, so it
+    /// stays small, and no request allocates it anew.
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -122,16 +131,21 @@ impl HeaderStyle {
                 let mut pk_buf = [0u8; 14];
                 let pk = matches!(self, HeaderStyle::Draft11)
                     .then(|| partition_key_into(partition, &mut pk_buf));
-                let n = tiers.len() + shadow.len();
-                let (mut policy, mut limit) =
-                    (String::with_capacity(48 * n), String::with_capacity(40 * n));
-                for t in tiers.iter().chain(shadow) {
-                    policy_item(&mut policy, t.name(), t.quota(), t.window(), pk);
-                    limit_item(&mut limit, t.name(), &t.decision, pk);
-                }
                 fields.names = FieldNames::Draft;
-                fields.set(0, policy);
-                fields.set(1, limit);
+                // Each field written into the thread's scratch text, then copied once into
+                // its value (one allocation of its exact size).
+                SCRATCH.with_borrow_mut(|text| {
+                    text.clear();
+                    for t in tiers.iter().chain(shadow) {
+                        policy_item(text, t.name(), t.quota(), t.window(), pk);
+                    }
+                    fields.set(0, text);
+                    text.clear();
+                    for t in tiers.iter().chain(shadow) {
+                        limit_item(text, t.name(), &t.decision, pk);
+                    }
+                    fields.set(1, text);
+                });
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
@@ -168,8 +182,8 @@ enum FieldNames {
 impl Fields {
     /// Sets field `i` to `value` if it is a valid field value (else leaves it out rather
     /// than fail the request).
-    fn set(&mut self, i: usize, value: String) {
-        if let Ok(v) = HeaderValue::try_from(value) {
+    fn set(&mut self, i: usize, value: &str) {
+        if let Ok(v) = HeaderValue::from_str(value) {
             self.set_value(i, v);
         }
     }

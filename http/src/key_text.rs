@@ -11,27 +11,31 @@ use arrayvec::ArrayString;
 /// `ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255`.
 const ADDRESS_LEN: usize = 45;
 
-/// Each octet's decimal digits (left-aligned) and how many there are.
-const OCTETS: [([u8; 3], u8); 256] = {
-    let mut table = [([0u8; 3], 0u8); 256];
+/// Each octet's decimal digits followed by a dot, packed little-endian into a word (the
+/// first digit in the low byte), and how many digits there are: an address is written one
+/// word store per octet.
+const OCTETS: [(u32, u8); 256] = {
+    let mut table = [(0u32, 0u8); 256];
     let mut i = 0;
     while i < 256 {
         // Truncation: `i < 256`.
         #[allow(clippy::cast_possible_truncation)]
         let octet = i as u8;
+        let (d0, d1, d2) = (
+            b'0' + octet / 100,
+            b'0' + octet / 10 % 10,
+            b'0' + octet % 10,
+        );
+        let dot = b'.' as u32;
         table[i] = if octet >= 100 {
             (
-                [
-                    b'0' + octet / 100,
-                    b'0' + octet / 10 % 10,
-                    b'0' + octet % 10,
-                ],
+                d0 as u32 | (d1 as u32) << 8 | (d2 as u32) << 16 | dot << 24,
                 3,
             )
         } else if octet >= 10 {
-            ([b'0' + octet / 10, b'0' + octet % 10, 0], 2)
+            (d1 as u32 | (d2 as u32) << 8 | dot << 16, 2)
         } else {
-            ([b'0' + octet, 0, 0], 1)
+            (d2 as u32 | dot << 8, 1)
         };
         i += 1;
     }
@@ -59,6 +63,12 @@ pub struct KeyText<'a>(Repr<'a>);
 #[derive(Clone)]
 enum Repr<'a> {
     Borrowed(&'a str),
+    /// An IPv4 address's text, `text[..len]`: only ASCII digits and dots, written by
+    /// [`KeyText::address`] alone, in place (no copy, no validation per request).
+    V4 {
+        text: [u8; 16],
+        len: u8,
+    },
     Address(ArrayString<ADDRESS_LEN>),
     Owned(String),
 }
@@ -76,43 +86,51 @@ impl<'a> KeyText<'a> {
 
     /// `ip` as `Display` writes it, inline; IPv4 without the `fmt` machinery (per request).
     pub(crate) fn address(ip: IpAddr) -> KeyText<'a> {
-        let mut out = ArrayString::<ADDRESS_LEN>::new();
         match ip {
             IpAddr::V4(v4) => {
-                // Each octet's digits from a table, then one copy in: at most 15 bytes
-                // ("255.255.255.255"), ASCII digits and dots.
+                // One word per octet (its digits and a dot), each written right after the
+                // last octet's digits and dot: at most 15 bytes kept ("255.255.255.255"),
+                // the last octet's dot beyond them.
                 let mut text = [0u8; 16];
                 let mut len = 0;
-                for (i, octet) in v4.octets().into_iter().enumerate() {
-                    let (digits, n) = OCTETS[usize::from(octet)];
-                    // Four octets of at most 3 digits and 3 dots: `len + 4 <= 16` here.
-                    text[len..len + 3].copy_from_slice(&digits);
-                    len += usize::from(n);
-                    if i < 3 {
-                        text[len] = b'.';
-                        len += 1;
+                for octet in v4.octets() {
+                    let (word, digits) = OCTETS[usize::from(octet)];
+                    // `len` is at most 12 here (three octets of three digits and a dot), so
+                    // the four bytes fit in the sixteen.
+                    if let Some(slot) = text.get_mut(len..len + 4) {
+                        slot.copy_from_slice(&word.to_le_bytes());
                     }
+                    len += usize::from(digits) + 1;
                 }
-                // ASCII: always UTF-8 (the check is on 15 bytes at most); 15 fit.
-                if let Ok(text) = core::str::from_utf8(&text[..len]) {
-                    let _ = out.try_push_str(text);
-                }
+                // The last octet's dot is not part of the address.
+                let len = len - 1;
+                // Truncation: at most 15.
+                #[allow(clippy::cast_possible_truncation)]
+                let len = len as u8;
+                KeyText(Repr::V4 { text, len })
             }
             IpAddr::V6(v6) => {
+                let mut out = ArrayString::<ADDRESS_LEN>::new();
                 // At most ADDRESS_LEN bytes, so the write cannot fail; were it to, the
                 // address is kept whole, allocated.
                 if write!(out, "{v6}").is_err() {
                     return KeyText::owned(v6.to_string());
                 }
+                KeyText(Repr::Address(out))
             }
         }
-        KeyText(Repr::Address(out))
     }
 
     /// The key as a `str`.
     pub fn as_str(&self) -> &str {
         match &self.0 {
             Repr::Borrowed(text) => text,
+            Repr::V4 { text, len } => {
+                let bytes = text.get(..usize::from(*len)).unwrap_or_default();
+                // SAFETY: `KeyText::address` alone writes `V4`, with ASCII digits and dots
+                // in `text[..len]`: valid UTF-8.
+                unsafe { core::str::from_utf8_unchecked(bytes) }
+            }
             Repr::Address(text) => text,
             Repr::Owned(text) => text,
         }
@@ -121,9 +139,8 @@ impl<'a> KeyText<'a> {
     /// The key as an owned `String`.
     pub fn into_owned(self) -> String {
         match self.0 {
-            Repr::Borrowed(text) => text.to_owned(),
-            Repr::Address(text) => text.as_str().to_owned(),
             Repr::Owned(text) => text,
+            Repr::Borrowed(_) | Repr::V4 { .. } | Repr::Address(_) => self.as_str().to_owned(),
         }
     }
 }
@@ -195,7 +212,10 @@ mod tests {
             let parsed: IpAddr = ip.parse().unwrap_or(IpAddr::V4([9, 9, 9, 9].into()));
             let key = KeyText::address(parsed);
             assert_eq!(key.as_str(), parsed.to_string());
-            assert!(matches!(key.0, Repr::Address(_)), "{ip} inline");
+            assert!(
+                matches!(key.0, Repr::V4 { .. } | Repr::Address(_)),
+                "{ip} inline"
+            );
         }
     }
 
@@ -215,7 +235,8 @@ mod tests {
             for ip in [IpAddr::V4(v4.into()), IpAddr::V6(v6.into())] {
                 let key = KeyText::address(ip);
                 proptest::prop_assert_eq!(key.as_str(), ip.to_string());
-                proptest::prop_assert!(matches!(key.0, Repr::Address(_)));
+                let inline = matches!(key.0, Repr::V4 { .. } | Repr::Address(_));
+                proptest::prop_assert!(inline);
             }
         }
     }

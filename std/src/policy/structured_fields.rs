@@ -56,19 +56,8 @@ pub(crate) fn sf_string(out: &mut String, name: &str) {
 }
 
 /// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
-pub fn push_u64(out: &mut String, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Digits are ASCII; one append instead of one per digit.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+pub fn push_u64(out: &mut String, n: u64) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// The `t` of one tier: for a deny, when it can admit again (at least 1 s); otherwise

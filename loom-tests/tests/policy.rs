@@ -199,6 +199,26 @@ fn tiers_race(name: &str, toml: String, precheck: bool, callers: usize, admitted
     );
 }
 
+/// A plan of one tier on a resident key takes the fast path (the slot the policy's
+/// prefetch located, one compare-and-swap): two callers racing for the last permit of a
+/// fixed window of 2 (the first spent before they start, which makes the key resident)
+/// get exactly one admit, and the window holds exactly the two permits.
+#[test]
+fn policy_one_tier_fast_path_admits_exactly_the_limit() {
+    model("policy_one_tier_fast_path_admits_exactly_the_limit", || {
+        let shared = Arc::new(policy(&one_tier("one", 2), true));
+        assert!(shared.allow("c", "/e", 1).unwrap().allowed());
+        let other = {
+            let shared = Arc::clone(&shared);
+            loom::thread::spawn(move || shared.allow("c", "/e", 1).unwrap().allowed())
+        };
+        let mine = shared.allow("c", "/e", 1).unwrap().allowed();
+        let theirs = other.join().unwrap();
+        assert!(mine ^ theirs, "exactly one of the racers admitted: {mine} {theirs}");
+        assert_eq!(remaining(&shared), vec![0], "the window holds both permits");
+    });
+}
+
 #[test]
 fn policy_tiers_all_or_nothing_with_precheck() {
     all_or_nothing("policy_tiers_all_or_nothing_with_precheck", true);

@@ -99,9 +99,23 @@ pub use shadow::ShadowSplit;
 pub use skip::PrefixError;
 pub use stats::LayerStats;
 
-/// The repository's README, compiled as a doctest so its examples cannot rot. It lives in
-/// this crate, the one above every other the README shows (`tollgate`, `tollgate-http`, and
-/// `tollgate-redis` with the `redis` feature).
+/// The Rust blocks of the guides in `docs/`, compiled and run as doctests. They live in this
+/// crate, the one above every other they show (`tollgate`, `tollgate-http`,
+/// `tollgate-redis`). Each is a whole program with no hidden lines, so a reader sees all of
+/// it; a block marked with a file (`<!-- file: … -->`, as in README) is `rust,ignore` here
+/// and is that file byte for byte (`scripts/check-docs.py`), run as an example instead.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
+pub mod guides {
+    #[doc = include_str!("../../docs/limiters.md")]
+    pub struct Limiters;
+    #[doc = include_str!("../../docs/rules.md")]
+    pub struct Rules;
+    #[doc = include_str!("../../docs/redis.md")]
+    pub struct Redis;
+    #[doc = include_str!("../../docs/http.md")]
+    pub struct Http;
+    #[doc = include_str!("../../docs/embedded.md")]
+    pub struct Embedded;
+    #[doc = include_str!("../../docs/algorithms.md")]
+    pub struct Algorithms;
+}

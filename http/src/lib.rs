@@ -8,14 +8,16 @@
 //! could not read.
 //!
 //! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
-//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body.
+//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body. A policy
+//!   on a store that answers over the network (`tollgate-redis`) goes behind
+//!   [`RateLimitLayer::awaited`], which awaits the check in the response future.
 //! - Who: [`ClientKey`] — the peer IP grouped by [`IpPrefix`] (IPv6 /64 by default), a
 //!   header such as an API key, `X-Forwarded-For` behind [`TrustedProxies`] only, or a
 //!   closure; a missing or malformed key gets [`OnBadKey`] (400 or a fallback key).
 //! - Where: [`Endpoint`] — axum's route template (`MatchedPath`), so `/users/42` and
 //!   `/users/43` share a rule; or a custom mapping, the raw path, a constant.
-//! - Headers: [`HeaderStyle`] — `RateLimit-Policy` / `RateLimit` (draft-11 items with
-//!   `pk`, by default; draft-10) or legacy `X-RateLimit-*`.
+//! - Headers: [`HeaderStyle`] — `RateLimit-Policy` / `RateLimit` (which draft, and the
+//!   default, are on its page), legacy `X-RateLimit-*`, or none.
 //! - Shadow rules ([`ShadowSplit`], [`RateLimitLayer::shadow`]): checked, counted and
 //!   reported, never blocking.
 //! - Reservations ([`Settle`], [`TokensUsed`]): charge an estimate, settle from the
@@ -29,6 +31,10 @@
 //!   requests skipped by method or path prefix ([`RateLimitLayer::skip_method`]).
 //! - Observability: `tracing` events (feature `tracing`, default) and `metrics` counters
 //!   (feature `metrics`) of every outcome and each rule's decisions; [`LayerStats`].
+//!
+//! Features: `tracing` (default), `metrics`, `tonic` (the peer key also reads tonic's
+//! `TcpConnectInfo`). Whole programs for axum, hyper and tonic are in the crate's
+//! `examples/`; the guide is the repository's `docs/http.md`.
 //!
 //! ```
 //! use std::net::SocketAddr;

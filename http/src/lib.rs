@@ -124,4 +124,6 @@ pub mod guides {
     pub struct Embedded;
     #[doc = include_str!("../../docs/algorithms.md")]
     pub struct Algorithms;
+    #[doc = include_str!("../../docs/operations.md")]
+    pub struct Operations;
 }

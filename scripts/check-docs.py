@@ -8,7 +8,8 @@
 2. No hidden lines. No Rust block of README.md or docs/*.md has a doctest-hidden line
    (`# ...`): GitHub and crates.io render them raw, so a reader must see the whole program.
 3. One home per fact. The MSRV table of README.md agrees with each crate's `rust-version`,
-   and no other page states a crate's Rust version; the default header draft is stated in
+   and no other page (docs/, ARCHITECTURE.md, CONTRIBUTING.md, a crate's landing page)
+   states a crate's Rust version; the default header draft is stated in
    docs/http.md only; the lease bound's formula in docs/redis.md only; no page names a
    default clock other than `MonotonicClock` (the rustdoc of `tollgate::clock` is its home).
 4. ARCHITECTURE.md is true. Every file path it names in backticks exists in the tree (a
@@ -108,9 +109,12 @@ def check_facts() -> None:
         ("the header draft (home: docs/http.md)", re.compile(r"(?i)\bdraft[- ]?1\d\b"), {"http.md", "benchmarks.md"}),
         ("the lease bound (home: docs/redis.md)", re.compile(r"P × max_lease_for"), {"redis.md"}),
     ]
-    for page in [ROOT / "README.md", *others]:
+    landing = sorted(ROOT.glob("*/src/lib.rs"))
+    for page in [ROOT / "README.md", *others, *landing]:
         rel = page.relative_to(ROOT)
         for n, text in enumerate(page.read_text().split("\n"), 1):
+            if page.name == "lib.rs" and not text.lstrip().startswith("//!"):
+                continue
             for what, pattern, allowed in home_only:
                 if pattern.search(text) and page.name not in allowed:
                     problem(f"{rel}:{n}", f"states {what}: link to it instead")

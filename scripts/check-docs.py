@@ -7,7 +7,8 @@
    carry such a line: README is not compiled as a doctest, its programs are those files.
 2. No hidden lines. No Rust block of README.md or docs/*.md has a doctest-hidden line
    (`# ...`): GitHub and crates.io render them raw, so a reader must see the whole program.
-3. One home per fact. The MSRV table of README.md agrees with each crate's `rust-version`,
+3. One home per fact. Every figure README's "Why tollgate" table quotes is on
+   docs/benchmarks.md (it is measured there); the MSRV table of README.md agrees with each crate's `rust-version`,
    and no other page (docs/, ARCHITECTURE.md, CONTRIBUTING.md, a crate's landing page)
    states a crate's Rust version; the default header draft is stated in
    docs/http.md only; the lease bound's formula in docs/redis.md only; no page names a
@@ -102,6 +103,14 @@ def check_facts() -> None:
                 problem("README.md", f"the MSRV table has no row for {crate} (rust-version {version})")
             elif table[crate] != version:
                 problem("README.md", f"the MSRV table says {crate} needs {table[crate]}, its Cargo.toml says {version}")
+    # README's measured figures are docs/benchmarks.md's: each must still be on that page
+    # (a new measurement there that changes one must change README in the same commit).
+    why = readme.split("## Why tollgate", 1)[-1].split("\n## ", 1)[0]
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    for figure, unit in re.findall(r"(\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?)( µs| B\b|×)", why):
+        forms = [figure + unit] + ([figure + "x"] if unit == "×" else [])
+        if not any(f in bench for f in forms):
+            problem("README.md", f"'Why tollgate' quotes {figure + unit}, which docs/benchmarks.md no longer has")
     others = [*(p for p in pages() if p.name != "README.md"), ROOT / "ARCHITECTURE.md", ROOT / "CONTRIBUTING.md"]
     home_only = [
         # (what, pattern, the pages allowed to say it)

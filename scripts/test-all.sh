@@ -3,7 +3,7 @@
 #   bash scripts/test-all.sh
 # It installs what it needs (scripts/setup.sh), then runs lints, every crate's tests, the
 # no_std target builds, and the extra stages in scripts/stages/*.sh (loom, fuzz, miri, the
-# firmware on an emulated Cortex-M, the README pictures being current, ...).
+# firmware on an emulated Cortex-M, the docs' pictures, blocks and names being current, the crates packaging, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the pictures README shows, docs/img/tour/<scenario>.svg, from the tour example
+# Regenerates the pictures docs/algorithms.md shows, docs/img/tour/<scenario>.svg, from the tour example
 # (core/examples/tour.rs). Run from anywhere; commit the result. The docs stage
 # (scripts/stages/docs.sh) fails while the committed pictures differ from what this writes.
 set -euo pipefail

@@ -27,6 +27,24 @@
 //! # Ok::<(), tollgate_core::ConfigError>(())
 //! ```
 //!
+//! ## The pieces
+//!
+//! - Values every check deals in: [`Nanos`] (time and durations), the [`Clock`] trait,
+//!   [`Decision`] (`allowed`, `limit`, `remaining`, `reset_after`, `retry_after`, `delay`)
+//!   and [`Decision::combine`] for the tiers of one multi-tier check; errors
+//!   [`ConfigError`] and [`InsufficientCapacity`].
+//! - Per algorithm, next to [`Algorithm::decide`], everything an executor needs: `undo`
+//!   (give back a take another tier's deny cancelled), `refund`, `used` / `with_used`,
+//!   `is_idle` (lossless eviction), `max_cost`, and [`PackedAlgorithm::rescale`] (a state
+//!   carried to new parameters or another algorithm).
+//! - [`AlgorithmConfig`] (the algorithm as a value) builds an [`AnyAlgorithm`] /
+//!   [`PackedAlgorithm`].
+//! - [`hash`]: the stable hashes every layer of tollgate shares.
+//!
+//! Applications usually depend on `tollgate` instead, which re-exports these names
+//! (`tollgate::Gcra`, `tollgate::Decision`, …) and adds clocks, keyed limiters and policies;
+//! this crate alone is for `no_std` targets and for executors of your own.
+//!
 //! ## Executors
 //!
 //! - [`StateCell`]: one `AtomicU64`; load → [`Algorithm::decide`] → `compare_exchange_weak`,

@@ -8,14 +8,16 @@
 //! could not read.
 //!
 //! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
-//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body.
+//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body. A policy
+//!   on a store that answers over the network (`tollgate-redis`) goes behind
+//!   [`RateLimitLayer::awaited`], which awaits the check in the response future.
 //! - Who: [`ClientKey`] — the peer IP grouped by [`IpPrefix`] (IPv6 /64 by default), a
 //!   header such as an API key, `X-Forwarded-For` behind [`TrustedProxies`] only, or a
 //!   closure; a missing or malformed key gets [`OnBadKey`] (400 or a fallback key).
 //! - Where: [`Endpoint`] — axum's route template (`MatchedPath`), so `/users/42` and
 //!   `/users/43` share a rule; or a custom mapping, the raw path, a constant.
-//! - Headers: [`HeaderStyle`] — `RateLimit-Policy` / `RateLimit` (draft-11 items with
-//!   `pk`, by default; draft-10) or legacy `X-RateLimit-*`.
+//! - Headers: [`HeaderStyle`] — `RateLimit-Policy` / `RateLimit` (which draft, and the
+//!   default, are on its page), legacy `X-RateLimit-*`, or none.
 //! - Shadow rules ([`ShadowSplit`], [`RateLimitLayer::shadow`]): checked, counted and
 //!   reported, never blocking.
 //! - Reservations ([`Settle`], [`TokensUsed`]): charge an estimate, settle from the
@@ -29,6 +31,10 @@
 //!   requests skipped by method or path prefix ([`RateLimitLayer::skip_method`]).
 //! - Observability: `tracing` events (feature `tracing`, default) and `metrics` counters
 //!   (feature `metrics`) of every outcome and each rule's decisions; [`LayerStats`].
+//!
+//! Features: `tracing` (default), `metrics`, `tonic` (the peer key also reads tonic's
+//! `TcpConnectInfo`). Whole programs for axum, hyper and tonic are in the crate's
+//! `examples/`; the guide is the repository's `docs/http.md`.
 //!
 //! ```
 //! use std::net::SocketAddr;
@@ -101,9 +107,25 @@ pub use shadow::ShadowSplit;
 pub use skip::PrefixError;
 pub use stats::LayerStats;
 
-/// The repository's README, compiled as a doctest so its examples cannot rot. It lives in
-/// this crate, the one above every other the README shows (`tollgate`, `tollgate-http`, and
-/// `tollgate-redis` with the `redis` feature).
+/// The Rust blocks of the guides in `docs/`, compiled and run as doctests. They live in this
+/// crate, the one above every other they show (`tollgate`, `tollgate-http`,
+/// `tollgate-redis`). Each is a whole program with no hidden lines, so a reader sees all of
+/// it; a block marked with a file (`<!-- file: … -->`, as in README) is `rust,ignore` here
+/// and is that file byte for byte (`scripts/check-docs.py`), run as an example instead.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
+pub mod guides {
+    #[doc = include_str!("../../docs/limiters.md")]
+    pub struct Limiters;
+    #[doc = include_str!("../../docs/rules.md")]
+    pub struct Rules;
+    #[doc = include_str!("../../docs/redis.md")]
+    pub struct Redis;
+    #[doc = include_str!("../../docs/http.md")]
+    pub struct Http;
+    #[doc = include_str!("../../docs/embedded.md")]
+    pub struct Embedded;
+    #[doc = include_str!("../../docs/algorithms.md")]
+    pub struct Algorithms;
+    #[doc = include_str!("../../docs/operations.md")]
+    pub struct Operations;
+}

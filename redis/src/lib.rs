@@ -79,9 +79,10 @@
 //!   locally with the same deadline (see "Deny cache" on [`RedisStore`]).
 //!
 //! Built on the [`redis`](https://docs.rs/redis) crate (features `tokio-comp`,
-//! `connection-manager`, `cluster-async`, `script`) and tokio, so it needs Rust 1.88 (the
-//! `redis` crate's minimum), and on `tollgate`'s public API only: a store for another
-//! backend could be written the same way.
+//! `connection-manager`, `cluster-async`, `script`) and tokio, whose minimum Rust is this
+//! crate's (`rust-version`; the table of every crate's is in the repository's README), and
+//! on `tollgate`'s public API only: a store for another backend could be written the same
+//! way.
 //! Tested against Redis 7.0 (`CLUSTER ADDSLOTSRANGE` in the test harness needs 7.0+; the
 //! scripts themselves only need `TIME` in scripts, i.e. effects replication, the default
 //! since 5.0).

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The documentation builds without a warning, every feature on (broken links, missing docs),
-# and the pictures README shows are current: the tour example writes them again into a
-# temporary directory and they must equal the committed docs/img/tour/ byte for byte.
+# The documentation builds without a warning, every feature on (broken links, missing docs);
+# README's and docs/'s code blocks are the example files they name, with no hidden lines,
+# each fact has one home and ARCHITECTURE.md names only what exists (scripts/check-docs.py,
+# under a second); and the pictures docs/algorithms.md shows are current: the tour example
+# writes them again into a temporary directory and they must equal the committed
+# docs/img/tour/ byte for byte.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+python3 scripts/check-docs.py
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""The documentation checks of the docs stage (scripts/stages/docs.sh); under a second.
+
+1. Code blocks are real files. A fenced block right after a line `<!-- file: PATH -->` in
+   README.md or docs/*.md must be PATH's content byte for byte (the files are examples and
+   test files, built and run by the test command). Every `rust` block of README.md must
+   carry such a line: README is not compiled as a doctest, its programs are those files.
+2. No hidden lines. No Rust block of README.md or docs/*.md has a doctest-hidden line
+   (`# ...`): GitHub and crates.io render them raw, so a reader must see the whole program.
+3. One home per fact. Every figure README's "Why tollgate" table quotes is on
+   docs/benchmarks.md (it is measured there); the MSRV table of README.md agrees with each crate's `rust-version`,
+   and no other page (docs/, ARCHITECTURE.md, CONTRIBUTING.md, a crate's landing page)
+   states a crate's Rust version; the default header draft is stated in
+   docs/http.md only; the lease bound's formula in docs/redis.md only; no page names a
+   default clock other than `MonotonicClock` (the rustdoc of `tollgate::clock` is its home).
+4. ARCHITECTURE.md is true. Every file path it names in backticks exists in the tree (a
+   short path such as `store/tier/take.rs` must be the end of a tracked file's path), and
+   every Rust name it gives (`Type`, `Type::method`, `function`) is defined somewhere in the
+   crates' sources (a Lua `function` counts for the scripts it names).
+
+Exits non-zero with one line per problem.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+problems: list[str] = []
+
+
+def problem(where: str, message: str) -> None:
+    problems.append(f"{where}: {message}")
+
+
+def pages() -> list[pathlib.Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+MARKER = re.compile(r"<!-- file: (\S+) -->\s*\Z")
+
+
+def blocks(text: str):
+    """(line number, info string, body, marked file or None) of each fenced block."""
+    for m in FENCE.finditer(text):
+        before = text[: m.start()]
+        line = before.count("\n") + 1
+        marker = MARKER.search(before[-200:])
+        yield line, m.group(1).strip(), m.group(2), marker.group(1) if marker else None
+
+
+def check_blocks() -> None:
+    for page in pages():
+        rel = page.relative_to(ROOT)
+        for line, info, body, marked in blocks(page.read_text()):
+            where = f"{rel}:{line}"
+            is_rust = info.split(",")[0] == "rust"
+            if marked is not None:
+                path = ROOT / marked
+                if not path.is_file():
+                    problem(where, f"the block's file {marked} does not exist")
+                elif path.read_text() != body:
+                    problem(where, f"the block differs from {marked} (copy the file into the page)")
+            elif is_rust and page.name == "README.md":
+                problem(where, "a rust block of README must be a file: precede it with <!-- file: PATH -->")
+            if is_rust:
+                for n, text in enumerate(body.split("\n")):
+                    if text == "#" or text.startswith("# "):
+                        problem(f"{rel}:{line + 1 + n}", "a doctest-hidden line; show the whole program")
+
+
+def cargo_rust_versions() -> dict[str, str]:
+    workspace = re.search(r'^rust-version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)
+    versions = {}
+    for manifest in ROOT.glob("*/Cargo.toml"):
+        text = manifest.read_text()
+        name = re.search(r'^name = "([^"]+)"', text, re.M)
+        if name is None:
+            continue
+        own = re.search(r'^rust-version = "([^"]+)"', text, re.M)
+        if own:
+            versions[name.group(1)] = own.group(1)
+        elif re.search(r"^rust-version\.workspace = true", text, re.M) and workspace:
+            versions[name.group(1)] = workspace.group(1)
+    return versions
+
+
+def check_facts() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Minimum supported Rust", 1)
+    if len(section) != 2:
+        problem("README.md", "no '## Minimum supported Rust' section")
+    else:
+        table = dict(re.findall(r"^\| `([a-z-]+)`[^|]*\| ([0-9.]+) \|$", section[1].split("\n## ")[0], re.M))
+        for crate, version in sorted(cargo_rust_versions().items()):
+            if crate in ("tollgate-bench", "tollgate-loom-tests"):
+                continue
+            if crate not in table:
+                problem("README.md", f"the MSRV table has no row for {crate} (rust-version {version})")
+            elif table[crate] != version:
+                problem("README.md", f"the MSRV table says {crate} needs {table[crate]}, its Cargo.toml says {version}")
+    # README's measured figures are docs/benchmarks.md's: each must still be on that page
+    # (a new measurement there that changes one must change README in the same commit).
+    why = readme.split("## Why tollgate", 1)[-1].split("\n## ", 1)[0]
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    for figure, unit in re.findall(r"(\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?)( µs| B\b|×)", why):
+        forms = [figure + unit] + ([figure + "x"] if unit == "×" else [])
+        if not any(f in bench for f in forms):
+            problem("README.md", f"'Why tollgate' quotes {figure + unit}, which docs/benchmarks.md no longer has")
+    others = [*(p for p in pages() if p.name != "README.md"), ROOT / "ARCHITECTURE.md", ROOT / "CONTRIBUTING.md"]
+    home_only = [
+        # (what, pattern, the pages allowed to say it)
+        ("a crate's Rust version (home: README's MSRV table)", re.compile(r"(?i)\b(?:needs|requires|msrv|minimum supported) rust\b[^.\n]{0,20}\b1\.\d+|\brust 1\.\d+"), set()),
+        ("the header draft (home: docs/http.md)", re.compile(r"(?i)\bdraft[- ]?1\d\b"), {"http.md", "benchmarks.md"}),
+        ("the lease bound (home: docs/redis.md)", re.compile(r"P × max_lease_for"), {"redis.md"}),
+    ]
+    landing = sorted(ROOT.glob("*/src/lib.rs"))
+    for page in [ROOT / "README.md", *others, *landing]:
+        rel = page.relative_to(ROOT)
+        for n, text in enumerate(page.read_text().split("\n"), 1):
+            if page.name == "lib.rs" and not text.lstrip().startswith("//!"):
+                continue
+            for what, pattern, allowed in home_only:
+                if pattern.search(text) and page.name not in allowed:
+                    problem(f"{rel}:{n}", f"states {what}: link to it instead")
+            m = re.search(r"(?i)default[^.\n]{0,30}`(TscClock|CoarseClock|ManualClock|FnClock)`|`(TscClock|CoarseClock|ManualClock|FnClock)`[^.\n]{0,12}by default", text)
+            if m:
+                problem(f"{rel}:{n}", "names a default clock other than MonotonicClock")
+
+
+# Backticked words in ARCHITECTURE.md that are neither files nor Rust names.
+NOT_NAMES = {
+    "no_std", "unsafe", "per", "rescale", "undo", "decide", "refund", "used", "alloc",
+}
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [f for f in out.split("\n") if f]
+
+
+def check_architecture() -> None:
+    files = tracked_files()
+    sources = [ROOT / f for f in files if f.endswith(".rs")]
+    lua = [ROOT / f for f in files if f.endswith(".lua")]
+    rust = "\n".join(p.read_text(errors="replace") for p in sources)
+    lua_text = "\n".join(p.read_text(errors="replace") for p in lua)
+    types = set(re.findall(r"\b(?:struct|enum|trait|type|union)\s+([A-Z][A-Za-z0-9_]*)", rust))
+    fns = set(re.findall(r"\bfn\s+([a-z_][a-z0-9_]*)", rust)) | set(re.findall(r"\bfunction\s+([a-z_][a-z0-9_]*)", lua_text))
+    variants = set(re.findall(r"^\s+([A-Z][A-Za-z0-9]*)\s*[({,]", rust, re.M))
+    stems = {pathlib.Path(f).stem for f in files if f.endswith(".rs")}
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    for n, line in enumerate(text.split("\n"), 1):
+        # A table row that starts with a folder (`| `std/` | ...`) names paths inside it.
+        cells = line.split("|")
+        first = re.findall(r"`([a-z-]+/)`", cells[1]) if line.startswith("|") and len(cells) > 2 else []
+        scope = first[0] if len(first) == 1 else ""
+        for token in re.findall(r"`([^`]+)`", line):
+            where = f"ARCHITECTURE.md:{n}"
+            if re.search(r"\.(rs|lua|toml|md|sh|py)$", token) or token.endswith("/"):
+                path = token.rstrip("/")
+                if token in first:
+                    in_scope = files
+                else:
+                    in_scope = [f[len(scope):] for f in files if f.startswith(scope)]
+                if not any(f == path or f.endswith("/" + path) or f.startswith(path + "/") or ("/" + path + "/") in ("/" + f) for f in in_scope):
+                    problem(where, f"names {token}, which is not in the tree" + (f" under {scope}" if scope else ""))
+                continue
+            name = token.rstrip("()")
+            m = re.fullmatch(r"([A-Z][A-Za-z0-9_]*)::([a-z_][a-z0-9_]*|[A-Z][A-Za-z0-9_]*)", name)
+            if m:
+                ty, item = m.groups()
+                if ty not in types:
+                    problem(where, f"names the type {ty} (in `{token}`), defined nowhere")
+                elif item[0].islower() and item not in fns:
+                    problem(where, f"names the function {item} (in `{token}`), defined nowhere")
+                elif item[0].isupper() and item not in variants and item not in types:
+                    problem(where, f"names {item} (in `{token}`), defined nowhere")
+                continue
+            if re.fullmatch(r"[A-Z][a-z][A-Za-z0-9]*", name):
+                if name not in types:
+                    problem(where, f"names the type {name}, defined nowhere")
+                continue
+            if re.fullmatch(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+", name) and name not in NOT_NAMES:
+                if name not in fns and name not in stems:
+                    problem(where, f"names the function {name}, defined nowhere")
+
+
+def main() -> int:
+    check_blocks()
+    check_facts()
+    check_architecture()
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"check-docs: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print("check-docs: README and docs/ blocks are their files, one home per fact, ARCHITECTURE.md names what exists")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -214,7 +214,10 @@ fn policy_one_tier_fast_path_admits_exactly_the_limit() {
         };
         let mine = shared.allow("c", "/e", 1).unwrap().allowed();
         let theirs = other.join().unwrap();
-        assert!(mine ^ theirs, "exactly one of the racers admitted: {mine} {theirs}");
+        assert!(
+            mine ^ theirs,
+            "exactly one of the racers admitted: {mine} {theirs}"
+        );
         assert_eq!(remaining(&shared), vec![0], "the window holds both permits");
     });
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
+use super::events;
 use super::published::{Active, Published};
 use super::store::fingerprint;
 use super::{
@@ -186,8 +187,31 @@ impl<C: Clock, S: Store> Policy<C, S> {
     /// way (an awaited one may be suspended in its store call) finish on the set they
     /// started with, which is reclaimed when the last of them, and the last decision
     /// pointing into it, is gone. Safe to call from async code, on any runtime thread.
+    ///
+    /// Each reload is reported: a `tracing` event (`info` when applied, `warn` when
+    /// refused; feature `tracing`) and the `metrics` counter
+    /// `tollgate_policy_reloads_total{outcome}` with the gauge `tollgate_policy_rules`
+    /// (feature `metrics`).
     pub fn reload(&self, config: PolicyConfig) -> Result<ReloadReport, PolicyConfigError> {
-        let mut set = RuleSet::compile(&config)?;
+        match self.swap_in(&config) {
+            Ok((report, generation, rules)) => {
+                events::reloaded(Ok((&report, generation, rules)));
+                Ok(report)
+            }
+            Err(error) => {
+                events::reloaded(Err(&error));
+                Err(error)
+            }
+        }
+    }
+
+    /// [`reload`](Self::reload)'s work: what changed, the generation now in force and how
+    /// many rules it has.
+    fn swap_in(
+        &self,
+        config: &PolicyConfig,
+    ) -> Result<(ReloadReport, u64, usize), PolicyConfigError> {
+        let mut set = RuleSet::compile(config)?;
         // One reload at a time, so each adopts the state of the set it replaces. (Held for
         // the compile's bookkeeping and the publish only: nothing in it waits on a check.)
         let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
@@ -222,12 +246,19 @@ impl<C: Clock, S: Store> Policy<C, S> {
         // touches it (no sweep): the same instant the Redis store rewrites it at. Old
         // generations nothing can write to any more are dropped now.
         set.trim(self.clock.now(), self.published.oldest_held());
-        Ok(report)
+        Ok((report, generation, set.rules().len()))
     }
 
     /// [`reload`](Self::reload) from TOML.
     pub fn reload_toml(&self, text: &str) -> Result<ReloadReport, PolicyConfigError> {
-        self.reload(PolicyConfig::from_toml(text)?)
+        match PolicyConfig::from_toml(text) {
+            Ok(config) => self.reload(config),
+            Err(error) => {
+                // Refused before a rule set could be compiled: reported all the same.
+                events::reloaded(Err(&error));
+                Err(error)
+            }
+        }
     }
 
     /// The rule set in force.

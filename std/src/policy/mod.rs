@@ -46,6 +46,7 @@ mod check;
 mod config;
 mod decision;
 mod error;
+mod events;
 mod headers;
 #[allow(clippy::module_inception)]
 mod limiter;

@@ -164,6 +164,7 @@ mod config;
 mod connection;
 mod deny_cache;
 mod error;
+mod events;
 mod fallback;
 mod keys;
 mod leased;

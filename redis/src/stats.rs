@@ -104,6 +104,7 @@ impl Counters {
 
     /// Records a failure of `cause` (the counters of its kind are the caller's).
     pub(crate) fn failed(&self, cause: FailureCause) {
+        super::events::failed(cause);
         // Relaxed: a statistic; no other memory is published with it.
         self.last_failure
             .store(cause_code(cause), Ordering::Relaxed);

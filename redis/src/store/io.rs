@@ -11,6 +11,7 @@ use redis::Value;
 
 use super::call::{Call, Mode, ModeArg, ScriptArgs};
 use super::{RedisStore, Shared};
+use crate::events;
 use crate::stats::Counters;
 use crate::FailureCause;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -303,9 +304,15 @@ impl Shared {
         // An unreachable or slow server: back off this call's group of hash tags (all
         // of them on a single node).
         let backoff = u64::try_from(self.config.retry_backoff().as_nanos()).unwrap_or(u64::MAX);
-        // Relaxed: see `backing_off`.
-        self.backoff_of(tag)
-            .store(self.local_now().saturating_add(backoff), Ordering::Relaxed);
+        // Relaxed: see `backing_off`. Told once per backoff (calls meanwhile skip Redis; two
+        // failing at once may both tell it).
+        let now = self.local_now();
+        let previous = self
+            .backoff_of(tag)
+            .swap(now.saturating_add(backoff), Ordering::Relaxed);
+        if previous <= now {
+            events::backing_off(cause, self.config.retry_backoff());
+        }
     }
 }
 

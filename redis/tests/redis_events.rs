@@ -1,0 +1,145 @@
+//! A Redis store tells the operator when Redis fails: one `warn` event when a group of
+//! keys starts backing off (not one per call), and, with the `metrics` feature, every call
+//! answered by the failure policy in `tollgate_redis_failures_total{cause}`. Redis here is
+//! a closed loopback port: nothing to start.
+#![cfg(feature = "tracing")]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tollgate::policy::Policy;
+use tollgate::MonotonicClock;
+use tollgate_redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget};
+
+/// The `WARN` events seen anywhere in this process (the store's I/O runs on its own
+/// runtime's threads), as `field=value …`.
+#[derive(Default)]
+struct Warnings(Mutex<Vec<String>>);
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Text(String);
+        impl tracing::field::Visit for Text {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={:?} ", field.name(), value));
+            }
+        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        self.0.lock().unwrap().push(text.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[cfg(feature = "metrics")]
+mod recorder {
+    //! A `metrics` recorder that keeps each counter's total by name and labels.
+    use super::*;
+    use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
+    use metrics::{SharedString, Unit};
+    use std::collections::BTreeMap;
+
+    pub(crate) type Totals = Arc<Mutex<BTreeMap<String, u64>>>;
+
+    struct Handle(String, Totals);
+
+    impl CounterFn for Handle {
+        fn increment(&self, value: u64) {
+            *self.1.lock().unwrap().entry(self.0.clone()).or_default() += value;
+        }
+        fn absolute(&self, value: u64) {
+            self.1.lock().unwrap().insert(self.0.clone(), value);
+        }
+    }
+
+    #[derive(Default)]
+    pub(crate) struct Collect(pub(crate) Totals);
+
+    impl Recorder for Collect {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            Counter::from_arc(Arc::new(Handle(name, self.0.clone())))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+}
+
+#[test]
+fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
+    let warnings = Arc::new(Warnings::default());
+    tracing::subscriber::set_global_default(Arc::clone(&warnings)).unwrap();
+    #[cfg(feature = "metrics")]
+    let totals = {
+        let recorder = recorder::Collect::default();
+        let totals = Arc::clone(&recorder.0);
+        metrics::set_global_recorder(recorder).unwrap();
+        totals
+    };
+    let store = RedisStore::new(
+        // Nothing listens on port 1: every connection is refused.
+        RedisTarget::Single("redis://127.0.0.1:1".into()),
+        RedisConfig::new("events")
+            .unwrap()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(1))
+            .with_retry_backoff(Duration::from_secs(600))
+            .with_failure_policy(FailurePolicy::FailOpen)
+            .unwrap(),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(
+        "[[rules]]\nname = \"default\"\nlimit = 5\nwindow = \"1m\"\n",
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store);
+    for _ in 0..4 {
+        // Failing open: admitted, though Redis never answered.
+        assert!(policy.allow("acct", "/", 1).unwrap().allowed());
+    }
+    let stats = policy.backend().stats();
+    assert_eq!(stats.degraded, 4, "{stats:?}");
+    let warnings = warnings.0.lock().unwrap().clone();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one warning for the backoff: {warnings:#?}"
+    );
+    assert!(
+        warnings[0].contains("cause=Connection") && warnings[0].contains("backoff_ms=600000"),
+        "{}",
+        warnings[0]
+    );
+    #[cfg(feature = "metrics")]
+    assert_eq!(
+        totals.lock().unwrap().clone(),
+        std::collections::BTreeMap::from([
+            ("tollgate_redis_failures_total{cause=backoff}".to_owned(), 3),
+            (
+                "tollgate_redis_failures_total{cause=connection}".to_owned(),
+                1
+            ),
+        ])
+    );
+}

@@ -9,6 +9,7 @@
 //! | a denial | `debug`: the endpoint, the denying rules and tiers, the retry time | |
 //! | a missing or malformed key | `debug`: what is wrong | |
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
+//! | how long the policy took to decide a checked request (awaited or not) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
 //!
 //! `delayed` and `shadow_denied` requests are also `admitted`; `cancelled` ones too.
 //! Client keys are never logged or used as labels (they are unbounded, and often
@@ -70,6 +71,34 @@ pub(crate) fn bad_key(error: &KeyError) {
     tracing::debug!(%error, "tollgate-http: no usable client key");
     #[cfg(not(feature = "tracing"))]
     let _ = error;
+}
+
+/// When a request's check started, to report how long the policy took
+/// (`tollgate_http_check_seconds`): a clock read only with the `metrics` feature, nothing
+/// without it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CheckTimer {
+    #[cfg(feature = "metrics")]
+    started: std::time::Instant,
+}
+
+impl CheckTimer {
+    /// A check starts now.
+    #[inline]
+    pub(crate) fn start() -> CheckTimer {
+        CheckTimer {
+            #[cfg(feature = "metrics")]
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// The check has its answer.
+    #[inline]
+    pub(crate) fn checked(self) {
+        #[cfg(feature = "metrics")]
+        metrics::histogram!("tollgate_http_check_seconds")
+            .record(self.started.elapsed().as_secs_f64());
+    }
 }
 
 /// The denying `rule/tier` pairs of a decision, written only if an event is emitted.

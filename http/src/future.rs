@@ -17,6 +17,7 @@ use tower_service::Service;
 use super::admit::{admit, Admitted, Verdict};
 use super::charge::{Charge, Held};
 use super::check::{decided, Answer};
+use super::events::CheckTimer;
 use super::header_style::Fields;
 use super::layer::Shared;
 use super::stats::Outcome;
@@ -57,6 +58,8 @@ pub(super) struct Deciding<S, B> {
     pub(super) client: String,
     pub(super) endpoint: String,
     pub(super) cost: u32,
+    /// When the check started.
+    pub(super) timer: CheckTimer,
 }
 
 /// The rate-limit fields after an awaited settlement (`None`: keep the admission's).
@@ -201,6 +204,7 @@ where
                         // Polled after completion.
                         return Poll::Pending;
                     };
+                    deciding.timer.checked();
                     let decision = decided(answer);
                     let shared = Arc::clone(&deciding.shared);
                     let next = match admit(

@@ -109,6 +109,7 @@ where
             };
             let endpoint = shared.endpoint.extract(&head);
             let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
+            let timer = events::CheckTimer::start();
             if shared.policy.awaited() {
                 // The check is awaited in the response future, with the readied service
                 // and the request; this service takes the readied one's place.
@@ -129,6 +130,7 @@ where
                     client,
                     endpoint,
                     cost,
+                    timer,
                 });
             }
             // The request's one decision, written in place (never moved).
@@ -137,6 +139,7 @@ where
                 .policy
                 .check_now(&client, &endpoint, cost, &mut decision)
                 .map(|()| &decision);
+            timer.checked();
             match admit(shared, head.headers, checked, &client, &endpoint, cost) {
                 Verdict::Forward(admitted) => admitted,
                 Verdict::Answer(response) => return ResponseFuture::answer(response),

@@ -103,5 +103,24 @@ async fn a_scrape_counts_every_outcome_and_every_rules_decision() -> Result<(), 
     assert_eq!(rule("api", "denied"), Some(1.0), "{text}");
     assert_eq!(rule("search", "allowed"), Some(1.0), "{text}");
     assert_eq!(rule("search", "denied"), Some(1.0), "{text}");
+    // Each checked request's check timed once (the keyless and the skipped ones were not
+    // checked), every one of them taking some time.
+    let unlabelled = |name: &str| {
+        text.lines().find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    assert_eq!(
+        unlabelled("tollgate_http_check_seconds_count"),
+        Some(4.0),
+        "{text}"
+    );
+    assert!(
+        unlabelled("tollgate_http_check_seconds_sum").is_some_and(|s| s > 0.0),
+        "{text}"
+    );
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! | a call answered by the failure policy (Redis slow, down, erring; a backoff; a fallback that could not decide) | | `tollgate_redis_failures_total{cause}` (`timeout`, `connection`, `server`, `backoff`, `expired`, `fallback_unavailable`: [`RedisStats::failures`](super::RedisStats)'s causes) |
 //! | Redis unreachable or slow: a group of keys starts backing off | `warn`: the cause and the backoff; at most once per group per backoff | |
 //! | an error answered by the server, or a fallback that could not decide | `debug`: the cause | |
+//! | Redis failed, and has not answered since (set at the failure, cleared by its next answer) | `info` when it answers again | `tollgate_redis_degraded{prefix}` (gauge: 1 while degraded, 0 once it answers) |
 //!
 //! Keys and clients are never logged or used as labels.
 
@@ -60,4 +61,21 @@ pub(crate) fn backing_off(cause: FailureCause, backoff: Duration) {
         "tollgate-redis: Redis failed; its keys answered by the failure policy until the backoff ends"
     );
     let _ = (cause, backoff);
+}
+
+/// Reports that the store with key prefix `prefix` is `degraded` (Redis failed and has not
+/// answered since) or answers again.
+#[inline]
+pub(crate) fn degraded(prefix: &str, degraded: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("tollgate_redis_degraded", "prefix" => prefix.to_owned()).set(if degraded {
+        1.0
+    } else {
+        0.0
+    });
+    #[cfg(feature = "tracing")]
+    if !degraded {
+        tracing::info!(prefix, "tollgate-redis: Redis answers again");
+    }
+    let _ = (prefix, degraded);
 }

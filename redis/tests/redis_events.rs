@@ -1,8 +1,11 @@
 //! A Redis store tells the operator when Redis fails: one `warn` event when a group of
-//! keys starts backing off (not one per call), and, with the `metrics` feature, every call
-//! answered by the failure policy in `tollgate_redis_failures_total{cause}`. Redis here is
-//! a closed loopback port: nothing to start.
+//! keys starts backing off (not one per call), an `info` event when Redis answers again,
+//! and, with the `metrics` feature, every call answered by the failure policy in
+//! `tollgate_redis_failures_total{cause}` and the `tollgate_redis_degraded{prefix}` gauge.
+//! Redis is first a closed loopback port, then a real server killed and restarted.
 #![cfg(feature = "tracing")]
+
+mod redis_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,14 +14,14 @@ use tollgate::policy::Policy;
 use tollgate::MonotonicClock;
 use tollgate_redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget};
 
-/// The `WARN` events seen anywhere in this process (the store's I/O runs on its own
-/// runtime's threads), as `field=value …`.
+/// The `INFO` and `WARN` events seen anywhere in this process (the store's I/O may run on
+/// its own runtime's threads), as `field=value …`.
 #[derive(Default)]
 struct Warnings(Mutex<Vec<String>>);
 
 impl tracing::Subscriber for Warnings {
     fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::WARN
+        *metadata.level() <= tracing::Level::INFO
     }
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         tracing::span::Id::from_u64(1)
@@ -44,8 +47,8 @@ impl tracing::Subscriber for Warnings {
 mod recorder {
     //! A `metrics` recorder that keeps each counter's total by name and labels.
     use super::*;
-    use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder};
-    use metrics::{SharedString, Unit};
+    use metrics::{Counter, CounterFn, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata};
+    use metrics::{Recorder, SharedString, Unit};
     use std::collections::BTreeMap;
 
     pub(crate) type Totals = Arc<Mutex<BTreeMap<String, u64>>>;
@@ -61,6 +64,26 @@ mod recorder {
         }
     }
 
+    impl GaugeFn for Handle {
+        fn increment(&self, _: f64) {}
+        fn decrement(&self, _: f64) {}
+        fn set(&self, value: f64) {
+            // The gauge here is 0 or 1.
+            self.1
+                .lock()
+                .unwrap()
+                .insert(self.0.clone(), u64::from(value > 0.5));
+        }
+    }
+
+    fn name(key: &Key) -> String {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        format!("{}{{{}}}", key.name(), labels.join(","))
+    }
+
     #[derive(Default)]
     pub(crate) struct Collect(pub(crate) Totals);
 
@@ -69,15 +92,10 @@ mod recorder {
         fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-            let labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            let name = format!("{}{{{}}}", key.name(), labels.join(","));
-            Counter::from_arc(Arc::new(Handle(name, self.0.clone())))
+            Counter::from_arc(Arc::new(Handle(name(key), self.0.clone())))
         }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::noop()
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(Arc::new(Handle(name(key), self.0.clone())))
         }
         fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
             Histogram::noop()
@@ -120,21 +138,18 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
     }
     let stats = policy.backend().stats();
     assert_eq!(stats.degraded, 4, "{stats:?}");
-    let warnings = warnings.0.lock().unwrap().clone();
-    assert_eq!(
-        warnings.len(),
-        1,
-        "one warning for the backoff: {warnings:#?}"
-    );
+    let told = warnings.0.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "one warning for the backoff: {told:#?}");
     assert!(
-        warnings[0].contains("cause=Connection") && warnings[0].contains("backoff_ms=600000"),
+        told[0].contains("cause=Connection") && told[0].contains("backoff_ms=600000"),
         "{}",
-        warnings[0]
+        told[0]
     );
     #[cfg(feature = "metrics")]
     assert_eq!(
         totals.lock().unwrap().clone(),
         std::collections::BTreeMap::from([
+            ("tollgate_redis_degraded{prefix=events}".to_owned(), 1),
             ("tollgate_redis_failures_total{cause=backoff}".to_owned(), 3),
             (
                 "tollgate_redis_failures_total{cause=connection}".to_owned(),
@@ -142,4 +157,66 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
             ),
         ])
     );
+
+    // A real server: answering, killed (degraded), restarted (answering again, told once).
+    let mut server = redis_support::server::RedisServer::start();
+    let store = RedisStore::new(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new("events-live")
+            .unwrap()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_secs(1))
+            .with_retry_backoff(Duration::from_millis(50))
+            .with_failure_policy(FailurePolicy::FailOpen)
+            .unwrap()
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(
+        "[[rules]]\nname = \"default\"\nlimit = 1000\nwindow = \"1m\"\n",
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store);
+    let served = |policy: &Policy<MonotonicClock, RedisStore>| {
+        let before = policy.backend().stats().redis_decisions;
+        assert!(policy.allow("acct", "/", 1).unwrap().allowed());
+        policy.backend().stats().redis_decisions > before
+    };
+    assert!(served(&policy), "Redis decides while it runs");
+    server.kill();
+    assert!(
+        !served(&policy),
+        "answered by the failure policy once killed"
+    );
+    #[cfg(feature = "metrics")]
+    assert_eq!(
+        totals
+            .lock()
+            .unwrap()
+            .get("tollgate_redis_degraded{prefix=events-live}"),
+        Some(&1)
+    );
+    server.restart();
+    let recovered = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(25));
+        served(&policy)
+    });
+    assert!(recovered, "Redis decides again after the restart");
+    assert!(served(&policy));
+    #[cfg(feature = "metrics")]
+    assert_eq!(
+        totals
+            .lock()
+            .unwrap()
+            .get("tollgate_redis_degraded{prefix=events-live}"),
+        Some(&0)
+    );
+    let events = warnings.0.lock().unwrap().clone();
+    let back: Vec<_> = events
+        .iter()
+        .filter(|e| e.contains("Redis answers again"))
+        .collect();
+    assert_eq!(back.len(), 1, "{events:#?}");
+    assert!(back[0].contains("prefix=\"events-live\""), "{}", back[0]);
 }

@@ -159,10 +159,16 @@ impl RedisStore {
                 .await
             }
         };
-        result.map_err(|failure| {
-            shared.failed(call.tag, failure.cause);
-            failure.cause
-        })
+        match result {
+            Ok(reply) => {
+                shared.answered();
+                Ok(reply)
+            }
+            Err(failure) => {
+                shared.failed(call.tag, failure.cause);
+                Err(failure.cause)
+            }
+        }
     }
 }
 
@@ -312,6 +318,19 @@ impl Shared {
             .swap(now.saturating_add(backoff), Ordering::Relaxed);
         if previous <= now {
             events::backing_off(cause, self.config.retry_backoff());
+        }
+        // Relaxed: a report's state; no data is published with it.
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            events::degraded(self.config.prefix(), true);
+        }
+    }
+
+    /// Redis answered a call: if it had failed since its last answer, it is back.
+    #[inline]
+    fn answered(&self) {
+        // Relaxed: see `failed`. The load first: the common case writes nothing.
+        if self.degraded.load(Ordering::Relaxed) && self.degraded.swap(false, Ordering::Relaxed) {
+            events::degraded(self.config.prefix(), false);
         }
     }
 }

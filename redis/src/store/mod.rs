@@ -23,7 +23,7 @@ use super::connection::Connection;
 use super::fallback::PlanFallback;
 use super::stats::Counters;
 use super::{BuildError, FailurePolicy, LuaScript, RedisConfig, RedisStats, RedisTarget};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 pub(super) use tollgate::wait::finish;
 use tollgate::Nanos;
 
@@ -287,6 +287,9 @@ struct Shared {
     /// cluster): local ns (since `epoch`) before which Redis is not tried again for the
     /// tags of that group; 0: no backoff.
     backoff_until: Box<[AtomicU64]>,
+    /// Whether Redis failed (a backoff began) and has not answered since: what the
+    /// `tollgate_redis_degraded` gauge and the recovery event report.
+    degraded: AtomicBool,
     /// Each [`Mode`]'s mode argument ([`Shared::mode`]).
     modes: [String; 5],
     /// Denies of checks, answered locally until their retry time (see "Deny cache" on
@@ -385,6 +388,7 @@ impl RedisStore {
                 })
                     .map(|_| AtomicU64::new(0))
                     .collect(),
+                degraded: AtomicBool::new(false),
                 modes: Mode::modes(config.ttl_slack_ms()),
                 denies: Denies::new(&config),
                 // Validated: at most an hour.

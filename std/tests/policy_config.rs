@@ -70,7 +70,7 @@ fn errors_name_rule_and_field() {
     );
     assert_eq!(
         err(&rule("limit = 5\nwindow = \"5y\"")),
-        "rules[1].window: \"5y\": unknown unit \"y\" (ns, us, ms, s, m, h, d)"
+        "rules[1].window: \"5y\": unknown unit \"y\" (ns, us, ms, s, m, h, d, w, or their names: sec, min, hours, days, …)"
     );
     assert_eq!(
         err(&rule("limit = 5\nwindow = \"0s\"")),

@@ -382,10 +382,15 @@ impl PenaltyConfig {
     }
 }
 
-/// Parses a duration such as `1s`, `1m`, `1d`, `250ms`, `10us`, `5ns` or `1h30m` into
-/// [`Nanos`]. Units: `ns`, `us`, `ms`, `s`, `m`, `h`, `d`; every number needs a unit.
-/// A [`DurationError`] says what is wrong; its message is meant to follow a field path
-/// (`rules[0].window: ...`).
+/// Parses a duration as people write them — `1s`, `250ms`, `1m30s`, `1h 30m`, `1.5s`,
+/// `1min`, `2days`, `1 week` — into [`Nanos`]: one or more parts, each a number (a decimal
+/// fraction allowed, exact to the nanosecond) and a unit, summed; whitespace between parts
+/// and between a number and its unit is allowed. Units: `ns` (`nsec`, `nanos`), `us` (`µs`,
+/// `usec`, `micros`), `ms` (`msec`, `millis`), `s` (`sec`, `secs`, `second`, `seconds`),
+/// `m` (`min`, `mins`, `minute`, `minutes`), `h` (`hr`, `hrs`, `hour`, `hours`), `d`
+/// (`day`, `days`), `w` (`week`, `weeks`); no months or years (their length varies). Every
+/// number needs a unit. A [`DurationError`] says what is wrong; its message is meant to
+/// follow a field path (`rules[0].window: ...`).
 ///
 /// ```
 /// use tollgate::policy::parse_duration;
@@ -393,6 +398,10 @@ impl PenaltyConfig {
 /// assert_eq!(parse_duration("1m"), Ok(Nanos::from_secs(60)));
 /// assert_eq!(parse_duration("1d"), Ok(Nanos::from_secs(86_400)));
 /// assert_eq!(parse_duration("1m30s"), Ok(Nanos::from_secs(90)));
+/// assert_eq!(parse_duration("1h 30m"), Ok(Nanos::from_secs(5_400)));
+/// assert_eq!(parse_duration("1.5s"), Ok(Nanos::from_millis(1_500)));
+/// assert_eq!(parse_duration("1min"), Ok(Nanos::from_secs(60)));
+/// assert_eq!(parse_duration("2days"), Ok(Nanos::from_secs(172_800)));
 /// assert!(parse_duration("10").is_err());
 /// ```
 pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
@@ -401,35 +410,61 @@ pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
         return Err(DurationError::Empty);
     }
     let bytes = text.as_bytes();
+    let skip_spaces = |mut i: usize| {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let digits_from = |mut i: usize| {
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        i
+    };
+    let too_long = || DurationError::TooLong { text: text.into() };
     let mut total: u64 = 0;
     let mut i = 0;
     while i < bytes.len() {
         let start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            i += 1;
-        }
+        i = digits_from(i);
         if start == i {
             return Err(DurationError::ExpectedNumber {
                 text: text.into(),
                 at: start,
             });
         }
-        let number: u64 = text[start..i]
+        let whole: u64 = text[start..i]
             .parse()
             .map_err(|_| DurationError::NumberTooLarge { text: text.into() })?;
+        // A fraction: its digits, kept exactly (at most 18, so they fit a u64).
+        let mut fraction = "";
+        if i < bytes.len() && bytes[i] == b'.' {
+            let from = i + 1;
+            i = digits_from(from);
+            if from == i {
+                return Err(DurationError::ExpectedNumber {
+                    text: text.into(),
+                    at: from,
+                });
+            }
+            fraction = &text[from..i];
+        }
+        i = skip_spaces(i);
         let unit_start = i;
-        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+        while i < bytes.len() && !bytes[i].is_ascii_digit() && !bytes[i].is_ascii_whitespace() {
             i += 1;
         }
         let unit = &text[unit_start..i];
         let scale: u64 = match unit {
-            "ns" => 1,
-            "us" | "µs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            "d" => 86_400_000_000_000,
+            "ns" | "nsec" | "nanos" | "nanosecond" | "nanoseconds" => 1,
+            "us" | "µs" | "usec" | "micros" | "microsecond" | "microseconds" => 1_000,
+            "ms" | "msec" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3_600_000_000_000,
+            "d" | "day" | "days" => 86_400_000_000_000,
+            "w" | "week" | "weeks" => 604_800_000_000_000,
             "" => return Err(DurationError::MissingUnit { text: text.into() }),
             other => {
                 return Err(DurationError::UnknownUnit {
@@ -438,9 +473,25 @@ pub fn parse_duration(text: &str) -> Result<Nanos, DurationError> {
                 })
             }
         };
-        let too_long = || DurationError::TooLong { text: text.into() };
-        let part = number.checked_mul(scale).ok_or_else(too_long)?;
+        let mut part = whole.checked_mul(scale).ok_or_else(too_long)?;
+        if !fraction.is_empty() {
+            let precise = || DurationError::TooPrecise { text: text.into() };
+            // More than 18 digits is finer than any unit's nanosecond can hold anyway.
+            let digits = u32::try_from(fraction.len()).map_err(|_| precise())?;
+            if digits > 18 {
+                return Err(precise());
+            }
+            let numerator: u128 = fraction.parse().map_err(|_| precise())?;
+            let scaled = numerator * u128::from(scale);
+            let denominator = 10u128.pow(digits);
+            if scaled % denominator != 0 {
+                return Err(precise());
+            }
+            let nanos = u64::try_from(scaled / denominator).map_err(|_| too_long())?;
+            part = part.checked_add(nanos).ok_or_else(too_long)?;
+        }
         total = total.checked_add(part).ok_or_else(too_long)?;
+        i = skip_spaces(i);
     }
     Ok(Nanos::new(total))
 }
@@ -462,6 +513,51 @@ mod tests {
     }
 
     #[test]
+    fn durations_people_write() {
+        let secs = Nanos::from_secs;
+        for (text, want) in [
+            ("1h 30m", secs(5_400)),
+            ("1h30m", secs(5_400)),
+            ("1.5s", Nanos::from_millis(1_500)),
+            ("0.25h", secs(900)),
+            ("1min", secs(60)),
+            ("1 min", secs(60)),
+            ("2days", secs(172_800)),
+            ("1 week", secs(604_800)),
+            ("1w 1d", secs(691_200)),
+            ("3 hours 2 minutes 1 second", secs(10_921)),
+            ("2hrs", secs(7_200)),
+            ("10 secs", secs(10)),
+            ("1.000000001s", Nanos::new(1_000_000_001)),
+            ("250 millis", Nanos::from_millis(250)),
+            ("1.5us", Nanos::new(1_500)),
+            ("7 nanos", Nanos::new(7)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Every sum of parts written in any of the unit's names parses to the sum.
+        #[test]
+        fn parts_sum(parts in proptest::collection::vec((0u64..10_000, 0usize..8, proptest::bool::ANY), 1..5)) {
+            const UNITS: [(&str, u64); 8] = [
+                ("ns", 1), ("us", 1_000), ("ms", 1_000_000), ("seconds", 1_000_000_000),
+                ("min", 60_000_000_000), ("hours", 3_600_000_000_000),
+                ("days", 86_400_000_000_000), ("w", 604_800_000_000_000),
+            ];
+            let mut text = String::new();
+            let mut want = 0u64;
+            for (n, u, spaced) in parts {
+                let (name, scale) = UNITS[u];
+                text.push_str(&format!("{n}{}{name}{}", if spaced { " " } else { "" }, if spaced { " " } else { "" }));
+                want += n * scale;
+            }
+            proptest::prop_assert_eq!(parse_duration(&text), Ok(Nanos::new(want)), "{}", text);
+        }
+    }
+
+    #[test]
     fn errors() {
         let text = |t: &str| t.to_string();
         assert_eq!(parse_duration(" "), Err(DurationError::Empty));
@@ -470,17 +566,43 @@ mod tests {
             Err(DurationError::MissingUnit { text: text("1") })
         );
         assert_eq!(
-            parse_duration("1w"),
+            parse_duration("1y"),
             Err(DurationError::UnknownUnit {
-                text: text("1w"),
-                unit: text("w")
+                text: text("1y"),
+                unit: text("y")
+            })
+        );
+        assert_eq!(
+            parse_duration("1 month"),
+            Err(DurationError::UnknownUnit {
+                text: text("1 month"),
+                unit: text("month")
             })
         );
         assert_eq!(
             parse_duration("1s ms"),
             Err(DurationError::ExpectedNumber {
                 text: text("1s ms"),
+                at: 3
+            })
+        );
+        assert_eq!(
+            parse_duration("1.s"),
+            Err(DurationError::ExpectedNumber {
+                text: text("1.s"),
                 at: 2
+            })
+        );
+        assert_eq!(
+            parse_duration("1.0000000001s"),
+            Err(DurationError::TooPrecise {
+                text: text("1.0000000001s")
+            })
+        );
+        assert_eq!(
+            parse_duration("0.5ns"),
+            Err(DurationError::TooPrecise {
+                text: text("0.5ns")
             })
         );
         assert_eq!(
@@ -502,7 +624,7 @@ mod tests {
             .contains("empty"));
         assert_eq!(
             parse_duration("1").unwrap_err().to_string(),
-            "\"1\": missing unit (ns, us, ms, s, m, h, d)"
+            "\"1\": missing unit (ns, us, ms, s, m, h, d, w, or their names: sec, min, hours, days, …)"
         );
         assert_eq!(
             parse_duration("s").unwrap_err().to_string(),

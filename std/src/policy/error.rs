@@ -74,16 +74,19 @@ impl std::error::Error for PolicyConfigError {
 }
 
 /// The units [`parse_duration`](super::parse_duration) accepts, as its messages list them.
-const UNITS: &str = "ns, us, ms, s, m, h, d";
+const UNITS: &str = "ns, us, ms, s, m, h, d, w, or their names: sec, min, hours, days, …";
 
 /// Why [`parse_duration`](super::parse_duration) rejected a text. Its `Display` quotes the text and says what is
 /// wrong, as a message meant to follow a field path (`rules[0].window: ...`).
 ///
 /// ```
 /// use tollgate::policy::{parse_duration, DurationError};
-/// let err = parse_duration("1w").unwrap_err();
-/// assert_eq!(err, DurationError::UnknownUnit { text: "1w".into(), unit: "w".into() });
-/// assert_eq!(err.to_string(), "\"1w\": unknown unit \"w\" (ns, us, ms, s, m, h, d)");
+/// let err = parse_duration("1y").unwrap_err();
+/// assert_eq!(err, DurationError::UnknownUnit { text: "1y".into(), unit: "y".into() });
+/// assert_eq!(
+///     err.to_string(),
+///     "\"1y\": unknown unit \"y\" (ns, us, ms, s, m, h, d, w, or their names: sec, min, hours, days, …)"
+/// );
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -107,7 +110,9 @@ pub enum DurationError {
         /// The trimmed text.
         text: String,
     },
-    /// A unit other than `ns`, `us` (`µs`), `ms`, `s`, `m`, `h`, `d`.
+    /// A unit other than `ns`, `us` (`µs`), `ms`, `s`, `m`, `h`, `d`, `w` and their
+    /// names (see [`parse_duration`](super::parse_duration)); months and years are not
+    /// units (their length varies).
     UnknownUnit {
         /// The trimmed text.
         text: String,
@@ -116,6 +121,11 @@ pub enum DurationError {
     },
     /// The total exceeds [`Nanos::MAX`](tollgate_core::Nanos::MAX) (about 584 years).
     TooLong {
+        /// The trimmed text.
+        text: String,
+    },
+    /// A fraction finer than a nanosecond (`0.5ns`, `1.0000000001s`).
+    TooPrecise {
         /// The trimmed text.
         text: String,
     },
@@ -139,6 +149,9 @@ impl fmt::Display for DurationError {
             }
             DurationError::TooLong { text } => {
                 write!(f, "\"{text}\": too long (at most about 584 years)")
+            }
+            DurationError::TooPrecise { text } => {
+                write!(f, "\"{text}\": finer than a nanosecond")
             }
         }
     }

@@ -7,7 +7,7 @@ use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Nanos, Pac
 use super::key::{mix, word_of};
 use super::table::Table;
 use super::{DefaultHashBuilder, KeyedError, KeyedLimiterBuilder};
-use crate::wait::until_admitted;
+use crate::wait::{until_admitted, Jitter};
 use crate::MonotonicClock;
 
 /// A rate limiter per key (client id, IP address, API key…), holding at most
@@ -190,6 +190,17 @@ where
     /// ```
     pub async fn until_key_ready(&self, key: &K) -> Result<Decision, KeyedError> {
         until_admitted(|| self.check(key)).await
+    }
+
+    /// [`until_key_ready`](Self::until_key_ready) with `jitter` added to each backoff, so
+    /// callers denied together come back spread out (governor's
+    /// `until_key_ready_with_jitter`).
+    pub async fn until_key_ready_with_jitter(
+        &self,
+        key: &K,
+        jitter: Jitter,
+    ) -> Result<Decision, KeyedError> {
+        until_admitted(|| self.check(key)).with_jitter(jitter).await
     }
 
     /// Waits until `cost` permits for `key` are admitted at once, as

@@ -28,9 +28,13 @@ use tollgate_core::{Decision, Nanos};
 
 pub(crate) mod delay;
 mod finish;
+mod jitter;
 
 pub use delay::Delay;
 pub use finish::finish;
+pub use jitter::Jitter;
+
+use jitter::Draws;
 
 /// A function from a duration to a sleep future.
 pub trait SleepFn {
@@ -136,6 +140,8 @@ enum Phase<F, T> {
 pub(crate) struct Waiting<A: Attempt, S: SleepFn> {
     attempt: A,
     sleep: S,
+    /// The extra time of each backoff (none by default).
+    jitter: Option<Draws>,
     phase: Phase<S::Fut, A::Output>,
 }
 
@@ -144,8 +150,15 @@ impl<A: Attempt, S: SleepFn> Waiting<A, S> {
         Waiting {
             attempt,
             sleep,
+            jitter: None,
             phase: Phase::Check,
         }
+    }
+
+    /// The same wait with `jitter` added to each backoff.
+    pub(crate) fn with_jitter(mut self, jitter: Jitter) -> Waiting<A, S> {
+        self.jitter = Some(Draws::new(jitter));
+        self
     }
 }
 
@@ -173,7 +186,10 @@ impl<A: Attempt, S: SleepFn> Future for Waiting<A, S> {
                         this.phase = Phase::Delay(sleep, Box::new(output));
                     }
                     Ok((_, Verdict::Denied { retry_after })) => {
-                        let wait = retry_after.max(Nanos::new(1));
+                        let mut wait = retry_after.max(Nanos::new(1));
+                        if let Some(draws) = &mut this.jitter {
+                            wait = draws.add_to(wait);
+                        }
                         this.phase = Phase::Backoff(Box::pin(this.sleep.sleep(wait)));
                     }
                 },
@@ -282,6 +298,32 @@ mod tests {
         // A zero `retry_after` still sleeps a nanosecond: no busy loop.
         assert_eq!(slept.take(), [5, 1, 7]);
         assert!(!abandoned.get());
+    }
+
+    #[test]
+    fn jitter_lengthens_each_backoff_and_never_the_delay() {
+        let abandoned = Cell::new(false);
+        let slept = Cell::new(Vec::new());
+        let sleep = |d: Nanos| -> Ready<()> {
+            let mut all = slept.take();
+            all.push(d.as_u64());
+            slept.set(all);
+            ready(())
+        };
+        let waker = Waker::from(Arc::new(Noop));
+        let mut cx = Context::from_waker(&waker);
+        let script = Script {
+            calls: 0,
+            abandoned: &abandoned,
+        };
+        // A fixed extra time (no spread), so the sleeps are exact.
+        let jitter = super::Jitter::new(
+            std::time::Duration::from_nanos(10),
+            std::time::Duration::ZERO,
+        );
+        let mut waiting = pin!(Waiting::new(script, sleep).with_jitter(jitter));
+        assert_eq!(waiting.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+        assert_eq!(slept.take(), [15, 11, 7]);
     }
 
     #[test]

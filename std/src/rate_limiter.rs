@@ -4,7 +4,7 @@ use core::convert::Infallible;
 
 use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Limiter, Nanos};
 
-use crate::wait::{until_admitted, Jitter};
+use crate::wait::{until_admitted, Admitted, Jitter};
 use crate::MonotonicClock;
 
 /// A direct (un-keyed) rate limiter: a [`Limiter`] from `tollgate-core` plus a clock.
@@ -101,18 +101,18 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert!(start.elapsed() >= Duration::from_millis(5));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn until_ready(&self) -> Decision {
+    pub async fn until_ready(&self) -> Admitted {
         self.until_ready_with_jitter(Jitter::NONE).await
     }
 
     /// [`until_ready`](Self::until_ready) with `jitter` added to each backoff, so callers
     /// denied together come back spread out (governor's `until_ready_with_jitter`).
-    pub async fn until_ready_with_jitter(&self, jitter: Jitter) -> Decision {
+    pub async fn until_ready_with_jitter(&self, jitter: Jitter) -> Admitted {
         match until_admitted(|| Ok::<_, Infallible>(self.check()))
             .with_jitter(jitter)
             .await
         {
-            Ok(decision) => decision,
+            Ok(decision) => Admitted(decision),
             Err(never) => match never {},
         }
     }

@@ -31,6 +31,19 @@ async fn direct_until_ready_waits_out_a_deny() {
     assert!(!limiter.check().allowed);
 }
 
+/// Its result may be ignored without a warning (the wait ends only once admitted): this
+/// test does not compile if `until_ready`'s output becomes `#[must_use]` again.
+#[deny(unused_must_use)]
+#[tokio::test]
+async fn direct_until_ready_may_be_ignored() {
+    let limiter = RateLimiter::new(Gcra::per_minute(2).build().unwrap());
+    limiter.until_ready().await;
+    limiter
+        .until_ready_with_jitter(tollgate::wait::Jitter::up_to(Duration::from_millis(1)))
+        .await;
+    assert!(!limiter.check().allowed, "both waits took their permit");
+}
+
 #[tokio::test]
 async fn direct_until_ready_is_immediate_with_quota_left() {
     let limiter = RateLimiter::new(Gcra::per_minute(1).build().unwrap());

@@ -26,10 +26,12 @@ use std::task::{Context, Poll};
 
 use tollgate_core::{Decision, Nanos};
 
+mod admitted;
 pub(crate) mod delay;
 mod finish;
 mod jitter;
 
+pub use admitted::Admitted;
 pub use delay::Delay;
 pub use finish::finish;
 pub use jitter::Jitter;

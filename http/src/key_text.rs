@@ -13,7 +13,15 @@ const ADDRESS_LEN: usize = 45;
 
 /// Each octet's decimal digits followed by a dot, packed little-endian into a word (the
 /// first digit in the low byte), and how many digits there are: an address is written one
-/// word store per octet.
+/// word store per octet. The word, by octet size (`D1` the first digit written; bytes above
+/// the dot are zero and are overwritten by the next octet or dropped):
+///
+/// ```text
+///  bits:      31..24  23..16  15..8   7..0
+///  3 digits:  '.'     D3      D2      D1      e.g. 192 → '.' '2' '9' '1'
+///  2 digits:  0       '.'     D2      D1      e.g.  42 →  0  '.' '2' '4'
+///  1 digit:   0       0       '.'     D1      e.g.   7 →  0   0  '.' '7'
+/// ```
 const OCTETS: [(u32, u8); 256] = {
     let mut table = [(0u32, 0u8); 256];
     let mut i = 0;

@@ -9,6 +9,8 @@
 //! | an error answered by the server, or a fallback that could not decide | `debug`: the cause | |
 //! | Redis failed, and has not answered since (set at the failure, cleared by its next answer) | `info` when it answers again | `tollgate_redis_degraded{prefix}` (gauge: 1 while degraded, 0 once it answers) |
 //!
+//! A leased store's counts go through the facade too: see `leased::stats`.
+//!
 //! Keys and clients are never logged or used as labels.
 
 use std::time::Duration;

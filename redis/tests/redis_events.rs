@@ -2,7 +2,9 @@
 //! keys starts backing off (not one per call), an `info` event when Redis answers again,
 //! and, with the `metrics` feature, every call answered by the failure policy in
 //! `tollgate_redis_failures_total{cause}` and the `tollgate_redis_degraded{prefix}` gauge.
-//! Redis is first a closed loopback port, then a real server killed and restarted.
+//! Redis is first a closed loopback port, then a real server killed and restarted; then
+//! (with `metrics`) a leased store over it reports its checks, leases and permits as its
+//! `stats()` counts them.
 #![cfg(feature = "tracing")]
 
 mod redis_support;
@@ -13,6 +15,8 @@ use std::time::Duration;
 use tollgate::policy::Policy;
 use tollgate::MonotonicClock;
 use tollgate_redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget};
+#[cfg(feature = "metrics")]
+use tollgate_redis::{LeaseConfig, LeasedStore};
 
 /// The `INFO` and `WARN` events seen anywhere in this process (the store's I/O may run on
 /// its own runtime's threads), as `field=value …`.
@@ -219,4 +223,50 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
         .collect();
     assert_eq!(back.len(), 1, "{events:#?}");
     assert!(back[0].contains("prefix=\"events-live\""), "{}", back[0]);
+
+    #[cfg(feature = "metrics")]
+    {
+        // A leased store (its counters registered now, with the recorder installed): a hot
+        // global key gets a lease, then checks are answered locally.
+        let redis = RedisStore::new(
+            RedisTarget::Single(server.url()),
+            RedisConfig::new("events-leased")
+                .unwrap()
+                .with_timeout(Duration::from_secs(2)),
+        )
+        .unwrap();
+        let config = LeaseConfig::new()
+            .with_hot_rate(50)
+            .with_max_lease(100)
+            .with_share(0.1);
+        let policy = Policy::from_toml(
+            "[[rules]]\nname = \"all\"\nper = \"global\"\nlimit = 1000\nwindow = \"3650d\"\n",
+            MonotonicClock::new(),
+        )
+        .unwrap()
+        .store(LeasedStore::new(redis, config).unwrap());
+        for _ in 0..10_000 {
+            assert!(policy.allow("c", "/", 1).unwrap().allowed());
+            if policy.backend().stats().local_checks >= 10 {
+                break;
+            }
+        }
+        let stats = policy.backend().stats();
+        assert!(stats.local_checks >= 10 && stats.leases >= 1, "{stats:?}");
+        let totals = totals.lock().unwrap().clone();
+        let reported = |name: &str| totals.get(name).copied().unwrap_or(0);
+        assert_eq!(
+            reported("tollgate_lease_checks_total{answered=local}"),
+            stats.local_checks
+        );
+        assert_eq!(
+            reported("tollgate_lease_checks_total{answered=redis}"),
+            stats.remote_checks
+        );
+        assert_eq!(reported("tollgate_lease_leases_total{}"), stats.leases);
+        assert_eq!(
+            reported("tollgate_lease_permits_total{fate=leased}"),
+            stats.leased_permits
+        );
+    }
 }

@@ -161,9 +161,8 @@ impl Inner {
                     keep.mark = Some(at);
                     keep.spent_at_mark = spent;
                     keep.next_try = None;
-                    // Relaxed: statistics.
-                    self.counters.leases.fetch_add(1, Ordering::Relaxed);
-                    self.counters.leased.fetch_add(want, Ordering::Relaxed);
+                    self.counters.leases.add(1);
+                    self.counters.leased.add(want);
                     // Relaxed: served; a spend that asks again after this wakes us again.
                     slot.asked.store(false, Ordering::Relaxed);
                     return;

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use super::policy_clock::PolicyClock;
+use super::stats::Stat;
 use super::Inner;
 use crate::keys::TierKey;
 use crate::store::{LeaseOp, LeaseReply, PendingLease};
@@ -55,9 +56,16 @@ impl Inner {
     }
 
     /// Adds `permits` to a statistic.
-    pub(super) fn count(&self, counter: &AtomicU64, permits: u64) {
-        // Relaxed: statistics.
-        counter.fetch_add(permits, Ordering::Relaxed);
+    pub(super) fn count(&self, stat: &Stat<AtomicU64>, permits: u64) {
+        stat.add(permits);
+    }
+
+    /// `permits` more unsettled.
+    fn unsettled(&self, permits: u64) {
+        // Relaxed: a statistic.
+        self.counters
+            .unsettled
+            .fetch_add(permits, Ordering::Relaxed);
     }
 
     /// `permits` no longer unsettled.
@@ -78,7 +86,7 @@ impl Inner {
         permits: u64,
         reply: PendingLease,
     ) {
-        self.count(&self.counters.unsettled, permits);
+        self.unsettled(permits);
         lock(&self.pending).push(PendingOp {
             from,
             target: target.clone(),
@@ -94,7 +102,7 @@ impl Inner {
         if permits == 0 {
             return;
         }
-        self.count(&self.counters.unsettled, permits);
+        self.unsettled(permits);
         let mut orphans = lock(&self.orphans);
         match orphans.iter_mut().find(|o| o.target == *target) {
             Some(o) => o.permits = o.permits.saturating_add(permits),
@@ -152,7 +160,7 @@ impl Inner {
                     added
                 });
                 // Relaxed: statistics.
-                self.counters.leases.fetch_add(1, Ordering::Relaxed);
+                self.counters.leases.add(1);
                 self.count(&self.counters.leased, op.permits);
                 self.orphan(&op.target, op.permits - added);
             }

@@ -194,7 +194,7 @@ impl LeasedStore {
             pending: Mutex::new(Vec::new()),
             orphans: Mutex::new(Vec::new()),
             claims: AtomicU64::new(0),
-            counters: LeaseCounters::default(),
+            counters: LeaseCounters::new(),
             config,
         });
         let keeper = {
@@ -270,8 +270,7 @@ impl LeasedStore {
             inner.counters.local.add(1);
             return;
         }
-        // Relaxed: a statistic.
-        inner.counters.remote.fetch_add(1, Ordering::Relaxed);
+        inner.counters.remote.add(1);
         // Slots past `remote.len()` are never read: any outcome fills them.
         // (Copies of this check's outcomes: they live within the check, while the plan's
         // rule set is held.)

@@ -6,18 +6,112 @@ use crate::RedisStats;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tollgate::policy::StripedCounter;
 
-/// Live counters of a [`LeasedStore`].
-#[derive(Debug, Default)]
+/// Live counters of a [`LeasedStore`]. With the `metrics` feature each also reports
+/// through the `metrics` facade, by a handle registered when the store is built (so
+/// install the recorder first): `tollgate_lease_checks_total{answered="local"|"redis"}`,
+/// `tollgate_lease_leases_total`, `tollgate_lease_permits_total{fate="leased"|"returned"|
+/// "lost"|"unknown"}`.
+#[derive(Debug)]
 pub(super) struct LeaseCounters {
     /// Striped: every locally answered check counts here, from every thread.
-    pub(super) local: StripedCounter,
-    pub(super) remote: AtomicU64,
-    pub(super) leases: AtomicU64,
-    pub(super) leased: AtomicU64,
-    pub(super) returned: AtomicU64,
-    pub(super) lost: AtomicU64,
-    pub(super) unknown: AtomicU64,
+    pub(super) local: Stat<StripedCounter>,
+    pub(super) remote: Stat<AtomicU64>,
+    pub(super) leases: Stat<AtomicU64>,
+    pub(super) leased: Stat<AtomicU64>,
+    pub(super) returned: Stat<AtomicU64>,
+    pub(super) lost: Stat<AtomicU64>,
+    pub(super) unknown: Stat<AtomicU64>,
+    /// A level (up and down), for [`LeaseStats::unsettled_permits`] only.
     pub(super) unsettled: AtomicU64,
+}
+
+impl LeaseCounters {
+    pub(super) fn new() -> LeaseCounters {
+        LeaseCounters {
+            local: Stat::new(StripedCounter::new(), "checks", Some(("answered", "local"))),
+            remote: Stat::new(AtomicU64::new(0), "checks", Some(("answered", "redis"))),
+            leases: Stat::new(AtomicU64::new(0), "leases", None),
+            leased: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "leased"))),
+            returned: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "returned"))),
+            lost: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "lost"))),
+            unknown: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "unknown"))),
+            unsettled: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Where a [`Stat`] keeps its count: an atomic word, or striped for a per-check count.
+pub(super) trait Count {
+    fn add(&self, n: u64);
+    fn get(&self) -> u64;
+}
+
+impl Count for AtomicU64 {
+    fn add(&self, n: u64) {
+        // Relaxed: a statistic; no other memory is published with it.
+        self.fetch_add(n, Ordering::Relaxed);
+    }
+    fn get(&self) -> u64 {
+        // Relaxed: see `add`.
+        self.load(Ordering::Relaxed)
+    }
+}
+
+impl Count for StripedCounter {
+    fn add(&self, n: u64) {
+        StripedCounter::add(self, n);
+    }
+    fn get(&self) -> u64 {
+        StripedCounter::get(self)
+    }
+}
+
+/// One count of a leased store: kept for [`LeasedStore::stats`], and reported through the
+/// `metrics` facade as `tollgate_lease_{name}_total` (feature `metrics`).
+pub(super) struct Stat<C> {
+    count: C,
+    #[cfg(feature = "metrics")]
+    reported: metrics::Counter,
+}
+
+impl<C: Count> Stat<C> {
+    /// `count`, reported (with the feature) as `tollgate_lease_{name}_total{label}`.
+    fn new(count: C, name: &'static str, label: Option<(&'static str, &'static str)>) -> Self {
+        #[cfg(feature = "metrics")]
+        let reported = {
+            let name = format!("tollgate_lease_{name}_total");
+            match label {
+                Some((key, value)) => metrics::counter!(name, key => value),
+                None => metrics::counter!(name),
+            }
+        };
+        #[cfg(not(feature = "metrics"))]
+        let _ = (name, label);
+        Stat {
+            count,
+            #[cfg(feature = "metrics")]
+            reported,
+        }
+    }
+
+    /// Adds `n`.
+    #[inline]
+    pub(super) fn add(&self, n: u64) {
+        self.count.add(n);
+        #[cfg(feature = "metrics")]
+        self.reported.increment(n);
+    }
+
+    /// The count so far.
+    pub(super) fn get(&self) -> u64 {
+        self.count.get()
+    }
+}
+
+impl<C: Count> core::fmt::Debug for Stat<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("Stat").field(&self.get()).finish()
+    }
 }
 
 /// A snapshot of a [`LeasedStore`]'s counters since it was built.
@@ -62,17 +156,15 @@ impl LeasedStore {
     /// Counters since construction.
     pub fn stats(&self) -> LeaseStats {
         let c = &self.inner.counters;
-        // Relaxed: statistics, read one by one.
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LeaseStats {
             local_checks: c.local.get(),
-            remote_checks: get(&c.remote),
-            leases: get(&c.leases),
-            leased_permits: get(&c.leased),
-            returned_permits: get(&c.returned),
-            lost_permits: get(&c.lost),
-            unknown_permits: get(&c.unknown),
-            unsettled_permits: get(&c.unsettled),
+            remote_checks: c.remote.get(),
+            leases: c.leases.get(),
+            leased_permits: c.leased.get(),
+            returned_permits: c.returned.get(),
+            lost_permits: c.lost.get(),
+            unknown_permits: c.unknown.get(),
+            unsettled_permits: Count::get(&c.unsettled),
             hot_keys: self
                 .inner
                 .slots

@@ -128,7 +128,7 @@ impl Connection {
 
     async fn query(&self, cmd: &Cmd, counters: &Counters) -> Result<Value, RedisError> {
         let mut handle = self.handle().await?;
-        Counters::bump(&counters.round_trips);
+        counters.round_trips.add(1);
         match &mut handle {
             Handle::Single(c) => cmd.query_async(c).await,
             Handle::Cluster(c) => cmd.query_async(c).await,
@@ -142,7 +142,7 @@ impl Connection {
         key: Option<&str>,
         counters: &Counters,
     ) -> Result<Value, RedisError> {
-        Counters::bump(&counters.round_trips);
+        counters.round_trips.add(1);
         self.route(cmd, key).await
     }
 
@@ -153,7 +153,7 @@ impl Connection {
         key: Option<&str>,
         counters: &Counters,
     ) -> Result<u64, RedisError> {
-        Counters::bump(&counters.clock_syncs);
+        counters.clock_syncs.add(1);
         let reply = self.route(&redis::cmd("TIME"), key).await?;
         let field = |v: Option<&Value>| -> Option<u64> {
             match v? {
@@ -215,7 +215,7 @@ impl Connection {
                 .arg(args);
             match self.query(&fcall, counters).await {
                 Err(e) if is_function_not_found(&e) => {
-                    Counters::bump(&counters.script_reloads);
+                    counters.script_reloads.add(1);
                     let mut load = redis::cmd("FUNCTION");
                     load.arg("LOAD").arg("REPLACE").arg(script.library());
                     match self.query_at(&load, keys.first().copied(), counters).await {
@@ -246,7 +246,7 @@ impl Connection {
         cmd.arg(script.sha()).arg(keys.len()).arg(keys).arg(args);
         match self.query(&cmd, counters).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                Counters::bump(&counters.script_reloads);
+                counters.script_reloads.add(1);
                 let mut cmd = redis::cmd("EVAL");
                 cmd.arg(script.body()).arg(keys.len()).arg(keys).arg(args);
                 self.query(&cmd, counters).await

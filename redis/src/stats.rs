@@ -4,6 +4,7 @@
 
 use super::FailureCause;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use tollgate::policy::StripedCounter;
 
 /// A snapshot of a store's counters since it was built.
 ///
@@ -55,18 +56,23 @@ impl RedisStats {
     }
 }
 
-/// The live counters behind [`RedisStats`].
-#[derive(Debug, Default)]
+/// The live counters behind [`RedisStats`]. With the `metrics` feature the counts of
+/// calls also go through the facade (registered when the store is built, so install the
+/// recorder first): `tollgate_redis_decisions_total`, `tollgate_redis_script_decisions_total`,
+/// `tollgate_redis_round_trips_total`, `tollgate_redis_deny_cache_hits_total`,
+/// `tollgate_redis_script_reloads_total`, `tollgate_redis_clock_syncs_total`; the failures
+/// go by cause (`tollgate_redis_failures_total{cause}`, see `events`).
+#[derive(Debug)]
 pub(crate) struct Counters {
-    pub(crate) decisions: AtomicU64,
-    pub(crate) redis_decisions: AtomicU64,
-    pub(crate) round_trips: AtomicU64,
-    pub(crate) deny_cache_hits: AtomicU64,
+    pub(crate) decisions: Stat<AtomicU64>,
+    pub(crate) redis_decisions: Stat<AtomicU64>,
+    pub(crate) round_trips: Stat<AtomicU64>,
+    pub(crate) deny_cache_hits: Stat<AtomicU64>,
     pub(crate) degraded: AtomicU64,
-    pub(crate) script_reloads: AtomicU64,
+    pub(crate) script_reloads: Stat<AtomicU64>,
     pub(crate) expired: AtomicU64,
     pub(crate) fallback_failures: AtomicU64,
-    pub(crate) clock_syncs: AtomicU64,
+    pub(crate) clock_syncs: Stat<AtomicU64>,
     /// The last failure's [`cause_code`] (0: none yet).
     pub(crate) last_failure: AtomicU8,
 }
@@ -96,6 +102,99 @@ fn cause_of(code: u8) -> Option<FailureCause> {
     })
 }
 
+impl Default for Counters {
+    fn default() -> Counters {
+        let stat = |name| Stat::new(AtomicU64::new(0), name, None);
+        Counters {
+            decisions: stat("tollgate_redis_decisions_total"),
+            redis_decisions: stat("tollgate_redis_script_decisions_total"),
+            round_trips: stat("tollgate_redis_round_trips_total"),
+            deny_cache_hits: stat("tollgate_redis_deny_cache_hits_total"),
+            degraded: AtomicU64::new(0),
+            script_reloads: stat("tollgate_redis_script_reloads_total"),
+            expired: AtomicU64::new(0),
+            fallback_failures: AtomicU64::new(0),
+            clock_syncs: stat("tollgate_redis_clock_syncs_total"),
+            last_failure: AtomicU8::new(0),
+        }
+    }
+}
+
+/// Where a [`Stat`] keeps its count: an atomic word, or striped for a per-check count.
+pub(crate) trait Count {
+    fn add(&self, n: u64);
+    fn get(&self) -> u64;
+}
+
+impl Count for AtomicU64 {
+    fn add(&self, n: u64) {
+        // Relaxed: a statistic; no other memory is published with it.
+        self.fetch_add(n, Ordering::Relaxed);
+    }
+    fn get(&self) -> u64 {
+        // Relaxed: see `add`.
+        self.load(Ordering::Relaxed)
+    }
+}
+
+impl Count for StripedCounter {
+    fn add(&self, n: u64) {
+        StripedCounter::add(self, n);
+    }
+    fn get(&self) -> u64 {
+        StripedCounter::get(self)
+    }
+}
+
+/// One count of a store: kept for its `stats()`, and reported through the `metrics` facade
+/// under its name (feature `metrics`) by a handle registered when the store is built.
+pub(crate) struct Stat<C> {
+    count: C,
+    #[cfg(feature = "metrics")]
+    reported: metrics::Counter,
+}
+
+impl<C: Count> Stat<C> {
+    /// `count`, reported (with the feature) as `name{label}`.
+    pub(crate) fn new(
+        count: C,
+        name: &'static str,
+        label: Option<(&'static str, &'static str)>,
+    ) -> Self {
+        #[cfg(feature = "metrics")]
+        let reported = match label {
+            Some((key, value)) => metrics::counter!(name, key => value),
+            None => metrics::counter!(name),
+        };
+        #[cfg(not(feature = "metrics"))]
+        let _ = (name, label);
+        Stat {
+            count,
+            #[cfg(feature = "metrics")]
+            reported,
+        }
+    }
+
+    /// Adds `n`.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.count.add(n);
+        #[cfg(feature = "metrics")]
+        self.reported.increment(n);
+    }
+
+    /// The count so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.count.get()
+    }
+}
+
+impl<C: Count> core::fmt::Debug for Stat<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("Stat").field(&self.get()).finish()
+    }
+}
+
 impl Counters {
     pub(crate) fn bump(counter: &AtomicU64) {
         // Relaxed: an independent statistic; no other memory is published with it.
@@ -114,15 +213,15 @@ impl Counters {
         // Relaxed: statistics read individually; a snapshot need not be atomic as a whole.
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RedisStats {
-            decisions: get(&self.decisions),
-            redis_decisions: get(&self.redis_decisions),
-            round_trips: get(&self.round_trips),
-            deny_cache_hits: get(&self.deny_cache_hits),
+            decisions: self.decisions.get(),
+            redis_decisions: self.redis_decisions.get(),
+            round_trips: self.round_trips.get(),
+            deny_cache_hits: self.deny_cache_hits.get(),
             degraded: get(&self.degraded),
-            script_reloads: get(&self.script_reloads),
+            script_reloads: self.script_reloads.get(),
             expired: get(&self.expired),
             fallback_failures: get(&self.fallback_failures),
-            clock_syncs: get(&self.clock_syncs),
+            clock_syncs: self.clock_syncs.get(),
             // Relaxed: as above.
             last_failure: cause_of(self.last_failure.load(Ordering::Relaxed)),
         }

@@ -130,7 +130,7 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
             .unwrap(),
     )
     .unwrap();
-    let policy = Policy::from_toml(
+    let closed = Policy::from_toml(
         "[[rules]]\nname = \"default\"\nlimit = 5\nwindow = \"1m\"\n",
         MonotonicClock::new(),
     )
@@ -138,9 +138,9 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
     .store(store);
     for _ in 0..4 {
         // Failing open: admitted, though Redis never answered.
-        assert!(policy.allow("acct", "/", 1).unwrap().allowed());
+        assert!(closed.allow("acct", "/", 1).unwrap().allowed());
     }
-    let stats = policy.backend().stats();
+    let stats = closed.backend().stats();
     assert_eq!(stats.degraded, 4, "{stats:?}");
     let told = warnings.0.lock().unwrap().clone();
     assert_eq!(told.len(), 1, "one warning for the backoff: {told:#?}");
@@ -153,6 +153,9 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
     assert_eq!(
         totals.lock().unwrap().clone(),
         std::collections::BTreeMap::from([
+            // Every decision counted; the failed clock sample counted, no round trip.
+            ("tollgate_redis_clock_syncs_total{}".to_owned(), 1),
+            ("tollgate_redis_decisions_total{}".to_owned(), 4),
             ("tollgate_redis_degraded{prefix=events}".to_owned(), 1),
             ("tollgate_redis_failures_total{cause=backoff}".to_owned(), 3),
             (
@@ -176,7 +179,7 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
             .with_deny_cache(0),
     )
     .unwrap();
-    let policy = Policy::from_toml(
+    let live = Policy::from_toml(
         "[[rules]]\nname = \"default\"\nlimit = 1000\nwindow = \"1m\"\n",
         MonotonicClock::new(),
     )
@@ -187,12 +190,9 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
         assert!(policy.allow("acct", "/", 1).unwrap().allowed());
         policy.backend().stats().redis_decisions > before
     };
-    assert!(served(&policy), "Redis decides while it runs");
+    assert!(served(&live), "Redis decides while it runs");
     server.kill();
-    assert!(
-        !served(&policy),
-        "answered by the failure policy once killed"
-    );
+    assert!(!served(&live), "answered by the failure policy once killed");
     #[cfg(feature = "metrics")]
     assert_eq!(
         totals
@@ -204,10 +204,10 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
     server.restart();
     let recovered = (0..200).any(|_| {
         std::thread::sleep(Duration::from_millis(25));
-        served(&policy)
+        served(&live)
     });
     assert!(recovered, "Redis decides again after the restart");
-    assert!(served(&policy));
+    assert!(served(&live));
     #[cfg(feature = "metrics")]
     assert_eq!(
         totals
@@ -253,6 +253,13 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
         }
         let stats = policy.backend().stats();
         assert!(stats.local_checks >= 10 && stats.leases >= 1, "{stats:?}");
+        // The Redis counters are the process's: the three stores' sums.
+        let redis = [
+            closed.backend().stats(),
+            live.backend().stats(),
+            stats.redis,
+        ];
+        let sum = |of: fn(&tollgate_redis::RedisStats) -> u64| redis.iter().map(of).sum::<u64>();
         let totals = totals.lock().unwrap().clone();
         let reported = |name: &str| totals.get(name).copied().unwrap_or(0);
         assert_eq!(
@@ -268,5 +275,22 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
             reported("tollgate_lease_permits_total{fate=leased}"),
             stats.leased_permits
         );
+        for (name, of) in [
+            (
+                "tollgate_redis_decisions_total{}",
+                (|s: &tollgate_redis::RedisStats| s.decisions) as fn(&_) -> u64,
+            ),
+            ("tollgate_redis_script_decisions_total{}", |s| {
+                s.redis_decisions
+            }),
+            ("tollgate_redis_round_trips_total{}", |s| s.round_trips),
+            ("tollgate_redis_script_reloads_total{}", |s| {
+                s.script_reloads
+            }),
+            ("tollgate_redis_clock_syncs_total{}", |s| s.clock_syncs),
+        ] {
+            assert_eq!(reported(name), sum(of), "{name}: {redis:?}");
+        }
+        assert!(reported("tollgate_redis_round_trips_total{}") > 0);
     }
 }

@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use super::policy_clock::PolicyClock;
-use super::stats::Stat;
 use super::Inner;
 use crate::keys::TierKey;
+use crate::stats::Stat;
 use crate::store::{LeaseOp, LeaseReply, PendingLease};
 use crate::sync::lock;
 use std::sync::atomic::{AtomicU64, Ordering};

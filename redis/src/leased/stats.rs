@@ -2,8 +2,9 @@
 //! ([`LeaseStats`], [`LeasedStore::stats`]).
 
 use super::LeasedStore;
+use crate::stats::{Count, Stat};
 use crate::RedisStats;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use tollgate::policy::StripedCounter;
 
 /// Live counters of a [`LeasedStore`]. With the `metrics` feature each also reports
@@ -28,89 +29,39 @@ pub(super) struct LeaseCounters {
 impl LeaseCounters {
     pub(super) fn new() -> LeaseCounters {
         LeaseCounters {
-            local: Stat::new(StripedCounter::new(), "checks", Some(("answered", "local"))),
-            remote: Stat::new(AtomicU64::new(0), "checks", Some(("answered", "redis"))),
-            leases: Stat::new(AtomicU64::new(0), "leases", None),
-            leased: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "leased"))),
-            returned: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "returned"))),
-            lost: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "lost"))),
-            unknown: Stat::new(AtomicU64::new(0), "permits", Some(("fate", "unknown"))),
+            local: Stat::new(
+                StripedCounter::new(),
+                "tollgate_lease_checks_total",
+                Some(("answered", "local")),
+            ),
+            remote: Stat::new(
+                AtomicU64::new(0),
+                "tollgate_lease_checks_total",
+                Some(("answered", "redis")),
+            ),
+            leases: Stat::new(AtomicU64::new(0), "tollgate_lease_leases_total", None),
+            leased: Stat::new(
+                AtomicU64::new(0),
+                "tollgate_lease_permits_total",
+                Some(("fate", "leased")),
+            ),
+            returned: Stat::new(
+                AtomicU64::new(0),
+                "tollgate_lease_permits_total",
+                Some(("fate", "returned")),
+            ),
+            lost: Stat::new(
+                AtomicU64::new(0),
+                "tollgate_lease_permits_total",
+                Some(("fate", "lost")),
+            ),
+            unknown: Stat::new(
+                AtomicU64::new(0),
+                "tollgate_lease_permits_total",
+                Some(("fate", "unknown")),
+            ),
             unsettled: AtomicU64::new(0),
         }
-    }
-}
-
-/// Where a [`Stat`] keeps its count: an atomic word, or striped for a per-check count.
-pub(super) trait Count {
-    fn add(&self, n: u64);
-    fn get(&self) -> u64;
-}
-
-impl Count for AtomicU64 {
-    fn add(&self, n: u64) {
-        // Relaxed: a statistic; no other memory is published with it.
-        self.fetch_add(n, Ordering::Relaxed);
-    }
-    fn get(&self) -> u64 {
-        // Relaxed: see `add`.
-        self.load(Ordering::Relaxed)
-    }
-}
-
-impl Count for StripedCounter {
-    fn add(&self, n: u64) {
-        StripedCounter::add(self, n);
-    }
-    fn get(&self) -> u64 {
-        StripedCounter::get(self)
-    }
-}
-
-/// One count of a leased store: kept for [`LeasedStore::stats`], and reported through the
-/// `metrics` facade as `tollgate_lease_{name}_total` (feature `metrics`).
-pub(super) struct Stat<C> {
-    count: C,
-    #[cfg(feature = "metrics")]
-    reported: metrics::Counter,
-}
-
-impl<C: Count> Stat<C> {
-    /// `count`, reported (with the feature) as `tollgate_lease_{name}_total{label}`.
-    fn new(count: C, name: &'static str, label: Option<(&'static str, &'static str)>) -> Self {
-        #[cfg(feature = "metrics")]
-        let reported = {
-            let name = format!("tollgate_lease_{name}_total");
-            match label {
-                Some((key, value)) => metrics::counter!(name, key => value),
-                None => metrics::counter!(name),
-            }
-        };
-        #[cfg(not(feature = "metrics"))]
-        let _ = (name, label);
-        Stat {
-            count,
-            #[cfg(feature = "metrics")]
-            reported,
-        }
-    }
-
-    /// Adds `n`.
-    #[inline]
-    pub(super) fn add(&self, n: u64) {
-        self.count.add(n);
-        #[cfg(feature = "metrics")]
-        self.reported.increment(n);
-    }
-
-    /// The count so far.
-    pub(super) fn get(&self) -> u64 {
-        self.count.get()
-    }
-}
-
-impl<C: Count> core::fmt::Debug for Stat<C> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_tuple("Stat").field(&self.get()).finish()
     }
 }
 

@@ -9,7 +9,6 @@ use super::call::Mode;
 use super::RedisStore;
 use crate::keys::TierKey;
 use crate::reply::decode_into;
-use crate::stats::Counters;
 use crate::FailureCause;
 use tollgate::policy::PlannedTier;
 use tollgate::{Decision, Nanos};
@@ -124,7 +123,7 @@ impl RedisStore {
                     };
                     match decision {
                         Some(decision) => {
-                            Counters::bump(&task.counters.redis_decisions);
+                            task.counters.redis_decisions.add(1);
                             if op == Mode::Refund || decision.allowed {
                                 task.denies.invalidate([&call]);
                             }

@@ -7,7 +7,6 @@ use super::denies::Identity;
 use super::io::Io;
 use super::RedisStore;
 use crate::reply::decode_into;
-use crate::stats::Counters;
 use crate::{FailureCause, FailurePolicy};
 use tollgate::policy::{Op, Plan, TierOutcome, MAX_TIERS};
 use tollgate::{Decision, Nanos};
@@ -22,7 +21,7 @@ impl RedisStore {
         io: Io,
     ) {
         let shared = &self.shared;
-        Counters::bump(&shared.counters.decisions);
+        shared.counters.decisions.add(1);
         let calls = self.calls(plan, now);
         // The deny cache first (see "Deny cache" on `RedisStore`), looked up only if a deny
         // of the plan's first key may still stand: most checks build no identity.
@@ -32,7 +31,7 @@ impl RedisStore {
             let id = if first.is_some_and(|key| shared.denies.may_stand(key, local)) {
                 let id = Identity::of(plan, shared.config.prefix());
                 if shared.denies.find(&id, local, outcomes) {
-                    Counters::bump(&shared.counters.deny_cache_hits);
+                    shared.counters.deny_cache_hits.add(1);
                     return;
                 }
                 Some(id)
@@ -93,7 +92,7 @@ impl RedisStore {
     async fn peek_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
-        Counters::bump(&self.shared.counters.decisions);
+        self.shared.counters.decisions.add(1);
         for call in self.calls(plan, now).iter().flatten() {
             self.decide(plan, call, Mode::Peek, now, outcomes, io).await;
         }
@@ -155,7 +154,7 @@ impl RedisStore {
         });
         match decided {
             Ok(()) => {
-                Counters::bump(&self.shared.counters.redis_decisions);
+                self.shared.counters.redis_decisions.add(1);
                 let mut all = true;
                 for (&i, decision) in call.tiers().iter().zip(decisions) {
                     all &= decision.allowed;

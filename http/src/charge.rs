@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::check::{decided, Check};
 use super::layer::Shared;
-use super::stats::{Counters, Outcome};
+use super::stats::Outcome;
 use tollgate::policy::{settlement, Op, PolicyDecision};
 use tollgate::wait::finish;
 
@@ -47,7 +47,7 @@ impl Charge {
                 Op::Refund => &counters.refunded,
                 Op::Check | Op::Peek | Op::Charge => &counters.charged,
             };
-            Counters::add(counter, u64::from(n));
+            counter.add(u64::from(n));
             self.run(op, n).await;
         }
         decided(

@@ -80,7 +80,8 @@ where
                 Err(KeyError::NoPeerAddress) => {
                     // The server's wiring, not the client's doing: a 500, and the operator
                     // is told how to fix it.
-                    let total = shared.counters.count(Outcome::NoPeerAddress);
+                    shared.counters.count(Outcome::NoPeerAddress);
+                    let total = shared.counters.no_peer_address.get();
                     shared.wiring_log.no_peer_address(total);
                     let detail = KeyError::NoPeerAddress.to_string();
                     return ResponseFuture::answer(if grpc::is_grpc(head.headers) {

@@ -2,7 +2,7 @@
 //! shared atomic `Counters` behind them, and the `Outcome`s they count (each also reported
 //! as a metric: see [`events`](super::events)).
 
-use portable_atomic::{AtomicU64, Ordering};
+use tollgate::policy::StripedCounter;
 
 /// Counts of what the layer did since it was built (shared by every service it made).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -38,19 +38,21 @@ pub struct LayerStats {
 }
 
 /// The live counts behind [`LayerStats`], one per field, shared by a layer's services.
+/// Striped (one padded word per core): a request's count is a write to its own core's
+/// cache line, never one every core of a server contends for.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
-    pub(super) admitted: AtomicU64,
-    pub(super) denied: AtomicU64,
-    pub(super) delayed: AtomicU64,
-    pub(super) cancelled: AtomicU64,
-    pub(super) shadow_denied: AtomicU64,
-    pub(super) bad_key: AtomicU64,
-    pub(super) too_costly: AtomicU64,
-    pub(super) no_peer_address: AtomicU64,
-    pub(super) skipped: AtomicU64,
-    pub(super) refunded: AtomicU64,
-    pub(super) charged: AtomicU64,
+    pub(super) admitted: StripedCounter,
+    pub(super) denied: StripedCounter,
+    pub(super) delayed: StripedCounter,
+    pub(super) cancelled: StripedCounter,
+    pub(super) shadow_denied: StripedCounter,
+    pub(super) bad_key: StripedCounter,
+    pub(super) too_costly: StripedCounter,
+    pub(super) no_peer_address: StripedCounter,
+    pub(super) skipped: StripedCounter,
+    pub(super) refunded: StripedCounter,
+    pub(super) charged: StripedCounter,
 }
 
 /// What happened to a request, as counted: one per [`LayerStats`] request count.
@@ -86,8 +88,9 @@ impl Outcome {
 }
 
 impl Counters {
-    /// Counts one request's `outcome` (and reports it as a metric); the count so far.
-    pub(super) fn count(&self, outcome: Outcome) -> u64 {
+    /// Counts one request's `outcome` (and reports it as a metric).
+    #[inline]
+    pub(super) fn count(&self, outcome: Outcome) {
         let counter = match outcome {
             Outcome::Admitted => &self.admitted,
             Outcome::Denied => &self.denied,
@@ -100,20 +103,12 @@ impl Counters {
             Outcome::Skipped => &self.skipped,
         };
         super::events::counted(outcome);
-        // Relaxed: statistics; nothing is published with them.
-        counter.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// Adds `n` to `counter`.
-    pub(super) fn add(counter: &AtomicU64, n: u64) {
-        // Relaxed: statistics; nothing is published with them.
-        counter.fetch_add(n, Ordering::Relaxed);
+        counter.add(1);
     }
 
     /// The counts now.
     pub(super) fn snapshot(&self) -> LayerStats {
-        // Relaxed: statistics, read independently.
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = StripedCounter::get;
         LayerStats {
             admitted: get(&self.admitted),
             denied: get(&self.denied),

@@ -123,7 +123,6 @@ impl HeaderStyle {
         shadow: &[TierOutcome],
         partition: &str,
     ) -> Fields {
-        let mut fields = Fields::default();
         let tiers = decision.tiers();
         let any = !tiers.is_empty() || !shadow.is_empty();
         match self {
@@ -131,79 +130,69 @@ impl HeaderStyle {
                 let mut pk_buf = [0u8; 14];
                 let pk = matches!(self, HeaderStyle::Draft11)
                     .then(|| partition_key_into(partition, &mut pk_buf));
-                fields.names = FieldNames::Draft;
                 // Each field written into the thread's scratch text, then copied once into
-                // its value (one allocation of its exact size).
+                // its value (one allocation of its exact size); a value that could not be
+                // one is left out rather than fail the request.
                 SCRATCH.with_borrow_mut(|text| {
                     text.clear();
                     for t in tiers.iter().chain(shadow) {
                         policy_item(text, t.name(), t.quota(), t.window(), pk);
                     }
-                    fields.set(0, text);
+                    let policy = HeaderValue::from_str(text).ok();
                     text.clear();
                     for t in tiers.iter().chain(shadow) {
                         limit_item(text, t.name(), &t.decision, pk);
                     }
-                    fields.set(1, text);
-                });
+                    Fields::Draft([policy, HeaderValue::from_str(text).ok()])
+                })
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
-                fields.names = FieldNames::Legacy;
-                fields.set_value(0, HeaderValue::from(d.limit));
-                fields.set_value(1, HeaderValue::from(d.remaining));
-                fields.set_value(2, HeaderValue::from(RateLimitHeaders::legacy_reset(d)));
+                Fields::Legacy([
+                    HeaderValue::from(d.limit),
+                    HeaderValue::from(d.remaining),
+                    HeaderValue::from(RateLimitHeaders::legacy_reset(d)),
+                ])
             }
-            _ => {}
+            HeaderStyle::Draft11
+            | HeaderStyle::Draft10
+            | HeaderStyle::Legacy
+            | HeaderStyle::None => Fields::None,
         }
-        fields
     }
 }
 
-/// The rendered rate-limit fields, held inline until the response is there to take them:
-/// the values only (the names follow from which fields were rendered), so a response
-/// future stays small.
+/// The rendered rate-limit fields, held inline until the response is there to take them
+/// (the values only: the names follow from the variant). `None` costs nothing to move on
+/// and drop, which is what a request without fields does.
 #[derive(Debug, Default)]
-pub(crate) struct Fields {
-    names: FieldNames,
-    values: [Option<HeaderValue>; 3],
-}
-
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-enum FieldNames {
+pub(crate) enum Fields {
+    /// No fields.
     #[default]
     None,
     /// `RateLimit-Policy`, `RateLimit`.
-    Draft,
+    Draft([Option<HeaderValue>; 2]),
     /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
-    Legacy,
+    Legacy([HeaderValue; 3]),
 }
 
 impl Fields {
-    /// Sets field `i` to `value` if it is a valid field value (else leaves it out rather
-    /// than fail the request).
-    fn set(&mut self, i: usize, value: &str) {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            self.set_value(i, v);
-        }
-    }
-
-    fn set_value(&mut self, i: usize, value: HeaderValue) {
-        if let Some(slot) = self.values.get_mut(i) {
-            *slot = Some(value);
-        }
-    }
-
     /// Moves the fields into `headers`, replacing any of the same names.
+    #[inline]
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        let names: &[HeaderName] = match self.names {
-            FieldNames::None => return,
-            FieldNames::Draft => &[RATELIMIT_POLICY, RATELIMIT],
-            FieldNames::Legacy => &[X_LIMIT, X_REMAINING, X_RESET],
-        };
-        for (name, value) in names.iter().zip(self.values) {
-            if let Some(value) = value {
-                headers.insert(name.clone(), value);
+        match self {
+            Fields::None => {}
+            Fields::Draft(values) => {
+                for (name, value) in [RATELIMIT_POLICY, RATELIMIT].into_iter().zip(values) {
+                    if let Some(value) = value {
+                        headers.insert(name, value);
+                    }
+                }
+            }
+            Fields::Legacy(values) => {
+                for (name, value) in [X_LIMIT, X_REMAINING, X_RESET].into_iter().zip(values) {
+                    headers.insert(name, value);
+                }
             }
         }
     }

@@ -51,6 +51,7 @@ impl<'a> Head<'a> {
     /// or its `MockConnectInfo`; tonic's `TcpConnectInfo` (a tonic server over TCP, with
     /// this crate's `tonic` feature); or a bare `SocketAddr` extension (what a plain hyper
     /// server can insert per connection).
+    #[inline]
     pub fn peer(&self) -> Option<SocketAddr> {
         use axum::extract::connect_info::{ConnectInfo, MockConnectInfo};
         if let Some(ConnectInfo(addr)) = self.extensions.get::<ConnectInfo<SocketAddr>>() {
@@ -184,6 +185,7 @@ impl Endpoint {
     }
 
     /// The endpoint of the request `head` (borrowed where it can be).
+    #[inline]
     pub fn extract<'a>(&'a self, head: &Head<'a>) -> Cow<'a, str> {
         let found = match &self.source {
             EndpointSource::MatchedPath => head
@@ -322,6 +324,7 @@ impl ClientKey {
     }
 
     /// The client key of the request `head` (borrowed from it where it can be).
+    #[inline]
     pub fn extract<'a>(&self, head: &Head<'a>) -> Result<KeyText<'a>, KeyError> {
         match &self.source {
             KeySource::Peer(prefix) => {

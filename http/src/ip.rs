@@ -169,6 +169,7 @@ impl IpPrefix {
     /// assert_eq!(host("::1"), "::1");
     /// assert_eq!(host("2001:db8::cb00:7105"), "2001:db8::cb00:7105");
     /// ```
+    #[inline]
     pub fn host(&self, ip: IpAddr) -> IpAddr {
         match ip {
             IpAddr::V4(_) => ip,
@@ -177,6 +178,7 @@ impl IpPrefix {
     }
 
     /// `ip` as a key: its [`host`](Self::host) with every bit past the prefix cleared.
+    #[inline]
     pub fn mask(&self, ip: IpAddr) -> IpAddr {
         match self.host(ip) {
             IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(mask32(u32::from(v4), self.v4))),

@@ -93,6 +93,7 @@ impl<'a> KeyText<'a> {
     }
 
     /// `ip` as `Display` writes it, inline; IPv4 without the `fmt` machinery (per request).
+    #[inline]
     pub(crate) fn address(ip: IpAddr) -> KeyText<'a> {
         match ip {
             IpAddr::V4(v4) => {

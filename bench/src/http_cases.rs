@@ -101,7 +101,7 @@ pub fn governor() -> impl Service<Request<Body>, Response = Response<Body>> {
     GovernorLayer::new(config).layer(Handler)
 }
 
-/// [`governor`] with its `use_headers()`: `x-ratelimit-*` on every answer.
+/// [`governor()`] with its `use_headers()`: `x-ratelimit-*` on every answer.
 pub fn governor_headers() -> impl Service<Request<Body>, Response = Response<Body>> {
     let config = GovernorConfigBuilder::default()
         .per_nanosecond(1)

@@ -10,6 +10,9 @@
 //! Limits use a `ManualClock` (time moves only when a test says so), so every sequence is
 //! exact; the leaky-bucket delay test uses the monotonic clock and real sleeps.
 
+#[cfg(feature = "tracing")]
+#[path = "../../std/tests/events_support/mod.rs"]
+mod events_support;
 mod http_support;
 
 use std::convert::Infallible;
@@ -1073,43 +1076,13 @@ async fn tier_names_an_sf_string_cannot_hold_read_alike_over_http_and_in_rate_li
     Ok(())
 }
 
-/// The `tracing` events at `ERROR` seen on this thread while it is the default subscriber.
-#[cfg(feature = "tracing")]
-#[derive(Default)]
-struct Errors(std::sync::Mutex<Vec<String>>);
-
-#[cfg(feature = "tracing")]
-impl tracing::Subscriber for Errors {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() == tracing::Level::ERROR
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Text(String);
-        impl tracing::field::Visit for Text {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={:?} ", field.name(), value));
-            }
-        }
-        let mut text = Text(String::new());
-        event.record(&mut text);
-        self.0.lock().unwrap().push(text.0);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 /// A server not wired to give the layer its peers' addresses (axum served without
 /// `into_make_service_with_connect_info`) answers 500, not a 400 blaming the client, and
 /// tells the operator once (not once per request) how to fix it.
 #[cfg(feature = "tracing")]
 #[tokio::test]
 async fn no_peer_address_is_the_servers_error() -> TestResult {
-    let errors = Arc::new(Errors::default());
+    let errors = Arc::new(events_support::Events::at_least(tracing::Level::ERROR));
     let _default = tracing::subscriber::set_default(Arc::clone(&errors));
     let (policy, _clock) =
         manual_policy("[[rules]]\nname = \"api\"\nlimit = 10\nwindow = \"1m\"\n")?;
@@ -1139,7 +1112,7 @@ async fn no_peer_address_is_the_servers_error() -> TestResult {
         (stats.no_peer_address, stats.bad_key, stats.admitted),
         (3, 0, 0)
     );
-    let logged = errors.0.lock().unwrap().clone();
+    let logged = errors.seen();
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert!(logged[0].contains("total=1"), "{logged:?}");
     assert!(

@@ -7,9 +7,13 @@
 //! `stats()` counts them.
 #![cfg(feature = "tracing")]
 
+#[path = "../../std/tests/events_support/mod.rs"]
+mod events_support;
 mod redis_support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use events_support::Events;
 use std::time::Duration;
 
 use tollgate::policy::Policy;
@@ -18,35 +22,6 @@ use tollgate_redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget};
 #[cfg(feature = "metrics")]
 use tollgate_redis::{LeaseConfig, LeasedStore};
 
-/// The `INFO` and `WARN` events seen anywhere in this process (the store's I/O may run on
-/// its own runtime's threads), as `field=value …`.
-#[derive(Default)]
-struct Warnings(Mutex<Vec<String>>);
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= tracing::Level::INFO
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Text(String);
-        impl tracing::field::Visit for Text {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={:?} ", field.name(), value));
-            }
-        }
-        let mut text = Text(String::new());
-        event.record(&mut text);
-        self.0.lock().unwrap().push(text.0);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 #[cfg(feature = "metrics")]
 mod recorder {
     //! A `metrics` recorder that keeps each counter's total by name and labels.
@@ -54,6 +29,7 @@ mod recorder {
     use metrics::{Counter, CounterFn, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata};
     use metrics::{Recorder, SharedString, Unit};
     use std::collections::BTreeMap;
+    use std::sync::Mutex;
 
     pub(crate) type Totals = Arc<Mutex<BTreeMap<String, u64>>>;
 
@@ -109,7 +85,7 @@ mod recorder {
 
 #[test]
 fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
-    let warnings = Arc::new(Warnings::default());
+    let warnings = Arc::new(Events::at_least(tracing::Level::INFO));
     tracing::subscriber::set_global_default(Arc::clone(&warnings)).unwrap();
     #[cfg(feature = "metrics")]
     let totals = {
@@ -142,7 +118,7 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
     }
     let stats = closed.backend().stats();
     assert_eq!(stats.degraded, 4, "{stats:?}");
-    let told = warnings.0.lock().unwrap().clone();
+    let told = warnings.seen();
     assert_eq!(told.len(), 1, "one warning for the backoff: {told:#?}");
     assert!(
         told[0].contains("cause=Connection") && told[0].contains("backoff_ms=600000"),
@@ -216,7 +192,7 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
             .get("tollgate_redis_degraded{prefix=events-live}"),
         Some(&0)
     );
-    let events = warnings.0.lock().unwrap().clone();
+    let events = warnings.seen();
     let back: Vec<_> = events
         .iter()
         .filter(|e| e.contains("Redis answers again"))

@@ -1187,3 +1187,109 @@ fn a_cached_deny_is_trusted_for_exactly_its_max_age_on_the_policys_clock() {
     assert_eq!(after.deny_cache_hits, before.deny_cache_hits + 1);
     assert_eq!(after.redis_decisions, before.redis_decisions + 1);
 }
+
+/// Batches (`Policy::check_all_async`: several clients' requests as one, all or nothing)
+/// decide on Redis exactly as in-process and on the reference store, each in one round
+/// trip when every tier is a client's (one call), two when a shared tier joins.
+#[test]
+fn batches_on_redis_decide_as_in_process_in_one_call() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let reference = Policy::from_toml(RULES, clock.clone())
+        .unwrap()
+        .store(MapStore::default());
+    let ours = Policy::from_toml(RULES, clock.clone())
+        .unwrap()
+        .store(uncached_store(RedisTarget::Single(server.url()), "batch"));
+    let in_process = Policy::from_toml(RULES, clock.clone()).unwrap();
+    let clients = ["a", "b", "vip", "c"];
+    let endpoints = ["/", "/search", "/upload"];
+    let mut rng = Rng(0x5eed_ba7c);
+    let (mut admitted, mut denied) = (0, 0);
+    for step in 0..400 {
+        clock.advance(Nanos::from_millis(rng.below(4) * rng.below(200)));
+        let batch: Vec<Request<'_>> = (0..1 + rng.below(3))
+            .map(|_| {
+                Request::new(
+                    clients[rng.below(4) as usize],
+                    endpoints[rng.below(3) as usize],
+                    [1, 1, 2, 3][rng.below(4) as usize],
+                )
+            })
+            .collect();
+        let expected = in_process.check_all(&batch);
+        assert_eq!(
+            reference.check_all(&batch),
+            expected,
+            "step {step}: reference {batch:?}"
+        );
+        let before = ours.backend().stats().round_trips;
+        let got = runtime.block_on(ours.check_all_async(&batch));
+        assert_eq!(got, expected, "step {step}: {batch:?}");
+        let Ok(got) = got else { continue };
+        if got.allowed() {
+            admitted += 1;
+        } else {
+            denied += 1;
+        }
+        let shared = batch.iter().any(|r| r.endpoint == "/upload");
+        let trips = ours.backend().stats().round_trips - before;
+        if !shared {
+            assert_eq!(trips, 1, "step {step}: one round trip for {batch:?}");
+        }
+    }
+    assert!(
+        admitted > 50 && denied > 50,
+        "{admitted} admitted, {denied} denied"
+    );
+}
+
+/// Batches on a cluster: the requests of one client (its tiers share the client's hash
+/// tag) decide as in-process; requests of several clients, whose keys live on different
+/// masters, cannot run in one script: Redis refuses the call and the store answers it by
+/// its failure policy (here: closed, denied), counted as degraded — never a partial
+/// admission.
+#[test]
+fn batches_on_a_cluster_decide_within_one_client() {
+    let cluster = RedisCluster::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+    let ours = Policy::from_toml(RULES, clock.clone()).unwrap().store(
+        RedisStore::new(
+            RedisTarget::Cluster(cluster.urls()),
+            config("cbatch")
+                .with_deny_cache(0)
+                .with_failure_policy(closed())
+                .unwrap(),
+        )
+        .unwrap(),
+    );
+    let in_process = Policy::from_toml(RULES, clock.clone()).unwrap();
+    let one_client = [Request::new("a", "/", 1), Request::new("a", "/search", 2)];
+    for step in 0..12 {
+        let expected = in_process.check_all(&one_client);
+        let got = runtime.block_on(ours.check_all_async(&one_client));
+        assert_eq!(got, expected, "step {step}");
+    }
+    assert_eq!(ours.backend().stats().degraded, 0);
+    let two_clients = [Request::new("b", "/", 1), Request::new("c", "/search", 1)];
+    let got = runtime
+        .block_on(ours.check_all_async(&two_clients))
+        .unwrap();
+    assert!(!got.allowed());
+    assert_eq!(ours.backend().stats().degraded, 1);
+    // Nothing was written for either client.
+    assert_eq!(
+        runtime
+            .block_on(ours.check_all_async(&two_clients[..1]))
+            .unwrap(),
+        in_process.check_all(&two_clients[..1]).unwrap()
+    );
+}

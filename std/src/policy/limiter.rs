@@ -390,10 +390,16 @@ impl<C: Clock + Sync, S: Store> Policy<C, S> {
         let mut decision = PolicyDecision::empty();
         let decided: Result<(), InsufficientCapacity> = async {
             let decision = &mut decision;
-            decide_body!(self, request, decision, |plan, outcomes| {
-                let now = now.unwrap_or_else(|| self.clock.now());
-                self.store.run_async(op, &plan, now, outcomes).await
-            })
+            decide_body!(
+                self,
+                decision,
+                request.divisor,
+                |set, plan| plan_request(plan, set, request),
+                |plan, outcomes| {
+                    let now = now.unwrap_or_else(|| self.clock.now());
+                    self.store.run_async(op, &plan, now, outcomes).await
+                }
+            )
         }
         .await;
         decided.map(|()| decision)
@@ -455,9 +461,13 @@ impl<C: Clock, S: Store> Policy<C, S> {
         now: impl FnOnce() -> Nanos,
         decision: &mut PolicyDecision,
     ) -> Result<(), InsufficientCapacity> {
-        decide_body!(self, request, decision, |plan, outcomes| {
-            self.store.run(op, &plan, now(), outcomes)
-        })
+        decide_body!(
+            self,
+            decision,
+            request.divisor,
+            |set, plan| plan_request(plan, set, request),
+            |plan, outcomes| self.store.run(op, &plan, now(), outcomes)
+        )
     }
 
     /// A refund or a charge of `request` (`op`) at `now`.
@@ -505,7 +515,7 @@ fn assign_ids(registry: &mut Registry, set: &mut RuleSet) -> Result<(), PolicyCo
 /// The permits a request charges a tier: `cost · divisor`, capped at what the tier can
 /// ever admit (a penalized client can still get through, at the tier's whole burst).
 #[inline]
-fn tier_cost(request: &Request<'_>, max_cost: u64) -> Result<u32, InsufficientCapacity> {
+pub(super) fn tier_cost(request: &Request<'_>, max_cost: u64) -> Result<u32, InsufficientCapacity> {
     let cost = u64::from(request.cost);
     if cost > max_cost {
         return Err(InsufficientCapacity {
@@ -631,16 +641,32 @@ fn refund_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> 
     (plan_into(&mut plan, set, request, clamped).is_ok() && !plan.is_empty()).then_some(plan)
 }
 
+/// The plan of a check or peek of `request` under `set`: its tiers, each charged what
+/// the request costs it (an error if more than the tier can ever admit).
+#[inline(always)]
+fn plan_request<'a>(
+    plan: &mut Plan<'a>,
+    set: &'a RuleSet,
+    request: &Request<'a>,
+) -> Result<(), InsufficientCapacity> {
+    // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
+    plan_into(plan, set, request, |tier| {
+        tier_cost(request, tier.max_cost())
+    })
+    .map(|_| ())
+}
+
 /// Fills `plan` with the tiers of `request` under `set`: every tier of every matching rule
 /// (global-slot rule first), with the key under its rule and the permits `cost` charges
-/// it. One fingerprint per request; built in place (no copy of the plan).
+/// it. One fingerprint per request; built in place (no copy of the plan). `false` if the
+/// plan filled up before every tier was in (never for one request in an empty plan).
 #[inline]
-fn plan_into<'a>(
+pub(super) fn plan_into<'a>(
     plan: &mut Plan<'a>,
     set: &'a RuleSet,
     request: &Request<'a>,
     cost: impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
-) -> Result<(), InsufficientCapacity> {
+) -> Result<bool, InsufficientCapacity> {
     // One hash of the client: its state key, and its lookup in the rule index.
     let client = fingerprint(request.client);
     let [global, scoped] = set.matching_fingerprinted(request.client, client, request.endpoint);
@@ -648,13 +674,13 @@ fn plan_into<'a>(
     // keeps no iterator state).
     if let Some(rule) = global {
         if !plan_rule(plan, rule, client, request, &cost)? {
-            return Ok(());
+            return Ok(false);
         }
     }
     if let Some(rule) = scoped {
-        plan_rule(plan, rule, client, request, &cost)?;
+        return plan_rule(plan, rule, client, request, &cost);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Appends `rule`'s tiers to `plan` (see [`plan_into`]), the key under the rule being
@@ -674,7 +700,6 @@ fn plan_rule<'a>(
         // their way, and the tiers' misses overlap.
         // The store's check then starts from where the prefetch located the key.
         let at = tier.store.prefetch(key);
-        // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
         let planned = PlannedTier {
             rule,
             tier,
@@ -690,22 +715,29 @@ fn plan_rule<'a>(
 }
 
 /// The one body of a check or peek, blocking ([`Policy::decide`]) or awaited
-/// ([`Policy::decide_async`]): the plan of the tiers `request` matches, decided by `run`
-/// (the store's operation on `plan`, writing `outcomes`; awaited or not), combined; the
-/// decision holds the rule set its labels live in.
+/// ([`Policy::decide_async`]), of one request or of a batch (`batch.rs`): the plan of the
+/// tiers the request(s) match (`fill`, given the set and the plan), decided by `run` (the
+/// store's operation on `plan`, writing `outcomes`; awaited or not), combined with
+/// `divisor`; the decision holds the rule set its labels live in. `fill` and `run` answer
+/// the caller's error type.
 macro_rules! decide_body {
-    ($policy:ident, $request:ident, $decision:ident, |$plan:ident, $outcomes:ident| $run:expr) => {{
+    (
+        $policy:ident, $decision:ident, $divisor:expr,
+        |$set:ident, $filling:ident| $fill:expr,
+        |$plan:ident, $outcomes:ident| $run:expr
+    ) => {{
         let set = $policy.active_set();
         $decision.clear();
         // The plan borrows the set, which the decision takes after it.
         {
             let mut $plan = Plan::new();
-            plan_into(&mut $plan, &set, $request, |tier| {
-                tier_cost($request, tier.max_cost())
-            })?;
+            {
+                let ($set, $filling) = (&*set, &mut $plan);
+                $fill?;
+            }
             $decision.label(&$plan);
             if $plan.is_empty() {
-                $decision.settle($request.divisor);
+                $decision.settle($divisor);
                 return Ok(());
             }
             let $outcomes = $decision.outcomes_mut();
@@ -715,20 +747,20 @@ macro_rules! decide_body {
                 return Err(e);
             }
         }
-        $decision.settle($request.divisor);
+        $decision.settle($divisor);
         // The labels point into the set: the decision keeps it.
         $decision.hold(set.into_hold());
         Ok(())
     }};
 }
-use decide_body;
+pub(super) use decide_body;
 
 impl<C, S> Policy<C, S> {
     /// The rule set in force, held until the returned value drops (see the `published`
     /// module docs). Held across an awaited store call too: a reload meanwhile does not
     /// wait, and the set lives until the call is done.
     #[inline]
-    fn active_set(&self) -> Active<'_, RuleSet> {
+    pub(super) fn active_set(&self) -> Active<'_, RuleSet> {
         self.published.enter()
     }
 }

@@ -42,6 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod batch;
 mod check;
 mod config;
 mod decision;
@@ -67,6 +68,7 @@ mod tier;
 mod until_ready;
 
 pub use crate::clock::FnClock;
+pub use batch::{BatchDecision, BatchError};
 pub use check::{PolicyCheck, Request};
 pub use config::{
     parse_duration, AlgorithmKind, Partition, PenaltyConfig, PolicyConfig, RuleConfig, TierConfig,

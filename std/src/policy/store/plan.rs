@@ -108,6 +108,12 @@ impl<'a> Plan<'a> {
     pub fn get(&self, i: usize) -> Option<&PlannedTier<'a>> {
         self.entries().get(i).map(|e| &e.tier)
     }
+
+    /// Tier `i`'s cost, to raise (a batch charging one key for two requests at once).
+    #[inline]
+    pub(crate) fn cost_mut(&mut self, i: usize) -> Option<&mut u32> {
+        self.entries.get_mut(i).map(|e| &mut e.tier.cost)
+    }
 }
 
 impl fmt::Debug for Plan<'_> {

@@ -1,0 +1,274 @@
+//! The HTTP API, for every language that is not Envoy: `POST /v1/check` (the gRPC
+//! service's question as JSON), `/healthz`, `/readyz`, `/metrics`; and the admin routes,
+//! `GET /v1/rules` and `POST /v1/reload`, served only on the admin listener or behind the
+//! admin token (see [`admin`]).
+
+use std::sync::Arc;
+
+use axum::extract::{Json, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::{Deserialize, Serialize};
+use tollgate::Nanos;
+
+use crate::engine::{Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
+
+/// What the routes share.
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) metrics: PrometheusHandle,
+}
+
+/// `POST /v1/check`'s body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckBody {
+    domain: String,
+    descriptors: Vec<DescriptorBody>,
+    /// The cost of each descriptor without its own (default 1).
+    #[serde(default)]
+    hits: Option<u32>,
+}
+
+/// One descriptor of a [`CheckBody`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescriptorBody {
+    entries: Vec<EntryBody>,
+    #[serde(default)]
+    hits: Option<u64>,
+    /// Gives the cost back instead of taking it.
+    #[serde(default)]
+    refund: bool,
+}
+
+/// One entry of a [`DescriptorBody`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryBody {
+    key: String,
+    #[serde(default)]
+    value: String,
+}
+
+/// `POST /v1/check`'s answer.
+#[derive(Debug, Serialize)]
+struct CheckAnswer {
+    allowed: bool,
+    code: &'static str,
+    statuses: Vec<StatusAnswer>,
+    /// The draft-11 `RateLimit` headers of the enforced limits (also set on the response).
+    headers: std::collections::BTreeMap<&'static str, String>,
+}
+
+/// One descriptor's part of a [`CheckAnswer`].
+#[derive(Debug, Serialize)]
+struct StatusAnswer {
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<LimitAnswer>,
+    /// Absent for a descriptor no limit applies to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reset_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+}
+
+/// The limit of a [`StatusAnswer`], in Envoy's terms.
+#[derive(Debug, Serialize)]
+struct LimitAnswer {
+    /// The limit's `name` in the config, if it has one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    name: String,
+    requests_per_unit: u32,
+    unit: &'static str,
+}
+
+/// The public routes.
+pub(crate) fn public(api: Api) -> Router {
+    Router::new()
+        .route("/v1/check", post(check))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
+        .with_state(api)
+}
+
+/// The admin routes; with `token`, each request must carry `Authorization: Bearer <token>`.
+pub(crate) fn admin(api: Api, token: Option<Arc<str>>) -> Router {
+    Router::new()
+        .route("/v1/rules", get(rules))
+        .route("/v1/reload", post(reload))
+        .route_layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let token = token.clone();
+            async move {
+                if let Some(token) = token {
+                    let given = request
+                        .headers()
+                        .get(header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "));
+                    if given != Some(&*token) {
+                        tracing::warn!(path = %request.uri().path(), "admin request without the admin token refused");
+                        return (StatusCode::UNAUTHORIZED, error_body("admin token required")).into_response();
+                    }
+                }
+                next.run(request).await
+            }
+        }))
+        .with_state(api)
+}
+
+async fn check(
+    State(api): State<Api>,
+    body: Result<Json<CheckBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(e) => {
+            metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => "invalid").increment(1);
+            return (StatusCode::BAD_REQUEST, error_body(&e.body_text())).into_response();
+        }
+    };
+    let decided = match ask_of(&body) {
+        Ok(ask) => api.engine.decide(&ask).await,
+        Err(refusal) => Err(refusal),
+    };
+    match decided {
+        Ok(verdict) => answer(verdict),
+        Err(refusal) => {
+            metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => "invalid").increment(1);
+            (StatusCode::BAD_REQUEST, error_body(&refusal.to_string())).into_response()
+        }
+    }
+}
+
+/// `body` as the engine's question.
+fn ask_of(body: &CheckBody) -> Result<Ask<'_>, Refusal> {
+    let mut ask = Ask {
+        domain: &body.domain,
+        hits: body.hits.unwrap_or(1),
+        ..Ask::default()
+    };
+    for descriptor in &body.descriptors {
+        let mut asked = AskDescriptor {
+            hits: descriptor.hits,
+            negative: descriptor.refund,
+            ..AskDescriptor::default()
+        };
+        for entry in &descriptor.entries {
+            asked
+                .entries
+                .try_push((&entry.key, &entry.value))
+                .map_err(|_| {
+                    Refusal::TooMany("entries in a descriptor", crate::engine::MAX_ENTRIES)
+                })?;
+        }
+        ask.descriptors
+            .try_push(asked)
+            .map_err(|_| Refusal::TooMany("descriptors", crate::engine::MAX_DESCRIPTORS))?;
+    }
+    Ok(ask)
+}
+
+/// `verdict` as JSON, `200` under the limit and `429` over it, with its headers.
+fn answer(verdict: Verdict) -> Response {
+    let status = match verdict.code {
+        Code::Ok => StatusCode::OK,
+        Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
+    };
+    metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => code_name(verdict.code)).increment(1);
+    let mut headers = HeaderMap::new();
+    for (name, value) in &verdict.headers {
+        if let Ok(value) = value.parse() {
+            headers.insert(*name, value);
+        }
+    }
+    let body = CheckAnswer {
+        allowed: verdict.code == Code::Ok,
+        code: code_name(verdict.code),
+        statuses: verdict.statuses.into_iter().map(status_answer).collect(),
+        headers: verdict.headers.into_iter().collect(),
+    };
+    (status, headers, Json(body)).into_response()
+}
+
+fn status_answer(status: Status) -> StatusAnswer {
+    let limited = status.reset_after.is_some();
+    StatusAnswer {
+        code: code_name(status.code),
+        limit: status
+            .limit
+            .map(|(name, requests_per_unit, unit)| LimitAnswer {
+                name: name.into(),
+                requests_per_unit,
+                unit: unit.as_str(),
+            }),
+        remaining: limited.then_some(status.remaining),
+        reset_after_ms: status.reset_after.map(millis),
+        retry_after_ms: status.retry_after.map(millis),
+    }
+}
+
+/// Whole milliseconds, rounded up.
+fn millis(span: Nanos) -> u64 {
+    span.as_u64().div_ceil(1_000_000)
+}
+
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::OverLimit => "OVER_LIMIT",
+    }
+}
+
+fn error_body(message: &str) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "error": message }))
+}
+
+async fn ready(State(api): State<Api>) -> Response {
+    if api.engine.ready().await {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the store does not answer\n",
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        api.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn rules(State(api): State<Api>) -> Response {
+    let domains = api.engine.domains();
+    Json(serde_json::json!({
+        "version": api.engine.version(),
+        "source": api.engine.source().display().to_string(),
+        "domains": domains.summary(),
+    }))
+    .into_response()
+}
+
+async fn reload(State(api): State<Api>) -> Response {
+    match api.engine.reload().await {
+        Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
+        Err(e) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(serde_json::json!({ "error": e.to_string(), "version": api.engine.version() })),
+        )
+            .into_response(),
+    }
+}

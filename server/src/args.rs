@@ -1,0 +1,153 @@
+//! [`Options`]: the command line.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// What the server was asked to do.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Options {
+    /// The rules: an Envoy ratelimit YAML file, or a directory of them.
+    pub(crate) config: PathBuf,
+    /// Where the gRPC service listens.
+    pub(crate) grpc: SocketAddr,
+    /// Where the HTTP API listens.
+    pub(crate) http: SocketAddr,
+    /// Where the admin routes listen, if on a listener of their own.
+    pub(crate) admin: Option<SocketAddr>,
+    /// The Redis server whose state the fleet shares (`None`: in this process).
+    pub(crate) redis: Option<String>,
+    /// The prefix of every Redis key.
+    pub(crate) redis_prefix: String,
+    /// Whether gRPC answers carry the draft-11 `RateLimit` headers for Envoy to add.
+    pub(crate) response_headers: bool,
+    /// How long a stop waits for open connections (Envoy keeps its own open) before it
+    /// closes them.
+    pub(crate) shutdown_grace: std::time::Duration,
+}
+
+/// The usage line.
+pub(crate) const USAGE: &str = "usage: tollgate-server --config FILE_OR_DIR \
+[--grpc ADDR (127.0.0.1:8081)] [--http ADDR (127.0.0.1:8080)] [--admin ADDR] \
+[--redis URL] [--redis-prefix PREFIX (tollgate)] [--response-headers] [--shutdown-grace DURATION (10s)]
+environment: TOLLGATE_ADMIN_TOKEN (admin routes on the HTTP listener, behind this bearer token), \
+RUST_LOG (log filter, default info)";
+
+impl Options {
+    /// Parses `args` (without the program name).
+    pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Options, String> {
+        use lexopt::prelude::*;
+        let mut parser = lexopt::Parser::from_args(args);
+        let mut config = None;
+        let mut options = Options {
+            config: PathBuf::new(),
+            grpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin: None,
+            redis: None,
+            redis_prefix: "tollgate".to_owned(),
+            response_headers: false,
+            shutdown_grace: std::time::Duration::from_secs(10),
+        };
+        while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+            match arg {
+                Long("config") => config = Some(PathBuf::from(value(&mut parser)?)),
+                Long("grpc") => options.grpc = address(&mut parser, "--grpc")?,
+                Long("http") => options.http = address(&mut parser, "--http")?,
+                Long("admin") => options.admin = Some(address(&mut parser, "--admin")?),
+                Long("redis") => options.redis = Some(value(&mut parser)?),
+                Long("redis-prefix") => options.redis_prefix = value(&mut parser)?,
+                Long("response-headers") => options.response_headers = true,
+                Long("shutdown-grace") => {
+                    let text = value(&mut parser)?;
+                    let grace = tollgate::policy::parse_duration(&text)
+                        .map_err(|e| format!("--shutdown-grace {text}: {e}"))?;
+                    options.shutdown_grace = std::time::Duration::from_nanos(grace.as_u64());
+                }
+                Long("help") | Short('h') => return Err(USAGE.to_owned()),
+                other => return Err(format!("{}\n{USAGE}", other.unexpected())),
+            }
+        }
+        options.config = config.ok_or_else(|| format!("--config is required\n{USAGE}"))?;
+        Ok(options)
+    }
+}
+
+/// The next argument's value, as UTF-8.
+fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
+    parser
+        .value()
+        .map_err(|e| e.to_string())?
+        .into_string()
+        .map_err(|v| format!("not UTF-8: {v:?}"))
+}
+
+/// The next argument's value, as a socket address.
+fn address(parser: &mut lexopt::Parser, flag: &str) -> Result<SocketAddr, String> {
+    let text = value(parser)?;
+    text.parse()
+        .map_err(|e| format!("{flag} {text}: {e} (write it as IP:PORT, e.g. 0.0.0.0:8081)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Options;
+
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        Options::parse(args.iter().map(Into::into))
+    }
+
+    #[test]
+    fn every_flag_is_read_and_mistakes_are_named() {
+        let options = parse(&[
+            "--config",
+            "rules.yaml",
+            "--grpc",
+            "0.0.0.0:9001",
+            "--http",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:9003",
+            "--redis",
+            "redis://r:6379",
+            "--redis-prefix",
+            "rl",
+            "--response-headers",
+            "--shutdown-grace",
+            "1.5s",
+        ])
+        .unwrap();
+        assert_eq!(options.config.to_str(), Some("rules.yaml"));
+        assert_eq!(options.grpc.to_string(), "0.0.0.0:9001");
+        assert_eq!(options.http.port(), 0);
+        assert_eq!(options.admin.map(|a| a.port()), Some(9003));
+        assert_eq!(options.redis.as_deref(), Some("redis://r:6379"));
+        assert_eq!(options.redis_prefix, "rl");
+        assert!(options.response_headers);
+        assert_eq!(options.shutdown_grace.as_millis(), 1500);
+
+        let defaults = parse(&["--config", "r.yaml"]).unwrap();
+        assert_eq!(
+            (
+                defaults.grpc.to_string(),
+                defaults.http.to_string(),
+                defaults.admin
+            ),
+            (
+                "127.0.0.1:8081".to_owned(),
+                "127.0.0.1:8080".to_owned(),
+                None
+            )
+        );
+        assert!(parse(&[]).unwrap_err().starts_with("--config is required"));
+        assert!(parse(&["--config", "r", "--grpc", "8081"])
+            .unwrap_err()
+            .starts_with("--grpc 8081: invalid socket address syntax"));
+        assert!(parse(&["--config", "r", "--shutdown-grace", "soon"])
+            .unwrap_err()
+            .starts_with("--shutdown-grace soon: "));
+        assert!(parse(&["--config", "r", "--bogus"])
+            .unwrap_err()
+            .starts_with("invalid option '--bogus'"));
+    }
+}

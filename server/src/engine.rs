@@ -1,0 +1,454 @@
+//! [`Engine`]: one decision for every front end — the gRPC service and the HTTP API ask it
+//! the same [`Ask`] and render the same [`Verdict`]: the domain's descriptors resolved to
+//! their limits (Envoy ratelimit's matching, `replaces`, `unlimited`, `shadow_mode`), the
+//! limited ones decided all or nothing in one store call, shadow ones reported and never
+//! enforced, negative hits given back; and the rules, reloadable while it serves.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use arrayvec::ArrayVec;
+use tollgate::policy::{
+    BatchDecision, BatchError, RateLimitHeaders, Request, TierOutcome, MAX_TIERS,
+};
+use tollgate::Nanos;
+
+use crate::config::{client_key, is_replaced, ConfigError, Domains, Limit, Unit};
+use crate::limiter::{Limiter, PROBE_RULE};
+use tollgate::policy::PolicyConfigError;
+
+/// The most descriptors one request may carry.
+pub(crate) const MAX_DESCRIPTORS: usize = 32;
+
+/// The most entries one descriptor may carry.
+pub(crate) const MAX_ENTRIES: usize = 16;
+
+/// One question: a domain's descriptors, each a list of `(key, value)` entries and what it
+/// costs.
+#[derive(Debug, Default)]
+pub(crate) struct Ask<'a> {
+    pub(crate) domain: &'a str,
+    pub(crate) descriptors: ArrayVec<AskDescriptor<'a>, MAX_DESCRIPTORS>,
+    /// The request's cost, for a descriptor without its own (0 counts as 1, as in Envoy).
+    pub(crate) hits: u32,
+}
+
+/// One descriptor of an [`Ask`].
+#[derive(Debug, Default)]
+pub(crate) struct AskDescriptor<'a> {
+    pub(crate) entries: ArrayVec<(&'a str, &'a str), MAX_ENTRIES>,
+    /// Its own cost, overriding the request's.
+    pub(crate) hits: Option<u64>,
+    /// Whether the cost is given back instead of taken (Envoy's `is_negative_hits`).
+    pub(crate) negative: bool,
+}
+
+/// Why an [`Ask`] was not decided: the caller's mistake, said in Envoy's words.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// No domain.
+    NoDomain,
+    /// No descriptors.
+    NoDescriptors,
+    /// A descriptor without entries.
+    EmptyDescriptor(usize),
+    /// More descriptors or entries than the server takes.
+    TooMany(&'static str, usize),
+    /// A cost above 2^32 − 1.
+    HitsTooLarge(usize),
+    /// The limited descriptors match more tiers than one decision holds.
+    TooManyTiers(usize),
+    /// A field of the request the server does not implement.
+    Unsupported(&'static str),
+    /// The policy refused to decide, for a reason it states.
+    Undecidable(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NoDomain => write!(f, "rate limit domain must not be empty"),
+            Refusal::NoDescriptors => write!(f, "rate limit descriptor list must not be empty"),
+            Refusal::EmptyDescriptor(i) => write!(f, "descriptors[{i}]: no entries"),
+            Refusal::TooMany(what, max) => write!(f, "more than {max} {what}"),
+            Refusal::HitsTooLarge(i) => write!(f, "descriptors[{i}].hits_addend: above 4294967295"),
+            Refusal::TooManyTiers(n) => write!(
+                f,
+                "{n} limited descriptors match more than the {MAX_TIERS} limits one decision holds"
+            ),
+            Refusal::Unsupported(field) => write!(f, "{field}: not supported by tollgate-server"),
+            Refusal::Undecidable(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// Why rules were not applied (the old ones stay).
+#[derive(Debug)]
+pub(crate) enum ReloadError {
+    /// The config did not load.
+    Config(ConfigError),
+    /// The policy refused the rules the config compiled to.
+    Rules(PolicyConfigError),
+    /// The load itself failed (its thread panicked).
+    Panicked(String),
+    /// The new config has no domain where the rules in force have some.
+    Empty,
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::Config(e) => write!(f, "{e}"),
+            ReloadError::Rules(e) => write!(f, "the compiled rules: {e}"),
+            ReloadError::Panicked(e) => write!(f, "loading the rules failed: {e}"),
+            ReloadError::Empty => write!(
+                f,
+                "the new config has no domain: refused, as it would drop every limit in force"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {}
+
+/// Envoy's answer codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// Under the limit (or not limited).
+    Ok,
+    /// Over the limit.
+    OverLimit,
+}
+
+/// One descriptor's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Status {
+    pub(crate) code: Code,
+    /// The limit that applied: its name, requests per unit and unit (`None`: no limit, or
+    /// one in tollgate's own terms that no Envoy unit states).
+    pub(crate) limit: Option<(Box<str>, u32, Unit)>,
+    /// What its tightest tier has left (`u32::MAX` unlimited, 0 for no limit).
+    pub(crate) remaining: u32,
+    /// When that tier is whole again (`None` for no limit).
+    pub(crate) reset_after: Option<Nanos>,
+    /// How long a denied descriptor waits (`None` unless denied).
+    pub(crate) retry_after: Option<Nanos>,
+}
+
+impl Status {
+    /// A descriptor no limit applies to (none matched, or it was replaced).
+    const NONE: Status = Status {
+        code: Code::Ok,
+        limit: None,
+        remaining: 0,
+        reset_after: None,
+        retry_after: None,
+    };
+
+    /// An `unlimited` descriptor.
+    const UNLIMITED: Status = Status {
+        code: Code::Ok,
+        limit: None,
+        remaining: u32::MAX,
+        reset_after: None,
+        retry_after: None,
+    };
+}
+
+/// The answer to an [`Ask`].
+#[derive(Debug)]
+pub(crate) struct Verdict {
+    /// Over the limit if any enforced descriptor is.
+    pub(crate) code: Code,
+    /// One per descriptor, in order.
+    pub(crate) statuses: ArrayVec<Status, MAX_DESCRIPTORS>,
+    /// `RateLimit-Policy`, `RateLimit` and (denied) `Retry-After` of the enforced limits,
+    /// draft-11; empty if none applied.
+    pub(crate) headers: ArrayVec<(&'static str, String), 3>,
+}
+
+/// The rules in force, their source and version, and the policies deciding them.
+pub(crate) struct Engine {
+    /// Where the rules are read from (a file, or a directory of them).
+    source: PathBuf,
+    domains: ArcSwap<Domains>,
+    /// Rules enforced: deny when over.
+    enforced: Limiter,
+    /// Rules in shadow mode: checked and reported, never denying.
+    shadow: Limiter,
+    /// 1 for the rules loaded at start, one more per applied reload.
+    version: AtomicU64,
+    /// One reload at a time (a reload never waits for a check).
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl Engine {
+    /// An engine on `domains` (read from `source`), deciding on `enforced` and `shadow`,
+    /// which run [`rules_of`] `domains`.
+    pub(crate) fn new(
+        source: PathBuf,
+        domains: Domains,
+        enforced: Limiter,
+        shadow: Limiter,
+    ) -> Engine {
+        Engine {
+            source,
+            domains: ArcSwap::from_pointee(domains),
+            enforced,
+            shadow,
+            version: AtomicU64::new(1),
+            reloading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The rules in force.
+    pub(crate) fn domains(&self) -> Arc<Domains> {
+        self.domains.load_full()
+    }
+
+    /// The version of the rules in force.
+    pub(crate) fn version(&self) -> u64 {
+        // Relaxed: a number reported, ordered with nothing else.
+        self.version.load(Ordering::Relaxed)
+    }
+
+    /// Where the rules are read from.
+    pub(crate) fn source(&self) -> &std::path::Path {
+        &self.source
+    }
+
+    /// Whether the store answers (readiness).
+    pub(crate) async fn ready(&self) -> bool {
+        self.enforced.probe().await
+    }
+
+    /// Reads the rules again and applies them: the version in force after, or why the old
+    /// rules stay (a file that does not load changes nothing).
+    pub(crate) async fn reload(&self) -> Result<u64, ReloadError> {
+        let _one = self.reloading.lock().await;
+        let reloaded = self.reload_locked().await;
+        match &reloaded {
+            Ok(version) => {
+                tracing::info!(source = %self.source.display(), version, "rules reloaded");
+            }
+            Err(error) => {
+                tracing::warn!(source = %self.source.display(), %error, "rules reload refused: the old rules stay");
+            }
+        }
+        reloaded
+    }
+
+    /// [`reload`](Self::reload), one at a time.
+    async fn reload_locked(&self) -> Result<u64, ReloadError> {
+        let source = self.source.clone();
+        let domains = tokio::task::spawn_blocking(move || Domains::load(&source))
+            .await
+            .map_err(|e| ReloadError::Panicked(e.to_string()))?
+            .map_err(ReloadError::Config)?;
+        if domains.is_empty() && !self.domains.load().is_empty() {
+            // A directory emptied by a deploy in progress, or a wrong path: refused
+            // rather than every limit dropped at once.
+            return Err(ReloadError::Empty);
+        }
+        let rules = rules_of(&domains);
+        // The policies first: a request resolving a new descriptor meanwhile finds its
+        // rule already there. The shadow policy takes the same rules (it only ever checks
+        // the shadow ones), so the second reload cannot refuse what the first took.
+        for limiter in [&self.enforced, &self.shadow] {
+            limiter.reload(&rules).map_err(ReloadError::Rules)?;
+        }
+        self.domains.store(Arc::new(domains));
+        // Relaxed: the count is the only thing it orders, under `reloading`.
+        Ok(self.version.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Decides `ask`.
+    pub(crate) async fn decide(&self, ask: &Ask<'_>) -> Result<Verdict, Refusal> {
+        if ask.domain.is_empty() {
+            return Err(Refusal::NoDomain);
+        }
+        if ask.descriptors.is_empty() {
+            return Err(Refusal::NoDescriptors);
+        }
+        let domains = self.domains.load();
+        // Each descriptor's limit and cost.
+        let mut limits: ArrayVec<Option<&Limit>, MAX_DESCRIPTORS> = ArrayVec::new();
+        let mut costs: ArrayVec<u32, MAX_DESCRIPTORS> = ArrayVec::new();
+        for (i, descriptor) in ask.descriptors.iter().enumerate() {
+            if descriptor.entries.is_empty() {
+                return Err(Refusal::EmptyDescriptor(i));
+            }
+            let hits = descriptor.hits.unwrap_or(u64::from(ask.hits));
+            let cost = u32::try_from(hits).map_err(|_| Refusal::HitsTooLarge(i))?;
+            costs.push(if descriptor.hits.is_none() && cost == 0 {
+                1
+            } else {
+                cost
+            });
+            limits.push(domains.resolve(ask.domain, &descriptor.entries));
+        }
+        // A limit another matched limit replaces does not apply (each decided against
+        // the limits as matched).
+        let replaced: ArrayVec<bool, MAX_DESCRIPTORS> =
+            (0..limits.len()).map(|i| is_replaced(&limits, i)).collect();
+        for (limit, replaced) in limits.iter_mut().zip(replaced) {
+            if replaced {
+                *limit = None;
+            }
+        }
+        // Every descriptor's concrete key, in one buffer.
+        let (mut keys, mut key) = (String::new(), String::new());
+        let mut spans: ArrayVec<(usize, usize), MAX_DESCRIPTORS> = ArrayVec::new();
+        for descriptor in &ask.descriptors {
+            // `client_key` writes a key of its own; each is appended to the others.
+            client_key(ask.domain, &descriptor.entries, &mut key);
+            let start = keys.len();
+            keys.push_str(&key);
+            spans.push((start, keys.len()));
+        }
+        let key = |i: usize| &keys[spans[i].0..spans[i].1];
+        // Sorted into what is enforced, what is shadow, what is given back.
+        let mut enforced: ArrayVec<(usize, Request<'_>), MAX_TIERS> = ArrayVec::new();
+        let mut shadow: ArrayVec<(usize, Request<'_>), MAX_TIERS> = ArrayVec::new();
+        let mut statuses: ArrayVec<Status, MAX_DESCRIPTORS> = ArrayVec::new();
+        let mut code_blocked = false;
+        for (i, limit) in limits.iter().enumerate() {
+            let Some(limit) = limit else {
+                statuses.push(Status::NONE);
+                continue;
+            };
+            statuses.push(Status::UNLIMITED);
+            if limit.unlimited {
+                continue;
+            }
+            if !limit.has_rule() {
+                // Blocked (`requests_per_unit: 0`): over the limit for any cost but 0 —
+                // reported OK in shadow mode.
+                let over = costs[i] > 0 && !ask.descriptors[i].negative;
+                let enforced = over && !limit.shadow_mode;
+                statuses[i] = status(limit, &[], Some(enforced));
+                code_blocked |= enforced;
+                continue;
+            }
+            let request = Request::new(key(i), &limit.endpoint, costs[i]);
+            if ask.descriptors[i].negative {
+                self.limiter(limit).refund(&request).await;
+                statuses[i] = status(limit, &[], None);
+                continue;
+            }
+            let batch = if limit.shadow_mode {
+                &mut shadow
+            } else {
+                &mut enforced
+            };
+            batch
+                .try_push((i, request))
+                .map_err(|_| Refusal::TooManyTiers(limits.iter().flatten().count()))?;
+        }
+        let decided = decide_batch(&self.enforced, &enforced).await?;
+        let reported = decide_batch(&self.shadow, &shadow).await?;
+        let mut headers = ArrayVec::new();
+        if let Some(batch) = &decided {
+            let tiers = batch.decision.tiers();
+            if !tiers.is_empty() {
+                headers.push(("RateLimit-Policy", RateLimitHeaders::policy_value(tiers)));
+                headers.push(("RateLimit", RateLimitHeaders::limit_value(tiers)));
+                if let Some(retry) = RateLimitHeaders::retry_after(&batch.decision.decision) {
+                    headers.push(("Retry-After", retry));
+                }
+            }
+        }
+        let mut code = if code_blocked {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        };
+        for (batch, members, enforcing) in
+            [(&decided, &enforced, true), (&reported, &shadow, false)]
+        {
+            for (n, (i, _)) in members.iter().enumerate() {
+                let Some(limit) = limits[*i] else { continue };
+                let tiers: ArrayVec<&TierOutcome, MAX_TIERS> = match batch {
+                    Some(batch) => batch.tiers_of(n).collect(),
+                    None => ArrayVec::new(),
+                };
+                let over = batch.is_none() || tiers.iter().any(|t| !t.decision.allowed);
+                let mut s = status(limit, &tiers, Some(over));
+                if over && !enforcing {
+                    // Shadow mode: reported under the limit, never denying.
+                    s.code = Code::Ok;
+                }
+                if s.code == Code::OverLimit {
+                    code = Code::OverLimit;
+                }
+                statuses[*i] = s;
+            }
+        }
+        Ok(Verdict {
+            code,
+            statuses,
+            headers,
+        })
+    }
+
+    /// The policy `limit` is decided on.
+    fn limiter(&self, limit: &Limit) -> &Limiter {
+        if limit.shadow_mode {
+            &self.shadow
+        } else {
+            &self.enforced
+        }
+    }
+}
+
+/// `members` decided as one on `limiter`: `Some` decision, `None` if their costs are more
+/// than a limit can ever admit (over the limit, whatever the state), nothing to decide
+/// answering an empty decision.
+async fn decide_batch(
+    limiter: &Limiter,
+    members: &[(usize, Request<'_>)],
+) -> Result<Option<BatchDecision>, Refusal> {
+    let requests: ArrayVec<Request<'_>, MAX_TIERS> = members.iter().map(|(_, r)| *r).collect();
+    match limiter.check_all(&requests).await {
+        Ok(batch) => Ok(Some(batch)),
+        Err(BatchError::Capacity(_)) => Ok(None),
+        Err(BatchError::TooLarge { requests }) => Err(Refusal::TooManyTiers(requests)),
+        // A kind of refusal this server does not know yet (the error is non-exhaustive).
+        Err(other) => Err(Refusal::Undecidable(other.to_string())),
+    }
+}
+
+/// The status of a descriptor under `limit` whose tiers answered `tiers` (`over`: whether
+/// it is over the limit; `None`: given back, not checked).
+fn status(limit: &Limit, tiers: &[&TierOutcome], over: Option<bool>) -> Status {
+    let tightest = tiers
+        .iter()
+        .min_by_key(|t| (t.decision.allowed, t.decision.remaining));
+    let remaining = tightest.map_or(0, |t| t.decision.remaining);
+    Status {
+        code: if over == Some(true) {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        },
+        limit: limit
+            .current_limit
+            .map(|(requests, unit)| (limit.envoy_name.clone().unwrap_or_default(), requests, unit)),
+        remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+        reset_after: tightest.map(|t| t.decision.reset_after),
+        retry_after: tightest
+            .filter(|t| !t.decision.allowed)
+            .map(|t| t.decision.retry_after),
+    }
+}
+
+/// The rules document of `domains`, with the readiness probe's rule.
+pub(crate) fn rules_of(domains: &Domains) -> String {
+    let mut rules = String::with_capacity(domains.rules_toml().len() + PROBE_RULE.len());
+    rules.push_str(domains.rules_toml());
+    rules.push_str(PROBE_RULE);
+    tracing::debug!(%rules, "the rules compiled");
+    rules
+}

@@ -1,0 +1,258 @@
+//! `tollgate-server`: tollgate's policies as a service — Envoy's Rate Limit Service (v3,
+//! gRPC) and an HTTP API — on the rules of Envoy ratelimit's YAML config, in this process
+//! or on Redis for a fleet of servers.
+//!
+//! ```text
+//! tollgate-server --config rules.yaml            # gRPC on 127.0.0.1:8081, HTTP on :8080
+//! ```
+//!
+//! SIGHUP (or `POST /v1/reload` on the admin routes) reads the rules again, keeping the
+//! old ones if the new do not load; SIGTERM or Ctrl-C stops after the calls in flight
+//! (waiting at most `--shutdown-grace` for clients, such as Envoy, that keep their
+//! connections open).
+
+mod api;
+mod args;
+mod config;
+mod engine;
+mod limiter;
+mod rls;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tollgate::policy::Policy;
+use tollgate::MonotonicClock;
+use tollgate_redis::{RedisConfig, RedisStore, RedisTarget};
+
+use crate::api::Api;
+use crate::args::Options;
+use crate::config::Domains;
+use crate::engine::Engine;
+use crate::limiter::Limiter;
+
+fn main() -> std::process::ExitCode {
+    let options = match Options::parse(std::env::args_os().skip(1)) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tollgate-server: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(options)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("tollgate-server: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Loads the rules, starts every listener, serves until told to stop.
+async fn serve(options: Options) -> Result<(), String> {
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let domains = Domains::load(&options.config).map_err(|e| e.to_string())?;
+    let (enforced, shadow) = limiters(&options, &engine::rules_of(&domains))?;
+    let engine = Arc::new(Engine::new(
+        options.config.clone(),
+        domains,
+        enforced,
+        shadow,
+    ));
+    let token: Option<Arc<str>> = std::env::var("TOLLGATE_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .map(Into::into);
+    let api = Api {
+        engine: Arc::clone(&engine),
+        metrics,
+    };
+    let (stop, stopped) = watch::channel(false);
+    // Before anything is announced: a stop asked for once the listeners are known is
+    // handled, not the signal's default.
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+
+    let grpc = TcpListener::bind(options.grpc)
+        .await
+        .map_err(|e| format!("--grpc {}: {e}", options.grpc))?;
+    let http = TcpListener::bind(options.http)
+        .await
+        .map_err(|e| format!("--http {}: {e}", options.http))?;
+    let mut public = api::public(api.clone());
+    let admin = match (options.admin, &token) {
+        (Some(address), _) => {
+            let listener = TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("--admin {address}: {e}"))?;
+            Some(listener)
+        }
+        (None, Some(_)) => {
+            public = public.merge(api::admin(api.clone(), token.clone()));
+            None
+        }
+        (None, None) => {
+            tracing::info!("admin routes off: give --admin ADDR, or set TOLLGATE_ADMIN_TOKEN");
+            None
+        }
+    };
+    announce("grpc", &grpc)?;
+    announce("http", &http)?;
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(listener) = admin {
+        announce("admin", &listener)?;
+        let router = api::admin(api.clone(), token.clone());
+        tasks.spawn(serve_http(listener, router, stopped.clone()));
+    }
+    tasks.spawn(serve_http(http, public, stopped.clone()));
+    tasks.spawn(serve_grpc(
+        grpc,
+        Arc::clone(&engine),
+        options.response_headers,
+        stopped.clone(),
+    ));
+    tasks.spawn(reload_on_hangup(
+        Arc::clone(&engine),
+        hangup,
+        stopped.clone(),
+    ));
+
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+        Some(done) = tasks.join_next() => {
+            // A listener stopped by itself: stop the others, then say why.
+            let _ = stop.send(true);
+            return match done {
+                Ok(Ok(())) => Err("a listener stopped".to_owned()),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(e.to_string()),
+            };
+        }
+    }
+    tracing::info!("stopping: finishing the calls in flight");
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(options.shutdown_grace, async {
+        while let Some(done) = tasks.join_next().await {
+            if let Ok(Err(e)) = done {
+                tracing::warn!(error = %e, "a listener failed while stopping");
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            grace = ?options.shutdown_grace,
+            "connections still open after the shutdown grace: closing them"
+        );
+        tasks.abort_all();
+    }
+    Ok(())
+}
+
+/// The enforced and the shadow policy of `rules`, on the store `options` name.
+fn limiters(options: &Options, rules: &str) -> Result<(Limiter, Limiter), String> {
+    let policy = || Policy::from_toml(rules, MonotonicClock::new());
+    match &options.redis {
+        None => Ok((
+            Limiter::InProcess(policy().map_err(|e| e.to_string())?),
+            Limiter::InProcess(policy().map_err(|e| e.to_string())?),
+        )),
+        Some(url) => {
+            let store = || -> Result<RedisStore, String> {
+                let config = RedisConfig::new(&options.redis_prefix).map_err(|e| e.to_string())?;
+                RedisStore::on_runtime(
+                    RedisTarget::Single(url.clone()),
+                    config,
+                    tokio::runtime::Handle::current(),
+                )
+                .map_err(|e| format!("--redis {url}: {e}"))
+            };
+            Ok((
+                Limiter::Redis(policy().map_err(|e| e.to_string())?.store(store()?)),
+                Limiter::Redis(policy().map_err(|e| e.to_string())?.store(store()?)),
+            ))
+        }
+    }
+}
+
+/// Prints where `listener` listens, on stdout (what a script or a test waits for).
+fn announce(name: &str, listener: &TcpListener) -> Result<(), String> {
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("tollgate-server: {name} listening on {address}");
+    tracing::info!(%address, "{name} listening");
+    Ok(())
+}
+
+/// Serves `router` on `listener` until `stopped` turns true.
+async fn serve_http(
+    listener: TcpListener,
+    router: axum::Router,
+    stopped: watch::Receiver<bool>,
+) -> Result<(), String> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(until_stopped(stopped))
+        .await
+        .map_err(|e| format!("HTTP listener: {e}"))
+}
+
+/// Serves the Rate Limit Service on `listener` until `stopped` turns true.
+async fn serve_grpc(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    headers: bool,
+    stopped: watch::Receiver<bool>,
+) -> Result<(), String> {
+    tonic::transport::Server::builder()
+        .add_service(rls::Rls::server(engine, headers))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            until_stopped(stopped),
+        )
+        .await
+        .map_err(|e| format!("gRPC listener: {e}"))
+}
+
+/// Reloads the rules on every SIGHUP (`hangup`) until `stopped` turns true.
+async fn reload_on_hangup(
+    engine: Arc<Engine>,
+    mut hangup: tokio::signal::unix::Signal,
+    stopped: watch::Receiver<bool>,
+) -> Result<(), String> {
+    loop {
+        tokio::select! {
+            _ = hangup.recv() => {
+                // A refused reload is logged by the engine; the old rules stay.
+                let _ = engine.reload().await;
+            }
+            () = until_stopped(stopped.clone()) => return Ok(()),
+        }
+    }
+}
+
+/// Ready when `stopped` turns true (or its sender is gone).
+async fn until_stopped(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}

@@ -1,0 +1,122 @@
+//! A fleet of two `tollgate-server` processes on one real `redis-server`: calls spread
+//! over both are admitted exactly up to the limit, decided all or nothing across them, and
+//! a rule raised on both applies to the state they share; readiness says whether the
+//! store answers.
+
+mod support;
+
+#[path = "../../redis/tests/redis_support/server.rs"]
+mod redis_server;
+
+use redis_server::RedisServer;
+use support::{descriptor, http, request, summary, Server};
+
+const RULES: &str = r#"
+domain: fleet
+descriptors:
+  - key: account
+    rate_limit:
+      unit: year
+      requests_per_unit: 20
+  - key: org
+    rate_limit:
+      unit: year
+      requests_per_unit: 30
+"#;
+
+#[test]
+fn two_servers_on_one_redis_admit_exactly_the_limit() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let args = ["--redis", url.as_str(), "--redis-prefix", "fleet"];
+    let a = Server::start(RULES, &args, &[]);
+    let b = Server::start_on(&a.rules, &args, &[]);
+    for server in [&a, &b] {
+        assert_eq!(http(server.http, "GET", "/readyz", &[], "").status, 200);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let admitted = runtime.block_on(async {
+        let (ca, cb) = (a.client().await, b.client().await);
+        // 4 tasks, two per server, 15 calls each, for one account: 20 admitted in all.
+        let mut tasks = Vec::new();
+        for (i, client) in [ca.clone(), cb.clone(), ca, cb].into_iter().enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let mut client = client;
+                let mut admitted = 0;
+                for _ in 0..15 {
+                    let call = request("fleet", vec![descriptor(&[("account", "acct_123")])], 1);
+                    let answer = client.should_rate_limit(call).await.unwrap().into_inner();
+                    if answer.overall_code == 1 {
+                        admitted += 1;
+                    }
+                }
+                (i, admitted)
+            }));
+        }
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap().1;
+        }
+        total
+    });
+    assert_eq!(admitted, 20);
+    runtime.block_on(async {
+        // All or nothing across the fleet: the account is spent, so the org keeps its
+        // permit (a denied call reports what it would have left untaken), on either server.
+        let mut ca = a.client().await;
+        let both = request(
+            "fleet",
+            vec![
+                descriptor(&[("org", "acme")]),
+                descriptor(&[("account", "acct_123")]),
+            ],
+            1,
+        );
+        let denied = ca.should_rate_limit(both).await.unwrap().into_inner();
+        assert_eq!(
+            summary(&denied),
+            (2, vec![(1, 30, Some(30)), (2, 0, Some(20))])
+        );
+        let mut cb = b.client().await;
+        let org = request("fleet", vec![descriptor(&[("org", "acme")])], 1);
+        let answer = cb.should_rate_limit(org).await.unwrap().into_inner();
+        assert_eq!(summary(&answer), (1, vec![(1, 29, Some(30))]));
+    });
+    // The operator raises the account to 50 on both: the 20 used still count on each.
+    std::fs::write(
+        &a.rules,
+        RULES.replace("requests_per_unit: 20", "requests_per_unit: 50"),
+    )
+    .unwrap();
+    a.signal("HUP");
+    b.signal("HUP");
+    for server in [&a, &b] {
+        let start = std::time::Instant::now();
+        while !server.log().contains("rules reloaded") {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    runtime.block_on(async {
+        for (server, remaining) in [(&a, 29), (&b, 28)] {
+            let mut client = server.client().await;
+            let call = request("fleet", vec![descriptor(&[("account", "acct_123")])], 1);
+            let answer = client.should_rate_limit(call).await.unwrap().into_inner();
+            assert_eq!(summary(&answer), (1, vec![(1, remaining, Some(50))]));
+        }
+    });
+}
+
+#[test]
+fn a_server_whose_redis_does_not_answer_is_not_ready() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    redis.kill();
+    let server = Server::start(RULES, &["--redis", url.as_str()], &[]);
+    assert_eq!(http(server.http, "GET", "/readyz", &[], "").status, 503);
+    assert_eq!(http(server.http, "GET", "/healthz", &[], "").status, 200);
+}

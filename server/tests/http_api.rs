@@ -1,0 +1,226 @@
+//! The HTTP API of the real `tollgate-server` binary on loopback: `POST /v1/check` answers
+//! as the gRPC service does (JSON, `200` / `429`, the draft-11 headers), bad input is a
+//! `400` naming it; `/healthz`, `/readyz`, `/metrics`; the admin routes are off unless
+//! given a listener or a token, refuse a request without the token, list the rules and
+//! reload them; a stop with a client's connection open ends after the grace.
+
+mod support;
+
+use support::{http, Server};
+
+const RULES: &str = r#"
+domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: year
+      requests_per_unit: 2
+  - key: plan
+    value: gold
+    rate_limit:
+      name: gold
+      tiers:
+        - { name: burst, limit: 5, window: 1s, algorithm: token_bucket }
+        - { name: daily, limit: 1000, window: 1d, algorithm: sliding_window_counter }
+"#;
+
+fn check(server: &Server, body: &str) -> support::Answer {
+    http(server.http, "POST", "/v1/check", &[], body)
+}
+
+#[test]
+fn check_answers_as_json_with_the_headers() {
+    let server = Server::start(RULES, &[], &[]);
+    let alice = r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}"#;
+    let first = check(&server, alice);
+    assert_eq!(first.status, 200, "{}", first.body);
+    let json = first.json();
+    assert_eq!(json["allowed"], true);
+    assert_eq!(json["statuses"][0]["code"], "OK");
+    assert_eq!(json["statuses"][0]["remaining"], 1);
+    assert_eq!(json["statuses"][0]["limit"]["requests_per_unit"], 2);
+    assert_eq!(json["statuses"][0]["limit"]["unit"], "YEAR");
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some(r#""api.user";q=2;w=31536000"#)
+    );
+    assert!(first
+        .header("ratelimit")
+        .unwrap()
+        .starts_with(r#""api.user";r=1;t="#));
+    assert_eq!(check(&server, alice).status, 200);
+    let denied = check(&server, alice);
+    assert_eq!(denied.status, 429);
+    assert_eq!(denied.json()["code"], "OVER_LIMIT");
+    assert!(denied.header("retry-after").is_some());
+    assert_eq!(denied.json()["statuses"][0]["code"], "OVER_LIMIT");
+    // tollgate's own tiers, by name; a cost of 4 of the burst's 5.
+    let gold =
+        r#"{"domain":"api","hits":4,"descriptors":[{"entries":[{"key":"plan","value":"gold"}]}]}"#;
+    let answer = check(&server, gold);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(answer.json()["statuses"][0]["remaining"], 1);
+    assert_eq!(
+        answer.header("ratelimit-policy"),
+        Some(r#""burst";q=5;w=1, "daily";q=1000;w=86400"#)
+    );
+    assert_eq!(check(&server, gold).status, 429);
+    // A descriptor no rule has: OK, nothing limited.
+    let other = check(
+        &server,
+        r#"{"domain":"api","descriptors":[{"entries":[{"key":"x","value":"y"}]}]}"#,
+    );
+    assert_eq!(other.status, 200);
+    assert_eq!(
+        other.json()["statuses"][0],
+        serde_json::json!({ "code": "OK" })
+    );
+}
+
+#[test]
+fn bad_input_is_a_400_that_names_it() {
+    let server = Server::start(RULES, &[], &[]);
+    for (body, error) in [
+        (
+            r#"{"domain":"","descriptors":[{"entries":[{"key":"user","value":"a"}]}]}"#,
+            "rate limit domain must not be empty",
+        ),
+        (
+            r#"{"domain":"api","descriptors":[]}"#,
+            "rate limit descriptor list must not be empty",
+        ),
+        (
+            r#"{"domain":"api","descriptors":[{"entries":[]}]}"#,
+            "descriptors[0]: no entries",
+        ),
+        (
+            r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"a"}],"hits":4294967296}]}"#,
+            "descriptors[0].hits_addend: above 4294967295",
+        ),
+    ] {
+        let answer = check(&server, body);
+        assert_eq!(answer.status, 400, "{body}");
+        assert_eq!(answer.json()["error"], error, "{body}");
+    }
+    let answer = check(&server, r#"{"domain":"api","descriptor":[]}"#);
+    assert_eq!(answer.status, 400);
+    assert!(
+        answer.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `descriptor`"),
+        "{}",
+        answer.body
+    );
+    let answer = check(&server, "not json");
+    assert_eq!(answer.status, 400);
+}
+
+#[test]
+fn health_readiness_and_metrics() {
+    let server = Server::start(RULES, &[], &[]);
+    assert_eq!(http(server.http, "GET", "/healthz", &[], "").status, 200);
+    assert_eq!(http(server.http, "GET", "/readyz", &[], "").status, 200);
+    check(
+        &server,
+        r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"m"}]}]}"#,
+    );
+    let metrics = http(server.http, "GET", "/metrics", &[], "");
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics
+            .body
+            .contains(r#"tollgate_server_requests_total{api="http",code="OK"} 1"#),
+        "{}",
+        metrics.body
+    );
+}
+
+#[test]
+fn admin_routes_are_off_by_default_and_behind_the_token() {
+    let open = Server::start(RULES, &[], &[]);
+    assert_eq!(http(open.http, "GET", "/v1/rules", &[], "").status, 404);
+    assert_eq!(http(open.http, "POST", "/v1/reload", &[], "").status, 404);
+    assert!(open.log().contains("admin routes off"));
+
+    let guarded = Server::start(RULES, &[], &[("TOLLGATE_ADMIN_TOKEN", "s3cret")]);
+    assert_eq!(http(guarded.http, "GET", "/v1/rules", &[], "").status, 401);
+    assert_eq!(
+        http(
+            guarded.http,
+            "GET",
+            "/v1/rules",
+            &[("authorization", "Bearer wrong")],
+            ""
+        )
+        .status,
+        401
+    );
+    let auth = [("authorization", "Bearer s3cret")];
+    let rules = http(guarded.http, "GET", "/v1/rules", &auth, "");
+    assert_eq!(rules.status, 200, "{}", rules.body);
+    let json = rules.json();
+    assert_eq!(json["version"], 1);
+    assert!(json["domains"].to_string().contains("api"), "{json}");
+    // A reload of a changed file: the next version, the new limit.
+    std::fs::write(
+        &guarded.rules,
+        RULES.replace("requests_per_unit: 2", "requests_per_unit: 7"),
+    )
+    .unwrap();
+    let reloaded = http(guarded.http, "POST", "/v1/reload", &auth, "");
+    assert_eq!(reloaded.status, 200, "{}", reloaded.body);
+    assert_eq!(reloaded.json()["version"], 2);
+    let answer = check(
+        &guarded,
+        r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"z"}]}]}"#,
+    );
+    assert_eq!(answer.json()["statuses"][0]["remaining"], 6);
+    // A broken file: 422 naming the field, version and rules unchanged.
+    std::fs::write(
+        &guarded.rules,
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: year }\n",
+    )
+    .unwrap();
+    let refused = http(guarded.http, "POST", "/v1/reload", &auth, "");
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    let json = refused.json();
+    assert_eq!(json["version"], 2);
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("descriptors[0].rate_limit"),
+        "{json}"
+    );
+
+    // On a listener of their own: not on the public one.
+    let split = Server::start(RULES, &["--admin", "127.0.0.1:0"], &[]);
+    let admin = split.admin.unwrap();
+    assert_eq!(http(admin, "GET", "/v1/rules", &[], "").status, 200);
+    assert_eq!(http(split.http, "GET", "/v1/rules", &[], "").status, 404);
+}
+
+#[test]
+fn a_stop_with_a_connection_open_ends_after_the_grace() {
+    let server = Server::start(RULES, &["--shutdown-grace", "500ms"], &[]);
+    // A gRPC client that keeps its connection open and is never polled again, as an
+    // Envoy that ignores the server's goodbye.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = runtime.block_on(async {
+        let mut client = server.client().await;
+        let call = support::request("api", vec![support::descriptor(&[("user", "held")])], 1);
+        client.should_rate_limit(call).await.unwrap();
+        client
+    });
+    let (status, log) = server.stop();
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("connections still open after the shutdown grace"),
+        "{log}"
+    );
+    drop((client, runtime));
+}

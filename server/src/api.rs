@@ -125,15 +125,18 @@ pub(crate) fn admin(api: Api, token: Option<Arc<str>>) -> Router {
         .with_state(api)
 }
 
-async fn check(
-    State(api): State<Api>,
-    body: Result<Json<CheckBody>, axum::extract::rejection::JsonRejection>,
-) -> Response {
-    let Json(body) = match body {
+/// `POST /v1/check`: the body is read as JSON whatever its `content-type` says (a
+/// `curl -d` sends `application/x-www-form-urlencoded`).
+async fn check(State(api): State<Api>, body: axum::body::Bytes) -> Response {
+    let body: CheckBody = match serde_json::from_slice(&body) {
         Ok(body) => body,
         Err(e) => {
             metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => "invalid").increment(1);
-            return (StatusCode::BAD_REQUEST, error_body(&e.body_text())).into_response();
+            return (
+                StatusCode::BAD_REQUEST,
+                error_body(&format!("the body: {e}")),
+            )
+                .into_response();
         }
     };
     let decided = match ask_of(&body) {

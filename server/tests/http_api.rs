@@ -77,6 +77,27 @@ fn check_answers_as_json_with_the_headers() {
     );
 }
 
+/// The README's example: the rules file it shows, the `curl` it shows (a form content type,
+/// as `curl -d` sends: the body is JSON all the same).
+#[test]
+fn the_readme_example_answers_its_curl() {
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rules.yaml");
+    let server = Server::start_on(&rules, &[], &[]);
+    let body = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.0.1"},{"key":"path","value":"/login"}]}]}"#;
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let answer = http(server.http, "POST", "/v1/check", &form, body);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let json = answer.json();
+    assert_eq!(json["statuses"][0]["limit"]["name"], "login");
+    assert_eq!(json["statuses"][0]["remaining"], 4);
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("-d '{body}'")),
+        "README's curl sends this body"
+    );
+}
+
 #[test]
 fn bad_input_is_a_400_that_names_it() {
     let server = Server::start(RULES, &[], &[]);

@@ -227,7 +227,11 @@ pub(crate) fn http(
         "{method} {path} HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\ncontent-length: {}\r\n",
         body.len()
     );
-    if !body.is_empty() {
+    if !body.is_empty()
+        && !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+    {
         head.push_str("content-type: application/json\r\n");
     }
     for (name, value) in headers {

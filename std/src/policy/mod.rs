@@ -66,6 +66,8 @@ mod striped_counter;
 pub mod structured_fields;
 mod tier;
 mod until_ready;
+#[cfg(feature = "watch")]
+mod watch;
 
 pub use crate::clock::FnClock;
 pub use batch::{BatchDecision, BatchError};
@@ -91,3 +93,5 @@ pub use store::{InProcess, Op, Plan, PlanIter, PlannedTier, Store, TakeReceipt, 
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
 pub use until_ready::UntilReady;
+#[cfg(feature = "watch")]
+pub use watch::{ReloadError, ReloadToml, RulesFile, RulesFileBuilder, WatchError, WatchStatus};

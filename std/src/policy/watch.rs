@@ -1,0 +1,466 @@
+//! [`RulesFile`]: a rules file watched for changes, each change reloaded into a policy
+//! (feature `watch`, off by default; it pulls in `notify`).
+//!
+//! How it watches, when it reloads, what it keeps and how to call it on SIGHUP: see
+//! [`RulesFile`].
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tollgate_core::Clock;
+
+use super::{Policy, PolicyConfigError, ReloadReport, Store};
+
+/// What [`RulesFile`] reloads: a [`Policy`] over any clock and store, or anything else
+/// that takes a TOML rules file.
+pub trait ReloadToml {
+    /// Replaces the rules by those of `text` ([`Policy::reload_toml`]); on error keeps the
+    /// rules in force.
+    fn reload_toml(&self, text: &str) -> Result<ReloadReport, PolicyConfigError>;
+}
+
+impl<C: Clock, S: Store> ReloadToml for Policy<C, S> {
+    fn reload_toml(&self, text: &str) -> Result<ReloadReport, PolicyConfigError> {
+        Policy::reload_toml(self, text)
+    }
+}
+
+/// The default debounce: how long the events must be quiet before the file is read.
+const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
+/// The longest debounce [`RulesFileBuilder::debounce`] takes.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
+/// A burst of events postpones the read by at most this many debounces.
+const MAX_DEBOUNCES: u32 = 10;
+
+/// A rules file watched for changes, each reloaded into a policy on a thread of its own
+/// (feature `watch`). Dropping it stops the watch.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use tollgate::policy::{Policy, RulesFile};
+/// use tollgate::MonotonicClock;
+///
+/// let text = std::fs::read_to_string("/etc/myapp/rules.toml")?;
+/// let policy = Arc::new(Policy::from_toml(&text, MonotonicClock::new())?);
+/// let rules = RulesFile::watch(Arc::clone(&policy), "/etc/myapp/rules.toml")?;
+/// // … serve with `policy`; keep `rules` alive as long as the file should be followed.
+/// // In the server's own SIGHUP handler:
+/// match rules.reload_now() {
+///     Ok(report) => println!("rules reloaded: {report}"),
+///     Err(error) => eprintln!("rules kept: {error}"),
+/// }
+/// println!("{:?}", rules.status());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # What is watched
+///
+/// The file's **directory**, not the file: a deploy or an editor that writes
+/// `rules.toml.tmp` and renames it over `rules.toml` replaces the file a watch on it would
+/// follow, and the watch would go quiet. Events are kept for entries of the file's name
+/// only, except where the path is a symlink when the watch starts (a Kubernetes ConfigMap:
+/// `rules.toml → ..data/rules.toml`, updated by renaming a new `..data` symlink into
+/// place): then an event on any entry of the directory counts, since the file's content
+/// changes without an event naming it. Reads of the file (ours included) are not changes.
+///
+/// # When it reloads
+///
+/// On its own thread, once the events have been quiet for the debounce
+/// ([`RulesFileBuilder::debounce`], 100 ms by default; an editor's save or a deploy is a
+/// burst of events) and at the latest ten debounces after the first of a burst. It reads
+/// the file and calls the policy's `reload_toml`, so the reload never runs on an async
+/// runtime's worker. It reloads on change only: the policy already has its rules when the
+/// watch starts. The policy's own reload events say what each reload changed (a `tracing`
+/// event, `metrics` counters; see [`Policy::reload`]).
+///
+/// The rules in force are kept, and the attempt is counted in [`RulesFile::status`], when
+/// - the file cannot be read (it is missing, or not UTF-8): also a `tracing` `warn` under
+///   the crate's `tracing` feature, and with `metrics` the counter
+///   `tollgate_policy_reloads_total{outcome="unreadable"}`;
+/// - its TOML or a rule is wrong, or it has no rules (a file caught half-written: the
+///   policy refuses an empty set unless it says `allow_empty = true`): the policy's own
+///   `warn` and `tollgate_policy_reloads_total{outcome="refused"}` report it.
+///
+/// A content identical to the last one applied is not reloaded (counted as unchanged).
+///
+/// # SIGHUP
+///
+/// [`RulesFile::reload_now`] reads the file and applies it at once, returning the outcome:
+/// call it from the server's own signal handling (`tokio::signal::unix` with
+/// `SignalKind::hangup()`, `signal_hook::iterator::Signals`). There is no `on_sighup` here,
+/// deliberately: the handler of a signal is process-wide (installing one replaces
+/// SIGHUP's default of ending the process, for the whole program), a server that handles
+/// SIGHUP already has a place for it, and a second handler from a library would either
+/// fight that one or need its own thread. The reload itself is short (a file read and a
+/// rule-set compile); call it with `spawn_blocking` if a worker must never wait on a disk.
+///
+/// # Stopping
+///
+/// Dropping the [`RulesFile`] stops the watch: the thread ends and is joined (it waits for a
+/// reload under way, never for a debounce), and the policy is released.
+pub struct RulesFile {
+    shared: Arc<Shared>,
+    /// Stops the thread (and wakes it from a debounce).
+    stop: Sender<Message>,
+    thread: Option<JoinHandle<()>>,
+    /// Dropped first: no event is sent once the watch is being stopped.
+    watcher: Option<RecommendedWatcher>,
+}
+
+/// How to watch a rules file: [`RulesFile::builder`].
+#[derive(Clone, Debug)]
+pub struct RulesFileBuilder {
+    path: PathBuf,
+    debounce: Duration,
+}
+
+/// What a [`RulesFile`] has done since it started: [`RulesFile::status`].
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct WatchStatus {
+    /// Reloads applied (the policy took the file's rules).
+    pub applied: u64,
+    /// Reloads the policy refused (a TOML or rule error, no rules): the rules were kept.
+    pub refused: u64,
+    /// Reads that failed (the file missing, unreadable, not UTF-8): the rules were kept.
+    pub unreadable: u64,
+    /// Reads skipped because the content was the one last applied.
+    pub unchanged: u64,
+    /// Why the content last read is not in force: the error of the last attempt, `None`
+    /// once a later one applied or found the content already in force.
+    pub last_error: Option<ReloadError>,
+}
+
+/// Why a reload of the rules file kept the rules in force.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The file could not be read (it is missing, unreadable, or not UTF-8).
+    Read {
+        /// The rules file.
+        path: PathBuf,
+        /// What the read returned.
+        error: Arc<io::Error>,
+    },
+    /// The policy refused the rules: the error names the field
+    /// ([`PolicyConfig::from_toml`](super::PolicyConfig::from_toml)).
+    Rules(PolicyConfigError),
+}
+
+/// Why [`RulesFile::watch`] could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// The path names no file (it is a root or ends in `..`).
+    NotAFile(PathBuf),
+    /// The file's directory cannot be watched: it does not exist, or the system refused
+    /// (on Linux, the inotify watch limit), or the watch thread could not start.
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// What the system said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// What the watch thread is told.
+enum Message {
+    /// An event that may have changed the file.
+    Changed,
+    /// Stop.
+    Stop,
+}
+
+/// The state the watch thread and [`RulesFile`] share.
+struct Shared {
+    policy: Arc<dyn ReloadToml + Send + Sync>,
+    path: PathBuf,
+    /// The content last applied; held across a reload, so reloads happen one at a time.
+    applied: Mutex<Option<String>>,
+    status: Mutex<WatchStatus>,
+}
+
+impl RulesFile {
+    /// Watches `path` with the default debounce and reloads `policy` each time the file
+    /// changes ([`RulesFileBuilder::watch`]).
+    pub fn watch<P>(policy: Arc<P>, path: impl AsRef<Path>) -> Result<RulesFile, WatchError>
+    where
+        P: ReloadToml + Send + Sync + 'static,
+    {
+        RulesFile::builder(path).watch(policy)
+    }
+
+    /// A watch of `path` to configure (the debounce), then start with
+    /// [`RulesFileBuilder::watch`].
+    pub fn builder(path: impl AsRef<Path>) -> RulesFileBuilder {
+        RulesFileBuilder {
+            path: path.as_ref().to_owned(),
+            debounce: DEFAULT_DEBOUNCE,
+        }
+    }
+
+    /// Reads the file and applies it now, whatever it holds (also the content last
+    /// applied: the policy may have been reloaded from elsewhere since), returning what the
+    /// reload changed or why the rules in force were kept. Counted in
+    /// [`status`](Self::status) as the watch's own reloads are. For a server's SIGHUP
+    /// handler; runs on the caller's thread, after a reload of the watch under way.
+    pub fn reload_now(&self) -> Result<ReloadReport, ReloadError> {
+        self.shared
+            .reload(true)
+            .map(|report| report.unwrap_or_default())
+    }
+
+    /// What the watch has done: reloads applied, refused, unreadable, unchanged, and the
+    /// last error.
+    pub fn status(&self) -> WatchStatus {
+        self.shared.status().clone()
+    }
+
+    /// The rules file (made absolute when the watch started).
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+}
+
+impl fmt::Debug for RulesFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RulesFile")
+            .field("path", &self.shared.path)
+            .field("status", &*self.shared.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for RulesFile {
+    fn drop(&mut self) {
+        drop(self.watcher.take());
+        // The thread may have ended already (a panicking policy): nothing to tell then.
+        let _ = self.stop.send(Message::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl RulesFileBuilder {
+    /// Reads the file once the events have been quiet for `quiet` (100 ms by default; at
+    /// most an hour, longer is taken as an hour). A burst of events postpones the read by
+    /// at most ten times `quiet`.
+    pub fn debounce(mut self, quiet: Duration) -> RulesFileBuilder {
+        self.debounce = quiet.min(MAX_DEBOUNCE);
+        self
+    }
+
+    /// Starts watching: from now on each change of the file reloads `policy` (which keeps
+    /// its rules until then; the file is not read now). The file need not exist yet; its
+    /// directory must.
+    pub fn watch<P>(self, policy: Arc<P>) -> Result<RulesFile, WatchError>
+    where
+        P: ReloadToml + Send + Sync + 'static,
+    {
+        let RulesFileBuilder { path, debounce } = self;
+        let path = std::path::absolute(&path).map_err(|error| WatchError::Watch {
+            dir: path.clone(),
+            source: Box::new(error),
+        })?;
+        let (Some(name), Some(dir)) = (path.file_name(), path.parent()) else {
+            return Err(WatchError::NotAFile(path));
+        };
+        let (name, dir) = (name.to_owned(), dir.to_owned());
+        let watch_error = |source: Box<dyn std::error::Error + Send + Sync>| WatchError::Watch {
+            dir: dir.clone(),
+            source,
+        };
+        let any_entry = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+
+        let (sender, receiver) = mpsc::channel();
+        let events = sender.clone();
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<_>| {
+            if relevant(&event, &name, any_entry) {
+                // Closed once the watch has stopped.
+                let _ = events.send(Message::Changed);
+            }
+        })
+        .map_err(|e| watch_error(Box::new(e)))?;
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|e| watch_error(Box::new(e)))?;
+
+        let shared = Arc::new(Shared {
+            policy,
+            path,
+            applied: Mutex::new(None),
+            status: Mutex::new(WatchStatus::default()),
+        });
+        let thread = thread::Builder::new()
+            .name("tollgate-rules-watch".into())
+            .spawn({
+                let shared = Arc::clone(&shared);
+                move || run(&shared, &receiver, debounce)
+            })
+            .map_err(|e| watch_error(Box::new(e)))?;
+        Ok(RulesFile {
+            shared,
+            stop: sender,
+            thread: Some(thread),
+            watcher: Some(watcher),
+        })
+    }
+}
+
+/// Whether `event` may have changed the file `name` (`any_entry`: any entry of the
+/// directory may have). A lost event (an error, an overflowed queue) may have.
+fn relevant(event: &notify::Result<notify::Event>, name: &OsString, any_entry: bool) -> bool {
+    let Ok(event) = event else {
+        return true;
+    };
+    if let EventKind::Access(kind) = event.kind {
+        // Reads are not changes (the watch's own among them); a writer closing the file is.
+        if kind != AccessKind::Close(AccessMode::Write) {
+            return false;
+        }
+    }
+    any_entry
+        || event.need_rescan()
+        || event
+            .paths
+            .iter()
+            .any(|path| path.file_name() == Some(name.as_os_str()))
+}
+
+/// The watch thread: waits for a change, lets the burst settle, reloads; until told to
+/// stop.
+fn run(shared: &Shared, messages: &Receiver<Message>, debounce: Duration) {
+    loop {
+        match messages.recv() {
+            Ok(Message::Changed) => {}
+            Ok(Message::Stop) | Err(_) => return,
+        }
+        let first = Instant::now();
+        let latest = first + debounce * MAX_DEBOUNCES;
+        let mut last = first;
+        loop {
+            let now = Instant::now();
+            let due = (last + debounce).min(latest);
+            if now >= due {
+                break;
+            }
+            match messages.recv_timeout(due - now) {
+                Ok(Message::Changed) => last = Instant::now(),
+                Err(RecvTimeoutError::Timeout) => break,
+                Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        // The outcome is in the status, and reported as it happened.
+        let _ = shared.reload(false);
+    }
+}
+
+impl Shared {
+    /// Reads the file and reloads it into the policy: `Ok(None)` when the content is the
+    /// one last applied (unless `always`).
+    fn reload(&self, always: bool) -> Result<Option<ReloadReport>, ReloadError> {
+        let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = match fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(error) => {
+                unreadable(&self.path, &error);
+                let error = ReloadError::Read {
+                    path: self.path.clone(),
+                    error: Arc::new(error),
+                };
+                let mut status = self.status();
+                status.unreadable += 1;
+                status.last_error = Some(error.clone());
+                return Err(error);
+            }
+        };
+        if !always && applied.as_deref() == Some(text.as_str()) {
+            let mut status = self.status();
+            status.unchanged += 1;
+            status.last_error = None;
+            return Ok(None);
+        }
+        match self.policy.reload_toml(&text) {
+            Ok(report) => {
+                *applied = Some(text);
+                let mut status = self.status();
+                status.applied += 1;
+                status.last_error = None;
+                Ok(Some(report))
+            }
+            Err(error) => {
+                let error = ReloadError::Rules(error);
+                let mut status = self.status();
+                status.refused += 1;
+                status.last_error = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    fn status(&self) -> std::sync::MutexGuard<'_, WatchStatus> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Reports a read of the rules file that failed (the policy never saw it, so its own
+/// reload events do not).
+fn unreadable(path: &Path, error: &io::Error) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        path = %path.display(),
+        %error,
+        "tollgate: rules file unreadable; the rules in force are kept"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("tollgate_policy_reloads_total", "outcome" => "unreadable").increment(1);
+    let _ = (path, error);
+}
+
+impl fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReloadError::Read { path, error } => write!(f, "reading {}: {error}", path.display()),
+            ReloadError::Rules(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReloadError::Read { error, .. } => Some(&**error),
+            ReloadError::Rules(error) => Some(error),
+        }
+    }
+}
+
+impl fmt::Display for WatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchError::NotAFile(path) => write!(f, "{}: not a file's path", path.display()),
+            WatchError::Watch { dir, source } => {
+                write!(f, "watching {}: {source}", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for WatchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WatchError::NotAFile(_) => None,
+            WatchError::Watch { source, .. } => Some(&**source),
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The rules-file watcher (feature `watch`): real files in a directory of the target's temp
+//! dir, real `notify`. A change (rewritten in place, renamed over, a ConfigMap's symlink
+//! swap) is applied; a broken file, one with no rules and a missing one keep the rules in
+//! force and are counted; the content last applied is not applied again; `reload_now`
+//! applies at once; a dropped watch stops and releases the policy.
+//!
+//! Only waiting is timed: each test polls for what it expects (30 s at most) and never
+//! asserts how fast it came.
+#![cfg(feature = "watch")]
+
+#[cfg(feature = "tracing")]
+mod events_support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tollgate::policy::{Policy, ReloadError, RulesFile};
+use tollgate::ManualClock;
+
+/// The debounce of these tests' watches.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// A fresh directory for one test, removed at the end.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("policy_watch")
+            .join(format!("{test}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One rule: `limit` per hour for every client.
+fn rules(limit: u64) -> String {
+    format!("[[rules]]\nname = \"default\"\nlimit = {limit}\nwindow = \"1h\"\n")
+}
+
+/// Writes `text` next to `path` and renames it over `path`, as a deploy does.
+fn replace(path: &Path, text: &str) {
+    let tmp = path.with_extension("toml.tmp");
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, path).unwrap();
+}
+
+/// A policy of `rules(limit)` on a stopped clock, and its rules file.
+fn setup(dir: &TempDir, limit: u64) -> (Arc<Policy<ManualClock>>, PathBuf) {
+    let path = dir.join("rules.toml");
+    fs::write(&path, rules(limit)).unwrap();
+    let policy = Policy::from_toml(&rules(limit), ManualClock::new()).unwrap();
+    (Arc::new(policy), path)
+}
+
+/// The limit a request meets now (consuming nothing).
+fn limit(policy: &Policy<ManualClock>) -> u64 {
+    policy.peek("acct_1", "/search", 0).unwrap().limit()
+}
+
+/// Polls `done` until it holds; fails after 30 s, saying `what` was awaited.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "waited 30 s for {what}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn watch(policy: &Arc<Policy<ManualClock>>, path: &Path) -> RulesFile {
+    RulesFile::builder(path)
+        .debounce(DEBOUNCE)
+        .watch(Arc::clone(policy))
+        .unwrap()
+}
+
+#[test]
+fn a_file_rewritten_in_place_is_applied() {
+    let dir = TempDir::new("rewritten");
+    let (policy, path) = setup(&dir, 2);
+    let watch = watch(&policy, &path);
+    assert_eq!(limit(&policy), 2);
+    fs::write(&path, rules(7)).unwrap();
+    wait_until("the new limit", || limit(&policy) == 7);
+    let status = watch.status();
+    assert!(status.applied >= 1, "{status:?}");
+    assert_eq!(watch.path(), path);
+}
+
+#[test]
+fn a_file_renamed_over_it_is_applied() {
+    let dir = TempDir::new("renamed");
+    let (policy, path) = setup(&dir, 2);
+    let watch = watch(&policy, &path);
+    replace(&path, &rules(9));
+    wait_until("the new limit", || limit(&policy) == 9);
+    // One rename, one read: the temporary file's own events are not the rules file's.
+    wait_until("the status", || watch.status().applied == 1);
+    let status = watch.status();
+    assert_eq!((status.refused, status.unreadable), (0, 0), "{status:?}");
+    // And again: the watch follows the new file, not the inode it started on.
+    replace(&path, &rules(11));
+    wait_until("the second limit", || limit(&policy) == 11);
+}
+
+/// A Kubernetes ConfigMap volume: `rules.toml → ..data/rules.toml`, `..data → ..v1`,
+/// updated by renaming a new `..data` symlink over the old one.
+#[cfg(unix)]
+#[test]
+fn a_config_maps_symlink_swap_is_applied() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("configmap");
+    fs::create_dir(dir.join("..v1")).unwrap();
+    fs::write(dir.join("..v1/rules.toml"), rules(2)).unwrap();
+    symlink("..v1", dir.join("..data")).unwrap();
+    let path = dir.join("rules.toml");
+    symlink("..data/rules.toml", &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let _watch = watch(&policy, &path);
+
+    fs::create_dir(dir.join("..v2")).unwrap();
+    fs::write(dir.join("..v2/rules.toml"), rules(5)).unwrap();
+    symlink("..v2", dir.join("..data_tmp")).unwrap();
+    fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    wait_until("the new limit", || limit(&policy) == 5);
+}
+
+#[test]
+fn a_broken_an_empty_and_a_missing_file_keep_the_rules() {
+    let dir = TempDir::new("refused");
+    let (policy, path) = setup(&dir, 2);
+    let watch = watch(&policy, &path);
+
+    replace(&path, "[[rules]\nname = \"default\"\n");
+    wait_until("the TOML error", || watch.status().refused == 1);
+    let status = watch.status();
+    assert!(
+        matches!(&status.last_error, Some(ReloadError::Rules(e)) if e.path == "toml"),
+        "{status:?}"
+    );
+    assert_eq!(limit(&policy), 2);
+
+    replace(&path, "# every rule removed\n");
+    wait_until("the empty set's refusal", || watch.status().refused == 2);
+    let status = watch.status();
+    let error = status.last_error.as_ref().map(ToString::to_string);
+    assert!(
+        error.as_deref().is_some_and(|e| e.contains("no rules")),
+        "{status:?}"
+    );
+    assert_eq!(limit(&policy), 2);
+
+    fs::remove_file(&path).unwrap();
+    wait_until("the failed read", || watch.status().unreadable >= 1);
+    let status = watch.status();
+    assert!(
+        matches!(&status.last_error, Some(ReloadError::Read { path: p, error })
+            if *p == path && error.kind() == std::io::ErrorKind::NotFound),
+        "{status:?}"
+    );
+    let error = status.last_error.unwrap().to_string();
+    assert!(
+        error.starts_with(&format!("reading {}: ", path.display())),
+        "the read error names the file: {error}"
+    );
+
+    // Decisions still follow the old rules: 2 per hour.
+    assert_eq!(watch.status().applied, 0);
+    assert!(policy.allow("acct_1", "/search", 1).unwrap().allowed());
+    assert!(policy.allow("acct_1", "/search", 1).unwrap().allowed());
+    assert!(!policy.allow("acct_1", "/search", 1).unwrap().allowed());
+
+    // A good file again is applied, and clears the error.
+    replace(&path, &rules(4));
+    wait_until("the new limit", || limit(&policy) == 4);
+    wait_until("the error cleared", || watch.status().last_error.is_none());
+}
+
+#[test]
+fn the_content_last_applied_is_not_applied_again() {
+    let dir = TempDir::new("unchanged");
+    let (policy, path) = setup(&dir, 2);
+    let watch = watch(&policy, &path);
+    replace(&path, &rules(3));
+    wait_until("the first change", || limit(&policy) == 3);
+    wait_until("its status", || watch.status().applied == 1);
+    let before = watch.status();
+
+    // The same bytes, written in place and renamed over: read, found unchanged.
+    fs::write(&path, rules(3)).unwrap();
+    wait_until("the rewrite's read", || {
+        watch.status().unchanged > before.unchanged
+    });
+    let unchanged = watch.status().unchanged;
+    replace(&path, &rules(3));
+    wait_until("the rename's read", || watch.status().unchanged > unchanged);
+    let after = watch.status();
+    assert_eq!(after.applied, before.applied, "{after:?}");
+
+    // A real change after them: exactly one more reload applied.
+    replace(&path, &rules(6));
+    wait_until("the real change", || limit(&policy) == 6);
+    let status = watch.status();
+    assert_eq!(status.applied, before.applied + 1, "{status:?}");
+    // (Not `refused`: a read between the in-place write's truncation and its bytes, were
+    // the writer descheduled that long, would be an empty file refused.)
+    assert_eq!(status.unreadable, 0, "{status:?}");
+}
+
+#[test]
+fn reload_now_applies_at_once_whatever_the_debounce() {
+    let dir = TempDir::new("reload_now");
+    let (policy, path) = setup(&dir, 2);
+    // The watch would not read the file within the test: only `reload_now` does.
+    let watch = RulesFile::builder(&path)
+        .debounce(Duration::from_secs(3600))
+        .watch(Arc::clone(&policy))
+        .unwrap();
+    replace(&path, &rules(8));
+    let report = watch.reload_now().unwrap();
+    assert_eq!(report.changed(), ["default"]);
+    assert_eq!(limit(&policy), 8);
+    // Applied even when the content is the one last applied (a SIGHUP means "now").
+    assert!(watch.reload_now().unwrap().is_empty());
+    let status = watch.status();
+    assert_eq!((status.applied, status.unchanged), (2, 0), "{status:?}");
+
+    replace(
+        &path,
+        "[[rules]]\nname = \"default\"\nlimit = 0\nwindow = \"1m\"\n",
+    );
+    let error = watch.reload_now().unwrap_err();
+    assert_eq!(error.to_string(), "rules[0].limit: must be > 0");
+    assert_eq!(limit(&policy), 8);
+    assert_eq!(watch.status().refused, 1);
+    // Dropped mid-debounce: the thread stops at once (the test would hang otherwise).
+    drop(watch);
+    assert_eq!(
+        Arc::strong_count(&policy),
+        1,
+        "the watch released the policy"
+    );
+}
+
+#[test]
+fn a_dropped_watch_stops() {
+    let dir = TempDir::new("dropped");
+    let (policy, path) = setup(&dir, 2);
+    let watch = watch(&policy, &path);
+    replace(&path, &rules(3));
+    wait_until("the watch working", || limit(&policy) == 3);
+    assert_eq!(Arc::strong_count(&policy), 2);
+    drop(watch);
+    // The thread has ended (it held the policy), and nothing else of the watch holds it.
+    assert_eq!(
+        Arc::strong_count(&policy),
+        1,
+        "the watch released the policy"
+    );
+    replace(&path, &rules(5));
+    // Twenty debounces: a running watch would have applied it.
+    thread::sleep(DEBOUNCE * 20);
+    assert_eq!(limit(&policy), 3);
+}
+
+#[test]
+fn a_watch_needs_a_directory_and_a_file_name() {
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let dir = TempDir::new("errors");
+    let error = RulesFile::watch(Arc::clone(&policy), dir.join("missing/rules.toml")).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with(&format!("watching {}: ", dir.join("missing").display())),
+        "{error}"
+    );
+    let error = RulesFile::watch(Arc::clone(&policy), "/").unwrap_err();
+    assert_eq!(error.to_string(), "/: not a file's path");
+    assert_eq!(Arc::strong_count(&policy), 1);
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<RulesFile>();
+}
+
+/// A failed read never reaches the policy, so the watch reports it itself: a `warn` naming
+/// the file (feature `tracing`).
+#[cfg(feature = "tracing")]
+#[test]
+fn a_failed_read_is_a_warning() {
+    let dir = TempDir::new("warned");
+    let (policy, path) = setup(&dir, 2);
+    let watch = RulesFile::builder(&path)
+        .debounce(Duration::from_secs(3600))
+        .watch(Arc::clone(&policy))
+        .unwrap();
+    fs::remove_file(&path).unwrap();
+    let events = Arc::new(events_support::Events::at_least(tracing::Level::TRACE));
+    {
+        let _default = tracing::subscriber::set_default(Arc::clone(&events));
+        assert!(matches!(watch.reload_now(), Err(ReloadError::Read { .. })));
+    }
+    let events = events.seen();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert!(
+        events[0].starts_with(&format!(
+            "WARN message=tollgate: rules file unreadable; the rules in force are kept path={}",
+            path.display()
+        )),
+        "{}",
+        events[0]
+    );
+    assert_eq!(watch.status().unreadable, 1);
+}

@@ -157,25 +157,18 @@ fn ask_of(body: &CheckBody) -> Result<Ask<'_>, Refusal> {
     let mut ask = Ask {
         domain: &body.domain,
         hits: body.hits.unwrap_or(1),
-        ..Ask::default()
+        descriptors: Vec::with_capacity(body.descriptors.len()),
     };
     for descriptor in &body.descriptors {
         let mut asked = AskDescriptor {
             hits: descriptor.hits,
             negative: descriptor.refund,
-            ..AskDescriptor::default()
+            entries: Vec::with_capacity(descriptor.entries.len()),
         };
         for entry in &descriptor.entries {
-            asked
-                .entries
-                .try_push((&entry.key, &entry.value))
-                .map_err(|_| {
-                    Refusal::TooMany("entries in a descriptor", crate::engine::MAX_ENTRIES)
-                })?;
+            asked.entries.push((&entry.key, &entry.value));
         }
-        ask.descriptors
-            .try_push(asked)
-            .map_err(|_| Refusal::TooMany("descriptors", crate::engine::MAX_DESCRIPTORS))?;
+        ask.descriptors.push(asked);
     }
     Ok(ask)
 }

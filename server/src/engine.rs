@@ -27,18 +27,21 @@ pub(crate) const MAX_ENTRIES: usize = 16;
 
 /// One question: a domain's descriptors, each a list of `(key, value)` entries and what it
 /// costs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Ask<'a> {
     pub(crate) domain: &'a str,
-    pub(crate) descriptors: ArrayVec<AskDescriptor<'a>, MAX_DESCRIPTORS>,
+    /// At most [`MAX_DESCRIPTORS`] (on the heap: a question moves into the call's
+    /// future, which inline lists would make kilobytes to copy).
+    pub(crate) descriptors: Vec<AskDescriptor<'a>>,
     /// The request's cost, for a descriptor without its own (0 counts as 1, as in Envoy).
     pub(crate) hits: u32,
 }
 
 /// One descriptor of an [`Ask`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct AskDescriptor<'a> {
-    pub(crate) entries: ArrayVec<(&'a str, &'a str), MAX_ENTRIES>,
+    /// At most [`MAX_ENTRIES`].
+    pub(crate) entries: Vec<(&'a str, &'a str)>,
     /// Its own cost, overriding the request's.
     pub(crate) hits: Option<u64>,
     /// Whether the cost is given back instead of taken (Envoy's `is_negative_hits`).
@@ -163,7 +166,7 @@ pub(crate) struct Verdict {
     /// Over the limit if any enforced descriptor is.
     pub(crate) code: Code,
     /// One per descriptor, in order.
-    pub(crate) statuses: ArrayVec<Status, MAX_DESCRIPTORS>,
+    pub(crate) statuses: Vec<Status>,
     /// `RateLimit-Policy`, `RateLimit` and (denied) `Retry-After` of the enforced limits,
     /// draft-11; empty if none applied.
     pub(crate) headers: ArrayVec<(&'static str, String), 3>,
@@ -272,6 +275,9 @@ impl Engine {
         if ask.descriptors.is_empty() {
             return Err(Refusal::NoDescriptors);
         }
+        if ask.descriptors.len() > MAX_DESCRIPTORS {
+            return Err(Refusal::TooMany("descriptors", MAX_DESCRIPTORS));
+        }
         let domains = self.domains.load();
         // Each descriptor's limit and cost.
         let mut limits: ArrayVec<Option<&Limit>, MAX_DESCRIPTORS> = ArrayVec::new();
@@ -279,6 +285,9 @@ impl Engine {
         for (i, descriptor) in ask.descriptors.iter().enumerate() {
             if descriptor.entries.is_empty() {
                 return Err(Refusal::EmptyDescriptor(i));
+            }
+            if descriptor.entries.len() > MAX_ENTRIES {
+                return Err(Refusal::TooMany("entries in a descriptor", MAX_ENTRIES));
             }
             let hits = descriptor.hits.unwrap_or(u64::from(ask.hits));
             let cost = u32::try_from(hits).map_err(|_| Refusal::HitsTooLarge(i))?;
@@ -312,7 +321,7 @@ impl Engine {
         // Sorted into what is enforced, what is shadow, what is given back.
         let mut enforced: ArrayVec<(usize, Request<'_>), MAX_TIERS> = ArrayVec::new();
         let mut shadow: ArrayVec<(usize, Request<'_>), MAX_TIERS> = ArrayVec::new();
-        let mut statuses: ArrayVec<Status, MAX_DESCRIPTORS> = ArrayVec::new();
+        let mut statuses: Vec<Status> = Vec::with_capacity(ask.descriptors.len());
         let mut code_blocked = false;
         for (i, limit) in limits.iter().enumerate() {
             let Some(limit) = limit else {

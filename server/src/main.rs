@@ -212,6 +212,13 @@ async fn serve_http(
     router: axum::Router,
     stopped: watch::Receiver<bool>,
 ) -> Result<(), String> {
+    use axum::serve::ListenerExt;
+    // TCP_NODELAY, as on the gRPC listener.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(until_stopped(stopped))
         .await
@@ -228,7 +235,9 @@ async fn serve_grpc(
     tonic::transport::Server::builder()
         .add_service(rls::Rls::server(engine, headers))
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            // TCP_NODELAY: an answer leaves at once, not after the client's delayed ACK
+            // (Nagle's algorithm held 64 concurrent streams' answers for ~40 ms).
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             until_stopped(stopped),
         )
         .await

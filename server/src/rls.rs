@@ -55,7 +55,7 @@ fn ask_of(request: &RateLimitRequest) -> Result<Ask<'_>, Refusal> {
     let mut ask = Ask {
         domain: &request.domain,
         hits: request.hits_addend,
-        ..Ask::default()
+        descriptors: Vec::with_capacity(request.descriptors.len()),
     };
     for (i, descriptor) in request.descriptors.iter().enumerate() {
         if descriptor.limit.is_some() {
@@ -66,22 +66,15 @@ fn ask_of(request: &RateLimitRequest) -> Result<Ask<'_>, Refusal> {
         let mut asked = AskDescriptor {
             hits: descriptor.hits_addend.as_ref().map(|h| h.value),
             negative: descriptor.is_negative_hits,
-            ..AskDescriptor::default()
+            entries: Vec::with_capacity(descriptor.entries.len()),
         };
         for entry in &descriptor.entries {
-            asked
-                .entries
-                .try_push((&entry.key, &entry.value))
-                .map_err(|_| {
-                    Refusal::TooMany("entries in a descriptor", crate::engine::MAX_ENTRIES)
-                })?;
+            asked.entries.push((&entry.key, &entry.value));
         }
         if asked.entries.is_empty() {
             return Err(Refusal::EmptyDescriptor(i));
         }
-        ask.descriptors
-            .try_push(asked)
-            .map_err(|_| Refusal::TooMany("descriptors", crate::engine::MAX_DESCRIPTORS))?;
+        ask.descriptors.push(asked);
     }
     Ok(ask)
 }

@@ -14,7 +14,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::{Deserialize, Serialize};
 use tollgate::Nanos;
 
-use crate::engine::{Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
+use crate::engine::{count, Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
 
 /// What the routes share.
 #[derive(Clone)]
@@ -131,7 +131,7 @@ async fn check(State(api): State<Api>, body: axum::body::Bytes) -> Response {
     let body: CheckBody = match serde_json::from_slice(&body) {
         Ok(body) => body,
         Err(e) => {
-            metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => "invalid").increment(1);
+            count("http", "invalid");
             return (
                 StatusCode::BAD_REQUEST,
                 error_body(&format!("the body: {e}")),
@@ -146,7 +146,7 @@ async fn check(State(api): State<Api>, body: axum::body::Bytes) -> Response {
     match decided {
         Ok(verdict) => answer(verdict),
         Err(refusal) => {
-            metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => "invalid").increment(1);
+            count("http", "invalid");
             (StatusCode::BAD_REQUEST, error_body(&refusal.to_string())).into_response()
         }
     }
@@ -179,7 +179,7 @@ fn answer(verdict: Verdict) -> Response {
         Code::Ok => StatusCode::OK,
         Code::OverLimit => StatusCode::TOO_MANY_REQUESTS,
     };
-    metrics::counter!("tollgate_server_requests_total", "api" => "http", "code" => code_name(verdict.code)).increment(1);
+    count("http", verdict.code.name());
     let mut headers = HeaderMap::new();
     for (name, value) in &verdict.headers {
         if let Ok(value) = value.parse() {
@@ -188,7 +188,7 @@ fn answer(verdict: Verdict) -> Response {
     }
     let body = CheckAnswer {
         allowed: verdict.code == Code::Ok,
-        code: code_name(verdict.code),
+        code: verdict.code.name(),
         statuses: verdict.statuses.into_iter().map(status_answer).collect(),
         headers: verdict.headers.into_iter().collect(),
     };
@@ -198,7 +198,7 @@ fn answer(verdict: Verdict) -> Response {
 fn status_answer(status: Status) -> StatusAnswer {
     let limited = status.reset_after.is_some();
     StatusAnswer {
-        code: code_name(status.code),
+        code: status.code.name(),
         limit: status
             .limit
             .map(|(name, requests_per_unit, unit)| LimitAnswer {
@@ -215,13 +215,6 @@ fn status_answer(status: Status) -> StatusAnswer {
 /// Whole milliseconds, rounded up.
 fn millis(span: Nanos) -> u64 {
     span.as_u64().div_ceil(1_000_000)
-}
-
-fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::OverLimit => "OVER_LIMIT",
-    }
 }
 
 fn error_body(message: &str) -> Json<serde_json::Value> {

@@ -125,6 +125,23 @@ pub(crate) enum Code {
     OverLimit,
 }
 
+impl Code {
+    /// The protocol's name: `OK`, `OVER_LIMIT`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Code::Ok => "OK",
+            Code::OverLimit => "OVER_LIMIT",
+        }
+    }
+}
+
+/// Counts one request answered through `api` (`grpc`, `http`) by its outcome (a
+/// [`Code::name`], or `invalid`): `tollgate_server_requests_total{api, code}`.
+pub(crate) fn count(api: &'static str, outcome: &'static str) {
+    metrics::counter!("tollgate_server_requests_total", "api" => api, "code" => outcome)
+        .increment(1);
+}
+
 /// One descriptor's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Status {

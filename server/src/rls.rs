@@ -15,7 +15,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration;
 use tollgate::Nanos;
 
-use crate::engine::{Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
+use crate::engine::{count, Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
 
 /// The gRPC service over an engine.
 pub(crate) struct Rls {
@@ -40,6 +40,7 @@ impl RateLimitService for Rls {
         let request = request.into_inner();
         let ask = ask_of(&request).map_err(invalid)?;
         let verdict = self.engine.decide(&ask).await.map_err(invalid)?;
+        count("grpc", verdict.code.name());
         Ok(tonic::Response::new(response(verdict, self.headers)))
     }
 }
@@ -47,6 +48,7 @@ impl RateLimitService for Rls {
 /// A refused request, as gRPC's `INVALID_ARGUMENT`.
 fn invalid(refusal: Refusal) -> tonic::Status {
     tracing::debug!(error = %refusal, "ShouldRateLimit refused");
+    count("grpc", "invalid");
     tonic::Status::invalid_argument(refusal.to_string())
 }
 

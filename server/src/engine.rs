@@ -339,7 +339,9 @@ impl Engine {
         let mut enforced: ArrayVec<(usize, Request<'_>), MAX_TIERS> = ArrayVec::new();
         let mut shadow: ArrayVec<(usize, Request<'_>), MAX_TIERS> = ArrayVec::new();
         let mut statuses: Vec<Status> = Vec::with_capacity(ask.descriptors.len());
+        let mut refunds: ArrayVec<(&Limit, Request<'_>), MAX_DESCRIPTORS> = ArrayVec::new();
         let mut code_blocked = false;
+        let limited = limits.iter().flatten().filter(|l| l.has_rule()).count();
         for (i, limit) in limits.iter().enumerate() {
             let Some(limit) = limit else {
                 statuses.push(Status::NONE);
@@ -360,7 +362,8 @@ impl Engine {
             }
             let request = Request::new(key(i), &limit.endpoint, costs[i]);
             if ask.descriptors[i].negative {
-                self.limiter(limit).refund(&request).await;
+                // Given back once the call is known to be decided, not refused.
+                refunds.push((limit, request));
                 statuses[i] = status(limit, &[], None);
                 continue;
             }
@@ -371,10 +374,13 @@ impl Engine {
             };
             batch
                 .try_push((i, request))
-                .map_err(|_| Refusal::TooManyTiers(limits.iter().flatten().count()))?;
+                .map_err(|_| Refusal::TooManyTiers(limited))?;
         }
         let decided = decide_batch(&self.enforced, &enforced).await?;
         let reported = decide_batch(&self.shadow, &shadow).await?;
+        for (limit, request) in &refunds {
+            self.limiter(limit).refund(request).await;
+        }
         let mut headers = ArrayVec::new();
         if let Some(batch) = &decided {
             let tiers = batch.decision.tiers();

@@ -203,6 +203,40 @@ fn a_malformed_request_is_invalid_argument() {
     });
 }
 
+/// A refused call changes nothing: its negative hits are not given back either.
+#[test]
+fn a_refused_call_gives_nothing_back() {
+    let server = Server::start(RULES, &[], &[]);
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let orders = || descriptor(&[("database", "orders")]);
+        let used = client
+            .should_rate_limit(request("edge", vec![orders()], 2))
+            .await
+            .unwrap();
+        assert_eq!(summary(&used.into_inner()), (OK, vec![(OK, 3, Some(5))]));
+        let mut refund = orders();
+        refund.is_negative_hits = true;
+        let mut many: Vec<_> = (0..9)
+            .map(|i| descriptor(&[("database", &format!("db{i}"))]))
+            .collect();
+        many.push(refund);
+        let status = client
+            .should_rate_limit(request("edge", many, 1))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            status.message(),
+            "10 limited descriptors match more than the 8 limits one decision holds"
+        );
+        let after = client
+            .should_rate_limit(request("edge", vec![orders()], 1))
+            .await
+            .unwrap();
+        assert_eq!(summary(&after.into_inner()), (OK, vec![(OK, 2, Some(5))]));
+    });
+}
+
 #[test]
 fn response_headers_are_added_when_asked() {
     let server = Server::start(RULES, &["--response-headers"], &[]);

@@ -45,7 +45,8 @@ impl Charge {
             let counters = &self.shared.counters;
             let counter = match op {
                 Op::Refund => &counters.refunded,
-                Op::Check | Op::Peek | Op::Charge => &counters.charged,
+                // (a settlement only refunds or charges)
+                Op::Check | Op::Peek | Op::Charge | Op::Reset => &counters.charged,
             };
             counter.add(u64::from(n));
             self.run(op, n).await;

@@ -75,7 +75,7 @@ impl<P: PolicyCheck + Send> Check for P {
             // The policy's own forms, which read its clock once the rules matched.
             Op::Check => PolicyCheck::allow(self, client, endpoint, cost).map(Some),
             Op::Peek => PolicyCheck::peek(self, client, endpoint, cost).map(Some),
-            Op::Refund | Op::Charge => {
+            Op::Refund | Op::Charge | Op::Reset => {
                 let request = Request::new(client, endpoint, cost);
                 PolicyCheck::run(self, op, &request, PolicyCheck::now(self))
             }

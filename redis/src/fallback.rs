@@ -122,7 +122,7 @@ impl PlanFallback {
             let Some(table) = self.table(p.tier) else {
                 Counters::bump(&counters.fallback_failures);
                 counters.failed(FailureCause::FallbackUnavailable);
-                if op != Mode::Charge {
+                if matches!(op, Mode::Check | Mode::Peek | Mode::PeekDenied) {
                     all = false;
                     let limit = p.tier.algorithm().limit();
                     outcomes[i].decision = Decision::deny(limit, 0, self.retry, self.retry);
@@ -145,6 +145,10 @@ impl PlanFallback {
                 }
                 Mode::Charge => {
                     table.charge(p.key, now, p.cost);
+                    continue;
+                }
+                Mode::Reset => {
+                    table.reset(p.key);
                     continue;
                 }
                 // Not asked for: a refund Redis did not take is not given back to the

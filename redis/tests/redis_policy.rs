@@ -81,6 +81,11 @@ fn replay(
         let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
         let request = Request::new(client, endpoint, cost);
         match rng.below(10) {
+            0 if rng.below(4) == 0 => {
+                reference.reset(client, endpoint);
+                ours.reset(client, endpoint);
+                in_process.reset(client, endpoint);
+            }
             0 => {
                 reference.refund(client, endpoint, cost);
                 ours.refund(client, endpoint, cost);
@@ -1292,4 +1297,61 @@ fn batches_on_a_cluster_decide_within_one_client() {
             .unwrap(),
         in_process.check_all(&two_clients[..1]).unwrap()
     );
+}
+
+/// A reset deletes the client's keys in Redis (every tier it matches, the global rule's
+/// left alone), answers denies cached for it no more, and reaches the cluster's slots too.
+#[test]
+fn a_reset_forgets_the_client_in_redis_and_in_the_deny_cache() {
+    let rules = r#"
+        [[rules]]
+        name = "default"
+        limit = 2
+        window = "1h"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "everyone"
+        endpoint = "/shared"
+        per = "global"
+        limit = 2
+        window = "1h"
+    "#;
+    let server = RedisServer::start();
+    let cluster = RedisCluster::start();
+    for (target, single) in [
+        (RedisTarget::Single(server.url()), true),
+        (RedisTarget::Cluster(cluster.urls()), false),
+    ] {
+        let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000));
+        let policy = Policy::from_toml(rules, clock.clone())
+            .unwrap()
+            .store(store(target, "reset"));
+        let key = policy.backend().redis_key("default", "default", Some("a"));
+        // Whether the key is in Redis (asked of the single node only).
+        let exists = || {
+            single.then(|| {
+                redis::cmd("EXISTS")
+                    .arg(&key)
+                    .query::<i64>(&mut server.connection())
+                    .unwrap()
+                    == 1
+            })
+        };
+        for _ in 0..2 {
+            assert!(policy.allow("a", "/shared", 1).unwrap().allowed());
+        }
+        // Denied, and the deny cached: the next ones are answered here.
+        assert!(!policy.allow("a", "/", 1).unwrap().allowed());
+        let hits = policy.backend().stats().deny_cache_hits;
+        assert!(!policy.allow("a", "/", 1).unwrap().allowed());
+        assert_eq!(policy.backend().stats().deny_cache_hits, hits + 1);
+        assert_ne!(exists(), Some(false), "{key} before the reset");
+        policy.reset("a", "/shared");
+        assert_ne!(exists(), Some(true), "{key} after the reset");
+        assert_eq!(policy.peek("a", "/", 0).unwrap().remaining(), 2);
+        assert!(policy.allow("a", "/", 1).unwrap().allowed());
+        // The global tier is everyone's: still spent.
+        assert!(!policy.allow("b", "/shared", 1).unwrap().allowed());
+    }
 }

@@ -10,7 +10,7 @@ use tollgate::policy::{Policy, PolicyCheck};
 use tollgate::{ManualClock, Nanos};
 
 /// Both stores answer the same random trace identically, decision by decision, tier by
-/// tier (checks, peeks, refunds and charges, several clients and endpoints, time moving).
+/// tier (checks, peeks, refunds, charges and resets, several clients and endpoints, time moving).
 #[test]
 fn a_plain_store_decides_exactly_as_the_in_process_one() {
     for seed in 1..=20u64 {
@@ -28,6 +28,10 @@ fn a_plain_store_decides_exactly_as_the_in_process_one() {
             let endpoint = endpoints[rng.below(3) as usize];
             let cost = [1, 1, 1, 2, 0, 3][rng.below(6) as usize];
             match rng.below(10) {
+                0 if rng.below(4) == 0 => {
+                    ours.reset(client, endpoint);
+                    plain.reset(client, endpoint);
+                }
                 0 => {
                     ours.refund(client, endpoint, cost);
                     plain.refund(client, endpoint, cost);

@@ -315,6 +315,10 @@ impl LeasedStore {
             Op::Peek | Op::Refund | Op::Charge => {
                 self.inner.redis.run_io(op, plan, now, outcomes, io).await
             }
+            Op::Reset => {
+                self.inner.revoke(plan);
+                self.inner.redis.run_io(op, plan, now, outcomes, io).await
+            }
         }
     }
 }

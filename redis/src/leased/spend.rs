@@ -1,8 +1,9 @@
 //! The check path's side of a lease: spending a tier's cost from its slot without a round
-//! trip ([`Inner::spend`]), asking the lease thread for the next lease, and giving the
-//! spends of a denied check back ([`Inner::undo`]).
+//! trip ([`Inner::spend`]), asking the lease thread for the next lease, giving the
+//! spends of a denied check back ([`Inner::undo`]), and dropping a reset key's leases
+//! ([`Inner::revoke`]).
 
-use super::slot::Slot;
+use super::slot::{identity, Slot};
 use super::Inner;
 use std::sync::atomic::Ordering;
 use tollgate::lease::Spend;
@@ -83,6 +84,23 @@ impl Inner {
                     }
                 }
                 outcome.decision = slot.view(slot.cell.permits(), now);
+            }
+        }
+    }
+
+    /// Drops the permits this process holds for the plan's keys (a reset: Redis forgets
+    /// the keys next, and permits taken from their old state must not be spent against the
+    /// new one). The lease thread counts them as spent, which only raises the key's local
+    /// rate estimate for its next lease. Leases other processes hold of the key are not
+    /// reached: they are spent or returned within their review, inside the lease bound.
+    pub(super) fn revoke(&self, plan: &Plan<'_>) {
+        for p in plan {
+            let id = identity(p);
+            for s in self.probe(id) {
+                let cell = &self.slots[s].cell;
+                if cell.owner() == Some(id) {
+                    cell.revoke();
+                }
             }
         }
     }

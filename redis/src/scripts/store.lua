@@ -15,7 +15,8 @@
 -- 'h' when the key was given headroom (see write_word).
 --
 -- ARGV: the *mode*, the operation ('c' check, 'p' peek, 'q' peek of a request denied
--- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge), the
+-- elsewhere: admitting tiers report their state at cost 0, 'r' refund, 'g' charge, 'x'
+-- reset: every key deleted), the
 -- TTL slack in ms (decimal), a space and the *deadline*, the last ms of the server's Unix
 -- time (decimal) at which the call may still change anything (its client gives up after
 -- it), as in 'c0 1764547200250'; then the *plan*, the tiers' specs separated by ';', each
@@ -894,6 +895,11 @@ local function main(keys, args)
     if pl == nil then return redis.error_reply('ERR tollgate: ' .. err) end
   end
   if pl.n ~= tiers then return redis.error_reply('ERR tollgate: a key per tier') end
+  if op == 'x' then
+    -- A reset (Op::Reset): every tier's state deleted, a fresh key from now on.
+    for i = 1, tiers do RCALL('DEL', KEYS[i]) end
+    return { 1 }
+  end
   T_P = pl
   local relative = pl.relative
 

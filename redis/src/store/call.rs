@@ -29,6 +29,8 @@ pub(crate) enum Mode {
     Refund,
     /// Record each tier's cost whatever the limits say.
     Charge,
+    /// Delete each tier's state (a fresh key).
+    Reset,
 }
 
 /// Only the fallback's tests run a policy operation as a mode directly; the store maps
@@ -42,6 +44,7 @@ impl From<tollgate::policy::Op> for Mode {
             Op::Peek => Mode::Peek,
             Op::Refund => Mode::Refund,
             Op::Charge => Mode::Charge,
+            Op::Reset => Mode::Reset,
         }
     }
 }
@@ -50,13 +53,14 @@ impl Mode {
     /// Every operation's mode argument with a TTL slack of `ttl_slack_ms`, in the order of
     /// the variants (which [`Shared::mode`](super::Shared::mode) indexes by): its code and
     /// the slack (see `scripts/store.lua`).
-    pub(super) fn modes(ttl_slack_ms: u128) -> [String; 5] {
+    pub(super) fn modes(ttl_slack_ms: u128) -> [String; 6] {
         [
             Mode::Check,
             Mode::Peek,
             Mode::PeekDenied,
             Mode::Refund,
             Mode::Charge,
+            Mode::Reset,
         ]
         .map(|op| format!("{}{}", op.code(), ttl_slack_ms))
     }
@@ -68,6 +72,7 @@ impl Mode {
             Mode::PeekDenied => "q",
             Mode::Refund => "r",
             Mode::Charge => "g",
+            Mode::Reset => "x",
         }
     }
 }

@@ -291,7 +291,7 @@ struct Shared {
     /// `tollgate_redis_degraded` gauge and the recovery event report.
     degraded: AtomicBool,
     /// Each [`Mode`]'s mode argument ([`Shared::mode`]).
-    modes: [String; 5],
+    modes: [String; 6],
     /// Denies of checks, answered locally until their retry time (see "Deny cache" on
     /// [`RedisStore`]).
     denies: Denies,

@@ -1,6 +1,6 @@
 //! The store's operations: a check (the deny cache, then the client's and the global tiers'
-//! calls, all or nothing), a peek, a refund and a charge, each written once and run blocking
-//! or awaited ([`Store`](tollgate::policy::Store)), and the failure policy's answers when Redis has none.
+//! calls, all or nothing), a peek, a refund, a charge and a reset, each written once and run
+//! blocking or awaited ([`Store`](tollgate::policy::Store)), and the failure policy's answers when Redis has none.
 
 use super::call::{Call, Mode};
 use super::denies::Identity;
@@ -130,6 +130,28 @@ impl RedisStore {
         self.shared.denies.invalidate(calls.iter().flatten());
     }
 
+    /// [`Op::Reset`], by `io`: each tier's key deleted, the deny cache's answers for them
+    /// invalidated, and the fallback's local share of them forgotten. A reset Redis does not
+    /// take is a failure like any other (counted, its `tracing` event): the key keeps its
+    /// state there.
+    pub(crate) async fn reset_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let calls = self.calls(plan, now);
+        for call in calls.iter().flatten() {
+            let _ = self.call(call, Mode::Reset, io).await;
+            if let Some(fallback) = &self.fallback {
+                fallback.run(
+                    plan,
+                    call.tiers(),
+                    Mode::Reset,
+                    now,
+                    &mut [],
+                    &self.shared.counters,
+                );
+            }
+        }
+        self.shared.denies.invalidate(calls.iter().flatten());
+    }
+
     /// Runs a check or peek `call`, writing each covered tier's decision: whether every
     /// tier admitted, and whether Redis decided (`false`: the failure policy answered).
     async fn decide(
@@ -166,7 +188,7 @@ impl RedisStore {
                 if let Some(fallback) = &self.fallback {
                     let local = match op {
                         Mode::Check | Mode::Peek | Mode::PeekDenied => op,
-                        Mode::Refund | Mode::Charge => Mode::PeekDenied,
+                        Mode::Refund | Mode::Charge | Mode::Reset => Mode::PeekDenied,
                     };
                     return (
                         fallback.run(
@@ -213,6 +235,7 @@ impl RedisStore {
             Op::Peek => self.peek_io(plan, now, outcomes, io).await,
             Op::Refund => self.refund_io(plan, now, io).await,
             Op::Charge => self.charge_io(plan, now, io).await,
+            Op::Reset => self.reset_io(plan, now, io).await,
         }
     }
 }
@@ -259,7 +282,7 @@ pub(crate) use store_by_io;
 
 store_by_io!(
     /// Each operation written once (`run_io`), run blocking or
-    /// awaited. A refund and a charge also invalidate the cached denies touching the plan's
+    /// awaited. A refund, a charge and a reset also invalidate the cached denies touching the plan's
     /// keys (after Redis has answered: see "Deny cache" on [`RedisStore`]). Awaited, the
     /// calling task sends each script call on the store's connection (driven by the store's
     /// I/O thread) and waits for its reply without holding its thread; no task is spawned

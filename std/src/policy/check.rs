@@ -42,9 +42,10 @@ pub trait PolicyCheck: Sync {
     /// giving `request.cost` back (a request admitted but not served), [`Op::Charge`]
     /// recording it whatever the limits say (work already done whose cost was known only
     /// afterwards: see [`reserve`](Self::reserve); a key over its limit goes into debt and
-    /// is denied until it is repaid).
+    /// is denied until it is repaid), [`Op::Reset`] forgetting the client's state (see
+    /// [`reset_at`](Self::reset_at)).
     ///
-    /// The decision of a check or a peek; `None` for a refund or a charge. (A decorator may
+    /// The decision of a check or a peek; `None` for a refund, a charge or a reset. (A decorator may
     /// answer `None` to a check too: the convenience forms read that as no rule matching,
     /// admitted and unlimited.)
     fn run(
@@ -98,6 +99,15 @@ pub trait PolicyCheck: Sync {
     fn charge_at(&self, request: &Request<'_>, now: Nanos) {
         // A charge decides nothing, so it cannot fail.
         let _ = self.run(Op::Charge, request, now);
+    }
+
+    /// Forgets `request.client`'s state under every tier `request` matches (its cost is
+    /// not used): from now on the client starts afresh there, as a key never seen. An
+    /// operator's action (a client wrongly limited, a penalty to lift), not traffic: see
+    /// [`Op::Reset`] for what each store forgets. `now` is when the reset happens.
+    fn reset_at(&self, request: &Request<'_>, now: Nanos) {
+        // A reset decides nothing, so it cannot fail.
+        let _ = self.run(Op::Reset, request, now);
     }
 
     /// [`check_at`](Self::check_at), awaited ([`run_async`](Self::run_async)).
@@ -164,6 +174,19 @@ pub trait PolicyCheck: Sync {
         let run = self.run_async(Op::Charge, request, now);
         async move {
             // A charge decides nothing, so it cannot fail.
+            let _ = run.await;
+        }
+    }
+
+    /// [`reset_at`](Self::reset_at), awaited.
+    fn reset_at_async<'a>(
+        &'a self,
+        request: &'a Request<'a>,
+        now: Nanos,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let run = self.run_async(Op::Reset, request, now);
+        async move {
+            // A reset decides nothing, so it cannot fail.
             let _ = run.await;
         }
     }

@@ -10,8 +10,8 @@ use super::events;
 use super::published::{Active, Published};
 use super::store::fingerprint;
 use super::{
-    InProcess, Op, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
-    ReloadReport, Request, Rule, RuleId, RuleSet, Store, Tier,
+    InProcess, Op, Partition, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
+    PolicyDecision, ReloadReport, Request, Rule, RuleId, RuleSet, Store, Tier,
 };
 
 /// Stable rule ids by name: a rule keeps its id across reloads while its name stays in the
@@ -314,6 +314,35 @@ impl<C: Clock, S: Store> Policy<C, S> {
             self.clock.now(),
         )
     }
+
+    /// Forgets `client`'s state under every tier a request on `endpoint` matches: the
+    /// client starts afresh there, as a key never seen ([`PolicyCheck::reset_at`]).
+    /// A tier kept for every client at once (`per = "global"`) is not the client's, and
+    /// is left alone. What a client has used is read with a [`peek`](Self::peek) of cost
+    /// 0, which consumes nothing.
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy};
+    /// use tollgate::Nanos;
+    /// let policy = Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "default"
+    ///     limit = 2
+    ///     window = "1m"
+    /// "#, FnClock(|| Nanos::ZERO))?;
+    /// policy.allow("acct_123", "/", 2)?;
+    /// assert_eq!(policy.peek("acct_123", "/", 0)?.remaining(), 0);
+    /// policy.reset("acct_123", "/");
+    /// assert_eq!(policy.peek("acct_123", "/", 0)?.remaining(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset(&self, client: &str, endpoint: &str) {
+        self.record(
+            Op::Reset,
+            &Request::new(client, endpoint, 0),
+            self.clock.now(),
+        )
+    }
 }
 
 /// Checks that await the store: for async servers whose store waits on the network
@@ -367,6 +396,13 @@ impl<C: Clock + Sync, S: Store> Policy<C, S> {
     pub async fn refund_async(&self, client: &str, endpoint: &str, cost: u32) {
         let request = Request::new(client, endpoint, cost);
         self.record_async(Op::Refund, &request, self.clock.now())
+            .await
+    }
+
+    /// [`reset`](Self::reset), awaiting the store.
+    pub async fn reset_async(&self, client: &str, endpoint: &str) {
+        let request = Request::new(client, endpoint, 0);
+        self.record_async(Op::Reset, &request, self.clock.now())
             .await
     }
 
@@ -607,14 +643,30 @@ impl<C: Clock + Sync, S: Store> PolicyCheck for Policy<C, S> {
     }
 }
 
-/// The plan of a refund or a charge (`op`) of `request`; `None` for no tier (or an
-/// operation that decides).
+/// The plan of a refund, a charge or a reset (`op`) of `request`; `None` for no tier (or
+/// an operation that decides).
 fn record_plan<'a>(op: Op, set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
     match op {
         Op::Refund => refund_plan(set, request),
         Op::Charge => charge_plan(set, request),
+        Op::Reset => reset_plan(set, request),
         Op::Check | Op::Peek => None,
     }
+}
+
+/// What a reset of `request` forgets: the client's key in each tier it matches but those
+/// every client shares (a global rule's state is not the client's). `None`: no tier.
+fn reset_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
+    let mut all = Plan::new();
+    plan_into(&mut all, set, request, |_| Ok(0)).ok()?;
+    let mut plan = Plan::new();
+    for p in all
+        .iter()
+        .filter(|p| p.rule.partition() == Partition::Client)
+    {
+        plan.push(*p);
+    }
+    (!plan.is_empty()).then_some(plan)
 }
 
 /// What a charge of `request` records in each tier: the work already done, in full (not

@@ -108,12 +108,13 @@ impl<P: PolicyCheck> Metered<P> {
             .collect()
     }
 
-    /// Counts `decision` if `op` is a check (peeks, refunds and charges are not traffic).
+    /// Counts `decision` if `op` is a check (peeks, refunds, charges and resets are not
+    /// traffic).
     #[inline]
     fn observe(&self, op: Op, decision: Option<&PolicyDecision>) {
         match (op, decision) {
             (Op::Check, Some(decision)) => self.count(decision),
-            (Op::Check, None) | (Op::Peek | Op::Refund | Op::Charge, _) => {}
+            (Op::Check, None) | (Op::Peek | Op::Refund | Op::Charge | Op::Reset, _) => {}
         }
     }
 

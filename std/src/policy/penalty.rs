@@ -65,6 +65,13 @@ impl Words {
         }
     }
 
+    /// Puts `client`'s word back to `0` (none), if it has one.
+    fn clear(&self, h: u64) {
+        if let Some(table) = self.table.get() {
+            table.update_resident(h, |word| ((word != 0).then_some(0), ()));
+        }
+    }
+
     fn memory_bytes(&self) -> usize {
         self.table.get().map_or(0, Table::memory_bytes)
     }
@@ -192,12 +199,13 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
     fn effective_for<'a>(&self, op: Op, request: &Request<'a>, now: Nanos) -> Request<'a> {
         match op {
             Op::Check | Op::Peek | Op::Charge => self.effective(request, now),
-            Op::Refund => *request,
+            Op::Refund | Op::Reset => *request,
         }
     }
 
     /// Counts a check's deny against `client`: only a deny by one of the client's own
-    /// tiers (a shared, global tier's deny is not its doing).
+    /// tiers (a shared, global tier's deny is not its doing). A reset lifts the client's
+    /// penalty and forgets its denials.
     #[inline]
     fn observe(&self, op: Op, client: &str, decision: Option<&PolicyDecision>, now: Nanos) {
         match (op, decision) {
@@ -206,8 +214,16 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
                     self.record_denial(client, now);
                 }
             }
+            (Op::Reset, _) => self.lift(client),
             (Op::Check, None) | (Op::Peek | Op::Refund | Op::Charge, _) => {}
         }
+    }
+
+    /// Ends `client`'s penalty now, and forgets the denials counted towards the next one.
+    pub fn lift(&self, client: &str) {
+        let h = fingerprint(client);
+        self.ends.clear(h);
+        self.denials.clear(h);
     }
 
     fn record_denial(&self, client: &str, now: Nanos) {
@@ -236,7 +252,7 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
 
 /// Every operation on the inner policy, blocking or awaited: a check, peek or charge at the
 /// client's penalty divisor (a penalized client pays the penalty's multiple), a refund at
-/// the request's own. The penalty's own state is in process: it counts this process's
+/// the request's own; a reset also [`lift`](AdaptivePenalty::lift)s the client's penalty. The penalty's own state is in process: it counts this process's
 /// denials of the client.
 ///
 /// Why a refund gives back the request's cost at its own divisor, not the penalty's:

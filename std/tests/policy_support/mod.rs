@@ -133,7 +133,7 @@ fn decide(
     }
 }
 
-/// A third-party store, written against the public interface only: one `run` over the four
+/// A third-party store, written against the public interface only: one `run` over the five
 /// operations.
 impl Store for MapStore {
     fn run(
@@ -152,6 +152,13 @@ impl Store for MapStore {
             }
             Op::Charge => {
                 self.charge(plan, now);
+                Ok(())
+            }
+            Op::Reset => {
+                let mut states = self.states.lock().unwrap();
+                for p in plan {
+                    states.remove(&key(p));
+                }
                 Ok(())
             }
         }

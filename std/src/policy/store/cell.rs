@@ -104,6 +104,11 @@ impl Log {
         self.0.drain(..stale);
     }
 
+    /// Forgets every stamp: a fresh key's log.
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+
     /// Decides `cost` at `now` and records it if admitted (a deny changes nothing).
     pub(crate) fn take(
         &mut self,

@@ -351,6 +351,13 @@ impl InProcess {
         }
     }
 
+    /// Every tier's key forgotten in turn.
+    fn reset(&self, plan: &Plan<'_>) {
+        for p in plan {
+            p.tier.store.reset(p.key);
+        }
+    }
+
     /// Every tier charged in turn.
     fn charge(&self, plan: &Plan<'_>, now: Nanos) {
         for p in plan {
@@ -380,6 +387,10 @@ impl Store for InProcess {
             }
             Op::Charge => {
                 self.charge(plan, now);
+                Ok(())
+            }
+            Op::Reset => {
+                self.reset(plan);
                 Ok(())
             }
         }

@@ -49,6 +49,9 @@ pub enum Op {
     Refund,
     /// Record each tier's cost whatever the limits say (work already done).
     Charge,
+    /// Forget each tier's state for the key, as if it had never been seen (an operator
+    /// lifting a client's limits: see [`Policy::reset`](super::Policy::reset)).
+    Reset,
 }
 
 impl Op {
@@ -57,7 +60,7 @@ impl Op {
     pub const fn decides(self) -> bool {
         match self {
             Op::Check | Op::Peek => true,
-            Op::Refund | Op::Charge => false,
+            Op::Refund | Op::Charge | Op::Reset => false,
         }
     }
 }
@@ -75,7 +78,11 @@ impl Op {
 ///   current state (the request did not count);
 /// - [`Op::Peek`] writes what a check would decide, recording nothing;
 /// - [`Op::Refund`] and [`Op::Charge`] give back or record each tier's `cost` at `now`,
-///   and leave `outcomes` alone (the policy passes none).
+///   and leave `outcomes` alone (the policy passes none);
+/// - [`Op::Reset`] forgets each tier's state for its key (a fresh key from then on), and
+///   whatever the store keeps about it besides (cached denies, permits leased to this
+///   process); it ignores `cost` and leaves `outcomes` alone. A check of the key racing the
+///   reset counts either before it (forgotten) or after (kept).
 ///
 /// [`run_async`](Self::run_async) is the same operation awaited. By default it runs
 /// [`run`](Self::run) when first polled and is then ready, which is right for a store that

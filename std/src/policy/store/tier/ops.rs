@@ -1,6 +1,7 @@
 //! The operations on a key of a tier store other than a take: a charge (work already done),
-//! a peek (records nothing), the undo of a take another tier denied, and a refund. Each
-//! follows successor links when a reload retired the store (see the parent module docs).
+//! a peek (records nothing), the undo of a take another tier denied, a refund and a reset.
+//! Each follows successor links when a reload retired the store (see the parent module
+//! docs).
 
 use tollgate_core::{Algorithm, Decision, InsufficientCapacity, Nanos};
 
@@ -48,6 +49,42 @@ impl TierStore {
         match upsert {
             Upsert::Closed => None,
             Upsert::Done(()) | Upsert::Full => Some(()),
+        }
+    }
+
+    /// Forgets `key`'s state (a fresh key from then on) in this store and in every
+    /// generation before and after it: oldest first, so a carry racing the reset moves a
+    /// state either already forgotten or forgotten after it (never one the reset missed).
+    /// A take racing it counts before the reset (forgotten) or after (kept).
+    pub fn reset(&self, key: u64) {
+        self.forget_from_oldest(key);
+        let mut next = self.successor();
+        while let Some(store) = next {
+            store.forget_here(key);
+            next = store.successor();
+        }
+    }
+
+    /// Forgets `h` in this store's older generations, oldest first, then in this one.
+    fn forget_from_oldest(&self, h: u64) {
+        if let Some(old) = self.predecessor() {
+            old.forget_from_oldest(h);
+        }
+        self.forget_here(h);
+    }
+
+    /// Forgets `h` here: a word back to the fresh state (0, as [`TierCell::fresh`]), a log
+    /// emptied. The key stays resident, idle: the first to go when the table is full.
+    fn forget_here(&self, h: u64) {
+        match self.cells.get() {
+            Some(Cells::Words { table, .. }) => {
+                let fresh = TierCell::fresh(&self.algorithm).word();
+                table.update_resident(h, |state| ((state != fresh).then_some(fresh), ()));
+            }
+            Some(Cells::Logs { cells, .. }) => {
+                cells.with_existing(h, Log::clear);
+            }
+            None => {}
         }
     }
 

@@ -1,11 +1,12 @@
 //! The HTTP API, for every language that is not Envoy: `POST /v1/check` (the gRPC
 //! service's question as JSON), `/healthz`, `/readyz`, `/metrics`; and the admin routes,
-//! `GET /v1/rules` and `POST /v1/reload`, served only on the admin listener or behind the
-//! admin token (see [`admin`]).
+//! `GET /v1/rules`, `POST /v1/reload` and a client's state, `GET` / `DELETE
+//! /v1/clients/{domain}?key=value&…` (the descriptor's entries in order), served only on
+//! the admin listener or behind the admin token (see [`admin`]).
 
 use std::sync::Arc;
 
-use axum::extract::{Json, State};
+use axum::extract::{Json, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,7 +15,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::{Deserialize, Serialize};
 use tollgate::Nanos;
 
-use crate::engine::{count, Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
+use crate::engine::{
+    count, Ask, AskDescriptor, ClientError, Code, Engine, Refusal, Status, Verdict,
+};
 
 /// What the routes share.
 #[derive(Clone)]
@@ -105,6 +108,7 @@ pub(crate) fn admin(api: Api, token: Option<Arc<str>>) -> Router {
     Router::new()
         .route("/v1/rules", get(rules))
         .route("/v1/reload", post(reload))
+        .route("/v1/clients/{domain}", get(inspect).delete(reset))
         .route_layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
             let token = token.clone();
             async move {
@@ -269,5 +273,73 @@ async fn reload(State(api): State<Api>) -> Response {
             Json(serde_json::json!({ "error": e.to_string(), "version": api.engine.version() })),
         )
             .into_response(),
+    }
+}
+
+/// `GET /v1/clients/{domain}?key=value&…`: the state of the client the descriptor with
+/// those entries (in order) is counted as, charging nothing.
+async fn inspect(
+    State(api): State<Api>,
+    Path(domain): Path<String>,
+    Query(entries): Query<Vec<(String, String)>>,
+) -> Response {
+    client(&api, &domain, &entries, false).await
+}
+
+/// `DELETE /v1/clients/{domain}?key=value&…`: forgets that client's state (a fresh
+/// client from now on), then answers its state as `GET` does.
+async fn reset(
+    State(api): State<Api>,
+    Path(domain): Path<String>,
+    Query(entries): Query<Vec<(String, String)>>,
+) -> Response {
+    let answer = client(&api, &domain, &entries, true).await;
+    if answer.status().is_success() {
+        tracing::info!(%domain, ?entries, "client reset by the admin API");
+    }
+    answer
+}
+
+/// A client's state as JSON: 404 if no limit applies to it, 400 for a question the engine
+/// refuses, 503 if the store did not take a reset.
+async fn client(api: &Api, domain: &str, entries: &[(String, String)], reset: bool) -> Response {
+    let entries: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    match api.engine.client(domain, &entries, reset).await {
+        Ok(Some(state)) => {
+            let tiers: Vec<_> = state
+                .tiers
+                .iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "name": &*t.name,
+                        "quota": t.quota,
+                        "remaining": t.remaining,
+                        "reset_after_ms": millis(t.reset_after),
+                    })
+                })
+                .collect();
+            Json(serde_json::json!({
+                "domain": domain,
+                "reset": reset,
+                "status": status_answer(state.status),
+                "tiers": tiers,
+            }))
+            .into_response()
+        }
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            error_body("no limit applies to this descriptor"),
+        )
+            .into_response(),
+        Err(e @ ClientError::Refused(_)) => {
+            (StatusCode::BAD_REQUEST, error_body(&e.to_string())).into_response()
+        }
+        Err(e @ ClientError::StoreFailed) => {
+            tracing::error!(%domain, ?entries, "a client reset failed: {e}");
+            (StatusCode::SERVICE_UNAVAILABLE, error_body(&e.to_string())).into_response()
+        }
     }
 }

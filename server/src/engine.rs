@@ -87,6 +87,56 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// Why a client's state was not read or reset ([`Engine::client`]).
+#[derive(Debug)]
+pub(crate) enum ClientError {
+    /// The question is not one the engine answers.
+    Refused(Refusal),
+    /// The store did not take the reset (Redis failed: the client keeps its state).
+    StoreFailed,
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Refused(refusal) => write!(f, "{refusal}"),
+            ClientError::StoreFailed => write!(
+                f,
+                "the store did not take the reset: the client keeps its state (see the server's log and tollgate_redis metrics)"
+            ),
+        }
+    }
+}
+
+/// A client's state ([`Engine::client`]): its descriptor's status as a check of cost 0
+/// would report it, and each tier behind it.
+#[derive(Debug)]
+pub(crate) struct ClientState {
+    pub(crate) status: Status,
+    /// Empty for a limit that keeps no state (`unlimited`, a block).
+    pub(crate) tiers: Vec<TierState>,
+}
+
+impl ClientState {
+    fn stateless(status: Status) -> ClientState {
+        ClientState {
+            status,
+            tiers: Vec::new(),
+        }
+    }
+}
+
+/// One tier of a [`ClientState`].
+#[derive(Debug)]
+pub(crate) struct TierState {
+    pub(crate) name: Box<str>,
+    /// The quota the client can spend at once (the `q` of `RateLimit-Policy`).
+    pub(crate) quota: u64,
+    pub(crate) remaining: u64,
+    /// When the tier is whole again.
+    pub(crate) reset_after: Nanos,
+}
+
 /// Why rules were not applied (the old ones stay).
 #[derive(Debug)]
 pub(crate) enum ReloadError {
@@ -423,6 +473,76 @@ impl Engine {
             statuses,
             headers,
         })
+    }
+
+    /// The state of the client a descriptor of `domain` with `entries` is counted as,
+    /// without charging it: `None` if no limit applies to it. With `reset`, the client's
+    /// state is forgotten first (an operator lifting a wrong limit); `Err` names what
+    /// failed (a refusal of the question, or a store that did not take the reset).
+    pub(crate) async fn client(
+        &self,
+        domain: &str,
+        entries: &[(&str, &str)],
+        reset: bool,
+    ) -> Result<Option<ClientState>, ClientError> {
+        if domain.is_empty() {
+            return Err(ClientError::Refused(Refusal::NoDomain));
+        }
+        if entries.is_empty() {
+            return Err(ClientError::Refused(Refusal::EmptyDescriptor(0)));
+        }
+        if entries.len() > MAX_ENTRIES {
+            return Err(ClientError::Refused(Refusal::TooMany(
+                "entries in a descriptor",
+                MAX_ENTRIES,
+            )));
+        }
+        let domains = self.domains.load();
+        let Some(limit) = domains.resolve(domain, entries) else {
+            return Ok(None);
+        };
+        if limit.unlimited {
+            return Ok(Some(ClientState::stateless(Status::UNLIMITED)));
+        }
+        if !limit.has_rule() {
+            // Blocked: over the limit whatever the state (there is none).
+            let blocked = status(limit, &[], Some(!limit.shadow_mode));
+            return Ok(Some(ClientState::stateless(blocked)));
+        }
+        let mut key = String::new();
+        client_key(domain, entries, &mut key);
+        let limiter = self.limiter(limit);
+        if reset && !limiter.reset(&Request::new(&key, &limit.endpoint, 0)).await {
+            return Err(ClientError::StoreFailed);
+        }
+        let undecidable = |e: tollgate::InsufficientCapacity| {
+            ClientError::Refused(Refusal::Undecidable(e.to_string()))
+        };
+        // The state (a cost of 0 takes and changes nothing), and whether one more request
+        // would be admitted.
+        let state = limiter
+            .peek(&Request::new(&key, &limit.endpoint, 0))
+            .await
+            .map_err(undecidable)?;
+        let next = limiter
+            .peek(&Request::new(&key, &limit.endpoint, 1))
+            .await
+            .map_err(undecidable)?;
+        let tiers: ArrayVec<&TierOutcome, MAX_TIERS> = state.tiers().iter().collect();
+        let mut s = status(limit, &tiers, Some(!next.allowed() && !limit.shadow_mode));
+        s.retry_after = (!next.allowed()).then(|| next.retry_after());
+        Ok(Some(ClientState {
+            status: s,
+            tiers: tiers
+                .iter()
+                .map(|t| TierState {
+                    name: t.name().into(),
+                    quota: t.quota(),
+                    remaining: t.decision.remaining,
+                    reset_after: t.decision.reset_after,
+                })
+                .collect(),
+        }))
     }
 
     /// The policy `limit` is decided on.

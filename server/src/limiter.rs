@@ -1,7 +1,10 @@
 //! [`Limiter`]: the server's policy on the store it was started with — in this process
 //! (one node) or on Redis (a fleet of servers) — with the operations the service needs.
 
-use tollgate::policy::{BatchDecision, BatchError, Policy, PolicyConfigError, Request};
+use tollgate::policy::{
+    BatchDecision, BatchError, Policy, PolicyConfigError, PolicyDecision, Request,
+};
+use tollgate::InsufficientCapacity;
 use tollgate::MonotonicClock;
 use tollgate_redis::RedisStore;
 
@@ -35,6 +38,43 @@ impl Limiter {
                 policy
                     .refund_async(request.client, request.endpoint, request.cost)
                     .await;
+            }
+        }
+    }
+
+    /// What `request` would get now; consumes nothing (a cost of 0 reads the state).
+    pub(crate) async fn peek(
+        &self,
+        request: &Request<'_>,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        match self {
+            Limiter::InProcess(policy) => {
+                policy.peek(request.client, request.endpoint, request.cost)
+            }
+            Limiter::Redis(policy) => {
+                policy
+                    .peek_async(request.client, request.endpoint, request.cost)
+                    .await
+            }
+        }
+    }
+
+    /// Forgets `request.client`'s state under `request`'s tiers: whether the store took
+    /// the reset. On Redis a failed call is counted in the store's `degraded` (and logged
+    /// by it; the key keeps its state there), so an unchanged count says every call of the
+    /// reset was taken. The test errs one way only: another call failing at the same
+    /// moment can make a reset that took read as failed, never the reverse, and a reset
+    /// is idempotent, so the operator's retry is safe.
+    pub(crate) async fn reset(&self, request: &Request<'_>) -> bool {
+        match self {
+            Limiter::InProcess(policy) => {
+                policy.reset(request.client, request.endpoint);
+                true
+            }
+            Limiter::Redis(policy) => {
+                let before = policy.backend().stats().degraded;
+                policy.reset_async(request.client, request.endpoint).await;
+                policy.backend().stats().degraded == before
             }
         }
     }

@@ -111,6 +111,61 @@ fn two_servers_on_one_redis_admit_exactly_the_limit() {
     });
 }
 
+/// An operator resets a client on one server: the state lives in Redis, so the other
+/// server sees it whole again too.
+#[test]
+fn a_reset_on_one_server_is_seen_by_the_fleet() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let args = [
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "reset",
+        "--admin",
+        "127.0.0.1:0",
+    ];
+    let a = Server::start(RULES, &args, &[]);
+    let b = Server::start_on(&a.rules, &args, &[]);
+    let body =
+        r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"account","value":"acct_9"}]}]}"#;
+    let mut admitted = 0;
+    for i in 0..24 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        if http(server.http, "POST", "/v1/check", &[], body).status == 200 {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 20);
+    let path = "/v1/clients/fleet?account=acct_9";
+    for server in [&a, &b] {
+        let state = http(server.admin.unwrap(), "GET", path, &[], "").json();
+        assert_eq!(state["status"]["code"], "OVER_LIMIT", "{state}");
+        assert_eq!(state["status"]["remaining"], 0);
+    }
+    let reset = http(a.admin.unwrap(), "DELETE", path, &[], "");
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    let seen = http(b.admin.unwrap(), "GET", path, &[], "").json();
+    assert_eq!(seen["status"]["remaining"], 20, "{seen}");
+    // The server that reset admits at once; the other once its cached deny is gone (the
+    // store's deny cache lives at most a second by default: it cannot see another
+    // process's reset).
+    assert_eq!(http(a.http, "POST", "/v1/check", &[], body).status, 200);
+    let start = std::time::Instant::now();
+    while http(b.http, "POST", "/v1/check", &[], body).status != 200 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A reset Redis does not take is the operator's 503, and says so.
+    drop(redis);
+    let failed = http(a.admin.unwrap(), "DELETE", path, &[], "");
+    assert_eq!(failed.status, 503, "{}", failed.body);
+    assert!(failed.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("the client keeps its state"));
+}
+
 #[test]
 fn a_server_whose_redis_does_not_answer_is_not_ready() {
     let mut redis = RedisServer::start();

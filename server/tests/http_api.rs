@@ -223,6 +223,69 @@ fn admin_routes_are_off_by_default_and_behind_the_token() {
 }
 
 #[test]
+fn an_operator_inspects_and_resets_a_client() {
+    let server = Server::start(RULES, &["--admin", "127.0.0.1:0"], &[]);
+    let admin = server.admin.unwrap();
+    // Not on the public listener.
+    assert_eq!(
+        http(server.http, "GET", "/v1/clients/api?user=alice", &[], "").status,
+        404
+    );
+    let alice = r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}"#;
+    let fresh = http(admin, "GET", "/v1/clients/api?user=alice", &[], "");
+    assert_eq!(fresh.status, 200, "{}", fresh.body);
+    assert_eq!(fresh.json()["status"]["code"], "OK");
+    assert_eq!(fresh.json()["status"]["remaining"], 2);
+    for _ in 0..2 {
+        assert_eq!(check(&server, alice).status, 200);
+    }
+    // Spent: inspecting says so, with the wait, and charges nothing (twice, same answer).
+    for _ in 0..2 {
+        let spent = http(admin, "GET", "/v1/clients/api?user=alice", &[], "");
+        let json = spent.json();
+        assert_eq!(json["reset"], false);
+        assert_eq!(json["status"]["code"], "OVER_LIMIT", "{json}");
+        assert_eq!(json["status"]["remaining"], 0);
+        assert!(json["status"]["retry_after_ms"].as_u64().unwrap() > 0);
+        assert_eq!(json["tiers"].as_array().unwrap().len(), 1, "{json}");
+        assert_eq!(json["tiers"][0]["quota"], 2);
+        assert_eq!(json["tiers"][0]["remaining"], 0);
+    }
+    // Another client is untouched by alice's state.
+    let bob = http(admin, "GET", "/v1/clients/api?user=bob", &[], "");
+    assert_eq!(bob.json()["status"]["remaining"], 2);
+    // The reset: alice is whole again, and admitted.
+    let reset = http(admin, "DELETE", "/v1/clients/api?user=alice", &[], "");
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    assert_eq!(reset.json()["reset"], true);
+    assert_eq!(reset.json()["status"]["code"], "OK");
+    assert_eq!(reset.json()["status"]["remaining"], 2);
+    assert_eq!(check(&server, alice).status, 200);
+    assert_eq!(
+        http(admin, "GET", "/v1/clients/api?user=alice", &[], "").json()["status"]["remaining"],
+        1
+    );
+    // tollgate's own tiers: each one's state.
+    let gold =
+        r#"{"domain":"api","hits":3,"descriptors":[{"entries":[{"key":"plan","value":"gold"}]}]}"#;
+    assert_eq!(check(&server, gold).status, 200);
+    let tiers = http(admin, "GET", "/v1/clients/api?plan=gold", &[], "").json()["tiers"].clone();
+    assert_eq!(tiers[0]["name"], "burst", "{tiers}");
+    assert_eq!(tiers[0]["remaining"], 2);
+    assert_eq!(tiers[1]["name"], "daily");
+    assert_eq!(tiers[1]["remaining"], 997);
+    // No limit applies: 404; a bad question: 400 naming it.
+    let none = http(admin, "GET", "/v1/clients/api?x=y", &[], "");
+    assert_eq!(none.status, 404, "{}", none.body);
+    let none = http(admin, "DELETE", "/v1/clients/other?user=alice", &[], "");
+    assert_eq!(none.status, 404, "{}", none.body);
+    let empty = http(admin, "GET", "/v1/clients/api", &[], "");
+    assert_eq!(empty.status, 400, "{}", empty.body);
+    assert_eq!(empty.json()["error"], "descriptors[0]: no entries");
+    assert!(server.log().contains("client reset by the admin API"));
+}
+
+#[test]
 fn a_stop_with_a_connection_open_ends_after_the_grace() {
     let server = Server::start(RULES, &["--shutdown-grace", "500ms"], &[]);
     // A gRPC client that keeps its connection open and is never polled again, as an

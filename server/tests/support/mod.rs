@@ -51,7 +51,8 @@ impl Server {
 
     /// Starts the server on the rules at `rules`.
     pub(crate) fn start_on(rules: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let stderr = rules.with_extension(format!("stderr-{}", rand_suffix()));
+        // In a directory of the test's own, never beside a rules file of the repository.
+        let stderr = temp_dir().join("stderr");
         let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate-server"));
         command
             .arg("--config")
@@ -137,11 +138,6 @@ impl Drop for Server {
             let _ = child.wait();
         }
     }
-}
-
-fn rand_suffix() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A descriptor of `(key, value)` entries.

@@ -9,11 +9,17 @@
 //! | an error answered by the server, or a fallback that could not decide | `debug`: the cause | |
 //! | Redis failed, and has not answered since (set at the failure, cleared by its next answer) | `info` when it answers again | `tollgate_redis_degraded{prefix}` (gauge: 1 while degraded, 0 once it answers) |
 //!
+//! | a fleet rules follower applied a published version | `info`: prefix, version, what changed | `tollgate_fleet_rules_total{prefix,outcome="applied"}`, gauge `tollgate_fleet_rules_version{prefix}` |
+//! | the policy refused a published version (the rules in force kept) | `warn`: the version, the one kept, the error | `tollgate_fleet_rules_total{prefix,outcome="refused"}` |
+//! | a poll of the fleet rules failed | `warn` when polls start failing, `info` when one succeeds again | `tollgate_fleet_rules_total{prefix,outcome="failed"}` |
+//!
 //! A leased store's counts go through the facade too: see `leased::stats`.
 //!
 //! Keys and clients are never logged or used as labels.
 
 use std::time::Duration;
+
+use tollgate::policy::{PolicyConfigError, ReloadReport};
 
 use super::FailureCause;
 
@@ -80,4 +86,68 @@ pub(crate) fn degraded(prefix: &str, degraded: bool) {
         tracing::info!(prefix, "tollgate-redis: Redis answers again");
     }
     let _ = (prefix, degraded);
+}
+
+/// Reports that a fleet rules follower of `prefix` applied published `version`.
+pub(crate) fn fleet_rules_applied(prefix: &str, version: u64, report: &ReloadReport) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!("tollgate_fleet_rules_total", "prefix" => prefix.to_owned(), "outcome" => "applied")
+            .increment(1);
+        // A version is far below 2^53: exact as a gauge.
+        #[allow(clippy::cast_precision_loss)]
+        metrics::gauge!("tollgate_fleet_rules_version", "prefix" => prefix.to_owned())
+            .set(version as f64);
+    }
+    #[cfg(feature = "tracing")]
+    tracing::info!(prefix, version, %report, "tollgate-redis: fleet rules applied");
+    let _ = (prefix, version, report);
+}
+
+/// Reports that the policy refused published `version` of `prefix`'s fleet rules, keeping
+/// `kept` (`None`: its own rules).
+pub(crate) fn fleet_rules_refused(
+    prefix: &str,
+    version: u64,
+    kept: Option<u64>,
+    error: &PolicyConfigError,
+) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("tollgate_fleet_rules_total", "prefix" => prefix.to_owned(), "outcome" => "refused")
+        .increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        prefix,
+        version,
+        kept = kept.unwrap_or(0),
+        %error,
+        "tollgate-redis: fleet rules refused; the rules in force kept"
+    );
+    let _ = (prefix, version, kept, error);
+}
+
+/// Counts a poll of `prefix`'s fleet rules that failed.
+pub(crate) fn fleet_rules_failed(prefix: &str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("tollgate_fleet_rules_total", "prefix" => prefix.to_owned(), "outcome" => "failed")
+        .increment(1);
+    let _ = prefix;
+}
+
+/// Reports that polls of `prefix`'s fleet rules started failing (once, until one succeeds).
+pub(crate) fn fleet_rules_unreachable(prefix: &str, error: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        prefix,
+        error,
+        "tollgate-redis: fleet rules unreachable; the rules in force kept until Redis answers"
+    );
+    let _ = (prefix, error);
+}
+
+/// Reports that polls of `prefix`'s fleet rules succeed again.
+pub(crate) fn fleet_rules_reachable(prefix: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(prefix, "tollgate-redis: fleet rules reachable again");
+    let _ = prefix;
 }

@@ -126,3 +126,19 @@ impl TierKey {
         }
     }
 }
+
+/// The hash tag of the fleet rules' keys. A tier key's rule part has its `{` escaped, so
+/// `{prefix}:{#rules}…` is never a tier's key; both keys of one prefix share a slot.
+const RULES_TAG: &str = "{#rules}";
+
+/// The key of the fleet rules document under `prefix` (a hash: `version`, `rules`,
+/// `published_ms`), also the name of the channel its versions are announced on.
+pub(super) fn rules_key(prefix: &str) -> String {
+    format!("{prefix}:{RULES_TAG}")
+}
+
+/// The key of the versions the processes following `prefix`'s fleet rules run (a hash:
+/// process → `version unix_ms`).
+pub(super) fn running_key(prefix: &str) -> String {
+    format!("{prefix}:{RULES_TAG}:running")
+}

@@ -166,6 +166,7 @@ mod deny_cache;
 mod error;
 mod events;
 mod fallback;
+mod fleet_rules;
 mod keys;
 mod leased;
 mod reply;
@@ -179,6 +180,10 @@ pub use config::{
     MAX_TTL_SLACK, MAX_WAIT,
 };
 pub use error::{BuildError, FailureCause};
+pub use fleet_rules::{
+    FleetRules, FleetRulesConfig, FleetRulesError, FleetRulesStatus, RunningVersion,
+    DEFAULT_POLL_INTERVAL, DEFAULT_RULES_TIMEOUT,
+};
 pub use leased::{LeaseStats, LeasedStore};
 // The fuzzing entry point only (see `reply`).
 #[cfg(fuzzing)]

@@ -182,7 +182,8 @@ pub use tollgate::policy::MAX_LOG_COST;
 ///   clock); with [`TimeSource::Server`] the store's monotonic clock (the policy's clock may
 ///   be unrelated to the server's, whose retry time is a duration of real time). And for
 ///   at most [`RedisConfig::with_deny_cache_max_age`] (1 s by default): what this process
-///   cannot see (an operator's `DEL` of the key, a `FLUSHALL`, a restarted server) may
+///   cannot see (a reset by another process, an operator's `DEL` of the key, a
+///   `FLUSHALL`, a restarted server) may
 ///   have freed the key since, and a daily quota's deny would otherwise stand until
 ///   midnight. [`forget_denies`](RedisStore::forget_denies) drops a client's cached denies
 ///   at once (what a reset of its state calls).

@@ -14,25 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use super::{PolicyConfigError, ReloadReport, ReloadToml};
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use tollgate_core::Clock;
-
-use super::{Policy, PolicyConfigError, ReloadReport, Store};
-
-/// What [`RulesFile`] reloads: a [`Policy`] over any clock and store, or anything else
-/// that takes a TOML rules file.
-pub trait ReloadToml {
-    /// Replaces the rules by those of `text` ([`Policy::reload_toml`]); on error keeps the
-    /// rules in force.
-    fn reload_toml(&self, text: &str) -> Result<ReloadReport, PolicyConfigError>;
-}
-
-impl<C: Clock, S: Store> ReloadToml for Policy<C, S> {
-    fn reload_toml(&self, text: &str) -> Result<ReloadReport, PolicyConfigError> {
-        Policy::reload_toml(self, text)
-    }
-}
 
 /// The default debounce: how long the events must be quiet before the file is read.
 const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
@@ -80,7 +64,7 @@ const MAX_DEBOUNCES: u32 = 10;
 /// the file and calls the policy's `reload_toml`, so the reload never runs on an async
 /// runtime's worker. It reloads on change only: the policy already has its rules when the
 /// watch starts. The policy's own reload events say what each reload changed (a `tracing`
-/// event, `metrics` counters; see [`Policy::reload`]).
+/// event, `metrics` counters; see [`Policy::reload`](super::Policy::reload)).
 ///
 /// The rules in force are kept, and the attempt is counted in [`RulesFile::status`], when
 /// - the file cannot be read (it is missing, or not UTF-8): also a `tracing` `warn` under

@@ -19,8 +19,6 @@
 
 use std::time::Duration;
 
-use tollgate::policy::{PolicyConfigError, ReloadReport};
-
 use super::FailureCause;
 
 /// The label of `cause` in `tollgate_redis_failures_total`.
@@ -89,7 +87,7 @@ pub(crate) fn degraded(prefix: &str, degraded: bool) {
 }
 
 /// Reports that a fleet rules follower of `prefix` applied published `version`.
-pub(crate) fn fleet_rules_applied(prefix: &str, version: u64, report: &ReloadReport) {
+pub(crate) fn fleet_rules_applied(prefix: &str, version: u64, report: &dyn std::fmt::Display) {
     #[cfg(feature = "metrics")]
     {
         metrics::counter!("tollgate_fleet_rules_total", "prefix" => prefix.to_owned(), "outcome" => "applied")
@@ -110,7 +108,7 @@ pub(crate) fn fleet_rules_refused(
     prefix: &str,
     version: u64,
     kept: Option<u64>,
-    error: &PolicyConfigError,
+    error: &dyn std::fmt::Display,
 ) {
     #[cfg(feature = "metrics")]
     metrics::counter!("tollgate_fleet_rules_total", "prefix" => prefix.to_owned(), "outcome" => "refused")

@@ -19,7 +19,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, FromRedisValue, RedisError, Script};
 use tokio::sync::watch;
-use tollgate::policy::{PolicyConfig, PolicyConfigError, ReloadToml};
+use tollgate::policy::{PolicyConfig, ReloadToml};
 
 use super::keys::{rules_key, running_key, validate_name};
 use super::{events, BuildError, RedisTarget};
@@ -148,8 +148,10 @@ fn default_process_name() -> String {
 #[non_exhaustive]
 pub enum FleetRulesError {
     /// The document was refused before it reached Redis: its rules are wrong, or it has
-    /// none (see [`PolicyConfig::from_toml`]). Nothing was published.
-    Rules(PolicyConfigError),
+    /// none. Nothing was published. From [`FleetRules::publish`], a
+    /// [`PolicyConfigError`](tollgate::policy::PolicyConfigError) (downcast to read its
+    /// path); from [`FleetRules::publish_with`], the check's own error.
+    Rules(Box<dyn std::error::Error + Send + Sync>),
     /// Redis failed, or did not answer within the timeout: what it said.
     Redis(String),
     /// The follower's thread could not be started.
@@ -168,7 +170,14 @@ impl fmt::Display for FleetRulesError {
     }
 }
 
-impl std::error::Error for FleetRulesError {}
+impl std::error::Error for FleetRulesError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FleetRulesError::Rules(e) => Some(&**e),
+            FleetRulesError::Redis(_) | FleetRulesError::Thread(_) => None,
+        }
+    }
+}
 
 impl From<RedisError> for FleetRulesError {
     fn from(e: RedisError) -> Self {
@@ -315,6 +324,23 @@ impl FleetRules {
     where
         R: ReloadToml + Send + Sync + 'static,
     {
+        FleetRules::follow_with(move |text| rules.reload_toml(text), target, config)
+    }
+
+    /// [`follow`](Self::follow) for rules in a format of the caller's: `apply` is called,
+    /// on the follower's thread, with each version's document; `Ok` says what changed, `Err`
+    /// why it was refused (the rules in force kept, the version not tried again). What a
+    /// server with a config format of its own plugs in.
+    pub fn follow_with<F, D, E>(
+        apply: F,
+        target: RedisTarget,
+        config: FleetRulesConfig,
+    ) -> Result<FleetRules, FleetRulesError>
+    where
+        F: FnMut(&str) -> Result<D, E> + Send + 'static,
+        D: fmt::Display,
+        E: fmt::Display,
+    {
         let shared = Arc::new(Shared {
             status: Mutex::new(FleetRulesStatus::default()),
         });
@@ -325,7 +351,7 @@ impl FleetRules {
             .map_err(|e| FleetRulesError::Thread(e.to_string()))?;
         let follower = Follower {
             shared: Arc::clone(&shared),
-            rules,
+            apply,
             target,
             config,
             link: None,
@@ -362,7 +388,24 @@ impl FleetRules {
         config: &FleetRulesConfig,
         text: &str,
     ) -> Result<u64, FleetRulesError> {
-        PolicyConfig::from_toml(text).map_err(FleetRulesError::Rules)?;
+        FleetRules::publish_with(target, config, text, |text| {
+            PolicyConfig::from_toml(text).map(drop)
+        })
+        .await
+    }
+
+    /// [`publish`](Self::publish) for rules in a format of the caller's, checked by
+    /// `check` (the followers' [`follow_with`](Self::follow_with) applies them).
+    pub async fn publish_with<E>(
+        target: &RedisTarget,
+        config: &FleetRulesConfig,
+        text: &str,
+        check: impl FnOnce(&str) -> Result<(), E>,
+    ) -> Result<u64, FleetRulesError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        check(text).map_err(|e| FleetRulesError::Rules(Box::new(e)))?;
         let key = rules_key(&config.prefix);
         let mut link = Link::connect(target, config.timeout).await?;
         let now_ms = unix_ms();
@@ -555,9 +598,10 @@ fn unix_ms() -> u64 {
 }
 
 /// The follower's thread.
-struct Follower<R> {
+struct Follower<F> {
     shared: Arc<Shared>,
-    rules: Arc<R>,
+    /// Applies a version's document.
+    apply: F,
     target: RedisTarget,
     config: FleetRulesConfig,
     /// The connection of the polls, made again after a failure.
@@ -571,7 +615,12 @@ struct Follower<R> {
     failing: bool,
 }
 
-impl<R: ReloadToml> Follower<R> {
+impl<F, D, E> Follower<F>
+where
+    F: FnMut(&str) -> Result<D, E>,
+    D: fmt::Display,
+    E: fmt::Display,
+{
     /// Polls and applies until told to stop, waking early on each announcement.
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let channel = rules_key(&self.config.prefix);
@@ -691,7 +740,7 @@ impl<R: ReloadToml> Follower<R> {
     fn apply(&mut self, version: (u64, u64), text: &str) {
         let prefix = &self.config.prefix;
         let number = version.0;
-        match self.rules.reload_toml(text) {
+        match (self.apply)(text) {
             Ok(report) => {
                 self.applied = Some(version);
                 events::fleet_rules_applied(prefix, number, &report);

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tollgate::Nanos;
 
 use crate::engine::{
-    count, Ask, AskDescriptor, ClientError, Code, Engine, Refusal, Status, Verdict,
+    count, Ask, AskDescriptor, ClientError, Code, Engine, Refusal, ReloadError, Status, Verdict,
 };
 
 /// What the routes share.
@@ -24,6 +24,9 @@ use crate::engine::{
 pub(crate) struct Api {
     pub(crate) engine: Arc<Engine>,
     pub(crate) metrics: PrometheusHandle,
+    /// The fleet rules this server follows (`--fleet-rules`), whose status `/v1/rules`
+    /// shows.
+    pub(crate) fleet: Option<Arc<tollgate_redis::FleetRules>>,
 }
 
 /// `POST /v1/check`'s body.
@@ -257,9 +260,21 @@ async fn metrics(State(api): State<Api>) -> Response {
 
 async fn rules(State(api): State<Api>) -> Response {
     let domains = api.engine.domains();
+    let fleet = api.fleet.as_ref().map(|fleet| {
+        let status = fleet.status();
+        serde_json::json!({
+            "version": status.version,
+            "latest": status.latest,
+            "subscribed": status.subscribed,
+            "refused": status.refused,
+            "failures": status.failures,
+            "last_error": status.last_error,
+        })
+    });
     Json(serde_json::json!({
         "version": api.engine.version(),
         "source": api.engine.source().display().to_string(),
+        "fleet": fleet,
         "domains": domains.summary(),
     }))
     .into_response()
@@ -268,6 +283,11 @@ async fn rules(State(api): State<Api>) -> Response {
 async fn reload(State(api): State<Api>) -> Response {
     match api.engine.reload().await {
         Ok(version) => Json(serde_json::json!({ "version": version })).into_response(),
+        Err(e @ ReloadError::FollowsTheFleet) => (
+            StatusCode::CONFLICT,
+            Json(serde_json::json!({ "error": e.to_string(), "version": api.engine.version() })),
+        )
+            .into_response(),
         Err(e) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(serde_json::json!({ "error": e.to_string(), "version": api.engine.version() })),

@@ -24,12 +24,18 @@ pub(crate) struct Options {
     /// How long a stop waits for open connections (Envoy keeps its own open) before it
     /// closes them.
     pub(crate) shutdown_grace: std::time::Duration,
+    /// Whether the rules follow those the fleet published on Redis under the prefix
+    /// (`--fleet-rules`; `--config` is then where they start from).
+    pub(crate) fleet_rules: bool,
+    /// Publish `--config` to the fleet and exit (`--publish`), instead of serving.
+    pub(crate) publish: bool,
 }
 
 /// The usage line.
 pub(crate) const USAGE: &str = "usage: tollgate-server --config FILE_OR_DIR \
 [--grpc ADDR (127.0.0.1:8081)] [--http ADDR (127.0.0.1:8080)] [--admin ADDR] \
-[--redis URL] [--redis-prefix PREFIX (tollgate)] [--response-headers] [--shutdown-grace DURATION (10s)]
+[--redis URL] [--redis-prefix PREFIX (tollgate)] [--fleet-rules] [--response-headers] [--shutdown-grace DURATION (10s)]
+       tollgate-server --config FILE_OR_DIR --redis URL [--redis-prefix PREFIX] --publish
 environment: TOLLGATE_ADMIN_TOKEN (admin routes on the HTTP listener, behind this bearer token), \
 RUST_LOG (log filter, default info)";
 
@@ -48,6 +54,8 @@ impl Options {
             redis_prefix: "tollgate".to_owned(),
             response_headers: false,
             shutdown_grace: std::time::Duration::from_secs(10),
+            fleet_rules: false,
+            publish: false,
         };
         while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
             match arg {
@@ -58,6 +66,8 @@ impl Options {
                 Long("redis") => options.redis = Some(value(&mut parser)?),
                 Long("redis-prefix") => options.redis_prefix = value(&mut parser)?,
                 Long("response-headers") => options.response_headers = true,
+                Long("fleet-rules") => options.fleet_rules = true,
+                Long("publish") => options.publish = true,
                 Long("shutdown-grace") => {
                     let text = value(&mut parser)?;
                     let grace = tollgate::policy::parse_duration(&text)
@@ -69,6 +79,16 @@ impl Options {
             }
         }
         options.config = config.ok_or_else(|| format!("--config is required\n{USAGE}"))?;
+        if (options.fleet_rules || options.publish) && options.redis.is_none() {
+            let flag = if options.publish {
+                "--publish"
+            } else {
+                "--fleet-rules"
+            };
+            return Err(format!(
+                "{flag} needs --redis (the fleet's rules live there)\n{USAGE}"
+            ));
+        }
         Ok(options)
     }
 }
@@ -115,8 +135,10 @@ mod tests {
             "--response-headers",
             "--shutdown-grace",
             "1.5s",
+            "--fleet-rules",
         ])
         .unwrap();
+        assert!(options.fleet_rules && !options.publish);
         assert_eq!(options.config.to_str(), Some("rules.yaml"));
         assert_eq!(options.grpc.to_string(), "0.0.0.0:9001");
         assert_eq!(options.http.port(), 0);
@@ -146,6 +168,14 @@ mod tests {
         assert!(parse(&["--config", "r", "--shutdown-grace", "soon"])
             .unwrap_err()
             .starts_with("--shutdown-grace soon: "));
+        // The fleet's rules live on Redis.
+        for flag in ["--fleet-rules", "--publish"] {
+            assert!(parse(&["--config", "r", flag])
+                .unwrap_err()
+                .starts_with(&format!("{flag} needs --redis")));
+        }
+        let publish = parse(&["--config", "r", "--redis", "redis://r", "--publish"]).unwrap();
+        assert!(publish.publish);
         assert!(parse(&["--config", "r", "--bogus"])
             .unwrap_err()
             .starts_with("invalid option '--bogus'"));

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use arc_swap::ArcSwap;
 use arrayvec::ArrayVec;
@@ -148,6 +148,8 @@ pub(crate) enum ReloadError {
     Panicked(String),
     /// The new config has no domain where the rules in force have some.
     Empty,
+    /// The rules follow the fleet's published rules: the file is not read again.
+    FollowsTheFleet,
 }
 
 impl std::fmt::Display for ReloadError {
@@ -159,6 +161,10 @@ impl std::fmt::Display for ReloadError {
             ReloadError::Empty => write!(
                 f,
                 "the new config has no domain: refused, as it would drop every limit in force"
+            ),
+            ReloadError::FollowsTheFleet => write!(
+                f,
+                "the rules follow the fleet's published rules (--fleet-rules): publish a change with --publish"
             ),
         }
     }
@@ -250,8 +256,15 @@ pub(crate) struct Engine {
     shadow: Limiter,
     /// 1 for the rules loaded at start, one more per applied reload.
     version: AtomicU64,
-    /// One reload at a time (a reload never waits for a check).
+    /// One reload of the file at a time, its read included (a reload never waits for a
+    /// check).
     reloading: tokio::sync::Mutex<()>,
+    /// One application of new rules at a time, from the file or the fleet (held for the
+    /// compile and the swap only: nothing in it waits).
+    applying: std::sync::Mutex<()>,
+    /// Whether the rules follow the fleet source (`--fleet-rules`): the file is then only
+    /// where they start from, and a reload of it is refused.
+    fleet: bool,
 }
 
 impl Engine {
@@ -270,7 +283,16 @@ impl Engine {
             shadow,
             version: AtomicU64::new(1),
             reloading: tokio::sync::Mutex::new(()),
+            applying: std::sync::Mutex::new(()),
+            fleet: false,
         }
+    }
+
+    /// The engine whose rules follow the fleet source from now on (see
+    /// [`apply_published`](Self::apply_published)).
+    pub(crate) fn following_the_fleet(mut self) -> Engine {
+        self.fleet = true;
+        self
     }
 
     /// The rules in force.
@@ -295,18 +317,17 @@ impl Engine {
     }
 
     /// Reads the rules again and applies them: the version in force after, or why the old
-    /// rules stay (a file that does not load changes nothing).
+    /// rules stay (a file that does not load changes nothing; rules that follow the fleet
+    /// are changed by publishing, not here).
     pub(crate) async fn reload(&self) -> Result<u64, ReloadError> {
-        let _one = self.reloading.lock().await;
-        let reloaded = self.reload_locked().await;
-        match &reloaded {
-            Ok(version) => {
-                tracing::info!(source = %self.source.display(), version, "rules reloaded");
-            }
-            Err(error) => {
-                tracing::warn!(source = %self.source.display(), %error, "rules reload refused: the old rules stay");
-            }
-        }
+        let reloaded = if self.fleet {
+            Err(ReloadError::FollowsTheFleet)
+        } else {
+            let _one = self.reloading.lock().await;
+            self.reload_locked().await
+        };
+        let source = self.source.display().to_string();
+        self.report(&source, &reloaded);
         reloaded
     }
 
@@ -317,6 +338,32 @@ impl Engine {
             .await
             .map_err(|e| ReloadError::Panicked(e.to_string()))?
             .map_err(ReloadError::Config)?;
+        self.apply(domains)
+    }
+
+    /// Applies the rules a fleet published (`text`: [`Domains::published`]), on the fleet
+    /// follower's thread: the version in force after, or why the old rules stay.
+    pub(crate) fn apply_published(&self, text: &str) -> Result<u64, ReloadError> {
+        let applied = Domains::from_published(text)
+            .map_err(ReloadError::Config)
+            .and_then(|domains| self.apply(domains));
+        self.report("the fleet's published rules", &applied);
+        applied
+    }
+
+    /// Logs the outcome of a reload from `source`.
+    fn report(&self, source: &str, outcome: &Result<u64, ReloadError>) {
+        match outcome {
+            Ok(version) => tracing::info!(source, version, "rules reloaded"),
+            Err(error) => {
+                tracing::warn!(source, %error, "rules reload refused: the old rules stay");
+            }
+        }
+    }
+
+    /// Puts `domains` in force: the version after, or why the old rules stay.
+    fn apply(&self, domains: Domains) -> Result<u64, ReloadError> {
+        let _one = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
         if domains.is_empty() && !self.domains.load().is_empty() {
             // A directory emptied by a deploy in progress, or a wrong path: refused
             // rather than every limit dropped at once.
@@ -330,7 +377,7 @@ impl Engine {
             limiter.reload(&rules).map_err(ReloadError::Rules)?;
         }
         self.domains.store(Arc::new(domains));
-        // Relaxed: the count is the only thing it orders, under `reloading`.
+        // Relaxed: the count is the only thing it orders, under `applying`.
         Ok(self.version.fetch_add(1, Ordering::Relaxed) + 1)
     }
 

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! SIGHUP (or `POST /v1/reload` on the admin routes) reads the rules again, keeping the
-//! old ones if the new do not load; SIGTERM or Ctrl-C stops after the calls in flight
+//! old ones if the new do not load; with `--redis … --fleet-rules` the rules follow those
+//! published to the fleet instead (`tollgate-server --config FILE --redis URL --publish`); SIGTERM or Ctrl-C stops after the calls in flight
 //! (waiting at most `--shutdown-grace` for clients, such as Envoy, that keep their
 //! connections open).
 
@@ -25,7 +26,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tollgate::policy::Policy;
 use tollgate::MonotonicClock;
-use tollgate_redis::{RedisConfig, RedisStore, RedisTarget};
+use tollgate_redis::{FleetRules, FleetRulesConfig, RedisConfig, RedisStore, RedisTarget};
 
 use crate::api::Api;
 use crate::args::Options;
@@ -59,13 +60,52 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(options)) {
+    let work = async {
+        if options.publish {
+            publish(&options).await
+        } else {
+            serve(options).await
+        }
+    };
+    match runtime.block_on(work) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("tollgate-server: {message}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `--publish`: the rules at `--config`, checked as a server would load them, published
+/// to every server following the fleet's rules on `--redis` (`--fleet-rules`).
+async fn publish(options: &Options) -> Result<(), String> {
+    let text =
+        Domains::published(&options.config).map_err(|e| format!("{e}: nothing published"))?;
+    let (target, config) = fleet(options)?;
+    let check = |text: &str| {
+        let domains = Domains::from_published(text)?;
+        // What the servers will compile: refused here rather than by each of them.
+        tollgate::policy::PolicyConfig::from_toml(&engine::rules_of(&domains))
+            .map(drop)
+            .map_err(|e| config::ConfigError::new("the compiled rules", e.to_string()))
+    };
+    let version = FleetRules::publish_with(&target, &config, &text, check)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "tollgate-server: published version {version} of {}; every server following it applies it within {:?}",
+        options.config.display(),
+        config.bound()
+    );
+    Ok(())
+}
+
+/// The fleet's rules' Redis and key prefix (`--redis`, `--redis-prefix`).
+fn fleet(options: &Options) -> Result<(RedisTarget, FleetRulesConfig), String> {
+    let url = options.redis.clone().ok_or("--redis is required")?;
+    let config = FleetRulesConfig::new(&options.redis_prefix)
+        .map_err(|e| format!("--redis-prefix {}: {e}", options.redis_prefix))?;
+    Ok((RedisTarget::Single(url), config))
 }
 
 /// Loads the rules, starts every listener, serves until told to stop.
@@ -75,12 +115,30 @@ async fn serve(options: Options) -> Result<(), String> {
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let domains = Domains::load(&options.config).map_err(|e| e.to_string())?;
     let (enforced, shadow) = limiters(&options, &engine::rules_of(&domains))?;
-    let engine = Arc::new(Engine::new(
-        options.config.clone(),
-        domains,
-        enforced,
-        shadow,
-    ));
+    let mut engine = Engine::new(options.config.clone(), domains, enforced, shadow);
+    if options.fleet_rules {
+        engine = engine.following_the_fleet();
+    }
+    let engine = Arc::new(engine);
+    // The fleet's published rules replace the file's once there are any (at the first
+    // poll), and each later version as it is published.
+    let fleet_rules = if options.fleet_rules {
+        let (target, config) = fleet(&options)?;
+        let follower = Arc::clone(&engine);
+        let rules = FleetRules::follow_with(
+            move |text| {
+                follower
+                    .apply_published(text)
+                    .map(|version| format!("the server's rules version {version}"))
+            },
+            target,
+            config,
+        )
+        .map_err(|e| e.to_string())?;
+        Some(Arc::new(rules))
+    } else {
+        None
+    };
     let token: Option<Arc<str>> = std::env::var("TOLLGATE_ADMIN_TOKEN")
         .ok()
         .filter(|t| !t.is_empty())
@@ -88,6 +146,7 @@ async fn serve(options: Options) -> Result<(), String> {
     let api = Api {
         engine: Arc::clone(&engine),
         metrics,
+        fleet: fleet_rules.clone(),
     };
     let (stop, stopped) = watch::channel(false);
     // Before anything is announced: a stop asked for once the listeners are known is

@@ -166,6 +166,124 @@ fn a_reset_on_one_server_is_seen_by_the_fleet() {
         .contains("the client keeps its state"));
 }
 
+/// `tollgate-server --publish` with `args`: its exit status and what it printed.
+fn publish(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+        .args(args)
+        .arg("--publish")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), said)
+}
+
+/// The account's limit a server answers with (a check of `acct_7`, over HTTP).
+fn account_limit(server: &Server) -> serde_json::Value {
+    let body =
+        r#"{"domain":"fleet","descriptors":[{"entries":[{"key":"account","value":"acct_7"}]}]}"#;
+    let answer = http(server.http, "POST", "/v1/check", &[], body).json();
+    answer["statuses"][0]["limit"]["requests_per_unit"].clone()
+}
+
+/// Waits (at most 20 s) until `server` runs fleet version `version`.
+fn wait_for_fleet_version(server: &Server, version: u64) {
+    let start = std::time::Instant::now();
+    loop {
+        let rules = http(server.admin.unwrap(), "GET", "/v1/rules", &[], "").json();
+        if rules["fleet"]["version"] == version {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "{rules}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The operator's one command reaches every server following the fleet's rules, and a
+/// server started later; a config that does not load is refused before it reaches any.
+#[test]
+fn one_publish_reaches_every_server() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let follow = [
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "fr",
+        "--fleet-rules",
+        "--admin",
+        "127.0.0.1:0",
+    ];
+    let a = Server::start(RULES, &follow, &[]);
+    let b = Server::start_on(&a.rules, &follow, &[]);
+    for server in [&a, &b] {
+        assert_eq!(account_limit(server), 20);
+        let rules = http(server.admin.unwrap(), "GET", "/v1/rules", &[], "").json();
+        assert_eq!(
+            rules["fleet"]["version"],
+            serde_json::Value::Null,
+            "{rules}"
+        );
+    }
+    // The operator raises the account to 50, once.
+    let dir = support::temp_dir();
+    let raised = dir.join("raised.yaml");
+    std::fs::write(
+        &raised,
+        RULES.replace("requests_per_unit: 20", "requests_per_unit: 50"),
+    )
+    .unwrap();
+    let target = [
+        "--config",
+        raised.to_str().unwrap(),
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "fr",
+    ];
+    let (ok, said) = publish(&target);
+    assert!(ok, "{said}");
+    assert!(said.contains("published version 1"), "{said}");
+    for server in [&a, &b] {
+        wait_for_fleet_version(server, 1);
+        assert_eq!(account_limit(server), 50);
+        assert!(server.log().contains("the fleet's published rules"));
+    }
+    // A server started now runs the published rules, not its file's.
+    let c = Server::start_on(&a.rules, &follow, &[]);
+    wait_for_fleet_version(&c, 1);
+    assert_eq!(account_limit(&c), 50);
+    // A config that does not load is refused by the command, and reaches no server.
+    let broken = dir.join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "domain: fleet\ndescriptors:\n  - key: account\n    rate_limit: { unit: year }\n",
+    )
+    .unwrap();
+    let (ok, said) = publish(&[
+        "--config",
+        broken.to_str().unwrap(),
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "fr",
+    ]);
+    assert!(!ok);
+    assert!(said.contains("nothing published"), "{said}");
+    assert!(said.contains("rate_limit"), "{said}");
+    // The file is not the rules' source any more: a reload of it is refused, saying why.
+    let reload = http(a.admin.unwrap(), "POST", "/v1/reload", &[], "");
+    assert_eq!(reload.status, 409, "{}", reload.body);
+    assert!(reload.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("--publish"));
+    assert_eq!(account_limit(&a), 50);
+}
+
 #[test]
 fn a_server_whose_redis_does_not_answer_is_not_ready() {
     let mut redis = RedisServer::start();

@@ -20,7 +20,7 @@ pub(crate) struct ConfigError {
 
 impl ConfigError {
     /// An error about the document `source` as a whole.
-    pub(super) fn new(source: &str, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn new(source: &str, message: impl Into<String>) -> ConfigError {
         ConfigError {
             source: source.into(),
             domain: None,

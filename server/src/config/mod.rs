@@ -45,6 +45,44 @@ pub(crate) use unit::Unit;
 use name::Names;
 use tree::Tree;
 
+/// The line before each document of a published config (YAML's document marker).
+const PUBLISHED_SEPARATOR: &str = "---\n";
+
+/// The documents of the config at `path`: a file, or every `*.yaml` / `*.yml` of a
+/// directory sorted by name (hidden files and subdirectories skipped), each with its path.
+fn read(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+    let shown = path.display().to_string();
+    let metadata = std::fs::metadata(path)
+        .map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
+    let mut files = Vec::new();
+    if metadata.is_dir() {
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| ConfigError::new(&shown, format!("cannot list: {e}")))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| ConfigError::new(&shown, format!("cannot list: {e}")))?;
+            let file = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
+            if !yaml || name.starts_with('.') || file.is_dir() {
+                continue;
+            }
+            files.push(file);
+        }
+        files.sort();
+    } else {
+        files.push(path.to_path_buf());
+    }
+    let mut docs = Vec::with_capacity(files.len());
+    for file in files {
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
+        docs.push((shown, text));
+    }
+    Ok(docs)
+}
+
 /// Every domain's descriptor tree, compiled.
 #[derive(Debug)]
 pub(crate) struct Domains {
@@ -75,37 +113,51 @@ impl Domains {
     /// Loads a file, or every `*.yaml` / `*.yml` in a directory (Go's runtime dir), sorted
     /// by name; hidden files (`.name`) and subdirectories are skipped.
     pub(crate) fn load(path: &Path) -> Result<Domains, ConfigError> {
-        let shown = path.display().to_string();
-        let metadata = std::fs::metadata(path)
-            .map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
-        let mut files = Vec::new();
-        if metadata.is_dir() {
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| ConfigError::new(&shown, format!("cannot list: {e}")))?;
-            for entry in entries {
-                let entry =
-                    entry.map_err(|e| ConfigError::new(&shown, format!("cannot list: {e}")))?;
-                let file = entry.path();
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-                if !yaml || name.starts_with('.') || file.is_dir() {
-                    continue;
-                }
-                files.push(file);
-            }
-            files.sort();
-        } else {
-            files.push(path.to_path_buf());
-        }
-        let mut docs = Vec::with_capacity(files.len());
-        for file in files {
-            let shown = file.display().to_string();
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
-            docs.push((shown, text));
-        }
+        let docs = read(path)?;
         let docs: Vec<(&str, &str)> = docs.iter().map(|(s, t)| (s.as_str(), t.as_str())).collect();
+        Domains::from_yaml(&docs)
+    }
+
+    /// The rules a fleet publishes: the documents of the config at `path` (as
+    /// [`load`](Self::load) reads them) in one YAML stream, each after a `---` line; checked
+    /// first, as `load` would (a config that does not load is an error naming its file).
+    pub(crate) fn published(path: &Path) -> Result<String, ConfigError> {
+        let docs = read(path)?;
+        let named: Vec<(&str, &str)> = docs.iter().map(|(s, t)| (s.as_str(), t.as_str())).collect();
+        Domains::from_yaml(&named)?;
+        let mut text = String::new();
+        for (_, doc) in &docs {
+            text.push_str(PUBLISHED_SEPARATOR);
+            text.push_str(doc);
+            if !doc.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        Ok(text)
+    }
+
+    /// The domains of a published stream ([`published`](Self::published)): its documents
+    /// split at each `---` line, empty ones skipped; errors name the document by number.
+    pub(crate) fn from_published(text: &str) -> Result<Domains, ConfigError> {
+        let mut docs: Vec<(String, &str)> = Vec::new();
+        let mut start = 0;
+        let mut ends = Vec::new();
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            if line.trim_end() == PUBLISHED_SEPARATOR.trim_end() {
+                ends.push((start, offset));
+                start = offset + line.len();
+            }
+            offset += line.len();
+        }
+        ends.push((start, text.len()));
+        for (from, to) in ends {
+            let doc = &text[from..to];
+            if !doc.trim().is_empty() {
+                docs.push((format!("published document {}", docs.len() + 1), doc));
+            }
+        }
+        let docs: Vec<(&str, &str)> = docs.iter().map(|(s, t)| (s.as_str(), *t)).collect();
         Domains::from_yaml(&docs)
     }
 

@@ -1468,3 +1468,45 @@ fn client_key_reuses_its_buffer() {
     assert_eq!(out, "9:mongo_cps8:database5:users2:op4:read");
     assert_eq!((out.as_ptr(), out.capacity()), (at, capacity));
 }
+
+/// A published config is its documents after `---` lines: a directory of two domains
+/// comes back as the same two domains; a document that starts with its own `---`, blank
+/// documents and a missing final newline are all read; an error names the document.
+#[test]
+fn a_published_config_reads_back_as_its_documents() {
+    let dir = std::env::temp_dir().join(format!("tollgate-published-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.yaml"),
+        "---\ndomain: a\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1 }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.yml"),
+        "domain: b\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 2 }",
+    )
+    .unwrap();
+    let text = Domains::published(&dir).unwrap();
+    let domains = Domains::from_published(&text).unwrap();
+    assert_eq!(
+        limit(&domains, "a", &[("k", "x")]).current_limit,
+        Some((1, Unit::Second))
+    );
+    assert_eq!(
+        limit(&domains, "b", &[("k", "x")]).current_limit,
+        Some((2, Unit::Minute))
+    );
+    let blank = format!("---\n\n---\n{text}---\n   \n");
+    assert!(Domains::from_published(&blank)
+        .unwrap()
+        .resolve("b", &[("k", "x")])
+        .is_some());
+    let broken = format!("{text}---\ndomain: c\ndescriptors: 7\n");
+    let error = Domains::from_published(&broken).unwrap_err().to_string();
+    assert!(error.starts_with("published document 3"), "{error}");
+    // The same mistake in a file is named by its path.
+    std::fs::write(dir.join("c.yaml"), "domain: c\ndescriptors: 7\n").unwrap();
+    let error = Domains::published(&dir).unwrap_err().to_string();
+    assert!(error.contains("c.yaml"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

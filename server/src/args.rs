@@ -4,6 +4,8 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use tollgate_redis::RedisTarget;
+
 /// What the server was asked to do.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Options {
@@ -15,8 +17,9 @@ pub(crate) struct Options {
     pub(crate) http: SocketAddr,
     /// Where the admin routes listen, if on a listener of their own.
     pub(crate) admin: Option<SocketAddr>,
-    /// The Redis server whose state the fleet shares (`None`: in this process).
-    pub(crate) redis: Option<String>,
+    /// The Redis server, or Redis Cluster, whose state the fleet shares (`None`: in this
+    /// process).
+    pub(crate) redis: Option<RedisTarget>,
     /// The prefix of every Redis key.
     pub(crate) redis_prefix: String,
     /// Whether gRPC answers carry the draft-11 `RateLimit` headers for Envoy to add.
@@ -34,8 +37,8 @@ pub(crate) struct Options {
 /// The usage line.
 pub(crate) const USAGE: &str = "usage: tollgate-server --config FILE_OR_DIR \
 [--grpc ADDR (127.0.0.1:8081)] [--http ADDR (127.0.0.1:8080)] [--admin ADDR] \
-[--redis URL] [--redis-prefix PREFIX (tollgate)] [--fleet-rules] [--response-headers] [--shutdown-grace DURATION (10s)]
-       tollgate-server --config FILE_OR_DIR --redis URL [--redis-prefix PREFIX] --publish
+[--redis URL | --redis-cluster URL,URL,...] [--redis-prefix PREFIX (tollgate)] [--fleet-rules] [--response-headers] [--shutdown-grace DURATION (10s)]
+       tollgate-server --config FILE_OR_DIR (--redis URL | --redis-cluster URLS) [--redis-prefix PREFIX] --publish
 environment: TOLLGATE_ADMIN_TOKEN (admin routes on the HTTP listener, behind this bearer token), \
 RUST_LOG (log filter, default info)";
 
@@ -63,7 +66,23 @@ impl Options {
                 Long("grpc") => options.grpc = address(&mut parser, "--grpc")?,
                 Long("http") => options.http = address(&mut parser, "--http")?,
                 Long("admin") => options.admin = Some(address(&mut parser, "--admin")?),
-                Long("redis") => options.redis = Some(value(&mut parser)?),
+                Long("redis") => {
+                    let url = value(&mut parser)?;
+                    redis(&mut options, RedisTarget::Single(url))?;
+                }
+                Long("redis-cluster") => {
+                    let urls = value(&mut parser)?;
+                    let nodes: Vec<String> = urls
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|u| !u.is_empty())
+                        .map(str::to_owned)
+                        .collect();
+                    if nodes.is_empty() {
+                        return Err(format!("--redis-cluster {urls:?}: no node URL\n{USAGE}"));
+                    }
+                    redis(&mut options, RedisTarget::Cluster(nodes))?;
+                }
                 Long("redis-prefix") => options.redis_prefix = value(&mut parser)?,
                 Long("response-headers") => options.response_headers = true,
                 Long("fleet-rules") => options.fleet_rules = true,
@@ -93,6 +112,17 @@ impl Options {
     }
 }
 
+/// Sets the Redis `target`, once.
+fn redis(options: &mut Options, target: RedisTarget) -> Result<(), String> {
+    if options.redis.is_some() {
+        return Err(format!(
+            "give one of --redis and --redis-cluster, once\n{USAGE}"
+        ));
+    }
+    options.redis = Some(target);
+    Ok(())
+}
+
 /// The next argument's value, as UTF-8.
 fn value(parser: &mut lexopt::Parser) -> Result<String, String> {
     parser
@@ -112,6 +142,7 @@ fn address(parser: &mut lexopt::Parser, flag: &str) -> Result<SocketAddr, String
 #[cfg(test)]
 mod tests {
     use super::Options;
+    use tollgate_redis::RedisTarget;
 
     fn parse(args: &[&str]) -> Result<Options, String> {
         Options::parse(args.iter().map(Into::into))
@@ -143,7 +174,10 @@ mod tests {
         assert_eq!(options.grpc.to_string(), "0.0.0.0:9001");
         assert_eq!(options.http.port(), 0);
         assert_eq!(options.admin.map(|a| a.port()), Some(9003));
-        assert_eq!(options.redis.as_deref(), Some("redis://r:6379"));
+        assert_eq!(
+            options.redis,
+            Some(RedisTarget::Single("redis://r:6379".into()))
+        );
         assert_eq!(options.redis_prefix, "rl");
         assert!(options.response_headers);
         assert_eq!(options.shutdown_grace.as_millis(), 1500);
@@ -174,6 +208,32 @@ mod tests {
                 .unwrap_err()
                 .starts_with(&format!("{flag} needs --redis")));
         }
+        let cluster = parse(&[
+            "--config",
+            "r",
+            "--redis-cluster",
+            "redis://a:1, redis://b:2",
+        ]);
+        assert_eq!(
+            cluster.unwrap().redis,
+            Some(RedisTarget::Cluster(vec![
+                "redis://a:1".into(),
+                "redis://b:2".into()
+            ]))
+        );
+        assert!(parse(&["--config", "r", "--redis-cluster", ","])
+            .unwrap_err()
+            .contains("no node URL"));
+        assert!(parse(&[
+            "--config",
+            "r",
+            "--redis",
+            "redis://a",
+            "--redis-cluster",
+            "redis://b"
+        ])
+        .unwrap_err()
+        .starts_with("give one of"));
         let publish = parse(&["--config", "r", "--redis", "redis://r", "--publish"]).unwrap();
         assert!(publish.publish);
         assert!(parse(&["--config", "r", "--bogus"])

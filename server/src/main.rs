@@ -102,10 +102,10 @@ async fn publish(options: &Options) -> Result<(), String> {
 
 /// The fleet's rules' Redis and key prefix (`--redis`, `--redis-prefix`).
 fn fleet(options: &Options) -> Result<(RedisTarget, FleetRulesConfig), String> {
-    let url = options.redis.clone().ok_or("--redis is required")?;
+    let target = options.redis.clone().ok_or("--redis is required")?;
     let config = FleetRulesConfig::new(&options.redis_prefix)
         .map_err(|e| format!("--redis-prefix {}: {e}", options.redis_prefix))?;
-    Ok((RedisTarget::Single(url), config))
+    Ok((target, config))
 }
 
 /// Loads the rules, starts every listener, serves until told to stop.
@@ -239,15 +239,11 @@ fn limiters(options: &Options, rules: &str) -> Result<(Limiter, Limiter), String
             Limiter::InProcess(policy().map_err(|e| e.to_string())?),
             Limiter::InProcess(policy().map_err(|e| e.to_string())?),
         )),
-        Some(url) => {
+        Some(target) => {
             let store = || -> Result<RedisStore, String> {
                 let config = RedisConfig::new(&options.redis_prefix).map_err(|e| e.to_string())?;
-                RedisStore::on_runtime(
-                    RedisTarget::Single(url.clone()),
-                    config,
-                    tokio::runtime::Handle::current(),
-                )
-                .map_err(|e| format!("--redis {url}: {e}"))
+                RedisStore::on_runtime(target.clone(), config, tokio::runtime::Handle::current())
+                    .map_err(|e| format!("{target:?}: {e}"))
             };
             Ok((
                 Limiter::Redis(policy().map_err(|e| e.to_string())?.store(store()?)),

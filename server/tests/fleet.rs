@@ -1,4 +1,5 @@
-//! A fleet of two `tollgate-server` processes on one real `redis-server`: calls spread
+//! A fleet of two `tollgate-server` processes on one real `redis-server` (and on a 3-master
+//! Redis Cluster): calls spread
 //! over both are admitted exactly up to the limit, decided all or nothing across them, and
 //! a rule raised on both applies to the state they share; readiness says whether the
 //! store answers.
@@ -282,6 +283,90 @@ fn one_publish_reaches_every_server() {
         .unwrap()
         .contains("--publish"));
     assert_eq!(account_limit(&a), 50);
+}
+
+/// Two servers on a 3-master Redis Cluster: a call's descriptors are several clients'
+/// keys on several masters, decided all or nothing all the same (each master's part in a
+/// call of its own; a part that denies has the others give back what they took).
+#[test]
+fn two_servers_on_a_cluster_decide_calls_across_masters_all_or_nothing() {
+    let cluster = redis_server::RedisCluster::start();
+    let urls = cluster.urls().join(",");
+    let args = ["--redis-cluster", urls.as_str(), "--redis-prefix", "cl"];
+    let a = Server::start(RULES, &args, &[]);
+    let b = Server::start_on(&a.rules, &args, &[]);
+    // The server's client key of a descriptor (config/client.rs), as a hash tag.
+    let tag =
+        |key: &str, value: &str| format!("{{5:fleet{}:{key}{}:{value}}}", key.len(), value.len());
+    let account = cluster.owner(&tag("account", "acct_123"));
+    let org = (0..100)
+        .map(|i| format!("org{i}"))
+        .find(|org| cluster.owner(&tag("org", org)) != account)
+        .unwrap();
+    for server in [&a, &b] {
+        assert_eq!(http(server.http, "GET", "/readyz", &[], "").status, 200);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (mut ca, mut cb) = (a.client().await, b.client().await);
+        let mut admitted = 0;
+        for i in 0..24 {
+            let client = if i % 2 == 0 { &mut ca } else { &mut cb };
+            let call = request("fleet", vec![descriptor(&[("account", "acct_123")])], 1);
+            if client
+                .should_rate_limit(call)
+                .await
+                .unwrap()
+                .into_inner()
+                .overall_code
+                == 1
+            {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, 20);
+        // The account is spent: a call with the org (on another master) is denied, and
+        // the org keeps its permit, on either server.
+        let both = request(
+            "fleet",
+            vec![
+                descriptor(&[("org", org.as_str())]),
+                descriptor(&[("account", "acct_123")]),
+            ],
+            1,
+        );
+        let denied = ca.should_rate_limit(both).await.unwrap().into_inner();
+        assert_eq!(
+            summary(&denied),
+            (2, vec![(1, 30, Some(30)), (2, 0, Some(20))])
+        );
+        let alone = request("fleet", vec![descriptor(&[("org", org.as_str())])], 1);
+        let answer = cb.should_rate_limit(alone).await.unwrap().into_inner();
+        assert_eq!(summary(&answer), (1, vec![(1, 29, Some(30))]));
+        // Two clients on two masters admitted together.
+        let other = request(
+            "fleet",
+            vec![
+                descriptor(&[("org", org.as_str())]),
+                descriptor(&[("account", "acct_9")]),
+            ],
+            1,
+        );
+        let answer = ca.should_rate_limit(other).await.unwrap().into_inner();
+        assert_eq!(
+            summary(&answer),
+            (1, vec![(1, 28, Some(30)), (1, 19, Some(20))])
+        );
+    });
+    let metrics = http(a.http, "GET", "/metrics", &[], "").body;
+    assert!(
+        !metrics.contains("tollgate_redis_failures_total"),
+        "nothing answered by the failure policy:\n{metrics}"
+    );
 }
 
 #[test]

@@ -193,27 +193,73 @@ impl ModeArg {
     }
 }
 
+/// The calls of a plan: its client tiers', then its global tiers' (each group one slot);
+/// on a Redis Cluster, a plan with several clients' tiers (a batch of requests,
+/// `Policy::check_all`) has one call per further client too, so no call spans two slots.
+pub(super) struct Calls {
+    /// The (first) client's call and the global tiers' call.
+    head: [Option<Call>; 2],
+    /// Further clients' calls (a cluster only; empty, so not allocated, otherwise).
+    more: Vec<Call>,
+}
+
+impl Calls {
+    /// Every call: the first client's, the further clients', the global tiers'.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Call> {
+        self.head[0]
+            .iter()
+            .chain(&self.more)
+            .chain(self.head[1].iter())
+    }
+}
+
 impl RedisStore {
-    /// The calls `plan` needs (any operation: [`call`](Self::call) adds the mode): client
-    /// tiers, then global tiers (each group one slot), each with the tier indices it covers.
-    pub(super) fn calls(&self, plan: &Plan<'_>, now: Nanos) -> [Option<Call>; 2] {
-        let client_time = self.shared.config.time_source() == TimeSource::Client;
+    /// The calls `plan` needs (any operation: [`call`](Self::call) adds the mode), each
+    /// with the tier indices it covers (see [`Calls`]).
+    pub(super) fn calls(&self, plan: &Plan<'_>, now: Nanos) -> Calls {
+        // A cluster: each client's tiers in a call of their own (their hash tag's slot).
+        let by_client = self.shared.backoff_until.len() > 1;
         // Built in place (a call is a few hundred bytes: not moved around).
-        let mut calls = [None, None];
-        for (slot, global) in calls.iter_mut().zip([false, true]) {
-            for (i, p) in plan.iter().enumerate() {
-                if (p.rule.partition() == Partition::Global) != global {
-                    continue;
+        let mut calls = Calls {
+            head: [None, None],
+            more: Vec::new(),
+        };
+        let prefix = self.shared.config.prefix();
+        for (i, p) in plan.iter().enumerate() {
+            let global = p.rule.partition() == Partition::Global;
+            let call = if global {
+                calls.head[1].get_or_insert_with(|| Call::new(tag_hash(p)))
+            } else {
+                let first = calls.head[0].get_or_insert_with(|| Call::new(tag_hash(p)));
+                let tag = if by_client { tag_hash(p) } else { first.tag };
+                if tag == first.tag {
+                    first
+                } else {
+                    // Another client's tier, on a cluster.
+                    match calls.more.iter().position(|c| c.tag == tag) {
+                        Some(j) => &mut calls.more[j],
+                        None => {
+                            calls.more.push(Call::new(tag));
+                            let last = calls.more.len() - 1;
+                            &mut calls.more[last]
+                        }
+                    }
                 }
-                let call = slot.get_or_insert_with(|| Call::new(tag_hash(p)));
-                if call.key_ends.is_full() {
-                    // A plan holds at most MAX_TIERS tiers.
-                    break;
-                }
-                push_tier_key(&mut call.text, self.shared.config.prefix(), p);
-                call.push_key(i);
+            };
+            if call.key_ends.is_full() {
+                // A plan holds at most MAX_TIERS tiers.
+                continue;
             }
-            let Some(call) = slot else { continue };
+            push_tier_key(&mut call.text, prefix, p);
+            call.push_key(i);
+        }
+        let client_time = self.shared.config.time_source() == TimeSource::Client;
+        let [first, global] = &mut calls.head;
+        for call in first
+            .iter_mut()
+            .chain(&mut calls.more)
+            .chain(global.iter_mut())
+        {
             // The specs after the keys, in the same order.
             let keys_end = call.text.len();
             for &i in &call.tiers {

@@ -59,6 +59,11 @@ pub use tollgate::policy::MAX_LOG_COST;
 /// strict side, never over a limit. Refund is exact for windows and logs, and for the
 /// buckets unless the key drained to idle in between.
 ///
+/// A plan of several clients' tiers (a batch, `Policy::check_all`) is one call for all of
+/// them on a single server. On a cluster their keys live in several slots, so each
+/// client's tiers are a call of their own, decided one after the other the same way: the
+/// first call that denies has the calls before it give their permits back.
+///
 /// ## Versioned state: reloads and rolling deploys
 ///
 /// Every stored state carries a tag naming the shape and parameters it was written under

@@ -8,6 +8,7 @@ use super::io::Io;
 use super::RedisStore;
 use crate::reply::decode_into;
 use crate::{FailureCause, FailurePolicy};
+use arrayvec::ArrayVec;
 use tollgate::policy::{Op, Plan, TierOutcome, MAX_TIERS};
 use tollgate::{Decision, Nanos};
 
@@ -27,7 +28,7 @@ impl RedisStore {
         // of the plan's first key may still stand: most checks build no identity.
         let cache = if shared.denies.enabled() && !plan.is_empty() {
             let local = self.cache_now(now);
-            let first = calls.iter().flatten().flat_map(Call::keys).next();
+            let first = calls.iter().flat_map(Call::keys).next();
             let id = if first.is_some_and(|key| shared.denies.may_stand(key, local)) {
                 let id = Identity::of(plan, shared.config.prefix());
                 if shared.denies.find(&id, local, outcomes) {
@@ -42,12 +43,12 @@ impl RedisStore {
         } else {
             None
         };
-        let mut admitted: [Option<&Call>; 2] = [None; 2];
+        // The calls whose tiers admitted (and took their permits) so far.
+        let mut admitted: ArrayVec<&Call, MAX_TIERS> = ArrayVec::new();
         let mut denied = false;
         // Whether Redis made every answer (only such denies are cached).
         let mut clean = true;
-        for (slot, call) in admitted.iter_mut().zip(&calls) {
-            let Some(call) = call else { continue };
+        for call in calls.iter() {
             if denied {
                 // An earlier group denied: this one only reports.
                 clean &= self
@@ -61,14 +62,15 @@ impl RedisStore {
                 .await;
             clean &= redis;
             if all {
-                *slot = Some(call);
+                // At most one call per tier of the plan: never full.
+                let _ = admitted.try_push(call);
             } else {
                 denied = true;
             }
         }
         if denied {
             // Give back what the groups that admitted took, then report their state.
-            for call in admitted.into_iter().flatten() {
+            for call in admitted {
                 // If Redis cannot take the refund now, it keeps the permits: the strict side
                 // (they return with the window or the drain).
                 clean &= self.call(call, Mode::Refund, io).await.is_ok();
@@ -84,7 +86,7 @@ impl RedisStore {
         } else {
             // Admitted: the permits taken change what other cached denies of these keys
             // would now hear (a retry later, fewer remaining).
-            shared.denies.invalidate(calls.iter().flatten());
+            shared.denies.invalidate(calls.iter());
         }
     }
 
@@ -93,7 +95,7 @@ impl RedisStore {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         self.shared.counters.decisions.add(1);
-        for call in self.calls(plan, now).iter().flatten() {
+        for call in self.calls(plan, now).iter() {
             self.decide(plan, call, Mode::Peek, now, outcomes, io).await;
         }
     }
@@ -101,18 +103,18 @@ impl RedisStore {
     /// [`Op::Refund`], by `io`.
     async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
-        for call in calls.iter().flatten() {
+        for call in calls.iter() {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
             let _ = self.call(call, Mode::Refund, io).await;
         }
-        self.shared.denies.invalidate(calls.iter().flatten());
+        self.shared.denies.invalidate(calls.iter());
     }
 
     /// [`Op::Charge`], by `io`.
     async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
-        for call in calls.iter().flatten() {
+        for call in calls.iter() {
             if let (Err(_), Some(fallback)) =
                 (self.call(call, Mode::Charge, io).await, &self.fallback)
             {
@@ -127,7 +129,7 @@ impl RedisStore {
                 );
             }
         }
-        self.shared.denies.invalidate(calls.iter().flatten());
+        self.shared.denies.invalidate(calls.iter());
     }
 
     /// [`Op::Reset`], by `io`: each tier's key deleted, the deny cache's answers for them
@@ -136,7 +138,7 @@ impl RedisStore {
     /// state there.
     pub(crate) async fn reset_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
         let calls = self.calls(plan, now);
-        for call in calls.iter().flatten() {
+        for call in calls.iter() {
             let _ = self.call(call, Mode::Reset, io).await;
             if let Some(fallback) = &self.fallback {
                 fallback.run(
@@ -149,7 +151,7 @@ impl RedisStore {
                 );
             }
         }
-        self.shared.denies.invalidate(calls.iter().flatten());
+        self.shared.denies.invalidate(calls.iter());
     }
 
     /// Runs a check or peek `call`, writing each covered tier's decision: whether every

@@ -103,13 +103,13 @@ impl std::error::Error for BatchError {
 impl<C: Clock, S: Store> Policy<C, S> {
     /// Checks every request of `requests` as one: admitted only if every tier of every
     /// request admits, and when one denies, no tier of any request keeps a permit. The
-    /// store decides them in one call (on Redis, one round trip), at one clock read. Each
-    /// request is charged at full limits (its `divisor` is not applied). A key two
-    /// requests share is charged both costs at once (see
-    /// [`tiers_of`](BatchDecision::tiers_of)). A store keeps its own limits on what one
-    /// call can hold: on a Redis Cluster, one script runs on one master, so a batch's
-    /// tiers of several clients (keys of several hash tags) are answered by the store's
-    /// failure policy, as any refused call is.
+    /// store decides them in one call (on one Redis server, one round trip), at one clock
+    /// read. Each request is charged at full limits (its `divisor` is not applied). A key
+    /// two requests share is charged both costs at once (see
+    /// [`tiers_of`](BatchDecision::tiers_of)). How a store keeps all or nothing is its
+    /// own: on a Redis Cluster, where one script runs on one master, `tollgate-redis`
+    /// sends each client's tiers to their master and has the parts that admitted give
+    /// their permits back when another denies.
     ///
     /// ```
     /// use tollgate::policy::{FnClock, Policy, Request};

@@ -4,10 +4,10 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use tollgate_redis::RedisTarget;
+use tollgate_redis::{LeaseConfig, RedisTarget};
 
 /// What the server was asked to do.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) struct Options {
     /// The rules: an Envoy ratelimit YAML file, or a directory of them.
     pub(crate) config: PathBuf,
@@ -32,12 +32,15 @@ pub(crate) struct Options {
     pub(crate) fleet_rules: bool,
     /// Publish `--config` to the fleet and exit (`--publish`), instead of serving.
     pub(crate) publish: bool,
+    /// Serve hot descriptors from leases of their quota (`--leases`, with the lease
+    /// settings given), on Redis only.
+    pub(crate) leases: Option<LeaseConfig>,
 }
 
 /// The usage line.
 pub(crate) const USAGE: &str = "usage: tollgate-server --config FILE_OR_DIR \
 [--grpc ADDR (127.0.0.1:8081)] [--http ADDR (127.0.0.1:8080)] [--admin ADDR] \
-[--redis URL | --redis-cluster URL,URL,...] [--redis-prefix PREFIX (tollgate)] [--fleet-rules] [--response-headers] [--shutdown-grace DURATION (10s)]
+[--redis URL | --redis-cluster URL,URL,...] [--redis-prefix PREFIX (tollgate)] [--fleet-rules] [--leases [--lease-hot-rate N (1000)] [--lease-max N (1000)]] [--response-headers] [--shutdown-grace DURATION (10s)]
        tollgate-server --config FILE_OR_DIR (--redis URL | --redis-cluster URLS) [--redis-prefix PREFIX] --publish
 environment: TOLLGATE_ADMIN_TOKEN (admin routes on the HTTP listener, behind this bearer token), \
 RUST_LOG (log filter, default info)";
@@ -59,6 +62,7 @@ impl Options {
             shutdown_grace: std::time::Duration::from_secs(10),
             fleet_rules: false,
             publish: false,
+            leases: None,
         };
         while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
             match arg {
@@ -87,6 +91,21 @@ impl Options {
                 Long("response-headers") => options.response_headers = true,
                 Long("fleet-rules") => options.fleet_rules = true,
                 Long("publish") => options.publish = true,
+                Long("leases") => {
+                    options.leases.get_or_insert_with(LeaseConfig::new);
+                }
+                Long("lease-hot-rate") => {
+                    let rate = number(&mut parser, "--lease-hot-rate")?;
+                    let leases = options.leases.take().unwrap_or_default();
+                    options.leases = Some(leases.with_hot_rate(rate));
+                }
+                Long("lease-max") => {
+                    let max = number(&mut parser, "--lease-max")?;
+                    let max = u32::try_from(max)
+                        .map_err(|_| format!("--lease-max {max}: above {}", u32::MAX))?;
+                    let leases = options.leases.take().unwrap_or_default();
+                    options.leases = Some(leases.with_max_lease(max));
+                }
                 Long("shutdown-grace") => {
                     let text = value(&mut parser)?;
                     let grace = tollgate::policy::parse_duration(&text)
@@ -98,18 +117,28 @@ impl Options {
             }
         }
         options.config = config.ok_or_else(|| format!("--config is required\n{USAGE}"))?;
-        if (options.fleet_rules || options.publish) && options.redis.is_none() {
+        if (options.fleet_rules || options.publish || options.leases.is_some())
+            && options.redis.is_none()
+        {
             let flag = if options.publish {
                 "--publish"
-            } else {
+            } else if options.fleet_rules {
                 "--fleet-rules"
+            } else {
+                "--leases"
             };
             return Err(format!(
-                "{flag} needs --redis (the fleet's rules live there)\n{USAGE}"
+                "{flag} needs --redis or --redis-cluster (the fleet's rules and leases live there)\n{USAGE}"
             ));
         }
         Ok(options)
     }
+}
+
+/// The next argument's value, a whole number.
+fn number(parser: &mut lexopt::Parser, flag: &str) -> Result<u64, String> {
+    let text = value(parser)?;
+    text.parse().map_err(|e| format!("{flag} {text}: {e}"))
 }
 
 /// Sets the Redis `target`, once.
@@ -202,8 +231,18 @@ mod tests {
         assert!(parse(&["--config", "r", "--shutdown-grace", "soon"])
             .unwrap_err()
             .starts_with("--shutdown-grace soon: "));
-        // The fleet's rules live on Redis.
-        for flag in ["--fleet-rules", "--publish"] {
+        // The fleet's rules and the leases live on Redis.
+        let leased = parse(&["--config", "r", "--redis", "redis://r", "--lease-max", "50"]);
+        let leases = leased.unwrap().leases.unwrap();
+        assert_eq!((leases.max_lease(), leases.hot_rate()), (50, 1000));
+        let leased = parse(&["--config", "r", "--redis", "redis://r", "--leases"]);
+        assert_eq!(leased.unwrap().leases.unwrap().max_lease(), 1000);
+        assert!(
+            parse(&["--config", "r", "--redis", "r", "--lease-max", "-1"])
+                .unwrap_err()
+                .starts_with("--lease-max -1: invalid digit")
+        );
+        for flag in ["--fleet-rules", "--publish", "--leases"] {
             assert!(parse(&["--config", "r", flag])
                 .unwrap_err()
                 .starts_with(&format!("{flag} needs --redis")));

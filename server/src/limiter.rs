@@ -1,12 +1,13 @@
 //! [`Limiter`]: the server's policy on the store it was started with — in this process
-//! (one node) or on Redis (a fleet of servers) — with the operations the service needs.
+//! (one node), on Redis (a fleet of servers), or on Redis with hot descriptors served from
+//! leases — with the operations the service needs, each written once for every store.
 
 use tollgate::policy::{
     BatchDecision, BatchError, Policy, PolicyConfigError, PolicyDecision, Request,
 };
 use tollgate::InsufficientCapacity;
 use tollgate::MonotonicClock;
-use tollgate_redis::RedisStore;
+use tollgate_redis::{LeasedStore, RedisStore};
 
 /// A policy on its store.
 pub(crate) enum Limiter {
@@ -14,6 +15,21 @@ pub(crate) enum Limiter {
     InProcess(Policy<MonotonicClock>),
     /// State on Redis, shared by every server on it.
     Redis(Policy<MonotonicClock, RedisStore>),
+    /// State on Redis, hot keys spent from leases this server holds (given back when it
+    /// stops: dropping the store returns them).
+    Leased(Policy<MonotonicClock, LeasedStore>),
+}
+
+/// `$body` with `$policy` bound to the limiter's policy, whatever its store: an operation
+/// written once (the awaited methods serve every store; in process they are ready at once).
+macro_rules! with_policy {
+    ($limiter:expr, $policy:ident => $body:expr) => {
+        match $limiter {
+            Limiter::InProcess($policy) => $body,
+            Limiter::Redis($policy) => $body,
+            Limiter::Leased($policy) => $body,
+        }
+    };
 }
 
 impl Limiter {
@@ -22,24 +38,18 @@ impl Limiter {
         &self,
         requests: &[Request<'_>],
     ) -> Result<BatchDecision, BatchError> {
-        match self {
-            Limiter::InProcess(policy) => policy.check_all(requests),
-            Limiter::Redis(policy) => policy.check_all_async(requests).await,
-        }
+        with_policy!(self, policy => policy.check_all_async(requests).await)
     }
 
     /// Gives `request.cost` permits back to `request`'s tiers.
     pub(crate) async fn refund(&self, request: &Request<'_>) {
-        match self {
-            Limiter::InProcess(policy) => {
-                policy.refund(request.client, request.endpoint, request.cost);
-            }
-            Limiter::Redis(policy) => {
-                policy
-                    .refund_async(request.client, request.endpoint, request.cost)
-                    .await;
-            }
-        }
+        let Request {
+            client,
+            endpoint,
+            cost,
+            ..
+        } = *request;
+        with_policy!(self, policy => policy.refund_async(client, endpoint, cost).await);
     }
 
     /// What `request` would get now; consumes nothing (a cost of 0 reads the state).
@@ -47,16 +57,13 @@ impl Limiter {
         &self,
         request: &Request<'_>,
     ) -> Result<PolicyDecision, InsufficientCapacity> {
-        match self {
-            Limiter::InProcess(policy) => {
-                policy.peek(request.client, request.endpoint, request.cost)
-            }
-            Limiter::Redis(policy) => {
-                policy
-                    .peek_async(request.client, request.endpoint, request.cost)
-                    .await
-            }
-        }
+        let Request {
+            client,
+            endpoint,
+            cost,
+            ..
+        } = *request;
+        with_policy!(self, policy => policy.peek_async(client, endpoint, cost).await)
     }
 
     /// Forgets `request.client`'s state under `request`'s tiers: whether the store took
@@ -66,39 +73,39 @@ impl Limiter {
     /// moment can make a reset that took read as failed, never the reverse, and a reset
     /// is idempotent, so the operator's retry is safe.
     pub(crate) async fn reset(&self, request: &Request<'_>) -> bool {
-        match self {
-            Limiter::InProcess(policy) => {
-                policy.reset(request.client, request.endpoint);
-                true
-            }
-            Limiter::Redis(policy) => {
-                let before = policy.backend().stats().degraded;
-                policy.reset_async(request.client, request.endpoint).await;
-                policy.backend().stats().degraded == before
-            }
-        }
+        let degraded = || self.redis().map(|redis| redis.stats().degraded);
+        let before = degraded();
+        let (client, endpoint) = (request.client, request.endpoint);
+        with_policy!(self, policy => policy.reset_async(client, endpoint).await);
+        degraded() == before
     }
 
     /// Replaces the rules (every key keeps its state where its rule and tier survive).
     pub(crate) fn reload(&self, rules: &str) -> Result<(), PolicyConfigError> {
-        match self {
-            Limiter::InProcess(policy) => policy.reload_toml(rules).map(drop),
-            Limiter::Redis(policy) => policy.reload_toml(rules).map(drop),
-        }
+        with_policy!(self, policy => policy.reload_toml(rules).map(drop))
     }
 
     /// Whether the store answers now: in this process always; on Redis, a peek of the
     /// probe rule ([`PROBE_ENDPOINT`]) that Redis decided, not the failure policy.
     pub(crate) async fn probe(&self) -> bool {
+        let Some(redis) = self.redis() else {
+            return true;
+        };
+        let before = redis.stats();
+        // A peek takes nothing; its answer is not the point, who gave it is. (Under
+        // leases too: the probe's key is never hot, so Redis decides it.)
+        let probe = Request::new(PROBE_CLIENT, PROBE_ENDPOINT, 1);
+        let _ = self.peek(&probe).await;
+        let after = redis.stats();
+        after.degraded == before.degraded && after.redis_decisions > before.redis_decisions
+    }
+
+    /// The Redis store behind the policy, if the state is on Redis.
+    fn redis(&self) -> Option<&RedisStore> {
         match self {
-            Limiter::InProcess(_) => true,
-            Limiter::Redis(policy) => {
-                let before = policy.backend().stats();
-                // A peek takes nothing; its answer is not the point, who gave it is.
-                let _ = policy.peek_async(PROBE_CLIENT, PROBE_ENDPOINT, 1).await;
-                let after = policy.backend().stats();
-                after.degraded == before.degraded && after.redis_decisions > before.redis_decisions
-            }
+            Limiter::InProcess(_) => None,
+            Limiter::Redis(policy) => Some(policy.backend()),
+            Limiter::Leased(policy) => Some(policy.backend().redis()),
         }
     }
 }

@@ -26,7 +26,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tollgate::policy::Policy;
 use tollgate::MonotonicClock;
-use tollgate_redis::{FleetRules, FleetRulesConfig, RedisConfig, RedisStore, RedisTarget};
+use tollgate_redis::{
+    FleetRules, FleetRulesConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget,
+};
 
 use crate::api::Api;
 use crate::args::Options;
@@ -240,15 +242,32 @@ fn limiters(options: &Options, rules: &str) -> Result<(Limiter, Limiter), String
             Limiter::InProcess(policy().map_err(|e| e.to_string())?),
         )),
         Some(target) => {
-            let store = || -> Result<RedisStore, String> {
-                let config = RedisConfig::new(&options.redis_prefix).map_err(|e| e.to_string())?;
-                RedisStore::on_runtime(target.clone(), config, tokio::runtime::Handle::current())
-                    .map_err(|e| format!("{target:?}: {e}"))
+            let config = || RedisConfig::new(&options.redis_prefix).map_err(|e| e.to_string());
+            let limiter = || -> Result<Limiter, String> {
+                let policy = policy().map_err(|e| e.to_string())?;
+                Ok(match &options.leases {
+                    None => Limiter::Redis(
+                        policy.store(
+                            RedisStore::on_runtime(
+                                target.clone(),
+                                config()?,
+                                tokio::runtime::Handle::current(),
+                            )
+                            .map_err(|e| format!("{target:?}: {e}"))?,
+                        ),
+                    ),
+                    // Its own I/O thread: the leases go back to Redis when the store is
+                    // dropped, which may be as this runtime shuts down.
+                    Some(leases) => {
+                        let redis = RedisStore::new(target.clone(), config()?)
+                            .map_err(|e| format!("{target:?}: {e}"))?;
+                        let store = LeasedStore::new(redis, leases.clone())
+                            .map_err(|e| format!("--leases: {e}"))?;
+                        Limiter::Leased(policy.store(store))
+                    }
+                })
             };
-            Ok((
-                Limiter::Redis(policy().map_err(|e| e.to_string())?.store(store()?)),
-                Limiter::Redis(policy().map_err(|e| e.to_string())?.store(store()?)),
-            ))
+            Ok((limiter()?, limiter()?))
         }
     }
 }

@@ -369,6 +369,67 @@ fn two_servers_on_a_cluster_decide_calls_across_masters_all_or_nothing() {
     );
 }
 
+/// A server serving a hot descriptor from leases gives what it holds back to Redis when
+/// it stops: another server then finds exactly the permits the calls took used.
+#[test]
+fn a_stop_gives_the_leases_back() {
+    const HOT: &str = r#"
+domain: lease
+descriptors:
+  - key: hot
+    rate_limit:
+      unit: year
+      requests_per_unit: 100000
+"#;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let plain = ["--redis", url.as_str(), "--redis-prefix", "ls"];
+    let leased = [
+        &plain[..],
+        &[
+            "--leases",
+            "--lease-hot-rate",
+            "10",
+            "--shutdown-grace",
+            "1s",
+        ],
+    ]
+    .concat();
+    let server = Server::start(HOT, &leased, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = 3_000;
+    runtime.block_on(async {
+        let mut client = server.client().await;
+        for _ in 0..calls {
+            let call = request("lease", vec![descriptor(&[("hot", "x")])], 1);
+            let answer = client.should_rate_limit(call).await.unwrap().into_inner();
+            assert_eq!(answer.overall_code, 1);
+        }
+    });
+    let metrics = http(server.http, "GET", "/metrics", &[], "").body;
+    let leases: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tollgate_lease_leases_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(leases > 0, "the descriptor was leased:\n{metrics}");
+    drop(runtime); // closes the client's connection
+    let (status, log) = server.stop();
+    assert!(status.success(), "{log}");
+    // What Redis counts now is what the calls took: nothing held by the stopped server.
+    let other = Server::start(HOT, &plain, &[]);
+    let body = r#"{"domain":"lease","descriptors":[{"entries":[{"key":"hot","value":"x"}]}]}"#;
+    let answer = http(other.http, "POST", "/v1/check", &[], body).json();
+    assert_eq!(
+        answer["statuses"][0]["remaining"],
+        100_000 - calls - 1,
+        "{answer}"
+    );
+}
+
 #[test]
 fn a_server_whose_redis_does_not_answer_is_not_ready() {
     let mut redis = RedisServer::start();

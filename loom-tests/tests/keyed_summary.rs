@@ -83,8 +83,8 @@ fn keyed_summary_records_race() {
 /// Without the record lock, loom finds the lost record.
 #[test]
 #[should_panic(expected = "came back with a permit")]
-fn broken_summary_without_cas_is_caught() {
-    model("broken: summary records without CAS", || {
+fn broken_summary_without_record_lock_is_caught() {
+    model("broken: summary records without the record lock", || {
         records_race(Some(LoomFault::SummaryLostUpdate))
     });
 }

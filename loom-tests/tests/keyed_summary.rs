@@ -1,12 +1,12 @@
 //! loom model of the keyed table's debt summary (`KeyedLimiterBuilder::debt_summary`,
 //! issue 16, item 1): two pressure evictions in different shards (so under different
-//! locks) record their debts into the same summary cells at once. Each record is a
-//! compare-and-swap loop, so neither is lost: a key evicted with its burst spent comes
-//! back denied whatever the interleaving.
+//! locks) record their debts into the same summary cells at once. Records take the
+//! summary's record lock (after their shard's), so neither is lost: a key evicted with its
+//! burst spent comes back denied whatever the interleaving.
 //!
-//! Broken twin (`LoomFault::SummaryLostUpdate`: a load and a plain store instead of the
-//! CAS loop): loom finds the interleaving where the lighter record overwrites the heavier
-//! one, and the evicted key comes back with a permit it had spent.
+//! Broken twin (`LoomFault::SummaryLostUpdate`: records without the record lock, so two
+//! load-and-store merges interleave): loom finds the interleaving where the lighter record
+//! overwrites the heavier one, and the evicted key comes back with a permit it had spent.
 //!
 //! Prints its execution count and wall time; bounded by `LOOM_MAX_PREEMPTIONS` (default 3).
 #![cfg(tollgate_loom)]
@@ -25,8 +25,8 @@ fn model(name: &str, body: impl Fn() + Sync + Send + 'static) {
 
 type WordTable = KeyedLimiter<u64, Gcra, MonotonicClock, FixedHasher>;
 
-/// Capacity 2 in two shards with a two-cell summary (one cell per row: every key shares
-/// both). Key `a` (shard 0) has spent its burst of 2, key `b` (shard 1) one permit; thread 1
+/// Capacity 2 in two shards with a summary sized for two debts (one value cell per row:
+/// every key shares both). Key `a` (shard 0) has spent its burst of 2, key `b` (shard 1) one permit; thread 1
 /// inserts `c` (shard 0), evicting `a`, while thread 2 inserts `d` (shard 1), evicting `b`
 /// (unless `d` already inherits `a`'s debt). Afterwards `a` must still be denied.
 fn records_race(fault: Option<LoomFault>) {
@@ -80,11 +80,11 @@ fn keyed_summary_records_race() {
     });
 }
 
-/// Without the compare-and-swap loop, loom finds the lost record.
+/// Without the record lock, loom finds the lost record.
 #[test]
 #[should_panic(expected = "came back with a permit")]
-fn broken_summary_without_cas_is_caught() {
-    model("broken: summary records without CAS", || {
+fn broken_summary_without_record_lock_is_caught() {
+    model("broken: summary records without the record lock", || {
         records_race(Some(LoomFault::SummaryLostUpdate))
     });
 }

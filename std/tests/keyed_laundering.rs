@@ -6,10 +6,11 @@
 //! `TOLLGATE_LAUNDER_KEYS=10000000`, best with `--release`). Over the next window the abuser
 //! must be admitted no more than had it never been evicted (the same requests replayed on
 //! core's transition alone), for GCRA, fixed window and sliding window counter; and
-//! innocent keys (never seen) must lose no more than the stated bound:
-//! probability at most `min(1, D/w)²` of any phantom debt (`w` cells per row, `D` pressure
-//! evictions; `(1 − e^(−D/w))²` for evicted keys independent of the hash), each at most
-//! the largest debt one evicted key took itself.
+//! innocent keys (never seen) must lose no more than the stated bound: probability at most
+//! `P(r₀) + P(r₁)` of any phantom debt (`r₀`, `r₁` the records in each generation of marks,
+//! `P` the split-block Bloom filter's false-positive rate, about 0.1 % at the summary's
+//! size), so a false-deny rate of at most 1 % at every flood size here, each phantom debt
+//! at most the largest debt one evicted key took itself.
 //!
 //! Two floods:
 //! - **heavy**: every flood key spends its whole limit, so least-loss eviction finds nothing
@@ -22,9 +23,9 @@
 use tollgate::{Algorithm, FixedWindow, Gcra, KeyedLimiter, Nanos, SlidingWindowCounter};
 
 const CAPACITY: usize = 100_000;
-/// Summary cells (two rows of 50 000): 8 bytes per key of capacity.
-const CELLS: usize = 100_000;
-const WIDTH: f64 = (CELLS / 2) as f64;
+/// The summary is sized for this many debts (about 12 bytes each): one capacity's worth.
+/// Floods here evict up to `2 × DEBTS` keys within one reset horizon.
+const DEBTS: usize = 100_000;
 const LIMIT: u64 = 10;
 const PERIOD: Nanos = Nanos::from_secs(60);
 /// The abuser's key; flood keys are `0..n`, innocents `1 << 40` onwards.
@@ -38,10 +39,10 @@ fn flood_keys() -> u64 {
         .unwrap_or(300_000)
 }
 
-fn limiter<A: Algorithm + Sync>(algorithm: A, cells: usize) -> KeyedLimiter<u64, A> {
+fn limiter<A: Algorithm + Sync>(algorithm: A, debts: usize) -> KeyedLimiter<u64, A> {
     KeyedLimiter::builder(algorithm)
         .capacity(CAPACITY)
-        .debt_summary(cells)
+        .debt_summary(debts)
         .build()
         .unwrap()
 }
@@ -130,15 +131,26 @@ fn innocents<A: Algorithm + Sync>(
     )
 }
 
-/// The stated bound: both cells of a new key hit, for `d` debts in `WIDTH` cells per row
-/// (each fills at most one cell per row), whoever chose the evicted keys.
-fn both_hit(d: u64) -> f64 {
-    (d as f64 / WIDTH).min(1.0).powi(2)
+/// The split-block Bloom filter's false-positive rate with `records` records in a
+/// generation of `DEBTS / 32` blocks of 8 × 64 bits (8 bits per record, one per word):
+/// `E[(1 − (63/64)^J)^8]`, `J` Poisson of mean `records / blocks`.
+fn marked(records: f64) -> f64 {
+    let lambda = records / (DEBTS / 32) as f64;
+    let (mut p, mut total) = ((-lambda).exp(), 0.0);
+    for j in 0..1_000 {
+        total += p * (1.0 - (63.0f64 / 64.0).powi(j)).powi(8);
+        p *= lambda / f64::from(j + 1);
+    }
+    total
 }
 
-/// The same for evicted keys independent of the hash.
-fn both_hit_random(d: u64) -> f64 {
-    (1.0 - (1.0 - 1.0 / WIDTH).powf(d as f64)).powi(2)
+/// The stated bound for `d` pressure evictions within the horizon: both generations' rates,
+/// the first filled to `DEBTS` and the second with the rest (a generation fills past
+/// `DEBTS` only beyond `2 × DEBTS`).
+fn bound(d: u64) -> f64 {
+    let d = d as f64;
+    let first = d.min(DEBTS as f64);
+    marked(first) + marked(d - first)
 }
 
 /// The abuser takes `takes` permits at `abused_at`; the flood comes at `t0` (a window
@@ -194,7 +206,7 @@ fn heavy<A: Algorithm + Sync + Copy>(algorithm: A, name: &str, abused_at: Nanos,
     println!("{name}: without the summary the abuser got {laundered} (never evicted: {reference})");
     assert!(laundered > reference, "{name}: the control did not launder");
 
-    let limiter = limiter(algorithm, CELLS);
+    let limiter = limiter(algorithm, DEBTS);
     let state = abuse(&limiter, &algorithm, abused_at, takes);
     let n = flood_until_out(&limiter, flood_keys(), t0, name);
     let stats = limiter.stats();
@@ -213,14 +225,14 @@ fn heavy<A: Algorithm + Sync + Copy>(algorithm: A, name: &str, abused_at: Nanos,
     // Innocents during the flood's horizon: within the bound (every flood key took its whole
     // limit, so a phantom debt is up to all of it).
     let (rate, keys, most) = innocents(&limiter, start, 0);
-    let bound = both_hit(d);
+    let bound = bound(d);
     println!(
-        "{name}: innocents during the horizon: {keys:.4} with phantom debt (bound {bound:.4}, \
-         independent evictions {:.4}), false-deny rate {rate:.4}, largest {most}",
-        both_hit_random(d)
+        "{name}: innocents during the horizon: {keys:.4} with phantom debt (bound {bound:.4}), \
+         false-deny rate {rate:.4}, largest {most}"
     );
-    assert!(keys <= bound + 0.01, "{name}: {keys} > {bound}");
-    assert!(rate <= bound + 0.01, "{name}: {rate} > {bound}");
+    // 20 000 innocents: σ ≤ 0.03 % at these rates.
+    assert!(keys <= bound + 0.002, "{name}: {keys} > {bound}");
+    assert!(rate <= 0.01, "{name}: false-deny rate {rate} > 1 %");
     // Once the flood's debts have ended (two windows cover the sliding counter's weighing),
     // nobody inherits anything.
     let later = Nanos::new(t0.as_u64() + 2 * PERIOD.as_u64() + 1);
@@ -233,26 +245,24 @@ fn heavy<A: Algorithm + Sync + Copy>(algorithm: A, name: &str, abused_at: Nanos,
 fn light<A: Algorithm + Sync + Copy>(algorithm: A, name: &str, abused_at: Nanos) {
     let t0 = Nanos::new(PERIOD.as_u64() * 10);
     let start = Nanos::new(t0.as_u64() + 1);
-    let limiter = limiter(algorithm, CELLS);
+    let limiter = limiter(algorithm, DEBTS);
     let state = abuse(&limiter, &algorithm, abused_at, LIMIT);
     let n = flood_keys();
     flood(&limiter, 0, n, t0, 1);
     let d = limiter.stats().pressure_evictions;
     let (rate, keys, most) = innocents(&limiter, start, 0);
-    let bound = both_hit(d);
+    let bound = bound(d);
     println!(
         "{name}: light flood of {n} keys, D = {d}: innocents {keys:.4} with phantom debt \
-         (bound {bound:.4}, independent evictions {:.4}), false-deny rate {rate:.4} \
-         (bound {:.4}), largest {most}",
-        both_hit_random(d),
+         (bound {bound:.4}), false-deny rate {rate:.4} (bound {:.4}), largest {most}",
         bound / LIMIT as f64
     );
-    assert!(keys <= bound + 0.01, "{name}: {keys} > {bound}");
+    assert!(keys <= bound + 0.002, "{name}: {keys} > {bound}");
     assert!(
         most <= 1,
         "{name}: a phantom debt of {most} permits: debts cascaded"
     );
-    assert!(rate <= bound / LIMIT as f64 + 0.001, "{name}: {rate}");
+    assert!(rate <= bound / LIMIT as f64 + 0.0002, "{name}: {rate}");
     let (admitted, reference) = next_window(&limiter, &algorithm, state, start);
     println!("{name}: abuser admitted {admitted} (never evicted: {reference})");
     assert!(admitted <= reference, "{name}: {admitted} > {reference}");
@@ -294,48 +304,53 @@ fn sliding_counter_abuser_cannot_launder_its_limit_by_flooding() {
     light(counter, "sliding counter", Nanos::new(t0() - 1_000_000));
 }
 
-/// A moderate heavy flood, `D ≈ w / 4` evictions of keys that spent their limit: the share
-/// of innocents with phantom debt is within the bound `(D/w)² ≈ 6.25 %`, and near
-/// `(1 − (1 − 1/w)^D)² ≈ 4.9 %` (few flood keys inherit at this size, so the evicted keys
-/// are nearly independent of the hash; 20 000 keys: σ ≈ 0.15 %).
+/// A heavy flood of exactly `DEBTS` evictions (one full generation, the other empty): the
+/// share of innocents with phantom debt is within the stated `P(DEBTS)` (about 0.1 %; 200 000
+/// innocents: σ ≈ 0.007 %), and is far below what the value rows alone would give
+/// (`(1 − e^(−2))² ≈ 75 %`, the design before the marks).
 #[test]
 fn innocents_phantom_rate_matches_the_stated_bound() {
-    let limiter = limiter(gcra(), CELLS);
+    let limiter = limiter(gcra(), DEBTS);
     let t0 = Nanos::from_secs(600);
     flood(
         &limiter,
         0,
-        CAPACITY as u64 + WIDTH as u64 / 4,
+        (CAPACITY + DEBTS + 1_000) as u64,
         t0,
         LIMIT as u32,
     );
     let d = limiter.stats().pressure_evictions;
-    assert!(d > 10_000, "{d}");
-    let (rate, keys, _) = innocents(&limiter, t0, 0);
-    let bound = both_hit(d);
-    let random = both_hit_random(d);
+    assert!(d >= DEBTS as u64, "{d}");
+    let mut keys = 0.0;
+    for part in 0..10 {
+        keys += innocents(&limiter, t0, part * INNOCENTS).1 / 10.0;
+    }
+    let expected = marked(DEBTS as f64);
     println!(
-        "moderate flood: D = {d}, innocents {keys:.4} with phantom debt (bound {bound:.4}, \
-         independent evictions {random:.4}), false-deny rate {rate:.4}"
+        "one full generation: D = {d}, innocents {keys:.5} with phantom debt (stated \
+         {expected:.5})"
     );
-    assert!(keys <= bound + 0.005, "{keys} > {bound}");
-    assert!((keys - random).abs() <= 0.01, "{keys} vs {random}");
+    // The stated rate is an upper bound (block loads vary a little less than Poisson's);
+    // the measured one is of its order: the marks are what keeps innocents fresh.
+    assert!(
+        keys <= expected + 0.0003 && keys >= expected / 2.0,
+        "{keys} vs {expected}"
+    );
 }
 
-/// The summary is opt-in and its bytes are counted: `8 × cells` plus one bit per slot.
+/// The summary is opt-in and its bytes are counted: 8 per value cell, 2 × 64 per block of
+/// marks (32 debts each), plus one bit per slot.
 #[test]
 fn memory_counts_the_summary() {
     let off = limiter(gcra(), 0);
-    let on = limiter(gcra(), CELLS);
+    let on = limiter(gcra(), DEBTS);
     let extra = on.memory_bytes() - off.memory_bytes();
     let bits = on.slots().div_ceil(64) * 8;
+    let stated = 8 * DEBTS + 2 * 64 * DEBTS.div_ceil(32) + bits;
     println!(
-        "summary of {CELLS} cells: {extra} bytes ({:.2} per key)",
+        "summary for {DEBTS} debts: {extra} bytes ({:.2} per key)",
         extra as f64 / CAPACITY as f64
     );
-    assert!(
-        extra >= 8 * CELLS + bits && extra <= 8 * CELLS + bits + 128,
-        "{extra}"
-    );
+    assert!(extra >= stated && extra <= stated + 256, "{extra}");
     assert!(off.memory_bytes() as f64 / CAPACITY as f64 <= 19.3);
 }

@@ -5,7 +5,7 @@ use core::marker::PhantomData;
 
 use tollgate_core::{Algorithm, Clock};
 
-use super::debt_summary::MAX_CELLS;
+use super::debt_summary::MAX_DEBTS;
 use super::key::is_word;
 use super::table::Geometry;
 use super::table::{Mode, Table};
@@ -41,7 +41,7 @@ pub struct KeyedLimiterBuilder<K, A, C = MonotonicClock, S = DefaultHashBuilder>
     shards: Option<usize>,
     when_full: WhenFull,
     storage: KeyStorage,
-    debt_cells: usize,
+    summary_debts: usize,
     _key: PhantomData<fn() -> K>,
 }
 
@@ -56,7 +56,7 @@ impl<K, A> KeyedLimiterBuilder<K, A> {
             shards: None,
             when_full: WhenFull::Evict,
             storage: KeyStorage::Exact,
-            debt_cells: 0,
+            summary_debts: 0,
             _key: PhantomData,
         }
     }
@@ -91,9 +91,10 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
         self
     }
 
-    /// Keeps the debt of entries evicted under pressure in a summary of `cells` cells, so
-    /// that eviction cannot launder a limit (default `0`: off). Opt-in: it costs `8 × cells`
-    /// bytes plus one bit per slot (both in
+    /// Keeps the debt of entries evicted under pressure in a summary sized for `debts`
+    /// debts (keys evicted under pressure within one reset horizon), so that eviction
+    /// cannot launder a limit (default `0`: off). Opt-in: it costs about 12 bytes per debt
+    /// (`8 × 2⌈debts/2⌉ + 128 × ⌈debts/32⌉`) plus one bit per slot (all in
     /// [`KeyedLimiter::memory_bytes`](crate::KeyedLimiter::memory_bytes), allocated by
     /// [`build`](Self::build) and fixed), and new keys may start with *phantom* debt after
     /// a flood of evictions.
@@ -101,10 +102,13 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
     /// Without it, [`WhenFull::Evict`] forgets an evicted entry: a client whose entry a
     /// flood of other keys pushes out comes back with a full allowance (as in nginx's
     /// `limit_req`, Envoy's or HAProxy's tables). With it, an entry evicted while it owes
-    /// permits leaves its debt in two rows of `⌈cells / 2⌉` cells (a count-min sketch whose
-    /// "add" is a max over states), and a new key starts from the stricter of a fresh
-    /// state and what its two cells hold (peeks of absent keys answer from the same state).
-    /// A check of a resident key never touches the summary.
+    /// permits leaves its debt in two rows of `⌈debts / 2⌉` value cells (a count-min
+    /// sketch whose "add" is a max over states) and marks its identity in a split-block
+    /// Bloom filter (two generations of 16 bits per debt; a generation is cleared only once
+    /// every debt marked in it has ended). A new key starts from the stricter of a fresh
+    /// state and, if a live generation marks it, what its two value cells hold (peeks of
+    /// absent keys answer from the same state). A check of a resident key never touches
+    /// the summary.
     ///
     /// **Rule** (no cascade): an entry that started fresh records its whole state; one that
     /// started from an inherited debt records only the debt above what the summary already
@@ -112,26 +116,30 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
     ///
     /// **Bounds**, for `D` keys evicted with debt whose debt has not ended yet (the
     /// pressure evictions of one reset horizon: GCRA's burst tolerance, one window, two for
-    /// a sliding counter) and `w = ⌈cells / 2⌉`:
+    /// a sliding counter):
     ///
-    /// - a key never evicted starts with phantom debt with probability at most
-    ///   `min(1, D/w)²` (each eviction fills at most one cell per row), about
-    ///   `(1 − e^(−D/w))²` when the evicted keys are independent of the seeded hash; the
-    ///   phantom debt is at most the largest debt that one evicted key took itself (decayed
-    ///   since), and ends when that debt would have;
+    /// - a key never evicted starts with phantom debt only if a live generation marks it
+    ///   and both its value cells hold a debt: with probability at most about 0.1 % per
+    ///   generation filled to `debts` (`E[(1 − (63/64)^J)^8]`, `J` Poisson of mean 32), so
+    ///   about 0.2 % while `D ≤ 2 × debts` (measured 0.13–0.18 % at `D = 2 × debts`, every
+    ///   evicted key having spent its whole limit); the phantom debt is at most the largest
+    ///   debt that one evicted key took itself (decayed since), and ends when that debt
+    ///   would have;
     /// - a key evicted with only its own debt comes back with at least that debt: over any
-    ///   window it is admitted no more than had it never been evicted. A key evicted
-    ///   *again* after it came back with an inherited debt comes back with at least the
-    ///   larger of the summary's estimate and what it took since, not their sum (at most
-    ///   that much regained per such eviction, and only if least-loss eviction picks it
-    ///   again, i.e. everything in view owes as much).
+    ///   window it is admitted no more than had it never been evicted, whatever the flood
+    ///   size. A key evicted *again* after it came back with an inherited debt comes back
+    ///   with at least the larger of the summary's estimate and what it took since, not
+    ///   their sum (at most that much regained per such eviction, and only if least-loss
+    ///   eviction picks it again, i.e. everything in view owes as much).
     ///
-    /// Sizing: `D = w / 4` gives phantom debt to at most 6.25 % of new keys (measured
-    /// 4.9 %, as `(1 − e^(−1/4))²` predicts), so `cells = 2 × capacity` covers pressure
-    /// evictions of up to a quarter of the capacity per reset horizon; a flood of many times `w`
-    /// keys that each used their limit leaves new keys limited until those debts end (fail
-    /// closed, as [`WhenFull::Refuse`] would). With [`WhenFull::Refuse`] nothing is evicted
-    /// under pressure and no summary is allocated.
+    /// Sizing: `debts` = the pressure evictions you expect per reset horizon, halved (two
+    /// generations hold twice it at the stated rate); `debts = capacity` covers a flood of
+    /// twice the capacity per horizon. Beyond `2 × debts` the current generation overfills
+    /// and the phantom rate rises towards the value rows' `(1 − e^(−D/w))²` (`w` cells per
+    /// row): a flood of many times the size of keys that each used their limit leaves new
+    /// keys limited until those debts end (fail closed, as [`WhenFull::Refuse`] would),
+    /// never launders. With [`WhenFull::Refuse`] nothing is evicted under pressure and no
+    /// summary is allocated.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedLimiter, Nanos};
@@ -156,8 +164,8 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
     /// assert!(!limiter.check_at(&7, now)?.allowed);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn debt_summary(mut self, cells: usize) -> Self {
-        self.debt_cells = cells;
+    pub fn debt_summary(mut self, debts: usize) -> Self {
+        self.summary_debts = debts;
         self
     }
 
@@ -171,7 +179,7 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
             shards: self.shards,
             when_full: self.when_full,
             storage: self.storage,
-            debt_cells: self.debt_cells,
+            summary_debts: self.summary_debts,
             _key: PhantomData,
         }
     }
@@ -187,7 +195,7 @@ impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
             shards: self.shards,
             when_full: self.when_full,
             storage: self.storage,
-            debt_cells: self.debt_cells,
+            summary_debts: self.summary_debts,
             _key: PhantomData,
         }
     }
@@ -214,12 +222,12 @@ where
         };
         let word_seed = self.hasher.hash_one(0x243f_6a88_85a3_08d3u64);
         let mask_seed = self.hasher.hash_one(0x1319_8a2e_0370_7344u64);
-        if self.debt_cells > MAX_CELLS {
-            return Err(KeyedBuildError::DebtSummaryTooLarge { max: MAX_CELLS });
+        if self.summary_debts > MAX_DEBTS {
+            return Err(KeyedBuildError::DebtSummaryTooLarge { max: MAX_DEBTS });
         }
         let mut table = Table::new(geometry, mode, self.when_full, mask_seed);
-        if self.debt_cells > 0 && self.when_full == WhenFull::Evict {
-            table.enable_debt_summary(self.debt_cells);
+        if self.summary_debts > 0 && self.when_full == WhenFull::Evict {
+            table.enable_debt_summary(self.summary_debts);
         }
         Ok(KeyedLimiter::from_parts(
             table,

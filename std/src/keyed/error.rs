@@ -67,10 +67,10 @@ pub enum KeyedBuildError {
         /// The largest capacity accepted.
         max: usize,
     },
-    /// More debt-summary cells than a summary can index or this machine can address
+    /// A debt summary sized for more debts than it can index or this machine can address
     /// ([`KeyedLimiterBuilder::debt_summary`](crate::KeyedLimiterBuilder::debt_summary)).
     DebtSummaryTooLarge {
-        /// The most cells accepted.
+        /// The most debts accepted.
         max: usize,
     },
 }
@@ -83,7 +83,7 @@ impl fmt::Display for KeyedBuildError {
                 write!(f, "capacity too large: at most {max}")
             }
             KeyedBuildError::DebtSummaryTooLarge { max } => {
-                write!(f, "debt summary too large: at most {max} cells")
+                write!(f, "debt summary too large: at most {max} debts")
             }
         }
     }

@@ -13,7 +13,7 @@ pub enum LoomFault {
     /// Writers do not wait for pinned readers before moving or dropping a key (the
     /// exact-key pin handshake loses its writer half).
     NoPinWait,
-    /// The debt summary merges a record into a cell with a load and a plain store instead
-    /// of a compare-and-swap loop (records racing from two shards can lose one).
+    /// The debt summary's records do not take its record lock (two records racing from
+    /// two shards can interleave their load-and-store merges into one cell and lose one).
     SummaryLostUpdate,
 }

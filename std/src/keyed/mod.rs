@@ -64,9 +64,9 @@
 //! Without more, an entry evicted under pressure is forgotten: its key comes back fresh,
 //! so a client that floods the table with other keys can launder its limit (as with
 //! nginx's `limit_req` or Envoy's and HAProxy's tables). The opt-in
-//! [debt summary](KeyedLimiterBuilder::debt_summary) (a fixed-size sketch, `8 × cells`
-//! bytes) keeps evicted debts, with a stated bound on the phantom debt new keys may
-//! inherit from collisions.
+//! [debt summary](KeyedLimiterBuilder::debt_summary) (a fixed-size sketch, about 12 bytes
+//! per debt it is sized for) keeps evicted debts, with a stated bound on the phantom debt
+//! new keys may inherit from collisions.
 //!
 //! A small table (up to 13 keys in one shard: 16 slots) is seen whole by every eviction, so
 //! the policy is then exact: the globally least-loss entry goes (see the crate's eviction

@@ -41,6 +41,15 @@ pub struct PolicyConfig {
     /// would drop every key's state. TOML `allow_empty = true`.
     #[serde(default)]
     pub allow_empty: bool,
+    /// Whether every rule's tiers keep the debts of clients they evict under pressure, so
+    /// that a client cannot shed its limit by flooding the table with throwaway keys (each
+    /// rule may say otherwise with its own `launder_guard`). Off by default: it costs about
+    /// 12 bytes per key of capacity per tier, and innocent new clients after a flood of
+    /// more than twice the capacity per reset horizon may start with a phantom debt (see
+    /// `docs/rules.md`). In-process tiers only; `sliding_window_log` tiers cannot keep it.
+    /// TOML `launder_guard = true`.
+    #[serde(default)]
+    pub launder_guard: bool,
 }
 
 impl PolicyConfig {
@@ -74,6 +83,29 @@ impl PolicyConfig {
     /// ```
     pub fn allowing_empty(mut self) -> PolicyConfig {
         self.allow_empty = true;
+        self
+    }
+
+    /// Turns the laundering guard on or off for every rule that does not set its own (see
+    /// [`launder_guard`](Self::launder_guard)).
+    ///
+    /// ```
+    /// use tollgate::policy::{PolicyConfig, RuleConfig, TierConfig};
+    /// let config = PolicyConfig::default()
+    ///     .with_launder_guard(true)
+    ///     .rule(RuleConfig::new("default").tier(TierConfig::new(10, "1h")));
+    /// assert_eq!(config, PolicyConfig::from_toml(r#"
+    ///     launder_guard = true
+    ///     [[rules]]
+    ///     name = "default"
+    ///     [[rules.tiers]]
+    ///     limit = 10
+    ///     window = "1h"
+    /// "#)?);
+    /// # Ok::<(), tollgate::policy::PolicyConfigError>(())
+    /// ```
+    pub fn with_launder_guard(mut self, on: bool) -> PolicyConfig {
+        self.launder_guard = on;
         self
     }
 }
@@ -139,6 +171,12 @@ pub struct RuleConfig {
     /// rule) always holds exactly one, whatever this says.
     #[serde(default)]
     pub capacity: Option<usize>,
+    /// Whether this rule's tiers keep the debts of clients they evict under pressure (see
+    /// [`PolicyConfig::launder_guard`]); absent = the config's. A rule that holds one key
+    /// has nothing to guard (no other key can push it out) and keeps no summary. An error
+    /// on a rule with a `sliding_window_log` tier.
+    #[serde(default)]
+    pub launder_guard: Option<bool>,
 }
 
 impl RuleConfig {
@@ -165,6 +203,13 @@ impl RuleConfig {
     /// Restricts the rule to the endpoints under `prefix`.
     pub fn prefix(mut self, prefix: &str) -> RuleConfig {
         self.prefix = Some(prefix.to_owned());
+        self
+    }
+
+    /// Turns the laundering guard on or off for this rule, whatever the config says (see
+    /// [`launder_guard`](Self::launder_guard)).
+    pub fn launder_guard(mut self, on: bool) -> RuleConfig {
+        self.launder_guard = Some(on);
         self
     }
 

@@ -2,6 +2,7 @@
 //! number within one policy.
 
 use super::tier::check_name;
+use super::AlgorithmKind;
 use super::{
     EndpointSelector, Partition, PolicyConfigError, RuleConfig, Tier, TierConfig, MAX_CAPACITY,
 };
@@ -41,11 +42,13 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Validates `config`, the rule at `rules[index]`.
+    /// Validates `config`, the rule at `rules[index]`; `guard` is the config's
+    /// `launder_guard` (the rule's own, if set, wins).
     pub(crate) fn compile(
         config: &RuleConfig,
         index: usize,
         capacity: usize,
+        guard: bool,
     ) -> Result<Rule, PolicyConfigError> {
         let path = format!("rules[{index}]");
         let field = |name: &str| format!("{path}.{name}");
@@ -131,6 +134,29 @@ impl Rule {
                 Some(c) => c,
             }
         };
+        // A rule that holds one key has nothing to guard: no other key can push it out.
+        let guard = config.launder_guard.unwrap_or(guard) && capacity > 1;
+        if guard {
+            if let Some(j) = tiers
+                .iter()
+                .position(|(t, _)| t.algorithm == AlgorithmKind::SlidingWindowLog)
+            {
+                let why = if config.launder_guard.is_some() {
+                    String::new()
+                } else {
+                    " (on for every rule: `launder_guard = true` at the top; set \
+                     `launder_guard = false` on this rule)"
+                        .to_owned()
+                };
+                return Err(PolicyConfigError::new(
+                    field("launder_guard"),
+                    format!(
+                        "not available for sliding_window_log tiers (tiers[{j}]: its state is \
+                         a log, not one word a summary can keep){why}"
+                    ),
+                ));
+            }
+        }
         let id = u32::try_from(index).map(RuleId).map_err(|_| {
             PolicyConfigError::new(path.clone(), "at most 2^32 rules (a rule's id is a u32)")
         })?;
@@ -145,7 +171,7 @@ impl Rule {
             } else {
                 format!("{}.{i}", config.name)
             };
-            let tier = Tier::compile(tier, tier_path, &default_name, capacity, labelled)?;
+            let tier = Tier::compile(tier, tier_path, &default_name, capacity, guard, labelled)?;
             if let Some(j) = compiled.iter().position(|t| t.name() == tier.name()) {
                 return Err(PolicyConfigError::new(
                     format!("{tier_path}.name"),

@@ -226,7 +226,7 @@ impl RuleSet {
         };
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {
-            let rule = Rule::compile(rule_config, i, capacity)?;
+            let rule = Rule::compile(rule_config, i, capacity, config.launder_guard)?;
             if let Some(j) = names.insert(&rule_config.name, i) {
                 return Err(PolicyConfigError::new(
                     format!("rules[{i}].name"),
@@ -324,7 +324,8 @@ impl RuleSet {
     }
 
     /// Carries state over from `old`: every tier whose (rule name, tier name) existed there
-    /// keeps its keyed state: the same store where the algorithm is unchanged, else its own
+    /// keeps its keyed state: the same store where the algorithm, capacity and laundering
+    /// guard are unchanged, else its own
     /// fresh store as the old one's successor, which converts the old keys as they are
     /// carried over (see [`Policy::reload`](super::Policy::reload) and
     /// [`retire_replaced`](Self::retire_replaced)).
@@ -337,6 +338,7 @@ impl RuleSet {
                 if let Some(old_tier) = old_rule.tiers().iter().find(|t| t.name() == tier.name()) {
                     if old_tier.store.algorithm() == tier.store.algorithm()
                         && old_tier.store.configured_capacity() == tier.store.configured_capacity()
+                        && old_tier.store.launder_guard() == tier.store.launder_guard()
                     {
                         tier.store = Arc::clone(&old_tier.store);
                     } else {

@@ -54,13 +54,15 @@ pub struct Tier {
 
 impl Tier {
     /// Validates `config` (found at `path`, e.g. `rules[2].tiers[0]`) into a tier with fresh
-    /// state for up to `capacity` keys. `default_name` is used when the tier has none;
-    /// `rule` describes the rule it belongs to (id, name, whether shared) for its label.
+    /// state for up to `capacity` keys, keeping evicted debts if `guard` (the rule's
+    /// laundering guard). `default_name` is used when the tier has none; `rule` describes
+    /// the rule it belongs to (id, name, whether shared) for its label.
     pub(crate) fn compile(
         config: &TierConfig,
         path: &str,
         default_name: &str,
         capacity: usize,
+        guard: bool,
         rule: (RuleId, &str, bool),
     ) -> Result<Tier, PolicyConfigError> {
         let field = |name: &str| format!("{path}.{name}");
@@ -157,7 +159,7 @@ impl Tier {
                 shared,
             },
             store: Arc::new(
-                TierStore::new(algorithm, capacity)
+                TierStore::guarded(algorithm, capacity, guard)
                     .map_err(|e| PolicyConfigError::new("capacity", e.to_string()))?,
             ),
         })

@@ -147,6 +147,13 @@ impl<K> Table<K> {
         }
     }
 
+    /// The state absent identity `h` would start from at `now` (fresh, or the debt the
+    /// summary holds for it): what a peek of it answers from.
+    #[inline]
+    pub(crate) fn absent_state<J: Judge + ?Sized>(&self, h: u64, judge: &J, now: Nanos) -> u64 {
+        self.start_state(h, 0, judge, now).0
+    }
+
     /// Marks whether the entry just inserted in slot `idx` started from an inherited debt
     /// (under the shard lock).
     #[inline]

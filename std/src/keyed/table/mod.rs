@@ -184,10 +184,10 @@ impl<K> Table<K> {
         table
     }
 
-    /// Gives the table a debt summary of `cells` cells (see [`DebtSummary`]); only a table
-    /// that evicts under pressure has any use for one.
-    pub(crate) fn enable_debt_summary(&mut self, cells: usize) {
-        self.debts = Some(Box::new(DebtSummary::new(cells, self.slot_count())));
+    /// Gives the table a debt summary sized for `debts` debts (see [`DebtSummary`]); only a
+    /// table that evicts under pressure has any use for one.
+    pub(crate) fn enable_debt_summary(&mut self, debts: usize) {
+        self.debts = Some(Box::new(DebtSummary::new(debts, self.slot_count())));
     }
 
     /// Whether lookups retry after racing a move (always, except in a loom broken twin).

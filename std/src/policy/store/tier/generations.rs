@@ -241,6 +241,17 @@ impl TierStore {
         }
     }
 
+    /// The state absent identity `h` starts from here at `now`: fresh, or (with the
+    /// laundering guard) the debt the table's summary holds for it.
+    pub(super) fn absent(&self, h: u64, now: Nanos) -> TierCell {
+        match self.cells.get() {
+            Some(Cells::Words { table, algorithm }) => {
+                TierCell::Word(table.absent_state(h, algorithm, now))
+            }
+            Some(Cells::Logs { .. }) | None => TierCell::fresh(&self.algorithm),
+        }
+    }
+
     /// The keys it holds whose state is not idle at `now`, or every key it holds if `now`
     /// is `None` (a scan, shard by shard under its lock): what a retired generation still
     /// has to hand over.

@@ -157,6 +157,9 @@ pub struct TierStore {
     /// so adopts the old store), allocates nothing for it. Under loom, built by `new`
     /// (a lazy initialisation would be invisible to the model checker).
     cells: OnceLock<Cells>,
+    /// Whether its table keeps the debts of keys evicted under pressure (a single-word
+    /// tier's debt summary, sized for one capacity of debts).
+    launder_guard: bool,
     /// Set when a reload replaced this store: it inserts no key any more.
     retired: AtomicBool,
     /// The generation number of the rule set that replaced this store (see `retire`): the
@@ -188,10 +191,23 @@ impl TierStore {
     /// Fresh state for up to `capacity` keys: validated now, its table (and a log tier's
     /// slab) allocated whole on first use, a log tier's logs as keys record.
     pub fn new(algorithm: AnyAlgorithm, capacity: usize) -> Result<TierStore, KeyedBuildError> {
+        TierStore::guarded(algorithm, capacity, false)
+    }
+
+    /// The same, keeping the debts of keys evicted under pressure if `launder_guard`
+    /// (single-word algorithms: a [debt summary](crate::KeyedLimiterBuilder::debt_summary)
+    /// sized for `capacity` debts, allocated with the table; the rules refuse the guard on a
+    /// log tier).
+    pub(crate) fn guarded(
+        algorithm: AnyAlgorithm,
+        capacity: usize,
+        launder_guard: bool,
+    ) -> Result<TierStore, KeyedBuildError> {
         let geometry = Geometry::new(capacity, None)?;
         let store = TierStore {
             algorithm,
             geometry,
+            launder_guard,
             cells: OnceLock::new(),
             retired: AtomicBool::new(false),
             retired_at: AtomicU64::new(0),
@@ -213,8 +229,13 @@ impl TierStore {
         self.cells.get_or_init(|| match self.algorithm {
             AnyAlgorithm::Packed(packed) => {
                 let mask_seed = fingerprint("tollgate policy state mask");
+                let mut table =
+                    Table::new(self.geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed);
+                if self.launder_guard {
+                    table.enable_debt_summary(self.geometry.capacity);
+                }
                 Cells::Words {
-                    table: Table::new(self.geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed),
+                    table,
                     algorithm: packed,
                 }
             }
@@ -279,6 +300,11 @@ impl TierStore {
     /// The capacity it was configured with.
     pub(crate) fn configured_capacity(&self) -> usize {
         self.geometry.capacity
+    }
+
+    /// Whether it keeps the debts of keys evicted under pressure.
+    pub(crate) fn launder_guard(&self) -> bool {
+        self.launder_guard
     }
 }
 

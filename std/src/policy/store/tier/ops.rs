@@ -130,7 +130,7 @@ impl TierStore {
                 .and_then(|old| self.converted(&old, h, now))
             {
                 Some(cell) => cell.peek(&self.algorithm, now, cost),
-                None => TierCell::fresh(&self.algorithm).peek(&self.algorithm, now, cost),
+                None => self.absent(h, now).peek(&self.algorithm, now, cost),
             },
         )
     }

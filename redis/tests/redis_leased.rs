@@ -9,11 +9,11 @@ mod redis_support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis_support::server::{RedisCluster, RedisServer};
 use tollgate::policy::Policy;
-use tollgate::MonotonicClock;
+use tollgate::{MonotonicClock, Nanos};
 use tollgate_redis::{
     BuildError, FailurePolicy, LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget,
 };
@@ -427,6 +427,57 @@ fn permits_a_denied_check_gives_back_never_lift_a_slot_above_its_cap() {
         most = most.max(policy.backend().stats().held_permits);
     }
     assert!(most <= 100, "held {most} > the cap of 100");
+}
+
+/// A leaky bucket shapes: each admitted request's delay is its place in the queue, which
+/// only the key's state in Redis knows. Hammered far past the hot rate, its key is never
+/// leased, and every admitted request waits its turn (delays one drain interval apart, in
+/// order): none is let through undelayed from a lease.
+#[test]
+fn a_leaky_bucket_is_never_leased_and_keeps_its_delays() {
+    let server = RedisServer::start();
+    let policy = Policy::from_toml(
+        r#"
+        [[rules]]
+        name = "shaped"
+        per = "global"
+        limit = 100
+        window = "1s"
+        algorithm = "leaky_bucket"
+        queue = 99
+        "#,
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(leased(&server, "leaky", lease_config()));
+    let started = Instant::now();
+    let delays: Vec<Nanos> = (0..249)
+        .filter_map(|_| {
+            let d = policy.allow("c", "/", 1).unwrap();
+            d.allowed().then(|| d.delay())
+        })
+        .collect();
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap();
+    let stats = policy.backend().stats();
+    assert_eq!((stats.hot_keys, stats.leases), (0, 0), "{stats:?}");
+    // At most the queue and what drained meanwhile (one per 10 ms) left undelayed, or in
+    // all: the bucket's promise, as the plain Redis store keeps it.
+    let undelayed = delays.iter().filter(|d| **d == Nanos::ZERO).count() as u64;
+    assert!(
+        undelayed <= 2 + elapsed_ms / 10,
+        "{undelayed} undelayed in {elapsed_ms} ms"
+    );
+    assert!(
+        delays.len() as u64 <= 100 + elapsed_ms / 10 + 1,
+        "{} admitted",
+        delays.len()
+    );
+    // The queue filled: the last admitted request waits its turn, about a second.
+    let last = delays.iter().max().unwrap();
+    assert!(
+        *last >= Nanos::from_millis(900),
+        "the queue filled: {last:?}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use super::Inner;
 use crate::sync::lock;
 use std::sync::atomic::Ordering;
 use tollgate::policy::PlannedTier;
-use tollgate::Nanos;
+use tollgate::{AnyAlgorithm, Nanos, PackedAlgorithm};
 
 /// Heat is counted per period of this many ns.
 const HEAT_PERIOD: u64 = 100_000_000;
@@ -21,12 +21,32 @@ pub(super) fn hot_count(hot_rate: u64) -> u64 {
         .clamp(1, u128::from(u32::MAX)) as u64
 }
 
+/// Whether a lease can serve a tier of `algorithm` and keep its promise: every algorithm
+/// but the leaky bucket, whose admitted requests each carry a delay (their place in the
+/// queue it drains) that only the key's one state in Redis can give; spent from a lease
+/// they would leave at once, bunched. Such a tier is always decided by Redis.
+fn leasable(algorithm: &AnyAlgorithm) -> bool {
+    match algorithm {
+        AnyAlgorithm::Packed(PackedAlgorithm::LeakyBucket(_)) => false,
+        AnyAlgorithm::Packed(
+            PackedAlgorithm::Gcra(_)
+            | PackedAlgorithm::TokenBucket(_)
+            | PackedAlgorithm::FixedWindow(_)
+            | PackedAlgorithm::SlidingWindowCounter(_),
+        )
+        | AnyAlgorithm::Log(_) => true,
+    }
+}
+
 impl Inner {
     /// Counts an admitted check of the cold key `id` (tier `p`); when it turns hot, claims
     /// a slot for it. Heat cells are shared by keys: each remembers a 12-bit tag of the
     /// key it counts, and a check of another key starts the count over, so keys sharing a
     /// cell cannot add up to a hot one.
     pub(super) fn heat(&self, id: u64, p: &PlannedTier<'_>, now: Nanos) {
+        if !leasable(p.tier.algorithm()) {
+            return;
+        }
         let limit = p.tier.algorithm().limit();
         let cap = self.config.max_lease_for(limit, p.tier.max_cost());
         if u64::from(p.cost) > cap {

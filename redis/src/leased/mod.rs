@@ -65,7 +65,9 @@ use tollgate::Nanos;
 ///    share a counter do not add up); when they reach [`LeaseConfig::with_hot_rate`] per
 ///    second the key is hot and claims one of [`LeaseConfig::with_slots`] slots (a key finding
 ///    both its candidate slots held by other keys stays cold). A request costing more than
-///    the key's lease cap never makes it hot.
+///    the key's lease cap never makes it hot, nor does a leaky bucket's key: each request
+///    it admits carries a delay, its place in the queue, which only the key's state in
+///    Redis can give, so a leaky bucket is decided by Redis on every check.
 /// 2. **Leased.** The lease thread takes a lease: a check of cost `n` on the key's state in
 ///    Redis, so Redis records `n` permits taken, exactly as `n` requests would. `n` is the
 ///    key's local rate (the hot rate for its first lease) times

@@ -345,21 +345,26 @@ fn a_leased_tier_gets_its_permit_back_when_a_cold_tier_denies() {
         n += 1;
         assert!(n < 100_000, "never leased: {:?}", policy.backend().stats());
     }
+    // The first lease in hand: 100, less what the last warming checks may have spent from
+    // it before the loop saw it (on a loaded machine the lease can land between a check's
+    // look at the stats and its spend). At 50 or more no refill is asked for, so what is
+    // held moves only with this test's checks from here on.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while policy.backend().stats().held_permits != 100 && std::time::Instant::now() < deadline {
+    while policy.backend().stats().held_permits < 50 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(policy.backend().stats().held_permits, 100);
+    let held = policy.backend().stats().held_permits;
+    assert!((50..=100).contains(&held), "{:?}", policy.backend().stats());
     // Client x: the global tier is spent locally, the client tier in Redis.
     assert!(policy.allow("x", "/", 1).unwrap().allowed());
     assert!(policy.allow("x", "/", 1).unwrap().allowed());
-    assert_eq!(policy.backend().stats().held_permits, 98);
+    assert_eq!(policy.backend().stats().held_permits, held - 2);
     let denied = policy.allow("x", "/", 1).unwrap();
     assert!(!denied.allowed());
     // The global permit the denied request spent locally came back.
     assert_eq!(
         policy.backend().stats().held_permits,
-        98,
+        held - 2,
         "{:?}",
         policy.backend().stats()
     );

@@ -752,6 +752,35 @@ pub(super) fn plan_into<'a>(
 ) -> Result<Filled, InsufficientCapacity> {
     // One hash of the client: its state key, its lookup in the rule index and the lists.
     let client = fingerprint(request.client);
+    if set.has_listings() {
+        return plan_listed(plan, set, client, request, &cost);
+    }
+    let [global, scoped] = set.matching_fingerprinted(request.client, client, request.endpoint);
+    // Each slot's rule in turn (written out, not an iterator over the pair: a check then
+    // keeps no iterator state).
+    if let Some(rule) = global {
+        if !plan_rule(plan, rule, client, request, &cost)? {
+            return Ok(Filled::Full);
+        }
+    }
+    if let Some(rule) = scoped {
+        let all = plan_rule(plan, rule, client, request, &cost)?;
+        return Ok(if all { Filled::All } else { Filled::Full });
+    }
+    Ok(Filled::All)
+}
+
+/// [`plan_into`] under a set with list entries or special rules (kept out of the common
+/// path, which then pays one branch for them), for the client whose fingerprint is
+/// `client`.
+#[inline(never)]
+fn plan_listed<'a>(
+    plan: &mut Plan<'a>,
+    set: &'a RuleSet,
+    client: u64,
+    request: &Request<'a>,
+    cost: &impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
+) -> Result<Filled, InsufficientCapacity> {
     if let Some(listing) = set.listed(request.client, client) {
         return Ok(Filled::Listed(listing));
     }
@@ -763,17 +792,16 @@ pub(super) fn plan_into<'a>(
     if let (Some(Special::Ban(at)), _) | (_, Some(Special::Ban(at))) = specials {
         return Ok(Filled::Listed(at));
     }
-    // Each slot's rule of limits in turn (written out, not an iterator over the pair: a
-    // check then keeps no iterator state).
+    // Each slot's rule of limits in turn.
     let mut limited = false;
     if let Some(rule) = global.filter(|r| r.special().is_none()) {
         limited = true;
-        if !plan_rule(plan, rule, client, request, &cost)? {
+        if !plan_rule(plan, rule, client, request, cost)? {
             return Ok(Filled::Full);
         }
     }
     if let Some(rule) = scoped.filter(|r| r.special().is_none()) {
-        let all = plan_rule(plan, rule, client, request, &cost)?;
+        let all = plan_rule(plan, rule, client, request, cost)?;
         return Ok(if all { Filled::All } else { Filled::Full });
     }
     if !limited {

@@ -99,6 +99,8 @@ pub struct RuleSet {
     /// What each special rule and list entry is (rules first, in config order, then the
     /// allow entries, then the deny entries).
     listings: Vec<Listing>,
+    /// Whether `listings` is not empty.
+    any_listing: bool,
 }
 
 /// The rules of `selector` in `set`, made empty on first use.
@@ -149,6 +151,7 @@ impl RuleSet {
             by_prefix: Vec::new(),
             lists: Lists::default(),
             listings: Vec::new(),
+            any_listing: false,
         };
         let mut listings = Vec::new();
         let mut names: HashMap<&str, usize> = HashMap::new();
@@ -195,6 +198,7 @@ impl RuleSet {
         set.by_prefix
             .sort_by_key(|(p, _)| core::cmp::Reverse(p.len()));
         set.lists = Lists::compile(config, &mut listings)?;
+        set.any_listing = !listings.is_empty();
         set.listings = listings;
         Ok(set)
     }
@@ -204,6 +208,13 @@ impl RuleSet {
     /// then the allow entries, then the deny entries.
     pub fn listings(&self) -> &[Listing] {
         &self.listings
+    }
+
+    /// Whether the set has any list entry or special rule (else no check needs to look
+    /// for one).
+    #[inline(always)]
+    pub(crate) fn has_listings(&self) -> bool {
+        self.any_listing
     }
 
     /// The list entry `client` (whose fingerprint is `client_hash`) meets, if any: its

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, Response};
+use http::{HeaderMap, HeaderValue, Response};
 use http_body_util::Full;
 use tollgate::{InsufficientCapacity, Nanos};
 
@@ -15,7 +15,7 @@ use super::events;
 use super::grpc;
 use super::header_style::Fields;
 use super::layer::Shared;
-use super::problem::{cost_too_large, too_many_requests};
+use super::problem::{cost_too_large, forbidden, too_many_requests};
 use super::stats::Outcome;
 use tollgate::policy::PolicyDecision;
 
@@ -67,7 +67,8 @@ pub(super) enum Verdict {
 }
 
 /// The layer's verdict on the policy's `decision` for a request with `headers`: the
-/// response that ends it (denied: 429; a cost beyond the limits: 413; for a gRPC call, the
+/// response that ends it (denied: 429; refused by a deny entry or a ban: 403; a cost
+/// beyond the limits: 413; for a gRPC call, the
 /// gRPC statuses of [`grpc`]), or, once the shadow rules are checked, what the admitted
 /// request carries on with.
 pub(super) fn admit(
@@ -94,9 +95,15 @@ pub(super) fn admit(
         }
     };
     if !decision.allowed() {
-        counters.count(Outcome::Denied);
-        events::decided(decision, false);
-        events::denied(decision, endpoint);
+        let ban = decision.is_ban();
+        if ban {
+            counters.count(Outcome::Refused);
+            events::refused(decision, endpoint);
+        } else {
+            counters.count(Outcome::Denied);
+            events::decided(decision, false);
+            events::denied(decision, endpoint);
+        }
         let grpc = grpc::is_grpc(headers);
         if let Some(answer) = &shared.on_denied {
             let mut fields = HeaderMap::new();
@@ -107,10 +114,11 @@ pub(super) fn admit(
             let denial = Denial::new(decision, fields, grpc, client, endpoint);
             return Verdict::Answer(answer(&denial));
         }
-        let mut response = if grpc {
-            grpc::resource_exhausted(decision)
-        } else {
-            too_many_requests(decision)
+        let mut response = match (grpc, ban) {
+            (true, true) => grpc::permission_denied(decision),
+            (true, false) => grpc::resource_exhausted(decision),
+            (false, true) => forbidden(decision),
+            (false, false) => too_many_requests(decision),
         };
         shared
             .style
@@ -139,7 +147,13 @@ pub(super) fn admit(
         Some(Ok(d)) if shared.shadow_headers => d.tiers(),
         _ => &[],
     };
-    let fields = shared.style.fields(decision, shadow_tiers, client);
+    let fields = match (&shared.exempt_header, decision.listing()) {
+        (Some(name), Some(listing)) if listing.admits() => Fields::Exempt(
+            name.clone(),
+            HeaderValue::from_static(listing.kind().as_str()),
+        ),
+        _ => shared.style.fields(decision, shadow_tiers, client),
+    };
     let delay = decision.delay();
     let admission = shared.admission.then(|| Admission {
         delay,

@@ -1,5 +1,6 @@
 //! [`Denial`]: what a denied request's answer is made from — the decision (every tier,
-//! the retry time), the rate-limit fields, whether it is a gRPC call — handed to the
+//! the retry time, or the deny entry or ban that refused it), the rate-limit fields,
+//! whether it is a gRPC call — handed to the
 //! closure of [`RateLimitLayer::on_denied`](super::RateLimitLayer::on_denied), with the
 //! layer's own answer one call away.
 
@@ -10,10 +11,10 @@ use bytes::Bytes;
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, Response};
 use http_body_util::Full;
-use tollgate::policy::PolicyDecision;
+use tollgate::policy::{Listing, PolicyDecision};
 
 use super::grpc;
-use super::problem::{retry_secs, too_many_requests};
+use super::problem::{forbidden, retry_secs, too_many_requests};
 
 /// The closure of [`RateLimitLayer::on_denied`](super::RateLimitLayer::on_denied).
 pub(crate) type DeniedFn = dyn Fn(&Denial<'_>) -> Response<Full<Bytes>> + Send + Sync;
@@ -59,6 +60,7 @@ impl fmt::Debug for Denial<'_> {
             .field("client", &self.client)
             .field("endpoint", &self.endpoint)
             .field("grpc", &self.grpc)
+            .field("listing", &self.listing())
             .field("retry_after_secs", &self.retry_after_secs())
             .finish_non_exhaustive()
     }
@@ -66,7 +68,7 @@ impl fmt::Debug for Denial<'_> {
 
 impl<'a> Denial<'a> {
     /// The denial of the request by `client` to `endpoint`, with the rate-limit `fields`
-    /// (to which `Retry-After` is added).
+    /// (to which `Retry-After` is added, unless it is a ban: waiting does not end one).
     pub(crate) fn new(
         decision: &'a PolicyDecision,
         mut headers: HeaderMap,
@@ -74,8 +76,10 @@ impl<'a> Denial<'a> {
         client: &'a str,
         endpoint: &'a str,
     ) -> Denial<'a> {
-        let retry = retry_secs(decision.decision.retry_after);
-        headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+        if !decision.is_ban() {
+            let retry = retry_secs(decision.decision.retry_after);
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry));
+        }
         Denial {
             decision,
             headers,
@@ -91,7 +95,20 @@ impl<'a> Denial<'a> {
         self.decision
     }
 
-    /// How long until the request could be admitted, exactly.
+    /// Whether a deny list entry or a ban refused the request ([`listing`](Self::listing)
+    /// says which and why), rather than a limit: waiting will not let it in.
+    pub fn is_ban(&self) -> bool {
+        self.decision.is_ban()
+    }
+
+    /// The deny list entry or ban rule that refused the request, with its reason; `None`
+    /// when a limit denied it.
+    pub fn listing(&self) -> Option<&Listing> {
+        self.decision.listing().filter(|l| !l.admits())
+    }
+
+    /// How long until the request could be admitted, exactly (for a ban, never:
+    /// [`Nanos::MAX`](tollgate::Nanos::MAX) as a duration).
     pub fn retry_after(&self) -> Duration {
         self.decision.decision.retry_after.as_duration()
     }
@@ -103,7 +120,7 @@ impl<'a> Denial<'a> {
     }
 
     /// `Retry-After` and the rate-limit fields the layer's own answer carries (in the
-    /// configured [`HeaderStyle`](super::HeaderStyle)).
+    /// configured [`HeaderStyle`](super::HeaderStyle)); none for a ban.
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
     }
@@ -125,12 +142,15 @@ impl<'a> Denial<'a> {
     }
 
     /// The layer's own answer: a 429 with an RFC 9457 problem body, or for a gRPC call a
-    /// trailers-only `RESOURCE_EXHAUSTED`; both with [`headers`](Self::headers).
+    /// trailers-only `RESOURCE_EXHAUSTED`; both with [`headers`](Self::headers). For a ban,
+    /// a 403 with the reason ([`forbidden`](super::forbidden)), or `PERMISSION_DENIED`.
     pub fn default_response(&self) -> Response<Full<Bytes>> {
-        let mut response = if self.grpc {
-            grpc::resource_exhausted(self.decision)
-        } else {
-            too_many_requests(self.decision)
+        let ban = self.decision.is_ban();
+        let mut response = match (self.grpc, ban) {
+            (true, true) => grpc::permission_denied(self.decision),
+            (true, false) => grpc::resource_exhausted(self.decision),
+            (false, true) => forbidden(self.decision),
+            (false, false) => too_many_requests(self.decision),
         };
         response.headers_mut().extend(self.headers.clone());
         response

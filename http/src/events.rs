@@ -4,9 +4,10 @@
 //!
 //! | event | `tracing` | `metrics` |
 //! |---|---|---|
-//! | every counted request outcome | | `tollgate_http_requests_total{outcome}` (`admitted`, `denied`, `delayed`, `cancelled`, `shadow_denied`, `bad_key`, `too_costly`, `no_peer_address`, `skipped`: the [`LayerStats`](super::LayerStats) counts) |
+//! | every counted request outcome | | `tollgate_http_requests_total{outcome}` (`admitted`, `denied`, `refused`, `delayed`, `cancelled`, `shadow_denied`, `bad_key`, `too_costly`, `no_peer_address`, `skipped`: the [`LayerStats`](super::LayerStats) counts) |
 //! | each rule's decision on a checked request | | `tollgate_http_rule_decisions_total{rule, outcome, mode}` (`allowed` / `denied`; `enforced` / `shadow`) |
 //! | a denial | `debug`: the endpoint, the denying rules and tiers, the retry time | |
+//! | a refusal (a deny entry or a ban) | `debug`: the endpoint, the entry or rule and its reason | |
 //! | a missing or malformed key | `debug`: what is wrong | |
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
 //! | how long the policy took to decide a checked request (awaited or not) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
@@ -60,6 +61,17 @@ pub(crate) fn denied(decision: &PolicyDecision, endpoint: &str) {
         retry_after_ms = decision.decision.retry_after.as_duration().as_millis(),
         "tollgate-http: request denied"
     );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (decision, endpoint);
+}
+
+/// Reports a request to `endpoint` refused by a deny entry or a ban.
+#[inline]
+pub(crate) fn refused(decision: &PolicyDecision, endpoint: &str) {
+    #[cfg(feature = "tracing")]
+    if let Some(listing) = decision.listing() {
+        tracing::debug!(endpoint, %listing, "tollgate-http: request refused");
+    }
     #[cfg(not(feature = "tracing"))]
     let _ = (decision, endpoint);
 }

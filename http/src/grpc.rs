@@ -6,6 +6,7 @@
 //! | refusal | `grpc-status` | also |
 //! |---|---|---|
 //! | denied | 8, `RESOURCE_EXHAUSTED` | `retry-after`, a `google.rpc.RetryInfo` in `grpc-status-details-bin` |
+//! | refused by a deny entry or a ban | 7, `PERMISSION_DENIED` | the reason in the message; no retry (waiting does not end it) |
 //! | a cost the limits can never admit | 3, `INVALID_ARGUMENT` | (retrying cannot succeed) |
 //! | no usable client key | 3, `INVALID_ARGUMENT` | |
 //! | no peer address (the server's wiring) | 13, `INTERNAL` | |
@@ -37,6 +38,8 @@ use tollgate::Nanos;
 pub(crate) enum Code {
     /// 3: the request is unusable as sent (no client key, a cost beyond every limit).
     InvalidArgument = 3,
+    /// 7: a deny list entry or a ban refused the call; retrying will not help.
+    PermissionDenied = 7,
     /// 8: a limit denied the call; retry after the `RetryInfo` delay.
     ResourceExhausted = 8,
     /// 13: the server's wiring gives the layer nothing to key the call by.
@@ -101,6 +104,17 @@ pub(crate) fn resource_exhausted(decision: &PolicyDecision) -> Response<Full<Byt
     message.push_str(&retry_secs(retry).to_string());
     message.push_str(" s");
     refusal(Code::ResourceExhausted, &message, Some(retry))
+}
+
+/// The answer to a call a deny entry or a ban refused: `PERMISSION_DENIED` with the
+/// reason (and what refused it), no retry.
+pub(crate) fn permission_denied(decision: &PolicyDecision) -> Response<Full<Bytes>> {
+    let message = format!(
+        "refused by {}: {}",
+        super::problem::refused_by(decision),
+        super::problem::refusal_detail(decision)
+    );
+    refusal(Code::PermissionDenied, &message, None)
 }
 
 /// A serialized `google.rpc.Status { code = 1; message = 2; repeated Any details = 3 }`,

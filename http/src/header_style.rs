@@ -174,6 +174,9 @@ pub(crate) enum Fields {
     Draft([Option<HeaderValue>; 2]),
     /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
     Legacy([HeaderValue; 3]),
+    /// The header [`RateLimitLayer::exempt_header`](super::RateLimitLayer::exempt_header)
+    /// names, on a request admitted without limits: `allow` or `unlimited`.
+    Exempt(HeaderName, HeaderValue),
 }
 
 impl Fields {
@@ -193,6 +196,9 @@ impl Fields {
                 for (name, value) in [X_LIMIT, X_REMAINING, X_RESET].into_iter().zip(values) {
                     headers.insert(name, value);
                 }
+            }
+            Fields::Exempt(name, value) => {
+                headers.insert(name, value);
             }
         }
     }

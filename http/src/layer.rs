@@ -14,6 +14,7 @@ use super::skip::{PrefixError, Skip};
 use super::stats::{Counters, LayerStats};
 use super::{ClientKey, Endpoint, Head, HeaderStyle, RateLimit, Settle};
 use bytes::Bytes;
+use http::header::HeaderName;
 use http::{Method, Response};
 use http_body_util::Full;
 use tollgate::policy::PolicyCheck;
@@ -52,6 +53,8 @@ pub(super) struct Shared {
     /// The answer to a denied request (`None`: the layer's own, a 429 or gRPC status).
     pub(super) on_denied: Option<Arc<DeniedFn>>,
     pub(super) style: HeaderStyle,
+    /// The header naming why a request met no limit (`None`: no header).
+    pub(super) exempt_header: Option<HeaderName>,
     /// `None`: every request costs 1.
     pub(super) cost: Option<Arc<CostFn>>,
     pub(super) settle: Option<Settle>,
@@ -78,6 +81,12 @@ pub(super) struct Shared {
 /// - **denied**: 429 with `Retry-After` (whole seconds rounded up, never 0), the
 ///   rate-limit fields and an RFC 9457 `application/problem+json` body naming each
 ///   violated rule and tier. The service is not called.
+/// - **refused** by a deny list entry or a ban (`limit = 0`): 403 with a problem body
+///   carrying the rules file's reason, and no `Retry-After` (waiting does not end a ban).
+///   The service is not called.
+/// - **admitted without limits** (an allow list entry, `unlimited` rules): the service is
+///   called, and its response gets no rate-limit field (or the
+///   [`exempt_header`](Self::exempt_header) if set).
 /// - **no usable key**: 400 with a problem body, or the [`OnBadKey::Fallback`] key.
 /// - **no peer address** to key by (the server is not wired to give one:
 ///   [`KeyError::NoPeerAddress`](super::KeyError::NoPeerAddress)): 500 naming the fix, and a
@@ -85,7 +94,7 @@ pub(super) struct Shared {
 /// - **cost beyond what the limits can ever admit**: 413 with a problem body.
 /// - **a gRPC call** (`content-type: application/grpc…`): the same answers as gRPC
 ///   statuses in a trailers-only response (`RESOURCE_EXHAUSTED` with a `RetryInfo`,
-///   `INVALID_ARGUMENT`, `INTERNAL`).
+///   `PERMISSION_DENIED`, `INVALID_ARGUMENT`, `INTERNAL`).
 ///
 /// Shadow rules ([`shadow`](Self::shadow)) are checked on admitted requests, reported in
 /// the headers and counted, and never deny. Settlement ([`settle`](Self::settle)) turns
@@ -127,6 +136,7 @@ impl fmt::Debug for RateLimitLayer {
             .field("skip", &self.shared.skip)
             .field("on_denied", &self.shared.on_denied.is_some())
             .field("style", &self.shared.style)
+            .field("exempt_header", &self.shared.exempt_header)
             .field("shadow", &self.shared.shadow.is_some())
             .field("settle", &self.shared.settle)
             .finish()
@@ -195,6 +205,7 @@ impl RateLimitLayer {
                 skip: Skip::default(),
                 on_denied: None,
                 style: HeaderStyle::default(),
+                exempt_header: None,
                 cost: None,
                 settle: None,
                 admission: false,
@@ -265,6 +276,34 @@ impl RateLimitLayer {
     /// Which rate-limit header fields responses carry.
     pub fn headers(self, style: HeaderStyle) -> RateLimitLayer {
         self.with(|s| s.style = style)
+    }
+
+    /// A header for requests admitted without any limit — by an allow list entry, or by
+    /// `unlimited` rules only — which otherwise carry no rate-limit field (there is no
+    /// quota to state): `name: allow` or `name: unlimited`. Off by default (such a
+    /// request's response is the service's own); for clients or tools that need to tell
+    /// "not limited" from "no rate limiter".
+    ///
+    /// ```
+    /// use http::header::HeaderName;
+    /// use tollgate_http::RateLimitLayer;
+    /// use tollgate::policy::Policy;
+    /// use tollgate::MonotonicClock;
+    /// let policy = Policy::from_toml(r#"
+    ///     [[rules]]
+    ///     name = "default"
+    ///     limit = 100
+    ///     window = "1m"
+    ///     [[allow]]
+    ///     cidr = "10.0.0.0/8"
+    /// "#, MonotonicClock::new())?;
+    /// let layer = RateLimitLayer::new(policy)
+    ///     .exempt_header(HeaderName::from_static("ratelimit-exempt"));
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn exempt_header(self, name: HeaderName) -> RateLimitLayer {
+        self.with(|s| s.exempt_header = Some(name))
     }
 
     /// Shadow rules: `policy` is checked for every admitted request and its would-be

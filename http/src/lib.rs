@@ -8,7 +8,8 @@
 //! could not read.
 //!
 //! - [`RateLimitLayer`] / [`RateLimit`]: check, then forward (after a leaky bucket's delay,
-//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body. A policy
+//!   cancel-safe) or answer 429 with `Retry-After` and an RFC 9457 problem body; a request
+//!   a deny list entry or a ban refuses gets 403 with the rules file's reason. A policy
 //!   on a store that answers over the network (`tollgate-redis`) goes behind
 //!   [`RateLimitLayer::awaited`], which awaits the check in the response future.
 //! - Who: [`ClientKey`] — the peer IP grouped by [`IpPrefix`] (IPv6 /64 by default), a
@@ -24,7 +25,8 @@
 //!   response.
 //! - gRPC: a call with `content-type: application/grpc…` is refused the gRPC way, with a
 //!   trailers-only answer: `grpc-status` 8 (`RESOURCE_EXHAUSTED`) with `retry-after`, the
-//!   rate-limit fields and a `google.rpc.RetryInfo` when denied; 3 (`INVALID_ARGUMENT`) for a
+//!   rate-limit fields and a `google.rpc.RetryInfo` when denied; 7 (`PERMISSION_DENIED`)
+//!   with the reason when refused by a deny entry or a ban; 3 (`INVALID_ARGUMENT`) for a
 //!   missing key or a cost no limit can admit. With the `tonic` feature the peer key reads
 //!   tonic's `TcpConnectInfo`.
 //! - The service's own answers: [`RateLimitLayer::on_denied`] (from a [`Denial`]);
@@ -99,7 +101,7 @@ pub use header_style::HeaderStyle;
 pub use ip::{Cidr, IpPrefix};
 pub use key_text::KeyText;
 pub use layer::{OnBadKey, RateLimitLayer};
-pub use problem::{bad_request, cost_too_large, too_many_requests};
+pub use problem::{bad_request, cost_too_large, forbidden, too_many_requests};
 pub use proxies::TrustedProxies;
 pub use service::{RateLimit, RateLimitBody};
 pub use settle::{Settle, TokensUsed};

@@ -1,5 +1,7 @@
 //! The layer's own answers, RFC 9457 `application/problem+json`: [`too_many_requests`]
-//! (429, naming each violated rule and tier, with `Retry-After`), [`bad_request`] (400, no
+//! (429, naming each violated rule and tier, with `Retry-After`), [`forbidden`] (403, a
+//! deny list entry or a ban, with its reason; no `Retry-After`: waiting does not end it),
+//! [`bad_request`] (400, no
 //! usable client key), [`cost_too_large`] (413, a cost the limits can never admit) and
 //! `server_error` (500, no peer address: the server's wiring).
 //!
@@ -15,7 +17,7 @@ use http_body_util::Full;
 use tollgate::Nanos;
 
 use tollgate::policy::structured_fields::push_u64;
-use tollgate::policy::PolicyDecision;
+use tollgate::policy::{ListingKind, PolicyDecision};
 
 /// Appends `s` as a JSON string.
 fn json_string(out: &mut String, s: &str) {
@@ -122,7 +124,59 @@ pub fn too_many_requests(decision: &PolicyDecision) -> Response<Full<Bytes>> {
     response
 }
 
-/// Whole seconds to wait, rounded up, never 0.
+/// What a refused request is told: the rules file's reason, or that it is refused.
+pub(crate) fn refusal_detail(decision: &PolicyDecision) -> String {
+    let listing = decision.listing();
+    match listing.and_then(|l| l.reason()) {
+        Some(reason) => reason.to_owned(),
+        None => "this client is not allowed to make this request".to_owned(),
+    }
+}
+
+/// What refused a request, as a client may be told: a ban rule by name (as a 429 names
+/// the rules that denied), a deny list without the entry (a client key may be a secret,
+/// a network is the operator's business).
+pub(crate) fn refused_by(decision: &PolicyDecision) -> String {
+    match decision.listing() {
+        Some(l) if l.kind() == ListingKind::Ban => format!("rule '{}'", l.subject()),
+        Some(_) | None => "deny list".to_owned(),
+    }
+}
+
+/// The 403 for a request a deny list entry or a ban (`limit = 0`) refused: an RFC 9457
+/// body with the reason the rules file gives (`detail`, and `reason` when there is one)
+/// and what refused it (`refused_by`: the ban rule's name, or `deny list`). No
+/// `Retry-After`: waiting does not end a ban.
+///
+/// ```
+/// use tollgate_http::forbidden;
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[deny]]
+///     client = "acct_666"
+///     reason = "chargeback fraud: write to billing@example.com"
+/// "#, FnClock(|| Nanos::ZERO))?;
+/// let refused = policy.allow("acct_666", "/", 1)?;
+/// let response = forbidden(&refused);
+/// assert_eq!(response.status(), 403);
+/// assert!(response.headers().get("retry-after").is_none());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn forbidden(decision: &PolicyDecision) -> Response<Full<Bytes>> {
+    let status = StatusCode::FORBIDDEN;
+    let mut json = String::with_capacity(192);
+    problem_head(&mut json, status, &refusal_detail(decision));
+    if let Some(reason) = decision.listing().and_then(|l| l.reason()) {
+        json.push_str(",\"reason\":");
+        json_string(&mut json, reason);
+    }
+    json.push_str(",\"refused_by\":");
+    json_string(&mut json, &refused_by(decision));
+    json.push('}');
+    problem(status, json)
+}
+
 /// `retry` in whole seconds, rounded up and never 0 (a client that waits what it is told
 /// is never early): `Retry-After`, and every retry time the layer's answers state.
 pub(crate) fn retry_secs(retry: Nanos) -> u64 {

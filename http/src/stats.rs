@@ -12,6 +12,9 @@ pub struct LayerStats {
     pub admitted: u64,
     /// Requests answered 429.
     pub denied: u64,
+    /// Requests refused for good (403, or gRPC `PERMISSION_DENIED`): by a deny list entry
+    /// or a ban rule (`limit = 0`); not counted in `denied`.
+    pub refused: u64,
     /// Admitted requests held for a leaky bucket's delay before being forwarded.
     pub delayed: u64,
     /// Requests a dropped (cancelled) future gave its permits back for.
@@ -44,6 +47,7 @@ pub struct LayerStats {
 pub(super) struct Counters {
     pub(super) admitted: StripedCounter,
     pub(super) denied: StripedCounter,
+    pub(super) refused: StripedCounter,
     pub(super) delayed: StripedCounter,
     pub(super) cancelled: StripedCounter,
     pub(super) shadow_denied: StripedCounter,
@@ -60,6 +64,7 @@ pub(super) struct Counters {
 pub(crate) enum Outcome {
     Admitted,
     Denied,
+    Refused,
     Delayed,
     Cancelled,
     ShadowDenied,
@@ -76,6 +81,7 @@ impl Outcome {
         match self {
             Outcome::Admitted => "admitted",
             Outcome::Denied => "denied",
+            Outcome::Refused => "refused",
             Outcome::Delayed => "delayed",
             Outcome::Cancelled => "cancelled",
             Outcome::ShadowDenied => "shadow_denied",
@@ -94,6 +100,7 @@ impl Counters {
         let counter = match outcome {
             Outcome::Admitted => &self.admitted,
             Outcome::Denied => &self.denied,
+            Outcome::Refused => &self.refused,
             Outcome::Delayed => &self.delayed,
             Outcome::Cancelled => &self.cancelled,
             Outcome::ShadowDenied => &self.shadow_denied,
@@ -112,6 +119,7 @@ impl Counters {
         LayerStats {
             admitted: get(&self.admitted),
             denied: get(&self.denied),
+            refused: get(&self.refused),
             delayed: get(&self.delayed),
             cancelled: get(&self.cancelled),
             shadow_denied: get(&self.shadow_denied),

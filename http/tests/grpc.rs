@@ -165,3 +165,22 @@ async fn a_cost_no_limit_can_admit_is_invalid_argument() -> Result<(), BoxError>
     assert!(status.get_details_retry_info().is_none());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_banned_call_is_permission_denied_without_retry() -> Result<(), BoxError> {
+    let policy = Policy::from_toml(
+        &format!("{RULES}\n[[deny]]\ncidr = \"127.0.0.0/8\"\nreason = \"no loopback callers\"\n"),
+        ManualClock::new(),
+    )?;
+    let addr = serve(RateLimitLayer::new(policy).key(ClientKey::peer_ip())).await?;
+    let mut health = client(addr).await?;
+    let status = health.check(check()).await.expect_err("banned");
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "refused by deny list: no loopback callers"
+    );
+    assert!(status.metadata().get("retry-after").is_none());
+    assert!(status.get_details_retry_info().is_none());
+    Ok(())
+}

@@ -22,6 +22,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(headers.get("Retry-After"), Some("30"));
 
+    // The deny list refuses acct_666 for good (no Retry-After: waiting does not end it),
+    // and the probes' network is never limited.
+    let refused = policy.allow("acct_666", "/search", 1)?;
+    assert!(refused.is_ban());
+    assert_eq!(
+        refused.listing().and_then(|l| l.reason()),
+        Some("chargeback fraud: write to billing@example.com")
+    );
+    assert!(RateLimitHeaders::from_policy_decision(&refused)
+        .get("Retry-After")
+        .is_none());
+    for _ in 0..20 {
+        assert!(policy.allow("10.20.0.7", "/search", 1)?.allowed());
+    }
+
     // An operator raises acct_123 to 1000/min: no restart, the permits used still count.
     policy.reload_toml(&RULES.replace("limit = 500", "limit = 1000"))?;
     let next = policy.allow("acct_123", "/home", 1)?;

@@ -10,7 +10,7 @@ use core::fmt;
 
 use tollgate_core::{Clock, InsufficientCapacity};
 
-use super::limiter::{decide_body, plan_into, tier_cost};
+use super::limiter::{decide_body, plan_into, tier_cost, Filled};
 use super::{Op, Plan, Policy, PolicyDecision, Request, Store, TierOutcome, MAX_TIERS};
 
 /// The answer to [`Policy::check_all`]: the combined decision of every request's tiers
@@ -211,13 +211,15 @@ impl BatchDecision {
 
 /// Fills `plan` with every tier of every request of `requests`, in order, each (tier, key)
 /// once, charged the costs of every request naming it (so no store ever sees one key
-/// twice in a plan), and `tiers` with which tiers each request has.
+/// twice in a plan), and `tiers` with which tiers each request has. A request an allow
+/// entry or an `unlimited` rule admits has no tier; one a deny entry or a ban refuses
+/// refuses the batch: its listing is answered, and nothing is planned.
 fn plan_batch<'a>(
     plan: &mut Plan<'a>,
     set: &'a super::RuleSet,
     requests: &[Request<'a>],
     tiers: &mut [u8; MAX_TIERS],
-) -> Result<(), BatchError> {
+) -> Result<Option<u32>, BatchError> {
     let too_large = BatchError::TooLarge {
         requests: requests.len(),
     };
@@ -232,9 +234,16 @@ fn plan_batch<'a>(
         };
         let mut own = Plan::new();
         // One request's tiers always fit a plan of their own.
-        plan_into(&mut own, set, &request, |tier| {
+        let filled = plan_into(&mut own, set, &request, |tier| {
             tier_cost(&request, tier.max_cost())
         })?;
+        match filled {
+            Filled::Listed(at) if set.listings().get(at as usize).is_some_and(|l| !l.admits()) => {
+                tiers.fill(0);
+                return Ok(Some(at));
+            }
+            Filled::Listed(_) | Filled::All | Filled::Full => {}
+        }
         for planned in &own {
             let same = plan.iter().position(|p| {
                 core::ptr::eq(p.tier, planned.tier)
@@ -265,5 +274,5 @@ fn plan_batch<'a>(
             *mask |= 1 << j;
         }
     }
-    Ok(())
+    Ok(None)
 }

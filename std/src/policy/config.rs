@@ -2,7 +2,8 @@
 //! (one rule), [`TierConfig`] (one limit of a rule), [`AlgorithmKind`] (the algorithm as a
 //! config value), [`Partition`] (how a rule splits its state among requests),
 //! [`PenaltyConfig`] (when and how hard the adaptive penalty strikes) and [`parse_duration`]
-//! (human durations: `250ms`, `1s`, `1m`, `1h`, `1d`, sums such as `1m30s`).
+//! (human durations: `250ms`, `1s`, `1m`, `1h`, `1d`, sums such as `1m30s`), and
+//! [`ListEntryConfig`] (one entry of the allow or deny list).
 
 use serde::Deserialize;
 use tollgate_core::Nanos;
@@ -50,6 +51,15 @@ pub struct PolicyConfig {
     /// TOML `launder_guard = true`.
     #[serde(default)]
     pub launder_guard: bool,
+    /// Clients admitted whatever the rules say, by key or by network (`[[allow]]`): no
+    /// limit applies, nothing is stored or charged. See [`ListEntryConfig`] for which entry
+    /// decides a request.
+    #[serde(default)]
+    pub allow: Vec<ListEntryConfig>,
+    /// Clients refused whatever the rules say, by key or by network (`[[deny]]`), with a
+    /// stated reason: a ban, not a limit (waiting does not end it).
+    #[serde(default)]
+    pub deny: Vec<ListEntryConfig>,
 }
 
 impl PolicyConfig {
@@ -70,6 +80,27 @@ impl PolicyConfig {
     /// Adds a rule.
     pub fn rule(mut self, rule: RuleConfig) -> PolicyConfig {
         self.rules.push(rule);
+        self
+    }
+
+    /// Adds an allow list entry.
+    ///
+    /// ```
+    /// use tollgate::policy::{ListEntryConfig, PolicyConfig, RuleConfig, TierConfig};
+    /// let config = PolicyConfig::default()
+    ///     .rule(RuleConfig::new("default").tier(TierConfig::new(100, "1m")))
+    ///     .allowing(ListEntryConfig::cidr("10.0.0.0/8"))
+    ///     .denying(ListEntryConfig::client("acct_666").reason("chargeback fraud"));
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn allowing(mut self, entry: ListEntryConfig) -> PolicyConfig {
+        self.allow.push(entry);
+        self
+    }
+
+    /// Adds a deny list entry.
+    pub fn denying(mut self, entry: ListEntryConfig) -> PolicyConfig {
+        self.deny.push(entry);
         self
     }
 
@@ -118,7 +149,9 @@ impl PolicyConfig {
 /// the four kinds of rule: default (neither), client, endpoint, and (client, endpoint).
 ///
 /// Limits: either `tiers = [...]` or the one-tier shorthand `limit`/`window`/`algorithm`/
-/// `burst`/`queue` directly on the rule, not both.
+/// `burst`/`queue` directly on the rule, not both. Or no limit at all: `unlimited = true`
+/// (the rule's slot admits what it matches, keeping no state), or `limit = 0` alone, a ban
+/// (what the rule matches is refused, with its `reason`).
 ///
 /// ```
 /// use tollgate::policy::{RuleConfig, TierConfig};
@@ -177,6 +210,16 @@ pub struct RuleConfig {
     /// on a rule with a `sliding_window_log` tier.
     #[serde(default)]
     pub launder_guard: Option<bool>,
+    /// No limit for what the rule matches: its slot admits, keeping no state (it replaces
+    /// the generic rule of its slot, as any client or endpoint rule does; the other slot
+    /// still applies). Takes no limit field. TOML `unlimited = true`.
+    #[serde(default)]
+    pub unlimited: bool,
+    /// Why a ban (`limit = 0`) refuses: told to the refused client (the HTTP layer's 403
+    /// body, the gRPC message) and in the decision's [`Listing`](super::Listing). Only on
+    /// a ban.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 impl RuleConfig {
@@ -222,6 +265,106 @@ impl RuleConfig {
     /// Adds a tier.
     pub fn tier(mut self, tier: TierConfig) -> RuleConfig {
         self.tiers.push(tier);
+        self
+    }
+
+    /// Makes the rule unlimited (`unlimited = true`).
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy, PolicyConfig, RuleConfig, TierConfig};
+    /// use tollgate::Nanos;
+    /// let config = PolicyConfig::default()
+    ///     .rule(RuleConfig::new("default").tier(TierConfig::new(1, "1m")))
+    ///     .rule(RuleConfig::new("internal").client("batch-job").unlimited())
+    ///     .rule(RuleConfig::new("legacy").endpoint("/v0/*").ban("/v0 was retired: use /v1"));
+    /// let policy = Policy::new(config, FnClock(|| Nanos::ZERO))?;
+    /// assert!(policy.allow("batch-job", "/", 1)?.allowed());
+    /// assert!(policy.allow("batch-job", "/", 1)?.allowed());
+    /// let refused = policy.allow("batch-job", "/v0/users", 1)?;
+    /// assert_eq!(refused.listing().and_then(|l| l.reason()), Some("/v0 was retired: use /v1"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn unlimited(mut self) -> RuleConfig {
+        self.unlimited = true;
+        self
+    }
+
+    /// Makes the rule a ban (`limit = 0`) refusing with `reason`.
+    pub fn ban(mut self, reason: &str) -> RuleConfig {
+        self.limit = Some(0);
+        self.reason = Some(reason.to_owned());
+        self
+    }
+}
+
+/// One entry of the allow or deny list (`[[allow]]`, `[[deny]]`): a client key (`client`,
+/// matched exactly) or a network (`cidr`, IPv4 or IPv6, matching every client key that is
+/// an IP address in it), and an optional `reason` (for a deny entry, told to the refused
+/// client).
+///
+/// **Which entry decides.** The most specific entry that matches a request's client, in
+/// either list: a `client` entry before any network, then the network with the longest
+/// prefix. So a deny of `203.0.113.0/24` can spare `203.0.113.5/32` with an allow entry,
+/// and an allow of `10.0.0.0/8` can still refuse `10.66.0.0/16`. The same client or
+/// network in both lists, or twice in one, is a load error. An entry decides the request
+/// before any rule: an allowed client meets no limit (nor ban rule), a denied one is
+/// refused whatever its rules allow.
+///
+/// ```
+/// use tollgate::policy::{FnClock, Policy};
+/// use tollgate::Nanos;
+/// let policy = Policy::from_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 1
+///     window = "1m"
+///     [[allow]]
+///     cidr = "10.0.0.0/8"
+///     [[deny]]
+///     cidr = "10.66.0.0/16"
+///     reason = "the load-test network"
+/// "#, FnClock(|| Nanos::ZERO))?;
+/// assert!(policy.allow("10.1.2.3", "/", 1)?.allowed());
+/// assert!(policy.allow("10.1.2.3", "/", 1)?.allowed()); // no limit applies
+/// assert!(!policy.allow("10.66.0.1", "/", 1)?.allowed()); // the longer prefix decides
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ListEntryConfig {
+    /// The client key, matched exactly.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// Instead of `client`: the network, `10.0.0.0/8` or `2001:db8::/32` (one address is
+    /// `/32` or `/128`).
+    #[serde(default)]
+    pub cidr: Option<String>,
+    /// Why the entry is there; for a deny entry, told to the refused client.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl ListEntryConfig {
+    /// An entry for the client key `key`.
+    pub fn client(key: &str) -> ListEntryConfig {
+        ListEntryConfig {
+            client: Some(key.to_owned()),
+            ..ListEntryConfig::default()
+        }
+    }
+
+    /// An entry for the network `cidr`.
+    pub fn cidr(cidr: &str) -> ListEntryConfig {
+        ListEntryConfig {
+            cidr: Some(cidr.to_owned()),
+            ..ListEntryConfig::default()
+        }
+    }
+
+    /// Sets the reason.
+    pub fn reason(mut self, reason: &str) -> ListEntryConfig {
+        self.reason = Some(reason.to_owned());
         self
     }
 }

@@ -7,7 +7,7 @@
 //! is gone. Nothing is interned, so nothing grows with reloads.
 
 use super::published::Hold;
-use super::{Plan, RuleId, RuleSet};
+use super::{Listing, Plan, RuleId, RuleSet};
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use std::borrow::Cow;
@@ -15,6 +15,12 @@ use tollgate_core::{Decision, Nanos};
 
 /// The decision of a request no rule matched.
 const NO_RULE: Decision = Decision::allow(u64::MAX, u64::MAX, Nanos::ZERO);
+
+/// The decision of a request a deny entry or a ban refuses: never admitted by waiting.
+const BANNED: Decision = Decision::deny(0, 0, Nanos::MAX, Nanos::MAX);
+
+/// No listing decided the request.
+const UNLISTED: u32 = u32::MAX;
 
 /// A tier's decision before the store writes it.
 const NO_DECISION: Decision = Decision::allow(0, 0, Nanos::ZERO);
@@ -37,6 +43,13 @@ pub const MAX_TIERS: usize = 8;
 /// `remaining`, ties to the later `reset_after`, then the first); `delay` the longest any
 /// tier asked for. With no matching rule the request is admitted with
 /// `limit = remaining = u64::MAX`.
+///
+/// A request a list entry or a special rule decided ([`listing`](Self::listing)) has no
+/// tier: admitted (an allow entry, an `unlimited` rule) as with no matching rule, or
+/// refused (a deny entry, a ban) with `limit = remaining = 0` and `retry_after =
+/// reset_after =` [`Nanos::MAX`]: a ban does not end by waiting, so
+/// [`RateLimitHeaders`](super::RateLimitHeaders) renders no field for it (no
+/// `Retry-After`); tell it apart with [`is_ban`](Self::is_ban).
 ///
 /// ```
 /// use tollgate::policy::Policy;
@@ -62,8 +75,11 @@ pub struct PolicyDecision {
     /// At most [`MAX_TIERS`].
     len: u8,
     tightest: u8,
-    /// The rule set the outcomes' labels live in (`None`: labels that live for good, or no
-    /// tier).
+    /// The listing that decided the request, by its index in the held set's listings
+    /// ([`UNLISTED`]: none).
+    listing: u32,
+    /// The rule set the outcomes' labels (and the listing) live in (`None`: labels that
+    /// live for good, or no tier).
     set: Option<Hold<RuleSet>>,
 }
 
@@ -78,19 +94,21 @@ impl Clone for PolicyDecision {
             tiers,
             len: self.len,
             tightest: self.tightest,
+            listing: self.listing,
             // The copied labels point into the same set: hold it again.
             set: self.set.clone(),
         }
     }
 }
 
-/// Equal when the combined decisions, the tiers checked and the tightest tier are (unused
-/// slots hold nothing to compare).
+/// Equal when the combined decisions, the tiers checked, the tightest tier and the
+/// listings are (unused slots hold nothing to compare).
 impl PartialEq for PolicyDecision {
     fn eq(&self, other: &PolicyDecision) -> bool {
         self.decision == other.decision
             && self.tightest == other.tightest
             && self.tiers() == other.tiers()
+            && self.listing() == other.listing()
     }
 }
 
@@ -147,6 +165,7 @@ impl PolicyDecision {
             tiers: [const { MaybeUninit::uninit() }; MAX_TIERS],
             len: 0,
             tightest: u8::MAX,
+            listing: UNLISTED,
             set: None,
         }
     }
@@ -159,7 +178,37 @@ impl PolicyDecision {
         self.decision = NO_RULE;
         self.len = 0;
         self.tightest = u8::MAX;
+        self.listing = UNLISTED;
         self.set = None;
+    }
+
+    /// Makes this (empty) decision the one listing `at` of `set` decides: admitted with no
+    /// tier, or refused for good. The caller then [`hold`](Self::hold)s `set`.
+    #[inline]
+    pub(crate) fn list(&mut self, at: u32, set: &RuleSet) {
+        let admits = set.listings().get(at as usize).is_some_and(Listing::admits);
+        self.decision = if admits { NO_RULE } else { BANNED };
+        self.listing = at;
+    }
+
+    /// The list entry or special rule that decided the request, if one did: an allow or
+    /// deny entry, an `unlimited` rule (when no rule of limits applied) or a ban. Nothing
+    /// was stored or charged for it.
+    pub fn listing(&self) -> Option<&Listing> {
+        if self.listing == UNLISTED {
+            return None;
+        }
+        self.set
+            .as_ref()?
+            .get()
+            .listings()
+            .get(self.listing as usize)
+    }
+
+    /// Whether the request is refused by a deny entry or a ban (`limit = 0`), not by a
+    /// limit: waiting will not let it in ([`listing`](Self::listing) says which and why).
+    pub fn is_ban(&self) -> bool {
+        self.listing().is_some_and(|l| !l.admits())
     }
 
     /// Keeps `set` (the rule set the labels point into) alive as long as this decision.

@@ -16,6 +16,7 @@ use tollgate_core::ConfigError;
 /// ```
 /// use tollgate::policy::PolicyConfig;
 /// use tollgate::{ConfigError, Nanos};
+/// // (`limit = 0` alone is a ban; with a window it is a limit, which must be > 0.)
 /// let err = PolicyConfig::from_toml("[[rules]]\nname = \"d\"\nlimit = 0\nwindow = \"1m\"\n")
 ///     .unwrap_err();
 /// assert_eq!(err.to_string(), "rules[0].limit: must be > 0");

@@ -8,6 +8,7 @@ use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
 use super::events;
 use super::published::{Active, Published};
+use super::rule::Special;
 use super::store::fingerprint;
 use super::{
     InProcess, Op, Partition, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
@@ -658,7 +659,9 @@ fn record_plan<'a>(op: Op, set: &'a RuleSet, request: &Request<'a>) -> Option<Pl
 /// every client shares (a global rule's state is not the client's). `None`: no tier.
 fn reset_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
     let mut all = Plan::new();
-    plan_into(&mut all, set, request, |_| Ok(0)).ok()?;
+    if !recorded(plan_into(&mut all, set, request, |_| Ok(0))) {
+        return None;
+    }
     let mut plan = Plan::new();
     for p in all
         .iter()
@@ -674,7 +677,7 @@ fn reset_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
 fn charge_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> {
     let cost = request.cost.saturating_mul(request.divisor.max(1));
     let mut plan = Plan::new();
-    (plan_into(&mut plan, set, request, |_| Ok(cost)).is_ok() && !plan.is_empty()).then_some(plan)
+    (recorded(plan_into(&mut plan, set, request, |_| Ok(cost))) && !plan.is_empty()).then_some(plan)
 }
 
 /// What a refund of `request` gives back to each tier: giving back more than a tier can
@@ -690,49 +693,123 @@ fn refund_plan<'a>(set: &'a RuleSet, request: &Request<'a>) -> Option<Plan<'a>> 
         tier_cost(&clamped, tier.max_cost())
     };
     let mut plan = Plan::new();
-    (plan_into(&mut plan, set, request, clamped).is_ok() && !plan.is_empty()).then_some(plan)
+    (recorded(plan_into(&mut plan, set, request, clamped)) && !plan.is_empty()).then_some(plan)
 }
 
 /// The plan of a check or peek of `request` under `set`: its tiers, each charged what
-/// the request costs it (an error if more than the tier can ever admit).
+/// the request costs it (an error if more than the tier can ever admit); or the listing
+/// that decides the request, with nothing planned.
 #[inline(always)]
 fn plan_request<'a>(
     plan: &mut Plan<'a>,
     set: &'a RuleSet,
     request: &Request<'a>,
-) -> Result<(), InsufficientCapacity> {
+) -> Result<Option<u32>, InsufficientCapacity> {
     // Two rules of at most MAX_TIERS_PER_RULE tiers each always fit.
-    plan_into(plan, set, request, |tier| {
+    let filled = plan_into(plan, set, request, |tier| {
         tier_cost(request, tier.max_cost())
+    })?;
+    Ok(match filled {
+        Filled::Listed(at) => Some(at),
+        Filled::All | Filled::Full => None,
     })
-    .map(|_| ())
+}
+
+/// Whether `filled` leaves tiers to record (a refund, a charge or a reset of a listed
+/// request records nothing: nothing was taken for it).
+fn recorded(filled: Result<Filled, InsufficientCapacity>) -> bool {
+    match filled {
+        Ok(Filled::All | Filled::Full) => true,
+        Ok(Filled::Listed(_)) | Err(_) => false,
+    }
+}
+
+/// How [`plan_into`] filled a plan.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Filled {
+    /// Every tier of the request is in (none, if no rule matched).
+    All,
+    /// The plan filled up before every tier was in (never for one request in an empty plan).
+    Full,
+    /// A list entry or a special rule decides the request (its index in the set's
+    /// listings): nothing is planned for it.
+    Listed(u32),
 }
 
 /// Fills `plan` with the tiers of `request` under `set`: every tier of every matching rule
 /// (global-slot rule first), with the key under its rule and the permits `cost` charges
-/// it. One fingerprint per request; built in place (no copy of the plan). `false` if the
-/// plan filled up before every tier was in (never for one request in an empty plan).
+/// it. One fingerprint per request; built in place (no copy of the plan).
+///
+/// A list entry the client meets decides the request before any rule; then a ban in
+/// either slot (the global slot's first); an `unlimited` rule plans no tier, and decides
+/// the request when no rule of limits matched. A listed request has no tier planned.
 #[inline]
 pub(super) fn plan_into<'a>(
     plan: &mut Plan<'a>,
     set: &'a RuleSet,
     request: &Request<'a>,
     cost: impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
-) -> Result<bool, InsufficientCapacity> {
-    // One hash of the client: its state key, and its lookup in the rule index.
+) -> Result<Filled, InsufficientCapacity> {
+    // One hash of the client: its state key, its lookup in the rule index and the lists.
     let client = fingerprint(request.client);
+    if set.has_listings() {
+        return plan_listed(plan, set, client, request, &cost);
+    }
     let [global, scoped] = set.matching_fingerprinted(request.client, client, request.endpoint);
     // Each slot's rule in turn (written out, not an iterator over the pair: a check then
     // keeps no iterator state).
     if let Some(rule) = global {
         if !plan_rule(plan, rule, client, request, &cost)? {
-            return Ok(false);
+            return Ok(Filled::Full);
         }
     }
     if let Some(rule) = scoped {
-        return plan_rule(plan, rule, client, request, &cost);
+        let all = plan_rule(plan, rule, client, request, &cost)?;
+        return Ok(if all { Filled::All } else { Filled::Full });
     }
-    Ok(true)
+    Ok(Filled::All)
+}
+
+/// [`plan_into`] under a set with list entries or special rules (kept out of the common
+/// path, which then pays one branch for them), for the client whose fingerprint is
+/// `client`.
+#[inline(never)]
+fn plan_listed<'a>(
+    plan: &mut Plan<'a>,
+    set: &'a RuleSet,
+    client: u64,
+    request: &Request<'a>,
+    cost: &impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
+) -> Result<Filled, InsufficientCapacity> {
+    if let Some(listing) = set.listed(request.client, client) {
+        return Ok(Filled::Listed(listing));
+    }
+    let [global, scoped] = set.matching_fingerprinted(request.client, client, request.endpoint);
+    let specials = (
+        global.and_then(Rule::special),
+        scoped.and_then(Rule::special),
+    );
+    if let (Some(Special::Ban(at)), _) | (_, Some(Special::Ban(at))) = specials {
+        return Ok(Filled::Listed(at));
+    }
+    // Each slot's rule of limits in turn.
+    let mut limited = false;
+    if let Some(rule) = global.filter(|r| r.special().is_none()) {
+        limited = true;
+        if !plan_rule(plan, rule, client, request, cost)? {
+            return Ok(Filled::Full);
+        }
+    }
+    if let Some(rule) = scoped.filter(|r| r.special().is_none()) {
+        let all = plan_rule(plan, rule, client, request, cost)?;
+        return Ok(if all { Filled::All } else { Filled::Full });
+    }
+    if !limited {
+        if let (Some(Special::Unlimited(at)), _) | (_, Some(Special::Unlimited(at))) = specials {
+            return Ok(Filled::Listed(at));
+        }
+    }
+    Ok(Filled::All)
 }
 
 /// Appends `rule`'s tiers to `plan` (see [`plan_into`]), the key under the rule being
@@ -770,8 +847,9 @@ fn plan_rule<'a>(
 /// ([`Policy::decide_async`]), of one request or of a batch (`batch.rs`): the plan of the
 /// tiers the request(s) match (`fill`, given the set and the plan), decided by `run` (the
 /// store's operation on `plan`, writing `outcomes`; awaited or not), combined with
-/// `divisor`; the decision holds the rule set its labels live in. `fill` and `run` answer
-/// the caller's error type.
+/// `divisor`; the decision holds the rule set its labels live in. `fill` answers the
+/// listing that decides the request(s) without the store, if one does (then the store is
+/// not asked). `fill` and `run` answer the caller's error type.
 macro_rules! decide_body {
     (
         $policy:ident, $decision:ident, $divisor:expr,
@@ -783,9 +861,16 @@ macro_rules! decide_body {
         // The plan borrows the set, which the decision takes after it.
         {
             let mut $plan = Plan::new();
-            {
+            let listed = {
                 let ($set, $filling) = (&*set, &mut $plan);
-                $fill?;
+                $fill?
+            };
+            if let Some(at) = listed {
+                drop($plan);
+                $decision.list(at, &set);
+                // The listing lives in the set: the decision keeps it.
+                $decision.hold(set.into_hold());
+                return Ok(());
             }
             $decision.label(&$plan);
             if $plan.is_empty() {

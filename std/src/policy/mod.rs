@@ -8,6 +8,9 @@
 //! - **Config** from TOML ([`PolicyConfig`]), validated into typed errors naming the rule
 //!   and field ([`PolicyConfigError`]: `rules[3].limit: must be > 0`); durations such as
 //!   `1s`, `1m`, `1d`; the algorithm is a config value ([`AlgorithmKind`]).
+//! - **Allow and deny lists** by client key or network ([`ListEntryConfig`]),
+//!   `unlimited = true` rules and bans (`limit = 0`), decided before any store is asked;
+//!   the decision names the entry or rule ([`Listing`]).
 //! - **Hot reload** ([`Policy::reload`]) without restart or lost state.
 //! - **Headers** ([`RateLimitHeaders`]): `RateLimit-Policy` / `RateLimit` (IETF draft 10),
 //!   `X-RateLimit-*`, `Retry-After`.
@@ -44,13 +47,17 @@
 
 mod batch;
 mod check;
+mod cidr;
 mod config;
 mod decision;
 mod error;
 mod events;
 mod headers;
+mod index;
 #[allow(clippy::module_inception)]
 mod limiter;
+mod listing;
+mod lists;
 #[cfg(tollgate_loom)]
 mod loom_fault;
 mod metered;
@@ -74,12 +81,14 @@ pub use crate::clock::FnClock;
 pub use batch::{BatchDecision, BatchError};
 pub use check::{PolicyCheck, Request};
 pub use config::{
-    parse_duration, AlgorithmKind, Partition, PenaltyConfig, PolicyConfig, RuleConfig, TierConfig,
+    parse_duration, AlgorithmKind, ListEntryConfig, Partition, PenaltyConfig, PolicyConfig,
+    RuleConfig, TierConfig,
 };
 pub use decision::{PolicyDecision, TierLabel, TierOutcome, MAX_TIERS};
 pub use error::{DurationError, HeaderNameError, PenaltyConfigError, PolicyConfigError};
 pub use headers::RateLimitHeaders;
 pub use limiter::Policy;
+pub use listing::{Listing, ListingKind};
 #[cfg(tollgate_loom)]
 pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};

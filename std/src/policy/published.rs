@@ -543,6 +543,20 @@ pub(crate) struct Hold<T> {
     _set: PhantomData<Arc<T>>,
 }
 
+impl<T> Hold<T> {
+    /// The set held.
+    #[inline]
+    pub(crate) fn get(&self) -> &T {
+        // Acquire: as in `enter` (the slot was written before the publish that made the
+        // node current, and the hold keeps the node from being reused meanwhile).
+        let set = self.node.set_ptr.load(Ordering::Acquire);
+        // SAFETY: the node is held, so its set is not reclaimed nor the node reused while
+        // `self` lives (module docs); the pointer came from `Arc::<T>::into_raw` in
+        // `install`, for a `T` (a hold is only made by `enter` on a `Published<T>`).
+        unsafe { &*set.cast::<T>() }
+    }
+}
+
 impl<T> Clone for Hold<T> {
     /// Another hold on the same set (on this thread's stripe).
     fn clone(&self) -> Hold<T> {

@@ -3,11 +3,13 @@
 
 use std::fmt;
 
-use super::{Rule, RuleSet};
+use super::{Listing, ListingKind, Rule, RuleSet};
 
 /// What [`Policy::reload`](super::Policy::reload) changed: the rules added, removed and
 /// changed (by name; a changed rule matches other requests, or has tiers added, removed or
-/// given other numbers), and how many stayed as they were. Rule names only: no state.
+/// given other numbers, or made `unlimited` or a ban), and how many stayed as they were;
+/// and the allow and deny entries added, removed and changed (a new reason). Names only:
+/// no state.
 ///
 /// ```
 /// use tollgate::policy::{FnClock, Policy};
@@ -39,6 +41,23 @@ use super::{Rule, RuleSet};
 /// assert_eq!(report.changed(), ["default"]);
 /// assert_eq!(report.unchanged(), 0);
 /// assert_eq!(report.to_string(), "added export; removed search; changed default");
+///
+/// let report = policy.reload_toml(r#"
+///     [[rules]]
+///     name = "default"
+///     limit = 20
+///     window = "1m"
+///     [[rules]]
+///     name = "export"
+///     endpoint = "/export"
+///     limit = 0
+///     reason = "exports are paused"
+///     [[deny]]
+///     cidr = "203.0.113.0/24"
+/// "#)?;
+/// assert_eq!(report.changed(), ["export"]);
+/// assert_eq!(report.listed(), ["deny cidr 203.0.113.0/24"]);
+/// assert_eq!(report.to_string(), "changed export; listed deny cidr 203.0.113.0/24");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,6 +66,21 @@ pub struct ReloadReport {
     removed: Vec<String>,
     changed: Vec<String>,
     unchanged: usize,
+    listed: Vec<String>,
+    unlisted: Vec<String>,
+    relisted: Vec<String>,
+}
+
+/// A list entry's name in a report: `allow client "probe"`, `deny cidr 203.0.113.0/24`;
+/// `None` for a special rule (reported as a rule).
+fn entry_name(listing: &Listing) -> Option<String> {
+    match listing.kind() {
+        ListingKind::AllowClient => Some(format!("allow client {:?}", listing.subject())),
+        ListingKind::AllowCidr => Some(format!("allow cidr {}", listing.subject())),
+        ListingKind::DenyClient => Some(format!("deny client {:?}", listing.subject())),
+        ListingKind::DenyCidr => Some(format!("deny cidr {}", listing.subject())),
+        ListingKind::Unlimited | ListingKind::Ban => None,
+    }
 }
 
 impl ReloadReport {
@@ -65,6 +99,25 @@ impl ReloadReport {
             .iter()
             .filter(|rule| new.rule(rule.name()).is_none())
             .map(|rule| rule.name().to_owned())
+            .collect();
+        let entries = |set: &RuleSet| -> Vec<(String, Option<String>)> {
+            set.listings()
+                .iter()
+                .filter_map(|l| Some((entry_name(l)?, l.reason().map(str::to_owned))))
+                .collect()
+        };
+        let (before, after) = (entries(old), entries(new));
+        for (name, reason) in &after {
+            match before.iter().find(|(n, _)| n == name) {
+                None => report.listed.push(name.clone()),
+                Some((_, r)) if r != reason => report.relisted.push(name.clone()),
+                Some(_) => {}
+            }
+        }
+        report.unlisted = before
+            .into_iter()
+            .filter(|(name, _)| !after.iter().any(|(n, _)| n == name))
+            .map(|(name, _)| name)
             .collect();
         report
     }
@@ -89,15 +142,38 @@ impl ReloadReport {
         self.unchanged
     }
 
+    /// Allow and deny entries the reload added (`deny cidr 203.0.113.0/24`, `allow client
+    /// "probe"`): they decide the next request.
+    pub fn listed(&self) -> &[String] {
+        &self.listed
+    }
+
+    /// Allow and deny entries the reload removed.
+    pub fn unlisted(&self) -> &[String] {
+        &self.unlisted
+    }
+
+    /// Allow and deny entries whose reason the reload changed.
+    pub fn relisted(&self) -> &[String] {
+        &self.relisted
+    }
+
     /// Whether the reload changed nothing.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.listed.is_empty()
+            && self.unlisted.is_empty()
+            && self.relisted.is_empty()
     }
 }
 
 /// Whether `a` and `b` (rules of one name) match the same requests with the same tiers.
 fn same(a: &Rule, b: &Rule) -> bool {
-    a.client() == b.client()
+    a.listing_kind() == b.listing_kind()
+        && a.reason() == b.reason()
+        && a.client() == b.client()
         && a.endpoint() == b.endpoint()
         && a.partition() == b.partition()
         && a.tiers().len() == b.tiers().len()
@@ -111,7 +187,8 @@ fn same(a: &Rule, b: &Rule) -> bool {
         })
 }
 
-/// `added a, b; removed c; changed d` (the non-empty parts), or `no change`.
+/// `added a, b; removed c; changed d; listed e; unlisted f; relisted g` (the non-empty
+/// parts), or `no change`.
 impl fmt::Display for ReloadReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_empty() {
@@ -121,6 +198,9 @@ impl fmt::Display for ReloadReport {
             ("added", &self.added),
             ("removed", &self.removed),
             ("changed", &self.changed),
+            ("listed", &self.listed),
+            ("unlisted", &self.unlisted),
+            ("relisted", &self.relisted),
         ];
         let mut first = true;
         for (what, names) in parts {

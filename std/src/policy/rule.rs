@@ -1,11 +1,23 @@
-//! [`Rule`]: a validated rule: its selectors, partition and tiers; [`RuleId`], its stable
-//! number within one policy.
+//! [`Rule`]: a validated rule: its selectors, partition and tiers (or none: an
+//! `unlimited` rule, a ban); [`RuleId`], its stable number within one policy.
 
+use super::lists::check_reason;
 use super::tier::check_name;
 use super::AlgorithmKind;
 use super::{
-    EndpointSelector, Partition, PolicyConfigError, RuleConfig, Tier, TierConfig, MAX_CAPACITY,
+    EndpointSelector, Listing, ListingKind, Partition, PolicyConfigError, RuleConfig, Tier,
+    TierConfig, MAX_CAPACITY,
 };
+
+/// What a rule without tiers does with what it matches, with its listing (its index in
+/// the rule set's listings).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Special {
+    /// `unlimited = true`: its slot admits, keeping no state.
+    Unlimited(u32),
+    /// `limit = 0`: refused.
+    Ban(u32),
+}
 
 /// The most tiers one rule may hold.
 pub const MAX_TIERS_PER_RULE: usize = 4;
@@ -39,16 +51,21 @@ pub struct Rule {
     /// computed once here rather than on every check.
     global_key: u64,
     tiers: Vec<Tier>,
+    /// `None` for a rule of limits (tiers).
+    special: Option<Special>,
+    reason: Option<Box<str>>,
 }
 
 impl Rule {
     /// Validates `config`, the rule at `rules[index]`; `guard` is the config's
-    /// `launder_guard` (the rule's own, if set, wins).
+    /// `launder_guard` (the rule's own, if set, wins); an `unlimited` rule or a ban adds
+    /// its [`Listing`] to `listings`.
     pub(crate) fn compile(
         config: &RuleConfig,
         index: usize,
         capacity: usize,
         guard: bool,
+        listings: &mut Vec<Listing>,
     ) -> Result<Rule, PolicyConfigError> {
         let path = format!("rules[{index}]");
         let field = |name: &str| format!("{path}.{name}");
@@ -76,6 +93,35 @@ impl Rule {
             ),
             (None, None) => None,
         };
+        let id = u32::try_from(index).map(RuleId).map_err(|_| {
+            PolicyConfigError::new(path.clone(), "at most 2^32 rules (a rule's id is a u32)")
+        })?;
+        if let Some(kind) = special_kind(config, &path)? {
+            let at = u32::try_from(listings.len())
+                .map_err(|_| PolicyConfigError::new(path.clone(), "at most 2^32 entries"))?;
+            listings.push(Listing::new(
+                kind,
+                path.clone(),
+                config.name.clone(),
+                config.reason.as_deref(),
+            ));
+            let special = if config.unlimited {
+                Special::Unlimited(at)
+            } else {
+                Special::Ban(at)
+            };
+            return Ok(Rule {
+                id,
+                name: config.name.as_str().into(),
+                client: config.client.as_deref().map(Box::from),
+                endpoint,
+                per: config.per,
+                global_key: super::store::fingerprint(""),
+                tiers: Vec::new(),
+                special: Some(special),
+                reason: config.reason.as_deref().map(Box::from),
+            });
+        }
         let shorthand = config.limit.is_some()
             || config.window.is_some()
             || config.algorithm.is_some()
@@ -157,9 +203,6 @@ impl Rule {
                 ));
             }
         }
-        let id = u32::try_from(index).map(RuleId).map_err(|_| {
-            PolicyConfigError::new(path.clone(), "at most 2^32 rules (a rule's id is a u32)")
-        })?;
         let labelled = (id, config.name.as_str(), config.per == Partition::Global);
         let mut compiled: Vec<Tier> = Vec::with_capacity(tiers.len());
         for (i, (tier, tier_path)) in tiers.iter().enumerate() {
@@ -191,6 +234,8 @@ impl Rule {
             per: config.per,
             global_key: super::store::fingerprint(""),
             tiers: compiled,
+            special: None,
+            reason: None,
         })
     }
 
@@ -219,9 +264,29 @@ impl Rule {
         self.per
     }
 
-    /// Its tiers, all of which must admit.
+    /// Its tiers, all of which must admit (none for an `unlimited` rule or a ban).
     pub fn tiers(&self) -> &[Tier] {
         &self.tiers
+    }
+
+    /// [`ListingKind::Unlimited`] for an `unlimited` rule, [`ListingKind::Ban`] for a
+    /// ban (`limit = 0`), `None` for a rule of limits.
+    pub fn listing_kind(&self) -> Option<ListingKind> {
+        match self.special? {
+            Special::Unlimited(_) => Some(ListingKind::Unlimited),
+            Special::Ban(_) => Some(ListingKind::Ban),
+        }
+    }
+
+    /// A ban's `reason`, if it gives one.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// What the rule does without tiers, if it has none.
+    #[inline(always)]
+    pub(crate) fn special(&self) -> Option<Special> {
+        self.special
     }
 
     pub(crate) fn tiers_mut(&mut self) -> &mut [Tier] {
@@ -244,6 +309,75 @@ impl Rule {
             Partition::Global => self.global_key,
         }
     }
+}
+
+/// The kind of a rule without limits — `unlimited = true`, or a ban: `limit = 0` with no
+/// other limit field — once its fields are checked (`path` is `rules[i]`); `None` for a
+/// rule of limits, whose fields [`Rule::compile`] checks (`limit = 0` with a `window` is
+/// such a rule, refused there: `must be > 0`). A field a rule without limits would ignore
+/// is an error naming it.
+fn special_kind(config: &RuleConfig, path: &str) -> Result<Option<ListingKind>, PolicyConfigError> {
+    let field = |name: &str| format!("{path}.{name}");
+    // The limit fields but `limit`, given.
+    let tier_fields = [
+        ("tiers", !config.tiers.is_empty()),
+        ("window", config.window.is_some()),
+        ("algorithm", config.algorithm.is_some()),
+        ("burst", config.burst.is_some()),
+        ("queue", config.queue.is_some()),
+    ];
+    let tier_field = tier_fields
+        .iter()
+        .find(|(_, given)| *given)
+        .map(|(f, _)| *f);
+    let ban = config.limit == Some(0) && tier_field.is_none();
+    if !config.unlimited && !ban {
+        return match (&config.reason, tier_field) {
+            (None, _) => Ok(None),
+            (Some(_), Some(f)) if config.limit == Some(0) => Err(PolicyConfigError::new(
+                field(f),
+                format!("a ban (`limit = 0`) has no limits and keeps no state: remove `{f}`"),
+            )),
+            (Some(_), _) => Err(PolicyConfigError::new(
+                field("reason"),
+                "only a ban (`limit = 0`) has a reason",
+            )),
+        };
+    }
+    let (what, kind) = if config.unlimited {
+        ("an unlimited rule", ListingKind::Unlimited)
+    } else {
+        ("a ban (`limit = 0`)", ListingKind::Ban)
+    };
+    let given = [
+        ("limit", config.limit.is_some() && config.unlimited),
+        ("capacity", config.capacity.is_some()),
+    ];
+    let extra = given
+        .iter()
+        .find(|(_, given)| *given)
+        .map(|(f, _)| *f)
+        .or(tier_field);
+    if let Some(name) = extra {
+        return Err(PolicyConfigError::new(
+            field(name),
+            format!("{what} has no limits and keeps no state: remove `{name}`"),
+        ));
+    }
+    if config.per == Partition::Global {
+        return Err(PolicyConfigError::new(
+            field("per"),
+            format!("{what} keeps no state to share: remove `per`"),
+        ));
+    }
+    if config.unlimited && config.reason.is_some() {
+        return Err(PolicyConfigError::new(
+            field("reason"),
+            "only a ban (`limit = 0`) has a reason",
+        ));
+    }
+    check_reason(path, config.reason.as_deref())?;
+    Ok(Some(kind))
 }
 
 /// A rule's number within one [`Policy`](super::Policy): assigned by name the first time a

@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hashbrown::HashTable;
 use tollgate_core::Nanos;
 
+use super::index::Index;
+use super::lists::Lists;
 use super::store::fingerprint;
-use super::{EndpointSelector, PolicyConfig, PolicyConfigError, Rule};
+use super::{EndpointSelector, Listing, PolicyConfig, PolicyConfigError, Rule};
 
 /// The largest `capacity` a rule set (or a rule) accepts: a single-word tier allocates its
 /// table (about 19.2 bytes per key of capacity) the first time it is used.
@@ -18,96 +19,6 @@ use super::{EndpointSelector, PolicyConfig, PolicyConfigError, Rule};
 /// is allocated by [`PolicyConfig::validate`], and a reload allocates only the tiers it
 /// changes (unchanged ones keep their state and their table).
 pub const MAX_CAPACITY: usize = 1 << 26;
-
-/// Names (clients or endpoints) and what each maps to. A few names (at most
-/// [`FEW`]: a config's endpoints, its client rules) are found by comparing the name with
-/// each in turn, which needs no hash at all (an endpoint is not otherwise hashed); more are
-/// found through a table hashed by [`fingerprint`]: the hash a check computes for its
-/// client anyway (the client's state key), so looking the client up costs no second hash.
-#[derive(Debug)]
-struct Index<V> {
-    /// Every name, in insertion order.
-    entries: Vec<(Box<str>, V)>,
-    /// Each name's position in `entries`, by fingerprint (kept whatever the size: it finds
-    /// names while the index is built, and at lookups once there are more than [`FEW`]).
-    table: HashTable<usize>,
-}
-
-/// The most names an [`Index`] looks up by comparing them one by one: a comparison of a name
-/// that differs costs a length compare (or two word loads), a hash and a table probe tens
-/// of instructions.
-const FEW: usize = 4;
-
-impl<V> Default for Index<V> {
-    fn default() -> Self {
-        Index {
-            entries: Vec::new(),
-            table: HashTable::new(),
-        }
-    }
-}
-
-impl<V> Index<V> {
-    /// The value of `name`, whose [`fingerprint`] `hash()` computes if needed (only for an
-    /// index of more than [`FEW`] names).
-    #[inline]
-    fn get(&self, name: &str, hash: impl FnOnce() -> u64) -> Option<&V> {
-        if self.entries.len() <= FEW {
-            return self
-                .entries
-                .iter()
-                .find(|(key, _)| same(key, name))
-                .map(|(_, value)| value);
-        }
-        let &i = self
-            .table
-            .find(hash(), |&i| same(&self.entries[i].0, name))?;
-        Some(&self.entries[i].1)
-    }
-
-    /// Whether it holds no name.
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The value of `name`, inserted by `value()` if absent.
-    fn get_or_insert_with(&mut self, name: &str, value: impl FnOnce() -> V) -> &mut V {
-        let entries = &mut self.entries;
-        let entry = self.table.entry(
-            fingerprint(name),
-            |&i| same(&entries[i].0, name),
-            |&i| fingerprint(&entries[i].0),
-        );
-        let i = *entry
-            .or_insert_with(|| {
-                entries.push((name.into(), value()));
-                entries.len() - 1
-            })
-            .get();
-        &mut entries[i].1
-    }
-}
-
-/// `a == b`, compared inline for names up to 16 bytes (routes, API keys): a couple of
-/// word loads instead of a call to the C library's `memcmp`.
-#[inline(always)]
-fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    // Two (possibly overlapping) words cover the first and last bytes.
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
-    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or([0; 4]));
-    match n {
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
-        _ => a == b,
-    }
-}
 
 /// The rules of one endpoint selector: the any-client rule and the client-specific ones.
 #[derive(Debug, Default)]
@@ -144,6 +55,13 @@ impl EndpointRules {
 /// 500/min is a client rule, not capped by the default 100/min), while the two slots
 /// *stack* (a client's global 1000/min and the endpoint's stricter 10/min both apply).
 ///
+/// **Before the rules**, the allow and deny lists: a client an entry names (by key, or by
+/// a network holding its address) is admitted or refused by that entry alone (see
+/// [`ListEntryConfig`](super::ListEntryConfig)). **Rules without limits**: a ban
+/// (`limit = 0`) in either slot refuses the request; an `unlimited` rule adds no tier to
+/// its slot (the other slot still applies). Lists and special rules are decided in the
+/// policy, before any store is asked: nothing is stored or charged for them.
+///
 /// ```
 /// use tollgate::policy::{PolicyConfig, RuleSet};
 /// let set = RuleSet::compile(&PolicyConfig::from_toml(r#"
@@ -176,6 +94,13 @@ pub struct RuleSet {
     by_endpoint: Index<EndpointRules>,
     /// The prefix selectors' rules, longest prefix first.
     by_prefix: Vec<(Box<str>, EndpointRules)>,
+    /// The allow and deny entries.
+    lists: Lists,
+    /// What each special rule and list entry is (rules first, in config order, then the
+    /// allow entries, then the deny entries).
+    listings: Vec<Listing>,
+    /// Whether `listings` is not empty.
+    any_listing: bool,
 }
 
 /// The rules of `selector` in `set`, made empty on first use.
@@ -210,7 +135,8 @@ impl RuleSet {
             Some(c) => c,
             None => crate::keyed::DEFAULT_CAPACITY,
         };
-        if config.rules.is_empty() && !config.allow_empty {
+        let listed = !config.allow.is_empty() || !config.deny.is_empty();
+        if config.rules.is_empty() && !listed && !config.allow_empty {
             return Err(PolicyConfigError::new(
                 "rules",
                 "no rules: every request would be admitted and every key's state dropped; \
@@ -223,10 +149,20 @@ impl RuleSet {
             by_client: Index::default(),
             by_endpoint: Index::default(),
             by_prefix: Vec::new(),
+            lists: Lists::default(),
+            listings: Vec::new(),
+            any_listing: false,
         };
+        let mut listings = Vec::new();
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, rule_config) in config.rules.iter().enumerate() {
-            let rule = Rule::compile(rule_config, i, capacity, config.launder_guard)?;
+            let rule = Rule::compile(
+                rule_config,
+                i,
+                capacity,
+                config.launder_guard,
+                &mut listings,
+            )?;
             if let Some(j) = names.insert(&rule_config.name, i) {
                 return Err(PolicyConfigError::new(
                     format!("rules[{i}].name"),
@@ -267,7 +203,31 @@ impl RuleSet {
         // the first in the config comes first.
         set.by_prefix
             .sort_by_key(|(p, _)| core::cmp::Reverse(p.len()));
+        set.lists = Lists::compile(config, &mut listings)?;
+        set.any_listing = !listings.is_empty();
+        set.listings = listings;
         Ok(set)
+    }
+
+    /// Every special rule (`unlimited`, ban) and list entry: what a decision's
+    /// [`listing`](super::PolicyDecision::listing) names. Rules first, in config order,
+    /// then the allow entries, then the deny entries.
+    pub fn listings(&self) -> &[Listing] {
+        &self.listings
+    }
+
+    /// Whether the set has any list entry or special rule (else no check needs to look
+    /// for one).
+    #[inline(always)]
+    pub(crate) fn has_listings(&self) -> bool {
+        self.any_listing
+    }
+
+    /// The list entry `client` (whose fingerprint is `client_hash`) meets, if any: its
+    /// index in [`listings`](Self::listings).
+    #[inline(always)]
+    pub(crate) fn listed(&self, client: &str, client_hash: u64) -> Option<u32> {
+        self.lists.find(client, client_hash)
     }
 
     /// The rules, in config order.
@@ -372,27 +332,8 @@ impl RuleSet {
 
 #[cfg(test)]
 mod tests {
+    use super::super::index::FEW;
     use super::*;
-
-    /// The inline comparison agrees with `==` at every length, whichever byte differs.
-    #[test]
-    fn names_compare_as_strings_do() {
-        let base: String = ('a'..='z').chain('A'..='Z').collect();
-        for n in 0..=base.len() {
-            let a = &base[..n];
-            let copy = String::from(a);
-            assert!(same(a, &copy), "{n}");
-            for i in 0..n {
-                let mut b = a.as_bytes().to_vec();
-                b[i] = b'-';
-                let b = String::from_utf8(b).unwrap();
-                assert!(!same(a, &b), "{n} {i}");
-            }
-            if n > 0 {
-                assert!(!same(a, &base[..n - 1]) && !same(&base[..n - 1], a));
-            }
-        }
-    }
 
     /// Client and endpoint indexes: a name maps to the value first inserted for it; a
     /// client's endpoint rule replaces the endpoint's any-client rule.

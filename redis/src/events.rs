@@ -12,6 +12,8 @@
 //! | a fleet rules follower applied a published version | `info`: prefix, version, what changed | `tollgate_fleet_rules_total{prefix,outcome="applied"}`, gauge `tollgate_fleet_rules_version{prefix}` |
 //! | the policy refused a published version (the rules in force kept) | `warn`: the version, the one kept, the error | `tollgate_fleet_rules_total{prefix,outcome="refused"}` |
 //! | a poll of the fleet rules failed | `warn` when polls start failing, `info` when one succeeds again | `tollgate_fleet_rules_total{prefix,outcome="failed"}` |
+//! | a follower cannot subscribe to the announcements (polls only) | `warn` when it starts, `info` when it subscribes again | |
+//! | the published fleet rules are older than those in force (Redis went back) | `warn`, then applied | |
 //!
 //! A leased store's counts go through the facade too: see `leased::stats`.
 //!
@@ -148,4 +150,40 @@ pub(crate) fn fleet_rules_reachable(prefix: &str) {
     #[cfg(feature = "tracing")]
     tracing::info!(prefix, "tollgate-redis: fleet rules reachable again");
     let _ = prefix;
+}
+
+/// Reports that a fleet rules follower of `prefix` cannot subscribe to the announcements
+/// (once, until it can): versions then arrive by polling only, still within the bound.
+pub(crate) fn fleet_rules_unsubscribed(prefix: &str, error: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        prefix,
+        error,
+        "tollgate-redis: fleet rules announcements unavailable; polling only"
+    );
+    let _ = (prefix, error);
+}
+
+/// Reports that a fleet rules follower of `prefix` is subscribed again.
+pub(crate) fn fleet_rules_subscribed(prefix: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        prefix,
+        "tollgate-redis: fleet rules announcements subscribed again"
+    );
+    let _ = prefix;
+}
+
+/// Reports that `prefix`'s published rules went back: `version`, published `earlier_ms`
+/// before the version `kept` in force (a failover to a replica behind, a restore).
+pub(crate) fn fleet_rules_went_back(prefix: &str, version: u64, kept: u64, earlier_ms: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        prefix,
+        version,
+        kept,
+        earlier_ms,
+        "tollgate-redis: the published fleet rules are older than those in force (Redis went back?); applying them"
+    );
+    let _ = (prefix, version, kept, earlier_ms);
 }

@@ -7,7 +7,7 @@
 //! spawned four times, as `redis_leased_fleet` does): each checks `acct_123` on one Redis
 //! under rules that allow it 100 per minute; one publish raises it to 500 per minute; every
 //! process answers with the new limit soon after (the lag of each is printed, and checked
-//! against a generous ceiling only: these machines are noisy), never goes back, and the
+//! not timed: these machines are noisy), never goes back, and the
 //! fleet admits no more than the rules allow: before the change within the old rule's
 //! bound, over the whole run within the new one's on top of what was already used.
 
@@ -225,6 +225,27 @@ fn a_follower_applies_each_version_and_keeps_its_rules_on_a_refused_one() {
         .block_on(FleetRules::running(&target, &config))
         .unwrap()
         .is_empty());
+    // A process gone without stopping (its entry stays, its report ages) is forgotten on
+    // request.
+    let _: () = redis::cmd("HSET")
+        .arg("follow:{#rules}:running")
+        .arg("crashed-7")
+        .arg("4 1000")
+        .query(&mut raw)
+        .unwrap();
+    let running = rt.block_on(FleetRules::running(&target, &config)).unwrap();
+    assert_eq!(running.len(), 1);
+    assert_eq!(
+        (running[0].process.as_str(), running[0].version),
+        ("crashed-7", 4)
+    );
+    assert!(running[0].reported_ago > Duration::from_secs(3600));
+    rt.block_on(FleetRules::forget_process(&target, &config, "crashed-7"))
+        .unwrap();
+    assert!(rt
+        .block_on(FleetRules::running(&target, &config))
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -322,7 +343,7 @@ fn anything_that_reloads_toml_can_follow() {
 
 const PROCESSES: usize = 4;
 /// How long the fleet runs after the publish.
-const AFTER_MS: u64 = 3_000;
+const AFTER_MS: u64 = 4_000;
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -505,8 +526,8 @@ fn one_publish_raises_a_client_on_every_process() {
         "fleet rules: {PROCESSES} processes answered 500 after {lags:?} ms (bound {bound:?}); \
          admitted {admitted_before} before the publish, {admitted} in all"
     );
-    // A generous ceiling, not the bound: the bound is measured (printed), not timed here.
-    assert!(lags.iter().all(|&lag| lag < 10_000), "{lags:?}");
+    // Every process answered 500 before it stopped (checked above); how soon is measured
+    // and printed, not asserted (these machines are noisy).
     // GCRA, 100 then 500 per minute, burst = limit: admitted over Δ ms at most
     // burst + Δ / emission interval (+1 for the partial interval).
     let old_bound = 100 + (published - first) / 600 + 1;

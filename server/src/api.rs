@@ -321,7 +321,7 @@ async fn reset(
 }
 
 /// A client's state as JSON: 404 if no limit applies to it, 400 for a question the engine
-/// refuses, 503 if the store did not take a reset.
+/// refuses, 503 if the store did not take a reset or did not answer the read.
 async fn client(api: &Api, domain: &str, entries: &[(String, String)], reset: bool) -> Response {
     let entries: Vec<(&str, &str)> = entries
         .iter()
@@ -357,8 +357,8 @@ async fn client(api: &Api, domain: &str, entries: &[(String, String)], reset: bo
         Err(e @ ClientError::Refused(_)) => {
             (StatusCode::BAD_REQUEST, error_body(&e.to_string())).into_response()
         }
-        Err(e @ ClientError::StoreFailed) => {
-            tracing::error!(%domain, ?entries, "a client reset failed: {e}");
+        Err(e @ (ClientError::StoreFailed | ClientError::Unanswered)) => {
+            tracing::error!(%domain, ?entries, reset, "a client's state: {e}");
             (StatusCode::SERVICE_UNAVAILABLE, error_body(&e.to_string())).into_response()
         }
     }

@@ -94,6 +94,9 @@ pub(crate) enum ClientError {
     Refused(Refusal),
     /// The store did not take the reset (Redis failed: the client keeps its state).
     StoreFailed,
+    /// The store did not answer the read (Redis failed; its failure policy's answer is no
+    /// client's state).
+    Unanswered,
 }
 
 impl std::fmt::Display for ClientError {
@@ -103,6 +106,10 @@ impl std::fmt::Display for ClientError {
             ClientError::StoreFailed => write!(
                 f,
                 "the store did not take the reset: the client keeps its state (see the server's log and tollgate_redis metrics)"
+            ),
+            ClientError::Unanswered => write!(
+                f,
+                "the store did not answer: the client's state is unknown (see the server's log and tollgate_redis metrics)"
             ),
         }
     }
@@ -567,14 +574,16 @@ impl Engine {
         };
         // The state (a cost of 0 takes and changes nothing), and whether one more request
         // would be admitted.
-        let state = limiter
-            .peek(&Request::new(&key, &limit.endpoint, 0))
-            .await
-            .map_err(undecidable)?;
+        let (now, one_more) = (
+            Request::new(&key, &limit.endpoint, 0),
+            Request::new(&key, &limit.endpoint, 1),
+        );
+        let state = limiter.read(&now).await.ok_or(ClientError::Unanswered)?;
         let next = limiter
-            .peek(&Request::new(&key, &limit.endpoint, 1))
+            .read(&one_more)
             .await
-            .map_err(undecidable)?;
+            .ok_or(ClientError::Unanswered)?;
+        let (state, next) = (state.map_err(undecidable)?, next.map_err(undecidable)?);
         let tiers: ArrayVec<&TierOutcome, MAX_TIERS> = state.tiers().iter().collect();
         let mut s = status(limit, &tiers, Some(!next.allowed() && !limit.shadow_mode));
         s.retry_after = (!next.allowed()).then(|| next.retry_after());

@@ -66,6 +66,19 @@ impl Limiter {
         with_policy!(self, policy => policy.peek_async(client, endpoint, cost).await)
     }
 
+    /// What `request` would get now, as [`peek`](Self::peek), if the store itself answered:
+    /// `None` when Redis failed and the failure policy answered instead (a state made up,
+    /// not read: never shown to an operator as the client's).
+    pub(crate) async fn read(
+        &self,
+        request: &Request<'_>,
+    ) -> Option<Result<PolicyDecision, InsufficientCapacity>> {
+        let degraded = || self.redis().map(|redis| redis.stats().degraded);
+        let before = degraded();
+        let read = self.peek(request).await;
+        (degraded() == before).then_some(read)
+    }
+
     /// Forgets `request.client`'s state under `request`'s tiers: whether the store took
     /// the reset. On Redis a failed call is counted in the store's `degraded` (and logged
     /// by it; the key keeps its state there), so an unchanged count says every call of the

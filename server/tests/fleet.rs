@@ -165,6 +165,13 @@ fn a_reset_on_one_server_is_seen_by_the_fleet() {
         .as_str()
         .unwrap()
         .contains("the client keeps its state"));
+    // Nor is the failure policy's answer shown as the client's state.
+    let unknown = http(b.admin.unwrap(), "GET", path, &[], "");
+    assert_eq!(unknown.status, 503, "{}", unknown.body);
+    assert!(unknown.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("the client's state is unknown"));
 }
 
 /// `tollgate-server --publish` with `args`: its exit status and what it printed.

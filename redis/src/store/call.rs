@@ -218,7 +218,7 @@ impl RedisStore {
     /// with the tier indices it covers (see [`Calls`]).
     pub(super) fn calls(&self, plan: &Plan<'_>, now: Nanos) -> Calls {
         // A cluster: each client's tiers in a call of their own (their hash tag's slot).
-        let by_client = self.shared.backoff_until.len() > 1;
+        let by_client = self.shared.cluster;
         // Built in place (a call is a few hundred bytes: not moved around).
         let mut calls = Calls {
             head: [None, None],

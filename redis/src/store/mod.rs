@@ -289,6 +289,9 @@ struct Shared {
     connection: Connection,
     counters: Counters,
     epoch: Instant,
+    /// Whether the target is a Redis Cluster (a plan's clients then each need a call of
+    /// their own: see `Calls`).
+    cluster: bool,
     /// Per group of hash tags (one group for a single node, [`BACKOFF_GROUPS`] for a
     /// cluster): local ns (since `epoch`) before which Redis is not tried again for the
     /// tags of that group; 0: no backoff.
@@ -388,6 +391,7 @@ impl RedisStore {
                 connection: Connection::new(&target, &config)?,
                 counters: Counters::default(),
                 epoch: Instant::now(),
+                cluster: matches!(target, RedisTarget::Cluster(_)),
                 backoff_until: (0..match target {
                     RedisTarget::Single(_) => 1,
                     RedisTarget::Cluster(_) => BACKOFF_GROUPS,

@@ -43,8 +43,9 @@ impl RedisStore {
         } else {
             None
         };
-        // The calls whose tiers admitted (and took their permits) so far.
-        let mut admitted: ArrayVec<&Call, MAX_TIERS> = ArrayVec::new();
+        // The calls whose tiers admitted so far, and whether Redis did (took the permits
+        // there) or the failure policy answered.
+        let mut admitted: ArrayVec<(&Call, bool), MAX_TIERS> = ArrayVec::new();
         let mut denied = false;
         // Whether Redis made every answer (only such denies are cached).
         let mut clean = true;
@@ -63,17 +64,22 @@ impl RedisStore {
             clean &= redis;
             if all {
                 // At most one call per tier of the plan: never full.
-                let _ = admitted.try_push(call);
+                let _ = admitted.try_push((call, redis));
             } else {
                 denied = true;
             }
         }
         if denied {
             // Give back what the groups that admitted took, then report their state.
-            for call in admitted {
-                // If Redis cannot take the refund now, it keeps the permits: the strict side
-                // (they return with the window or the drain).
-                clean &= self.call(call, Mode::Refund, io).await.is_ok();
+            for (call, redis) in admitted {
+                // Only what Redis took goes back to Redis: a group the failure policy
+                // admitted took nothing there (failing open), or took from the fallback's
+                // local share, which keeps it (the strict side). If Redis cannot take the
+                // refund now, it keeps the permits: the strict side too (they return with
+                // the window or the drain).
+                if redis {
+                    clean &= self.call(call, Mode::Refund, io).await.is_ok();
+                }
                 clean &= self
                     .decide(plan, call, Mode::PeekDenied, now, outcomes, io)
                     .await

@@ -460,6 +460,11 @@ mod tests {
     fn sizes_and_bytes_follow_the_debts() {
         assert_eq!(DebtSummary::new(0, 64).width(), 1);
         assert_eq!(DebtSummary::new(3, 64).width(), 2);
+        if cfg!(miri) {
+            // A megabyte of atomics takes a minute to interpret; the sizes are plain
+            // arithmetic, checked natively.
+            return;
+        }
         let s = DebtSummary::new(100_000, 120_000);
         assert_eq!(s.width(), 50_000);
         assert_eq!(s.generations[0].blocks.len(), 3_125);
@@ -502,8 +507,10 @@ mod tests {
         let summary = DebtSummary::new(2, 64);
         summary.evicted(u64::MAX, state, false, &gcra, now);
         assert_eq!(summary.estimate(u64::MAX, &gcra, now), state);
+        // Fewer identities under miri, which interprets every estimate.
+        let samples: u64 = if cfg!(miri) { 1_000 } else { 100_000 };
         let phantom = |s: &DebtSummary| {
-            (0..100_000u64)
+            (0..samples)
                 .filter(|&h| s.estimate(h, &gcra, now) != 0)
                 .count()
         };
@@ -514,7 +521,9 @@ mod tests {
             summary.evicted(u64::MAX - h, state, false, &gcra, now);
         }
         let n = phantom(&summary);
-        assert!(n <= 200, "{n} of 100 000 with phantom debt");
+        // At most 0.2 % (2 % of miri's thousand: a sample that small is coarse).
+        let most = if cfg!(miri) { 20 } else { 200 };
+        assert!(n <= most, "{n} of {samples} with phantom debt");
     }
 
     /// No cascade: a key that inherited a debt and took nothing more records nothing when

@@ -84,7 +84,8 @@ impl FleetRulesConfig {
         self
     }
 
-    /// The name this process reports its version under ([`FleetRules::running`]).
+    /// The name this process reports its version under
+    /// ([`FleetRules::running`](super::FleetRules::running)).
     pub fn with_process_name(mut self, name: &str) -> Self {
         name.clone_into(&mut self.process);
         self

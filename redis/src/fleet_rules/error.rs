@@ -10,9 +10,11 @@ use redis::RedisError;
 #[non_exhaustive]
 pub enum FleetRulesError {
     /// The document was refused before it reached Redis: its rules are wrong, or it has
-    /// none. Nothing was published. From [`FleetRules::publish`], a
+    /// none. Nothing was published. From
+    /// [`FleetRules::publish`](super::FleetRules::publish), a
     /// [`PolicyConfigError`](tollgate::policy::PolicyConfigError) (downcast to read its
-    /// path); from [`FleetRules::publish_with`], the check's own error.
+    /// path); from [`FleetRules::publish_with`](super::FleetRules::publish_with), the
+    /// check's own error.
     Rules(Box<dyn std::error::Error + Send + Sync>),
     /// Redis failed, or did not answer within the timeout: what it said.
     Redis(String),

@@ -322,6 +322,26 @@ impl PolicyDecision {
         })
     }
 
+    /// Multiplies limit, remaining and quota by `multiplier` (a rewarded client sees its
+    /// raised limit), saturating.
+    #[inline]
+    pub(crate) fn scale_up(&mut self, multiplier: u32) {
+        if multiplier > 1 {
+            let m = u64::from(multiplier);
+            let scale = |d: &mut Decision| {
+                if d.limit != u64::MAX {
+                    d.limit = d.limit.saturating_mul(m);
+                    d.remaining = d.remaining.saturating_mul(m);
+                }
+            };
+            scale(&mut self.decision);
+            for t in self.outcomes_mut() {
+                scale(&mut t.decision);
+                t.quota = t.quota.saturating_mul(m);
+            }
+        }
+    }
+
     /// Divides limit and remaining divided by `divisor` (a penalized
     /// client sees its reduced limit).
     #[inline]

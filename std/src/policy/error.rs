@@ -160,8 +160,9 @@ impl fmt::Display for DurationError {
 
 impl std::error::Error for DurationError {}
 
-/// Why a [`PenaltyConfig`](super::PenaltyConfig) was rejected; its `Display` names the field.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// Why a [`PenaltyConfig`](super::PenaltyConfig) or a [`RewardConfig`](super::RewardConfig)
+/// was rejected; its `Display` names the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PenaltyConfigError {
     /// `denials` is zero: every client would be penalized at once.
@@ -190,6 +191,23 @@ pub enum PenaltyConfigError {
         /// The most clients accepted.
         max: usize,
     },
+    /// The reward's `window` is zero.
+    ZeroRewardWindow,
+    /// The reward's `quiet_windows` is zero: every client would be rewarded at once.
+    ZeroQuietWindows,
+    /// The reward's `factor` is below 2: a reward that raises nothing.
+    RewardFactorTooSmall,
+    /// The reward's `max_factor` is below its `factor`.
+    MaxFactorBelowFactor,
+    /// The reward's standing (`window` times every step's `quiet_windows`) runs past
+    /// [`Nanos::MAX_HORIZON`](tollgate_core::Nanos::MAX_HORIZON).
+    RewardTooLong {
+        /// The longest standing accepted.
+        max: tollgate_core::Nanos,
+    },
+    /// The rule the penalty keeps its state in did not compile for these numbers (the
+    /// message says which field of it).
+    State(String),
 }
 
 impl fmt::Display for PenaltyConfigError {
@@ -208,6 +226,20 @@ impl fmt::Display for PenaltyConfigError {
             PenaltyConfigError::CapacityTooLarge { max } => {
                 write!(f, "capacity: at most {max} clients")
             }
+            PenaltyConfigError::ZeroRewardWindow => f.write_str("reward.window: must be > 0"),
+            PenaltyConfigError::ZeroQuietWindows => {
+                f.write_str("reward.quiet_windows: must be > 0")
+            }
+            PenaltyConfigError::RewardFactorTooSmall => f.write_str("reward.factor: must be >= 2"),
+            PenaltyConfigError::MaxFactorBelowFactor => {
+                f.write_str("reward.max_factor: must be >= reward.factor")
+            }
+            PenaltyConfigError::RewardTooLong { max } => write!(
+                f,
+                "reward.window: times quiet_windows for every step, at most {} ns",
+                max.as_u64()
+            ),
+            PenaltyConfigError::State(message) => write!(f, "penalty state rule: {message}"),
         }
     }
 }

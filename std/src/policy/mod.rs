@@ -92,7 +92,7 @@ pub use listing::{Listing, ListingKind};
 #[cfg(tollgate_loom)]
 pub use loom_fault::PolicyFault;
 pub use metered::{Metered, RuleMetrics};
-pub use penalty::AdaptivePenalty;
+pub use penalty::{AdaptivePenalty, RewardConfig};
 pub use reload_report::ReloadReport;
 pub use reservation::settlement;
 pub use reservation::Reservation;

@@ -15,8 +15,7 @@ use tollgate_core::{Gcra, InsufficientCapacity, Nanos};
 use self::counts::Counts;
 use self::state::{PenaltyState, Reading};
 use super::{
-    InProcess, Op, PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request,
-    Store,
+    InProcess, Op, PenaltyConfig, PenaltyConfigError, PolicyCheck, PolicyDecision, Request, Store,
 };
 use crate::keyed::Geometry;
 
@@ -104,15 +103,15 @@ impl<P: PolicyCheck> AdaptivePenalty<P> {
                 max: Geometry::MAX_CAPACITY,
             })?;
         // The denial counter must fit a fixed window's layout, and the cooldown a GCRA's.
-        tollgate_core::FixedWindow::new(u64::from(config.denials), config.period).map_err(
-            |e| match e {
+        tollgate_core::FixedWindow::new(u64::from(config.denials), config.period).map_err(|e| {
+            match e {
                 tollgate_core::ConfigError::LimitTooLarge { max } => {
                     PenaltyConfigError::DenialsTooMany { max }
                 }
                 // validate() ruled out a zero count or period.
                 _ => PenaltyConfigError::ZeroPeriod,
-            },
-        )?;
+            }
+        })?;
         Gcra::from_interval(config.cooldown.as_u64(), 1).map_err(|e| match e {
             tollgate_core::ConfigError::PeriodTooLong { max } => {
                 PenaltyConfigError::CooldownTooLong { max }
@@ -162,7 +161,10 @@ impl<P: PolicyCheck, S: Store> AdaptivePenalty<P, S> {
     /// assert_eq!(guarded.peek("a", "/", 1)?.limit(), 20);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn reward(mut self, reward: RewardConfig) -> Result<AdaptivePenalty<P, S>, PenaltyConfigError> {
+    pub fn reward(
+        mut self,
+        reward: RewardConfig,
+    ) -> Result<AdaptivePenalty<P, S>, PenaltyConfigError> {
         reward.validate()?;
         self.state = PenaltyState::compile(&self.config, Some(&reward), self.capacity)?;
         self.reward = Some(reward);
@@ -218,7 +220,7 @@ impl<P: PolicyCheck, S: Store> AdaptivePenalty<P, S> {
     }
 
     /// Ends `client`'s penalty and takes its standing away now: forgets all the penalty
-    /// keeps about it (blocking). A [`reset`](PolicyCheck::reset) of the client does the
+    /// keeps about it (blocking). A [`reset_at`](PolicyCheck::reset_at) of the client does the
     /// same, besides resetting the inner policy.
     pub fn lift(&self, client: &str) {
         let now = self.inner.now();
@@ -374,7 +376,10 @@ impl<P: PolicyCheck, S: Store> PolicyCheck for AdaptivePenalty<P, S> {
         now: Nanos,
     ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
         run_body!(
-            self, op, request, now,
+            self,
+            op,
+            request,
+            now,
             |sop, plan, outcomes| self.store.run(sop, plan, now, outcomes),
             |iop, effective| self.inner.run(iop, effective, now)
         )
@@ -387,7 +392,10 @@ impl<P: PolicyCheck, S: Store> PolicyCheck for AdaptivePenalty<P, S> {
         now: Nanos,
     ) -> Result<Option<PolicyDecision>, InsufficientCapacity> {
         run_body!(
-            self, op, request, now,
+            self,
+            op,
+            request,
+            now,
             |sop, plan, outcomes| self.store.run_async(sop, plan, now, outcomes).await,
             |iop, effective| self.inner.run_async(iop, effective, now).await
         )

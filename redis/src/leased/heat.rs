@@ -1,7 +1,7 @@
 //! Which cold keys turn hot: admitted checks counted per key per 100 ms
 //! ([`Inner::heat`]), and the claim of a slot for a key that reaches the hot rate.
 
-use super::slot::{mix, Keep};
+use super::slot::{mix, Keep, UNKNOWN};
 use super::Inner;
 use crate::sync::lock;
 use std::sync::atomic::Ordering;
@@ -104,6 +104,8 @@ impl Inner {
             // the lease thread after it locks the bookkeeping written below.
             slot.limit.store(limit, Ordering::Relaxed);
             slot.cap.store(cap, Ordering::Relaxed);
+            slot.denied_at.store(0, Ordering::Relaxed);
+            slot.view_remaining.store(UNKNOWN, Ordering::Relaxed);
             *lock(&slot.keep) = Keep {
                 target: Some(self.redis.tier_key(p)),
                 // Relaxed: a unique number; claims are serialised by `claiming`.

@@ -138,11 +138,12 @@ impl Inner {
         for _ in 0..2 {
             // `want` ≤ cap ≤ max_cost, which a tier keeps within u32.
             let cost = u32::try_from(want).unwrap_or(u32::MAX);
+            let asked = slot.lease_asked();
             match self.redis.lease_op(&target, cost, now, LeaseOp::Take) {
                 LeaseReply::Done(d) if d.allowed => {
+                    slot.lease_answered(asked, d.remaining);
                     // Relaxed: the view is advisory; the grant below publishes the
                     // permits (Release).
-                    slot.view_remaining.store(d.remaining, Ordering::Relaxed);
                     slot.view_reset_at.store(
                         now.as_u64().saturating_add(d.reset_after.as_u64()),
                         Ordering::Relaxed,
@@ -151,6 +152,7 @@ impl Inner {
                     // Checks may have given permits back since `held` was read: what would
                     // lift the slot above its cap goes straight back to Redis.
                     let added = slot.cell.fill(want, cap);
+                    slot.lease_done();
                     if !self.give_back(Some((s, keep.epoch)), &target, want - added, clock) {
                         self.orphan(&target, want - added);
                     }
@@ -168,9 +170,13 @@ impl Inner {
                     return;
                 }
                 LeaseReply::Done(d) if d.remaining > 0 && d.remaining < want => {
+                    slot.lease_answered(asked, d.remaining);
+                    slot.lease_done();
                     want = d.remaining;
                 }
                 LeaseReply::Done(d) => {
+                    slot.lease_answered(asked, d.remaining);
+                    slot.lease_done();
                     // Nothing left: ask again when Redis would have some, within a tick
                     // and a TTL.
                     let wait =
@@ -179,6 +185,8 @@ impl Inner {
                     return;
                 }
                 reply @ (LeaseReply::NotRun | LeaseReply::Unknown | LeaseReply::Pending(_)) => {
+                    // A late grant counts itself as asked again when it lands (`settle`).
+                    slot.lease_done();
                     match reply {
                         // It may still run, or have run: its outcome settles later.
                         LeaseReply::Pending(reply) => {

@@ -91,24 +91,32 @@ use tollgate::Nanos;
 /// ## The bound
 ///
 /// Permits are counted in Redis when they are leased, so Redis never records more than the
-/// limit. What a fleet *admits* in a window can exceed it only by permits leased earlier and
-/// spent in this window: with `P` processes, at most
+/// algorithm allows. What a fleet *admits* exceeds that only by permits leased earlier and
+/// spent later: with `P` processes, per key, where `cap` is
+/// [`max_lease_for`](LeaseConfig::max_lease_for)`(limit, max_cost)` (the most one process
+/// holds at once: a lease never brings the slot above it, and permits a denied check gives
+/// back go to Redis instead when the slot is full again) and `limit` what the tier admits
+/// at once (a window's limit; the burst of a GCRA or token bucket):
 ///
-/// > admitted in any window ≤ `limit + P × max_lease_for(limit, max_cost)`
+/// - fixed window, sliding window counter: at most `limit + P × cap` in each window;
+/// - sliding window log: at most `limit + P × cap` in any interval one window long;
+/// - GCRA, token bucket: at most `burst + rate × Δ + P × cap` over any interval Δ;
+/// - leaky bucket: never leased (see above).
 ///
-/// per key, where [`max_lease_for`](LeaseConfig::max_lease_for) is the most one process
-/// holds at once (a lease never brings the slot above it, and permits a denied check gives
-/// back go to Redis instead when the slot is full again). Denies are exact to the same
-/// bound: a request is denied only when this process's lease cannot cover it (it holds
-/// fewer permits than the request costs) and Redis denies it. Permits a process leases and
-/// never uses count as used in Redis until it returns them: a lease in hand when a process
-/// dies (`kill -9`) is never returned, and its permits are lost to the fleet until the
-/// key's state frees them (the window ends, the bucket drains), at most one lease per
-/// process.
+/// Denies are exact to the same bound: a request is denied only when this process's lease
+/// cannot cover it (it holds fewer permits than the request costs) and Redis denies it.
+/// A caller's decisions at one instant are monotone: a deny from Redis closes the key's
+/// lease in this process up to that instant, so a lease arriving meanwhile cannot admit a
+/// request at the instant another was refused. Permits a process leases and never uses
+/// count as used in Redis until it returns them: a lease in hand when a process dies
+/// (`kill -9`) is never returned, and its permits are lost to the fleet until the key's
+/// state frees them (the window ends, the bucket drains), at most one lease per process.
 ///
-/// What a locally admitted request reports is the **local view**: `remaining` is what the
-/// slot holds plus what Redis had left after the last lease (other processes may have taken
-/// some since), `reset_after` Redis' answer to the last lease, aged. Peeks, refunds and
+/// `remaining` counts what this process holds: Redis' answer (a peek, or a check Redis
+/// decided) plus the permits in its lease, when no lease was on its way meanwhile
+/// (otherwise Redis' answer alone: low, never high); a locally admitted request reports
+/// the permits held plus what Redis had left at its last answer (other processes' leases
+/// are not seen). `reset_after` is Redis' answer to the last lease, aged. Refunds and
 /// charges go to Redis.
 ///
 /// ## Failures
@@ -278,12 +286,17 @@ impl LeasedStore {
         // rule set is held.)
         let mut sub: [TierOutcome; MAX_TIERS] =
             core::array::from_fn(|j| outcomes[remote_of[j.min(remote.len() - 1)]].duplicate());
+        let mut grants = [None; MAX_TIERS];
+        for &i in &remote_of[..remote.len()] {
+            grants[i] = inner.grants_of(ids[i]);
+        }
         inner
             .redis
             .check_io(&remote, now, &mut sub[..remote.len()], io)
             .await;
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             outcomes[i].decision = sub[j].decision;
+            inner.answered(ids[i], grants[i], now, &mut outcomes[i].decision, true);
         }
         // Heat counts the tiers Redis admitted: a key over its limit (or a flood of
         // denies answered by the deny cache) has nothing to lease.
@@ -314,9 +327,18 @@ impl LeasedStore {
     ) {
         match op {
             Op::Check => self.check_io(plan, now, outcomes, io).await,
-            Op::Peek | Op::Refund | Op::Charge => {
-                self.inner.redis.run_io(op, plan, now, outcomes, io).await
+            Op::Peek => {
+                let mut grants = [None; MAX_TIERS];
+                for (p, g) in plan.iter().zip(grants.iter_mut()) {
+                    *g = self.inner.grants_of(identity(p));
+                }
+                self.inner.redis.run_io(op, plan, now, outcomes, io).await;
+                for ((p, outcome), g) in plan.iter().zip(outcomes.iter_mut()).zip(grants) {
+                    let decision = &mut outcome.decision;
+                    self.inner.answered(identity(p), g, now, decision, false);
+                }
             }
+            Op::Refund | Op::Charge => self.inner.redis.run_io(op, plan, now, outcomes, io).await,
             Op::Reset => {
                 self.inner.revoke(plan);
                 self.inner.redis.run_io(op, plan, now, outcomes, io).await

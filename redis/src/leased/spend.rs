@@ -41,6 +41,15 @@ impl Inner {
     ) -> Option<(usize, u32, Decision)> {
         for s in self.probe(id) {
             let slot = &self.slots[s];
+            // Relaxed: a caller's own deny is ordered before its later checks by program
+            // order; other callers see it soon after (a deny at their instant they could
+            // not have seen anyway).
+            if now.as_u64() <= slot.denied_at.load(Ordering::Relaxed)
+                && slot.cell.owner() == Some(id.max(1))
+            {
+                // Denied at this instant already: Redis decides, exactly.
+                return None;
+            }
             match slot.cell.spend(id, u64::from(p.cost)) {
                 Spend::Taken { left, generation } => {
                     // Relaxed: set by the lease thread with the lease; a stale value only
@@ -85,6 +94,47 @@ impl Inner {
                 }
                 outcome.decision = slot.view(slot.cell.permits(), now);
             }
+        }
+    }
+
+    /// What Redis answered for key `id` (a check when `check`, else a peek), as this
+    /// process sees it. For a key it holds a lease of: a denied check closes the slot at
+    /// `now` (see [`Slot::denied_at`]); if no lease was on its way when the call was sent
+    /// nor asked since (`grants`, read before the call), the answer is the newest word on the key: a check's refreshes the slot's
+    /// view, and the answer counts the permits the slot holds, which the fleet has left
+    /// too. If one was, Redis may have run it before or after this call: the view keeps
+    /// the lower of the two, and the answer is left as Redis gave it (low by what the slot
+    /// holds, never high).
+    pub(super) fn answered(
+        &self,
+        id: u64,
+        grants: Option<u64>,
+        now: Nanos,
+        decision: &mut Decision,
+        check: bool,
+    ) {
+        let Some(slot) = self.held_slot(id) else {
+            return;
+        };
+        if check && !decision.allowed {
+            // Relaxed: see `spend`.
+            slot.denied_at.fetch_max(now.as_u64(), Ordering::Relaxed);
+        }
+        // Relaxed: see `Slot::grants`; the view is advisory.
+        let newest = grants.is_some_and(|g| g % 2 == 0)
+            && grants == Some(slot.grants.load(Ordering::Relaxed));
+        match (check, newest) {
+            (true, true) => slot
+                .view_remaining
+                .store(decision.remaining, Ordering::Relaxed),
+            (true, false) => {
+                slot.view_remaining
+                    .fetch_min(decision.remaining, Ordering::Relaxed);
+            }
+            (false, _) => {}
+        }
+        if newest {
+            decision.remaining = decision.remaining.saturating_add(slot.cell.permits());
         }
     }
 

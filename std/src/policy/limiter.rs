@@ -132,7 +132,8 @@ impl<C: Clock> Policy<C> {
 
     /// Turns the in-process store's precheck (step 1 of its all-or-nothing scheme) off or
     /// on. Off, every deny takes and compensates; only useful to exercise compensation in
-    /// tests.
+    /// tests (the crate's own, and the loom models'), so it exists only in them.
+    #[cfg(any(test, tollgate_loom))]
     pub fn with_precheck(mut self, precheck: bool) -> Policy<C> {
         self.store = self.store.with_precheck(precheck);
         self

@@ -45,11 +45,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(test)]
+mod atomic_tests;
 mod batch;
 mod check;
 mod cidr;
 mod config;
 mod decision;
+#[cfg(test)]
+mod differential_tests;
 mod error;
 mod events;
 mod headers;

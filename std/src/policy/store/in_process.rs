@@ -81,7 +81,9 @@ impl InProcess {
     }
 
     /// Turns the precheck (step 1 of the all-or-nothing scheme) off or on. Off, every deny
-    /// takes and compensates; only useful to exercise compensation in tests.
+    /// takes and compensates; only useful to exercise compensation in tests (the crate's
+    /// own, and the loom models'), so it exists only in them.
+    #[cfg(any(test, tollgate_loom))]
     pub fn with_precheck(mut self, precheck: bool) -> InProcess {
         self.precheck = precheck;
         self

@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tollgate::policy::Policy;
-use tollgate::{ManualClock, Nanos};
+use crate::policy::Policy;
+use crate::{ManualClock, Nanos};
 
 const THREADS: usize = 4;
 const REQUESTS: usize = 300;

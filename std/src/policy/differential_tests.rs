@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 
+use crate::policy::Policy;
+use crate::{AlgorithmConfig, AnyLimiter, Decision, InsufficientCapacity, ManualClock, Nanos};
 use proptest::prelude::*;
-use tollgate::policy::Policy;
-use tollgate::{AlgorithmConfig, AnyLimiter, Decision, InsufficientCapacity, ManualClock, Nanos};
 
 const KINDS: [&str; 6] = [
     "gcra",
@@ -189,7 +189,7 @@ proptest! {
         };
         for (i, s) in steps.iter().enumerate() {
             clock.advance(Nanos::from_millis(s.advance_ms));
-            let now = tollgate::Clock::now(&clock);
+            let now = crate::Clock::now(&clock);
             let client = ["x", "y", "z"][s.client];
             let endpoint = if s.on_endpoint { "/e" } else { "/other" };
             let expected = model.check(client, s.on_endpoint, s.cost, now, s.peek);

@@ -16,9 +16,14 @@
 //! - names longer than [`MAX_RECORDED_NAME`] bytes are not recorded (memory stays bounded by the
 //!   capacity: at most `capacity · (2 · MAX_RECORDED_NAME + slot)` bytes).
 //!
+//! The slots are allocated by the first denial (a policy that never denies pays nothing:
+//! building one allocates nothing big).
+//!
 //! Nothing is ever removed: a listing peeks each recorded pair at its own `now` and keeps
 //! those a check would deny, so a pair whose limit has refilled (or was reset) is simply
 //! not listed, and its slot goes to the next pair denied in its bucket.
+
+use std::sync::OnceLock;
 
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
@@ -51,6 +56,15 @@ struct Names {
 /// A bounded record of recently denied (rule, client) pairs (see the module docs).
 #[derive(Debug)]
 pub(crate) struct DeniedRecord {
+    /// How many slots, a multiple of [`WAYS`] (0: records nothing).
+    capacity: usize,
+    /// The slots, allocated by the first denial.
+    slots: OnceLock<Slots>,
+}
+
+/// A record's slots.
+#[derive(Debug)]
+struct Slots {
     /// Each slot's owner: the fingerprint of its pair ([`EMPTY`]: none), in buckets of
     /// [`WAYS`] adjacent slots.
     owners: Box<[AtomicU64]>,
@@ -85,16 +99,53 @@ impl DeniedRecord {
     /// A record of `capacity` slots, rounded up to a whole bucket and reduced to
     /// [`MAX_LIMITED_RECORD`]; 0 records nothing.
     pub(crate) fn new(capacity: usize) -> DeniedRecord {
-        let slots = capacity.min(MAX_LIMITED_RECORD).div_ceil(WAYS) * WAYS;
         DeniedRecord {
-            owners: (0..slots).map(|_| AtomicU64::new(EMPTY)).collect(),
-            names: (0..slots).map(|_| Mutex::new(Names::default())).collect(),
+            capacity: capacity.min(MAX_LIMITED_RECORD).div_ceil(WAYS) * WAYS,
+            slots: OnceLock::new(),
         }
     }
 
     /// How many slots (pairs at most).
     pub(crate) fn capacity(&self) -> usize {
-        self.owners.len()
+        self.capacity
+    }
+
+    /// Records that `client` was denied under the rule `rule`, whose pair's fingerprint
+    /// is `fingerprint` ([`pair_fingerprint`]). No lock and no allocation when the pair
+    /// is already recorded; otherwise a `try_lock` of one slot (skipped if held). The
+    /// first call allocates the slots.
+    #[inline]
+    pub(crate) fn note(&self, fingerprint: u64, rule: &str, client: &str) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.slots
+            .get_or_init(|| Slots::new(self.capacity))
+            .note(fingerprint, rule, client);
+    }
+
+    /// Every recorded pair, each once (the slots' names, read under their locks; a slot
+    /// being written is waited for).
+    pub(crate) fn pairs(&self) -> Vec<Pair> {
+        self.slots.get().map_or_else(Vec::new, Slots::pairs)
+    }
+
+    /// The bytes the record holds: its slots and its names' allocations.
+    #[cfg(test)]
+    fn footprint(&self) -> usize {
+        self.slots.get().map_or(0, Slots::footprint)
+    }
+}
+
+impl Slots {
+    /// `capacity` empty slots (a multiple of [`WAYS`], not 0).
+    fn new(capacity: usize) -> Slots {
+        Slots {
+            owners: (0..capacity).map(|_| AtomicU64::new(EMPTY)).collect(),
+            names: (0..capacity)
+                .map(|_| Mutex::new(Names::default()))
+                .collect(),
+        }
     }
 
     /// The first slot of the bucket of `fingerprint`.
@@ -108,14 +159,9 @@ impl DeniedRecord {
         bucket * WAYS
     }
 
-    /// Records that `client` was denied under the rule `rule` (of id `id`), whose pair's
-    /// fingerprint is `fingerprint` ([`pair_fingerprint`]). No lock and no allocation when
-    /// the pair is already recorded; otherwise a `try_lock` of one slot (skipped if held).
+    /// [`DeniedRecord::note`] in these slots.
     #[inline]
-    pub(crate) fn note(&self, fingerprint: u64, rule: &str, client: &str) {
-        if self.owners.is_empty() {
-            return;
-        }
+    fn note(&self, fingerprint: u64, rule: &str, client: &str) {
         let first = self.bucket(fingerprint);
         let bucket = &self.owners[first..first + WAYS];
         // Relaxed: the owner is only a hint of which slot holds the pair; the names are
@@ -157,9 +203,8 @@ impl DeniedRecord {
         self.owners[slot].store(fingerprint, Ordering::Relaxed);
     }
 
-    /// Every recorded pair, each once (the slots' names, read under their locks; a slot
-    /// being written is waited for).
-    pub(crate) fn pairs(&self) -> Vec<Pair> {
+    /// [`DeniedRecord::pairs`] of these slots.
+    fn pairs(&self) -> Vec<Pair> {
         let mut pairs = Vec::new();
         for names in self.names.iter() {
             let names = crate::sync::lock(names);
@@ -173,7 +218,7 @@ impl DeniedRecord {
         pairs
     }
 
-    /// The bytes the record holds: its slots and its names' allocations.
+    /// [`DeniedRecord::footprint`] of these slots.
     #[cfg(test)]
     fn footprint(&self) -> usize {
         let names: usize = self
@@ -253,7 +298,9 @@ mod tests {
     #[test]
     fn a_held_slot_is_skipped() {
         let record = DeniedRecord::new(WAYS);
-        let guards: Vec<_> = record.names.iter().map(|m| m.lock().unwrap()).collect();
+        assert_eq!(record.footprint(), 0, "no slot before the first denial");
+        let slots = record.slots.get_or_init(|| Slots::new(WAYS));
+        let guards: Vec<_> = slots.names.iter().map(|m| m.lock().unwrap()).collect();
         record.note(pair_fingerprint(0, 1), "r", "a");
         drop(guards);
         assert!(record.pairs().is_empty());

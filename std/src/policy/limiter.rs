@@ -182,8 +182,9 @@ impl<C, S> Policy<C, S> {
     /// (default [`DEFAULT_LIMITED_RECORD`](super::DEFAULT_LIMITED_RECORD), rounded up to a
     /// multiple of 4, at most [`MAX_LIMITED_RECORD`](super::MAX_LIMITED_RECORD); 0 records
     /// none): the in-process candidates of a listing of the clients currently limited
-    /// ([`limited`](Self::limited)). Memory is fixed by the capacity: each slot holds one
-    /// pair's names, up to [`MAX_RECORDED_NAME`](super::MAX_RECORDED_NAME) bytes each (longer ones are not
+    /// ([`limited`](Self::limited)). Memory is fixed by the capacity, allocated by the
+    /// first denial (64 bytes a slot): each slot holds one pair's names, up to
+    /// [`MAX_RECORDED_NAME`](super::MAX_RECORDED_NAME) bytes each (longer ones are not
     /// recorded). A denial already recorded costs a check a few atomic loads; a new one
     /// takes a slot's lock if it is free (and is not recorded if it is not). Pairs recorded
     /// so far are forgotten.

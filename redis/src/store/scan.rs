@@ -69,17 +69,19 @@ impl RedisStore {
         let pattern = match_prefix(prefix);
         let mut seen = HashSet::new();
         let mut clients = Vec::new();
-        let mut budget = max_keys;
+        // Keys examined (about: a page examines about its `COUNT`), and keys answered
+        // (a page may answer more than its `COUNT`): each at most `max_keys`.
+        let (mut examined, mut answered) = (0usize, 0usize);
         let mut complete = true;
         'masters: for slot in masters {
             let mut cursor = 0;
             loop {
-                if budget == 0 {
+                if examined >= max_keys {
                     complete = false;
                     break 'masters;
                 }
-                let count = budget.min(PAGE);
-                budget -= count;
+                let count = (max_keys - examined).min(PAGE);
+                examined += count;
                 let page =
                     shared
                         .connection
@@ -89,6 +91,11 @@ impl RedisStore {
                     .map_err(timed_out)?
                     .map_err(failed)?;
                 for key in keys {
+                    if answered >= max_keys {
+                        complete = false;
+                        break 'masters;
+                    }
+                    answered += 1;
                     let Some(parts) = parse_key(prefix, &key) else {
                         continue;
                     };

@@ -157,7 +157,8 @@ impl<C: Clock, S: Store> Policy<C, S> {
     /// (a bounded record, [`with_limited_record`](Self::with_limited_record)) and those the
     /// store finds in its own state ([`Store::scan_clients`]: on Redis, a `SCAN` of the
     /// prefix, so also clients other processes limited). Each is peeked under its rule as
-    /// a check of one permit would be decided now, and listed if denied: a client whose
+    /// a check of one permit would be decided now, at the rule's own limits (a
+    /// decorator's reduced limits are not applied), and listed if denied: a client whose
     /// limit has refilled, or that was [`reset`](Self::reset), is not. Only per-client
     /// rules are listed (a global rule limits every client alike), and no list entry or ban
     /// (they are in the rules). The work is bounded: at most the record's capacity plus

@@ -193,6 +193,93 @@ impl Connection {
         }
     }
 
+    /// One `SCAN` page from `cursor` of the keys matching `pattern` (about `count` keys
+    /// examined): the next cursor (0: done) and the keys. On a cluster, of the master
+    /// serving `slot` (see [`masters`](Self::masters)); of the one server otherwise.
+    pub(crate) async fn scan_page(
+        &self,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+        slot: u16,
+        counters: &Counters,
+    ) -> Result<(u64, Vec<String>), RedisError> {
+        counters.round_trips.add(1);
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count);
+        let mut handle = self.handle().await?;
+        let reply = match &mut handle {
+            Handle::Single(c) => cmd.query_async(c).await?,
+            Handle::Cluster(c) => {
+                let node = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                c.route_command(cmd, RoutingInfo::SingleNode(node)).await?
+            }
+        };
+        Ok(redis::from_redis_value(reply)?)
+    }
+
+    /// One slot of each master of the cluster (`CLUSTER SLOTS`), in slot order; `[0]` for
+    /// a single server (whatever slot: it has them all).
+    pub(crate) async fn masters(&self, counters: &Counters) -> Result<Vec<u16>, RedisError> {
+        let mut handle = self.handle().await?;
+        let Handle::Cluster(c) = &mut handle else {
+            return Ok(vec![0]);
+        };
+        counters.round_trips.add(1);
+        let reply = c
+            .route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await?;
+        let ranges: Vec<(u16, u16, (String, u16))> = match reply {
+            Value::Array(ranges) => ranges
+                .into_iter()
+                .filter_map(|range| match range {
+                    // start, end, master (host, port, …), replicas…
+                    Value::Array(parts) if parts.len() >= 3 => {
+                        let mut parts = parts.into_iter();
+                        let start = redis::from_redis_value(parts.next()?).ok()?;
+                        let end = redis::from_redis_value(parts.next()?).ok()?;
+                        let master = match parts.next()? {
+                            Value::Array(node) if node.len() >= 2 => {
+                                let mut node = node.into_iter();
+                                let host: String = redis::from_redis_value(node.next()?).ok()?;
+                                let port: u16 = redis::from_redis_value(node.next()?).ok()?;
+                                (host, port)
+                            }
+                            _ => return None,
+                        };
+                        Some((start, end, master))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            other => {
+                return Err(RedisError::from((
+                    ErrorKind::Parse,
+                    "CLUSTER SLOTS answered with something else",
+                    format!("{other:?}"),
+                )))
+            }
+        };
+        let mut seen: Vec<&(String, u16)> = Vec::new();
+        let mut slots = Vec::new();
+        let mut sorted: Vec<_> = ranges.iter().collect();
+        sorted.sort_by_key(|(start, _, _)| *start);
+        for (start, _end, master) in sorted {
+            if !seen.contains(&master) {
+                seen.push(master);
+                slots.push(*start);
+            }
+        }
+        Ok(slots)
+    }
+
     /// Runs `script` with `keys` and `args` (all in one slot): `FCALL` of its function; on
     /// `Function not found` the library is loaded on that server (`FUNCTION LOAD REPLACE`,
     /// counted in `script_reloads`) and the call retried once. A server without Redis

@@ -1,7 +1,8 @@
 //! A policy on a [`RedisStore`] against a real 3-master Redis Cluster (slots assigned by
 //! the harness): the shared vectors give the core's decisions with keys spread over all
-//! three masters, a check's tiers run on one slot, all or nothing, and tasks awaiting
-//! checks of one client admit exactly the bound.
+//! three masters, a check's tiers run on one slot, all or nothing, tasks awaiting
+//! checks of one client admit exactly the bound, and a listing of the clients limited
+//! scans every master.
 
 mod redis_support;
 
@@ -169,4 +170,47 @@ async fn cluster_concurrent_tasks_admit_exactly_the_bound() {
     }
     assert_eq!(admitted.load(Ordering::Relaxed), 50);
     assert_eq!(policy.backend().stats().degraded, 0);
+}
+
+#[test]
+fn cluster_listing_scans_every_master() {
+    let cluster = RedisCluster::start();
+    let config = RedisConfig::new("clist")
+        .unwrap()
+        .with_deny_cache(0)
+        .with_timeout(Duration::from_secs(5))
+        .with_connect_timeout(Duration::from_secs(5));
+    let store = RedisStore::new(RedisTarget::Cluster(cluster.urls()), config).unwrap();
+    let policy = Policy::from_toml(
+        "[[rules]]\nname = \"r\"\nlimit = 1\nwindow = \"1h\"\n",
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store)
+    // Only the scan finds them.
+    .with_limited_record(0);
+    // Clients until their keys are on every master, each denied.
+    let mut denied = BTreeSet::new();
+    let mut owners = BTreeSet::new();
+    for i in 0..64 {
+        let client = format!("client{i}");
+        owners.insert(cluster.owner(&policy.backend().redis_key("r", "r", Some(&client))));
+        assert!(policy.allow(&client, "/", 1).unwrap().allowed());
+        assert!(!policy.allow(&client, "/", 1).unwrap().allowed());
+        denied.insert(client);
+        if owners.len() == 3 && denied.len() >= 6 {
+            break;
+        }
+    }
+    assert_eq!(owners.len(), 3);
+    let limited = policy
+        .limited(tollgate::policy::ListBounds::new(1000))
+        .unwrap();
+    assert!(limited.complete);
+    let listed: BTreeSet<String> = limited.clients.iter().map(|c| c.client.clone()).collect();
+    assert_eq!(listed, denied);
+    assert!(limited
+        .clients
+        .iter()
+        .all(|c| c.rule == "r" && c.decision.remaining() == 0));
 }

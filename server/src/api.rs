@@ -1,8 +1,9 @@
 //! The HTTP API, for every language that is not Envoy: `POST /v1/check` (the gRPC
 //! service's question as JSON), `/healthz`, `/readyz`, `/metrics`; and the admin routes,
-//! `GET /v1/rules`, `POST /v1/reload` and a client's state, `GET` / `DELETE
-//! /v1/clients/{domain}?key=value&…` (the descriptor's entries in order), served only on
-//! the admin listener or behind the admin token (see [`admin`]).
+//! `GET /v1/rules`, `POST /v1/reload`, a client's state, `GET` / `DELETE
+//! /v1/clients/{domain}?key=value&…` (the descriptor's entries in order), and the clients
+//! limited now, `GET /v1/clients?limited&max=100`, served only on the admin listener or
+//! behind the admin token (see [`admin`]).
 
 use std::sync::Arc;
 
@@ -16,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use tollgate::Nanos;
 
 use crate::engine::{
-    count, Ask, AskDescriptor, ClientError, Code, Engine, Refusal, ReloadError, Status, Verdict,
+    count, Ask, AskDescriptor, ClientError, Code, Engine, LimitedDescriptor, Refusal, ReloadError,
+    Status, Verdict,
 };
 
 /// What the routes share.
@@ -111,6 +113,7 @@ pub(crate) fn admin(api: Api, token: Option<Arc<str>>) -> Router {
     Router::new()
         .route("/v1/rules", get(rules))
         .route("/v1/reload", post(reload))
+        .route("/v1/clients", get(limited))
         .route("/v1/clients/{domain}", get(inspect).delete(reset))
         .route_layer(axum::middleware::from_fn(move |request: axum::extract::Request, next: axum::middleware::Next| {
             let token = token.clone();
@@ -362,4 +365,87 @@ async fn client(api: &Api, domain: &str, entries: &[(String, String)], reset: bo
             (StatusCode::SERVICE_UNAVAILABLE, error_body(&e.to_string())).into_response()
         }
     }
+}
+
+/// The default of `GET /v1/clients?limited`'s `max`.
+const DEFAULT_LISTED: usize = 100;
+
+/// The largest `max` of `GET /v1/clients?limited`.
+pub(crate) const MAX_LISTED: usize = 1000;
+
+/// `GET /v1/clients?limited&max=N`: at most `N` (default 100, at most [`MAX_LISTED`])
+/// clients a request would be denied for now under an enforced limit, each with its
+/// descriptor and every tier of its limit, charging nothing: 400 for another question or
+/// a bad `max`, 503 if the store did not answer.
+async fn limited(State(api): State<Api>, Query(query): Query<Vec<(String, String)>>) -> Response {
+    let bad = |message: String| (StatusCode::BAD_REQUEST, error_body(&message)).into_response();
+    let mut max = DEFAULT_LISTED;
+    let mut asked = false;
+    for (key, value) in &query {
+        match key.as_str() {
+            "limited" if value.is_empty() || value == "true" => asked = true,
+            "max" => match value.parse::<usize>() {
+                Ok(n) if (1..=MAX_LISTED).contains(&n) => max = n,
+                Ok(_) | Err(_) => {
+                    return bad(format!(
+                        "max: a number of clients from 1 to {MAX_LISTED}, not {value:?}"
+                    ))
+                }
+            },
+            other => {
+                return bad(format!(
+                    "{other}: not a question of /v1/clients (GET /v1/clients?limited&max=100)"
+                ))
+            }
+        }
+    }
+    if !asked {
+        return bad(
+            "only the clients limited now are listed: GET /v1/clients?limited&max=100".to_owned(),
+        );
+    }
+    let Some(listed) = api.engine.limited(max).await else {
+        tracing::error!(max, "the limited clients: the store did not answer");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            error_body("the store did not answer: the limited clients are unknown (see the server's log and tollgate_redis metrics)"),
+        )
+            .into_response();
+    };
+    let clients: Vec<_> = listed.clients.iter().map(limited_answer).collect();
+    Json(serde_json::json!({
+        "clients": clients,
+        "complete": listed.complete,
+    }))
+    .into_response()
+}
+
+/// One client of `GET /v1/clients?limited`, as JSON.
+fn limited_answer(client: &LimitedDescriptor) -> serde_json::Value {
+    let entries: Vec<_> = client
+        .entries
+        .iter()
+        .map(|(key, value)| serde_json::json!({ "key": key, "value": value }))
+        .collect();
+    let tiers: Vec<_> = client
+        .tiers
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": &*t.state.name,
+                "quota": t.state.quota,
+                "remaining": t.state.remaining,
+                "reset_after_ms": millis(t.state.reset_after),
+                "denies": t.denies,
+                "retry_after_ms": millis(t.retry_after),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "domain": client.domain,
+        "entries": entries,
+        "rule": client.rule,
+        "retry_after_ms": millis(client.retry_after),
+        "tiers": tiers,
+    })
 }

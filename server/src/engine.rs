@@ -11,11 +11,11 @@ use std::sync::{Arc, PoisonError};
 use arc_swap::ArcSwap;
 use arrayvec::ArrayVec;
 use tollgate::policy::{
-    BatchDecision, BatchError, RateLimitHeaders, Request, TierOutcome, MAX_TIERS,
+    BatchDecision, BatchError, ListBounds, RateLimitHeaders, Request, TierOutcome, MAX_TIERS,
 };
 use tollgate::Nanos;
 
-use crate::config::{client_key, is_replaced, ConfigError, Domains, Limit, Unit};
+use crate::config::{client_key, is_replaced, parse_client_key, ConfigError, Domains, Limit, Unit};
 use crate::limiter::{Limiter, PROBE_RULE};
 use tollgate::policy::PolicyConfigError;
 
@@ -142,6 +142,40 @@ pub(crate) struct TierState {
     pub(crate) remaining: u64,
     /// When the tier is whole again.
     pub(crate) reset_after: Nanos,
+}
+
+/// One client a check would deny now ([`Engine::limited`]): the descriptor it is, the
+/// limit, and each tier of the limit's rule.
+#[derive(Debug)]
+pub(crate) struct LimitedDescriptor {
+    pub(crate) domain: String,
+    /// The descriptor's entries, in order.
+    pub(crate) entries: Vec<(String, String)>,
+    /// The limit's tollgate rule: its Envoy `name` if given, else the node's key.
+    pub(crate) rule: String,
+    /// How long until one more request would be admitted.
+    pub(crate) retry_after: Nanos,
+    /// Each tier, as a peek of one request reports it (a denying tier's state now, a tier
+    /// that would admit what that request would leave).
+    pub(crate) tiers: Vec<LimitedTier>,
+}
+
+/// One tier of a [`LimitedDescriptor`].
+#[derive(Debug)]
+pub(crate) struct LimitedTier {
+    pub(crate) state: TierState,
+    /// Whether it denies one more request now.
+    pub(crate) denies: bool,
+    /// How long until it admits one (zero if it does).
+    pub(crate) retry_after: Nanos,
+}
+
+/// The answer of [`Engine::limited`].
+#[derive(Debug)]
+pub(crate) struct LimitedList {
+    pub(crate) clients: Vec<LimitedDescriptor>,
+    /// Whether every candidate was looked at (see `tollgate::policy::LimitedClients`).
+    pub(crate) complete: bool,
 }
 
 /// Why rules were not applied (the old ones stay).
@@ -599,6 +633,58 @@ impl Engine {
                 })
                 .collect(),
         }))
+    }
+
+    /// At most `max` clients a check would deny now under an enforced limit, by descriptor
+    /// (the work bounded by `tollgate::policy::Policy::limited`'s bounds): `None`
+    /// if the store did not answer. A limit in shadow mode denies no one, so its clients
+    /// are not listed; nor are the limits without state (unlimited, blocked).
+    pub(crate) async fn limited(&self, max: usize) -> Option<LimitedList> {
+        let listed = self.enforced.limited(ListBounds::new(max)).await?;
+        let domains = self.domains.load();
+        let mut clients = Vec::with_capacity(listed.clients.len());
+        for client in listed.clients {
+            let Some(limit) = domains.limit_of_rule(&client.rule) else {
+                // The server's own probe rule, or a rule a reload has just removed.
+                continue;
+            };
+            let Some((domain, entries)) = parse_client_key(&client.client) else {
+                continue;
+            };
+            if limit.shadow_mode {
+                continue;
+            }
+            let decision = &client.decision;
+            clients.push(LimitedDescriptor {
+                domain,
+                entries,
+                rule: client.rule.clone(),
+                retry_after: decision.retry_after(),
+                tiers: decision
+                    .tiers()
+                    .iter()
+                    .map(|t| LimitedTier {
+                        state: TierState {
+                            name: t.name().into(),
+                            quota: t.quota(),
+                            remaining: t.decision.remaining,
+                            reset_after: t.decision.reset_after,
+                        },
+                        denies: !t.decision.allowed,
+                        retry_after: t.decision.retry_after,
+                    })
+                    .collect(),
+            });
+        }
+        // By descriptor for the reader (the policy's order is by rule and client key,
+        // whose length prefixes do not sort as the text).
+        clients.sort_by(|a, b| {
+            (&a.domain, &a.entries, &a.rule).cmp(&(&b.domain, &b.entries, &b.rule))
+        });
+        Some(LimitedList {
+            clients,
+            complete: listed.complete,
+        })
     }
 
     /// The policy `limit` is decided on.

@@ -3,7 +3,8 @@
 //! leases — with the operations the service needs, each written once for every store.
 
 use tollgate::policy::{
-    BatchDecision, BatchError, Policy, PolicyConfigError, PolicyDecision, Request,
+    BatchDecision, BatchError, LimitedClients, ListBounds, Policy, PolicyConfigError,
+    PolicyDecision, Request,
 };
 use tollgate::InsufficientCapacity;
 use tollgate::MonotonicClock;
@@ -91,6 +92,24 @@ impl Limiter {
         let (client, endpoint) = (request.client, request.endpoint);
         with_policy!(self, policy => policy.reset_async(client, endpoint).await);
         degraded() == before
+    }
+
+    /// The clients a check would deny now, within `bounds` ([`Policy::limited`]), if the
+    /// store itself answered: `None` when its scan failed or the failure policy answered a
+    /// peek instead (a state made up, not read: never shown to an operator). The same
+    /// `degraded` test as [`reset`](Self::reset)'s, erring the same safe way.
+    pub(crate) async fn limited(&self, bounds: ListBounds) -> Option<LimitedClients> {
+        let degraded = || self.redis().map(|redis| redis.stats().degraded);
+        let before = degraded();
+        let listed = with_policy!(self, policy => policy.limited_async(bounds).await);
+        match listed {
+            Ok(listed) if degraded() == before => Some(listed),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(%error, "listing the limited clients");
+                None
+            }
+        }
     }
 
     /// Replaces the rules (every key keeps its state where its rule and tier survive).

@@ -1,8 +1,8 @@
 //! A fleet of two `tollgate-server` processes on one real `redis-server` (and on a 3-master
 //! Redis Cluster): calls spread
 //! over both are admitted exactly up to the limit, decided all or nothing across them, and
-//! a rule raised on both applies to the state they share; readiness says whether the
-//! store answers.
+//! a rule raised on both applies to the state they share; a client one server limited is
+//! listed by the other; readiness says whether the store answers.
 
 mod support;
 
@@ -172,6 +172,59 @@ fn a_reset_on_one_server_is_seen_by_the_fleet() {
         .as_str()
         .unwrap()
         .contains("the client's state is unknown"));
+}
+
+#[test]
+fn a_client_one_server_limited_is_listed_by_the_other() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let args = [
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "listing",
+        "--admin",
+        "127.0.0.1:0",
+    ];
+    let a = Server::start(RULES, &args, &[]);
+    let b = Server::start_on(&a.rules, &args, &[]);
+    let body = |account: &str| {
+        format!(
+            r#"{{"domain":"fleet","descriptors":[{{"entries":[{{"key":"account","value":"{account}"}}]}}]}}"#
+        )
+    };
+    for _ in 0..21 {
+        http(a.http, "POST", "/v1/check", &[], &body("acct_1"));
+    }
+    assert_eq!(
+        http(a.http, "POST", "/v1/check", &[], &body("acct_2")).status,
+        200
+    );
+    // b denied no one: Redis' keys tell it who is limited.
+    let listed = http(
+        b.admin.unwrap(),
+        "GET",
+        "/v1/clients?limited&max=10",
+        &[],
+        "",
+    );
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let json = listed.json();
+    assert_eq!(json["complete"], true, "{json}");
+    let clients = json["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{json}");
+    assert_eq!(clients[0]["domain"], "fleet");
+    assert_eq!(clients[0]["entries"][0]["value"], "acct_1");
+    assert_eq!(clients[0]["tiers"][0]["remaining"], 0);
+    assert_eq!(clients[0]["tiers"][0]["quota"], 20);
+    // A Redis that does not answer is the operator's 503, not an empty list.
+    drop(redis);
+    let failed = http(b.admin.unwrap(), "GET", "/v1/clients?limited", &[], "");
+    assert_eq!(failed.status, 503, "{}", failed.body);
+    assert!(failed.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("the limited clients are unknown"));
 }
 
 /// `tollgate-server --publish` with `args`: its exit status and what it printed.

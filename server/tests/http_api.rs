@@ -2,7 +2,8 @@
 //! as the gRPC service does (JSON, `200` / `429`, the draft-11 headers), bad input is a
 //! `400` naming it; `/healthz`, `/readyz`, `/metrics`; the admin routes are off unless
 //! given a listener or a token, refuse a request without the token, list the rules and
-//! reload them; a stop with a client's connection open ends after the grace.
+//! reload them, inspect, reset and list the clients limited; a stop with a client's
+//! connection open ends after the grace.
 
 mod support;
 
@@ -283,6 +284,103 @@ fn an_operator_inspects_and_resets_a_client() {
     assert_eq!(empty.status, 400, "{}", empty.body);
     assert_eq!(empty.json()["error"], "descriptors[0]: no entries");
     assert!(server.log().contains("client reset by the admin API"));
+}
+
+#[test]
+fn an_operator_lists_the_clients_limited_now() {
+    let server = Server::start(RULES, &[], &[("TOLLGATE_ADMIN_TOKEN", "s3cret")]);
+    let auth = [("authorization", "Bearer s3cret")];
+    let list = |query: &str| {
+        http(
+            server.http,
+            "GET",
+            &format!("/v1/clients?{query}"),
+            &auth,
+            "",
+        )
+    };
+    let user = |name: &str| {
+        format!(
+            r#"{{"domain":"api","descriptors":[{{"entries":[{{"key":"user","value":"{name}"}}]}}]}}"#
+        )
+    };
+    // Nobody yet; behind the token.
+    let empty = list("limited");
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert_eq!(empty.json()["clients"], serde_json::json!([]));
+    assert_eq!(empty.json()["complete"], true);
+    assert_eq!(
+        http(server.http, "GET", "/v1/clients?limited", &[], "").status,
+        401
+    );
+    // alice and bob over their yearly 2, carol under it.
+    for name in ["alice", "bob"] {
+        for _ in 0..2 {
+            assert_eq!(check(&server, &user(name)).status, 200);
+        }
+        assert_eq!(check(&server, &user(name)).status, 429);
+    }
+    assert_eq!(check(&server, &user("carol")).status, 200);
+    let listed = list("limited&max=10");
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let json = listed.json();
+    assert_eq!(json["complete"], true, "{json}");
+    let clients = json["clients"].as_array().unwrap();
+    let names: Vec<_> = clients
+        .iter()
+        .map(|c| c["entries"][0]["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alice", "bob"], "{json}");
+    let alice = &clients[0];
+    assert_eq!(alice["domain"], "api");
+    assert_eq!(
+        alice["entries"],
+        serde_json::json!([{"key": "user", "value": "alice"}])
+    );
+    assert!(alice["retry_after_ms"].as_u64().unwrap() > 0, "{alice}");
+    assert_eq!(alice["tiers"].as_array().unwrap().len(), 1);
+    assert_eq!(alice["tiers"][0]["quota"], 2);
+    assert_eq!(alice["tiers"][0]["remaining"], 0);
+    assert_eq!(alice["tiers"][0]["denies"], true);
+    // Listing charged no one: carol is still admitted once more.
+    assert_eq!(check(&server, &user("carol")).status, 200);
+    // Bounded by max; a reset client is no longer listed.
+    let one = list("limited&max=1").json();
+    assert_eq!(one["clients"].as_array().unwrap().len(), 1);
+    assert_eq!(one["complete"], false);
+    let reset = http(
+        server.http,
+        "DELETE",
+        "/v1/clients/api?user=alice",
+        &auth,
+        "",
+    );
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    let after = list("limited").json();
+    let names: Vec<_> = after["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["entries"][0]["value"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["bob"], "{after}");
+    // A bad max, or another question: 400 naming it.
+    for query in [
+        "limited&max=0",
+        "limited&max=1001",
+        "limited&max=x",
+        "max=5",
+        "",
+        "limited&user=bob",
+    ] {
+        let refused = list(query);
+        assert_eq!(refused.status, 400, "{query}: {}", refused.body);
+        assert!(refused.json()["error"].is_string(), "{query}");
+    }
+    assert!(list("limited&max=x").json()["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("max:"));
 }
 
 #[test]

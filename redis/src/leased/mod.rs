@@ -227,6 +227,12 @@ impl LeasedStore {
         &self.inner.redis
     }
 
+    /// The store whose keys a scan lists: the wrapped one (a lease's permits are kept
+    /// under the same keys).
+    pub(crate) fn scanner(&self) -> &RedisStore {
+        self.redis()
+    }
+
     /// Drops the cached denies of `client` (`None`: of the global rules' keys): the
     /// wrapped store's [`RedisStore::forget_denies`]. Permits this process holds in leases
     /// are not touched.

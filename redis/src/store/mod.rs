@@ -8,6 +8,7 @@ mod denies;
 mod io;
 mod lease_op;
 mod operations;
+mod scan;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

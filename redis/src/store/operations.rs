@@ -283,10 +283,33 @@ macro_rules! store_by_io {
                     .await;
                 Ok(())
             }
+
+            /// `SCAN` of the prefix's keys (on every master of a cluster), each read back
+            /// into its rule and client (see `store::scan`).
+            fn scan_clients(
+                &self,
+                max_keys: usize,
+            ) -> Result<Option<tollgate::policy::StoreScan>, tollgate::policy::ScanError> {
+                self.scanner().scan_blocking(max_keys).map(Some)
+            }
+
+            async fn scan_clients_async(
+                &self,
+                max_keys: usize,
+            ) -> Result<Option<tollgate::policy::StoreScan>, tollgate::policy::ScanError> {
+                self.scanner().scan_io(max_keys).await.map(Some)
+            }
         }
     };
 }
 pub(crate) use store_by_io;
+
+impl RedisStore {
+    /// The store whose keys a scan lists: this one.
+    pub(crate) fn scanner(&self) -> &RedisStore {
+        self
+    }
+}
 
 store_by_io!(
     /// Each operation written once (`run_io`), run blocking or

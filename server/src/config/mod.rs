@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-pub(crate) use client::client_key;
+pub(crate) use client::{client_key, parse_client_key};
 pub(crate) use error::ConfigError;
 pub(crate) use limit::{is_replaced, Limit};
 pub(crate) use unit::Unit;
@@ -219,6 +219,13 @@ impl Domains {
     /// whole config (each domain's file, descriptor count and limits).
     pub(crate) fn summary(&self) -> impl serde::Serialize + '_ {
         summary::Summary::of(self)
+    }
+
+    /// The limit whose tollgate rule is named `rule`, if one is.
+    pub(crate) fn limit_of_rule(&self, rule: &str) -> Option<&Limit> {
+        self.limits
+            .iter()
+            .find(|limit| limit.has_rule() && &*limit.name == rule)
     }
 
     /// Whether no domain is loaded (no file, or an empty directory).

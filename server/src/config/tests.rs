@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use tollgate::policy::{EndpointSelector, FnClock, Policy, PolicyConfig};
 use tollgate::Nanos;
 
-use super::{client_key, is_replaced, Domains, Limit, Unit};
+use super::{client_key, is_replaced, parse_client_key, Domains, Limit, Unit};
 
 /// Loads one document named `rules.yaml`.
 fn load(yaml: &str) -> Domains {
@@ -1453,6 +1453,41 @@ fn client_keys_tell_descriptors_apart() {
         }
     }
     assert_eq!(seen.len(), count);
+}
+
+/// `parse_client_key` reads back every descriptor `client_key` wrote (over an alphabet
+/// with the separators and digits in it, multi-byte text too), and nothing else.
+#[test]
+fn parse_client_key_inverts_client_key() {
+    let alphabet = ["", "a", "_", "1", ":", "é", "10:"];
+    let mut key = String::new();
+    for domain in alphabet.iter().filter(|d| !d.is_empty()) {
+        for k1 in alphabet {
+            for v1 in alphabet {
+                for second in [None, Some(("k", "v")), Some((":", ""))] {
+                    let mut entries = vec![(k1.to_string(), v1.to_string())];
+                    entries.extend(second.map(|(k, v)| (k.to_owned(), v.to_owned())));
+                    let borrowed: Vec<(&str, &str)> = entries
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    client_key(domain, &borrowed, &mut key);
+                    assert_eq!(
+                        parse_client_key(&key),
+                        Some((domain.to_string(), entries.clone())),
+                        "{key}"
+                    );
+                }
+            }
+        }
+    }
+    client_key("d", &[], &mut key);
+    assert_eq!(parse_client_key(&key), Some(("d".to_owned(), vec![])));
+    for other in [
+        "", "d", "1:", "1:d1:k", "01:d", "+1:d", "2:d", "1:d9:k", "1:dx", "1:\u{e9}",
+    ] {
+        assert_eq!(parse_client_key(other), None, "{other}");
+    }
 }
 
 #[test]

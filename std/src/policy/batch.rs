@@ -149,6 +149,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
                 self,
                 decision,
                 1,
+                true,
                 |set, plan| plan_batch(plan, set, requests, tiers),
                 |plan, outcomes| self
                     .backend()
@@ -177,6 +178,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
                 self,
                 decision,
                 1,
+                true,
                 |set, plan| plan_batch(plan, set, requests, tiers),
                 |plan, outcomes| self
                     .backend()

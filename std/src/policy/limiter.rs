@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
+use super::denied_record::{DeniedRecord, DEFAULT_LIMITED_RECORD};
 use super::events;
 use super::published::{Active, Published};
 use super::rule::Special;
@@ -103,6 +104,9 @@ pub struct Policy<C, S = InProcess> {
     /// The set in force, and every replaced set still held by a check or a decision (see
     /// `published`).
     published: Published<RuleSet>,
+    /// The (rule, client) pairs checks denied recently: the listing's candidates (see
+    /// `denied_record`).
+    denied: DeniedRecord,
     /// A reload step switched off for a loom model's broken twin.
     #[cfg(tollgate_loom)]
     fault: Option<super::PolicyFault>,
@@ -120,6 +124,7 @@ impl<C: Clock> Policy<C> {
             registry: Mutex::new(registry),
             store: InProcess::new(),
             published,
+            denied: DeniedRecord::new(DEFAULT_LIMITED_RECORD),
             #[cfg(tollgate_loom)]
             fault: None,
         })
@@ -156,6 +161,7 @@ impl<C, S> Policy<C, S> {
             registry: self.registry,
             store,
             published: self.published,
+            denied: self.denied,
             #[cfg(tollgate_loom)]
             fault: self.fault,
         }
@@ -171,6 +177,27 @@ impl<C, S> Policy<C, S> {
     /// The store the policy's state lives in.
     pub fn backend(&self) -> &S {
         &self.store
+    }
+
+    /// The same policy recording at most `capacity` (rule, client) pairs its checks denied
+    /// (default [`DEFAULT_LIMITED_RECORD`](super::DEFAULT_LIMITED_RECORD), rounded up to a
+    /// multiple of 4, at most [`MAX_LIMITED_RECORD`](super::MAX_LIMITED_RECORD); 0 records
+    /// none): the in-process candidates of a listing of the clients currently limited
+    /// ([`limited`](Self::limited)). Memory is fixed by the capacity, allocated by the
+    /// first denial (64 bytes a slot): each slot holds one pair's names, up to
+    /// [`MAX_RECORDED_NAME`](super::MAX_RECORDED_NAME) bytes each (longer ones are not
+    /// recorded). A denial already recorded costs a check a few atomic loads; a new one
+    /// takes a slot's lock if it is free (and is not recorded if it is not). Pairs recorded
+    /// so far are forgotten.
+    pub fn with_limited_record(mut self, capacity: usize) -> Policy<C, S> {
+        self.denied = DeniedRecord::new(capacity);
+        self
+    }
+
+    /// The record of denied pairs.
+    #[inline]
+    pub(super) fn denied_record(&self) -> &DeniedRecord {
+        &self.denied
     }
 }
 
@@ -432,6 +459,7 @@ impl<C: Clock + Sync, S: Store> Policy<C, S> {
                 self,
                 decision,
                 request.divisor,
+                op == Op::Check,
                 |set, plan| plan_request(plan, set, request),
                 |plan, outcomes| {
                     let now = now.unwrap_or_else(|| self.clock.now());
@@ -503,6 +531,7 @@ impl<C: Clock, S: Store> Policy<C, S> {
             self,
             decision,
             request.divisor,
+            op == Op::Check,
             |set, plan| plan_request(plan, set, request),
             |plan, outcomes| self.store.run(op, &plan, now(), outcomes)
         )
@@ -850,10 +879,12 @@ fn plan_rule<'a>(
 /// store's operation on `plan`, writing `outcomes`; awaited or not), combined with
 /// `divisor`; the decision holds the rule set its labels live in. `fill` answers the
 /// listing that decides the request(s) without the store, if one does (then the store is
-/// not asked). `fill` and `run` answer the caller's error type.
+/// not asked). `fill` and `run` answer the caller's error type. With `note` (a check),
+/// a denied decision's denying per-client tiers are recorded (`note_denied`: the
+/// candidates of `Policy::limited`), at the cost of one branch when admitted.
 macro_rules! decide_body {
     (
-        $policy:ident, $decision:ident, $divisor:expr,
+        $policy:ident, $decision:ident, $divisor:expr, $note:expr,
         |$set:ident, $filling:ident| $fill:expr,
         |$plan:ident, $outcomes:ident| $run:expr
     ) => {{
@@ -884,8 +915,11 @@ macro_rules! decide_body {
                 $decision.clear();
                 return Err(e);
             }
+            $decision.settle($divisor);
+            if $note && !$decision.allowed() {
+                $policy.note_denied(&$plan, $decision.tiers());
+            }
         }
-        $decision.settle($divisor);
         // The labels point into the set: the decision keeps it.
         $decision.hold(set.into_hold());
         Ok(())

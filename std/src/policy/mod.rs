@@ -17,7 +17,8 @@
 //! - **Decorators**: [`Metered`] (allowed/denied per rule) and [`AdaptivePenalty`].
 //! - **Waiting**: [`PolicyCheck::wait`] (blocking) and [`PolicyCheck::until_ready`]
 //!   (async, any runtime), honouring the leaky bucket's `delay`.
-//! - [`PolicyCheck::peek`] and [`PolicyCheck::refund`].
+//! - [`PolicyCheck::peek`] and [`PolicyCheck::refund`]; [`Policy::reset`] of a client, and
+//!   [`Policy::limited`]: a bounded listing of the clients a check would deny now.
 //!
 //! ```
 //! use tollgate::policy::{FnClock, Policy, RateLimitHeaders};
@@ -54,10 +55,12 @@ mod config;
 mod decision;
 #[cfg(test)]
 mod differential_tests;
+mod denied_record;
 mod error;
 mod events;
 mod headers;
 mod index;
+mod limited;
 #[allow(clippy::module_inception)]
 mod limiter;
 mod listing;
@@ -89,8 +92,10 @@ pub use config::{
     RuleConfig, TierConfig,
 };
 pub use decision::{PolicyDecision, TierLabel, TierOutcome, MAX_TIERS};
+pub use denied_record::{DEFAULT_LIMITED_RECORD, MAX_LIMITED_RECORD, MAX_RECORDED_NAME};
 pub use error::{DurationError, HeaderNameError, PenaltyConfigError, PolicyConfigError};
 pub use headers::RateLimitHeaders;
+pub use limited::{LimitedClient, LimitedClients, ListBounds, DEFAULT_MAX_KEYS};
 pub use limiter::Policy;
 pub use listing::{Listing, ListingKind};
 #[cfg(tollgate_loom)]
@@ -104,7 +109,10 @@ pub use rule::{Rule, RuleId, MAX_TIERS_PER_RULE};
 pub use rule_set::{RuleSet, MAX_CAPACITY};
 pub use selector::{EndpointSelector, SelectorError};
 pub use source::ReloadToml;
-pub use store::{InProcess, Op, Plan, PlanIter, PlannedTier, Store, TakeReceipt, TierStore};
+pub use store::{
+    InProcess, Op, Plan, PlanIter, PlannedTier, ScanError, Store, StoreScan, StoredClient,
+    TakeReceipt, TierStore,
+};
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};
 pub use until_ready::UntilReady;

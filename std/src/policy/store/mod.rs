@@ -30,10 +30,12 @@ mod cell;
 mod in_process;
 mod log;
 mod plan;
+mod scan;
 mod tier;
 
 pub use in_process::InProcess;
 pub use plan::{Plan, PlanIter, PlannedTier};
+pub use scan::{ScanError, StoreScan, StoredClient};
 pub(crate) use tier::fingerprint;
 pub use tier::{TakeReceipt, TierStore};
 
@@ -127,5 +129,29 @@ pub trait Store: Send + Sync + fmt::Debug {
         outcomes: &'a mut [TierOutcome],
     ) -> impl Future<Output = Result<(), InsufficientCapacity>> + Send + 'a {
         std::future::ready(self.run(op, plan, now, outcomes))
+    }
+
+    /// The (rule, client) pairs this store keeps per-client state for, examining at most
+    /// `max_keys` keys: the store's candidates for a listing of the clients currently
+    /// limited ([`Policy::limited`](super::Policy::limited)), each then peeked by the
+    /// policy under the rules in force. A pair whose rule is global (`per = "global"`) is
+    /// no client's and is not answered.
+    ///
+    /// By default `Ok(None)`: the store keeps no names to list (the in-process tables keep
+    /// 64-bit fingerprints of the keys), and the policy's own record of the pairs its
+    /// checks denied is the listing's only source. A store that names its keys (Redis:
+    /// `SCAN`) overrides it, and answers [`ScanError`] when it cannot answer.
+    fn scan_clients(&self, max_keys: usize) -> Result<Option<StoreScan>, ScanError> {
+        let _ = max_keys;
+        Ok(None)
+    }
+
+    /// [`scan_clients`](Self::scan_clients), awaited. By default the blocking form, ready
+    /// when first polled.
+    fn scan_clients_async(
+        &self,
+        max_keys: usize,
+    ) -> impl Future<Output = Result<Option<StoreScan>, ScanError>> + Send + '_ {
+        std::future::ready(self.scan_clients(max_keys))
     }
 }

@@ -9,10 +9,11 @@
 //!
 //! - a pair denied again finds its fingerprint in its bucket: a few `Relaxed` loads of one
 //!   cache line, no lock, no allocation (the common case of a client hammering its limit);
-//! - a new pair takes an empty slot of its bucket, or evicts one (chosen by its
-//!   fingerprint), under that slot's lock taken with `try_lock`: under contention the
-//!   denial is simply not recorded (the record is a hint; a later denial records it). The
-//!   names are copied into the slot's own strings, whose allocations are reused;
+//! - a new pair takes an empty slot of its bucket, or, on one denial in 32 of the thread's
+//!   (so a flood of new pairs copies few names), evicts one chosen by its fingerprint,
+//!   under that slot's lock taken with `try_lock`: under contention the denial is simply
+//!   not recorded (the record is a hint; a later denial records it). The names are copied
+//!   into the slot's own strings, whose allocations are reused;
 //! - names longer than [`MAX_RECORDED_NAME`] bytes are not recorded (memory stays bounded by the
 //!   capacity: at most `capacity · (2 · MAX_RECORDED_NAME + slot)` bytes).
 //!
@@ -35,6 +36,23 @@ pub(crate) const WAYS: usize = 4;
 /// 1024 (none in the loom models' build, whose checks then explore no more interleavings
 /// than before the record).
 pub const DEFAULT_LIMITED_RECORD: usize = if cfg!(tollgate_loom) { 0 } else { 1024 };
+
+/// A full bucket gives a slot to a new pair on one denial in this many (see `claim`).
+const EVICT_ONE_IN: u32 = 32;
+
+/// Whether this denial may evict (one in [`EVICT_ONE_IN`] of this thread's): a count per
+/// thread, so the deny path shares no cache line between threads.
+#[inline]
+fn evict_now() -> bool {
+    thread_local! {
+        static DENIALS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+    DENIALS.with(|d| {
+        let n = d.get().wrapping_add(1);
+        d.set(n);
+        n % EVICT_ONE_IN == 0
+    })
+}
 
 /// The most slots a record may have (larger capacities are reduced to it): 2^20.
 pub const MAX_LIMITED_RECORD: usize = 1 << 20;
@@ -163,16 +181,20 @@ impl Slots {
     #[inline]
     fn note(&self, fingerprint: u64, rule: &str, client: &str) {
         let first = self.bucket(fingerprint);
-        let bucket = &self.owners[first..first + WAYS];
-        // Relaxed: the owner is only a hint of which slot holds the pair; the names are
-        // read under the slot's lock, which orders them (see `claim`).
-        if bucket
-            .iter()
-            .any(|o| o.load(Ordering::Relaxed) == fingerprint)
-        {
-            return;
+        let mut room = false;
+        for owner in &self.owners[first..first + WAYS] {
+            // Relaxed: the owner is only a hint of which slot holds the pair; the names
+            // are read under the slot's lock, which orders them (see `claim`).
+            let owner = owner.load(Ordering::Relaxed);
+            if owner == fingerprint {
+                return;
+            }
+            room |= owner == EMPTY;
         }
-        self.claim(first, fingerprint, rule, client);
+        // A full bucket gives a slot to a new pair on one denial in EVICT_ONE_IN.
+        if room || evict_now() {
+            self.claim(first, fingerprint, rule, client);
+        }
     }
 
     /// [`note`](Self::note)'s slow path: the pair takes a slot of the bucket at `first`.
@@ -182,12 +204,16 @@ impl Slots {
         if rule.len() > MAX_RECORDED_NAME || client.len() > MAX_RECORDED_NAME {
             return;
         }
-        // An empty slot, else one chosen by the fingerprint's top bits (another pair of
-        // the bucket is then forgotten: it is listed again once denied again).
+        // An empty slot, else (one denial in EVICT_ONE_IN: see `note`) one chosen by the
+        // fingerprint's top bits: another pair of the bucket is then forgotten, listed
+        // again once denied again. A flood of new pairs thus copies names once per
+        // EVICT_ONE_IN denials, and a client that keeps hammering is recorded within a few
+        // dozen of its denials.
+        // Truncation: the top two bits, below WAYS = 4.
+        #[allow(clippy::cast_possible_truncation)]
         let way = (0..WAYS)
             // Relaxed: a hint, as in `note`.
             .find(|&w| self.owners[first + w].load(Ordering::Relaxed) == EMPTY)
-            // Truncation: the top two bits, below WAYS = 4.
             .unwrap_or((fingerprint >> 62) as usize % WAYS);
         let slot = first + way;
         // Skipped under contention: another denial is writing this slot now.

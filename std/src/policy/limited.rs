@@ -130,15 +130,18 @@ fn plan_pair<'a>(plan: &mut Plan<'a>, set: &'a RuleSet, rule: &str, client: &'a 
 }
 
 impl<C, S> Policy<C, S> {
-    /// Records the pairs of `plan` whose tier denied (`outcomes`, in the plan's order): the
-    /// listing's candidates. Called on the deny path of a check only.
+    /// Records the first pair of `plan` whose per-client tier denied (`outcomes`, in the
+    /// plan's order): the listing's candidate. One per check, so a flood of denials pays
+    /// for one (a client denied by two rules is listed under the first). Called on the deny
+    /// path of a check only.
     #[inline]
     pub(super) fn note_denied(&self, plan: &Plan<'_>, outcomes: &[TierOutcome]) {
-        for (p, outcome) in plan.iter().zip(outcomes) {
-            if !outcome.decision.allowed && p.rule.partition() == Partition::Client {
-                let pair = pair_fingerprint(p.rule.id().0, p.key);
-                self.denied_record().note(pair, p.rule.name(), p.client);
-            }
+        let denier = plan.iter().zip(outcomes).find(|(p, outcome)| {
+            !outcome.decision.allowed && p.rule.partition() == Partition::Client
+        });
+        if let Some((p, _)) = denier {
+            let pair = pair_fingerprint(p.rule.id().0, p.key);
+            self.denied_record().note(pair, p.rule.name(), p.client);
         }
     }
 

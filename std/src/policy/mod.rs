@@ -53,9 +53,9 @@ mod check;
 mod cidr;
 mod config;
 mod decision;
+mod denied_record;
 #[cfg(test)]
 mod differential_tests;
-mod denied_record;
 mod error;
 mod events;
 mod headers;

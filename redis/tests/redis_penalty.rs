@@ -16,7 +16,7 @@ use tollgate::policy::{
     AdaptivePenalty, PenaltyConfig, Policy, PolicyCheck, Request, RewardConfig,
 };
 use tollgate::{MonotonicClock, Nanos};
-use tollgate_redis::{RedisConfig, RedisStore, RedisTarget};
+use tollgate_redis::{FailurePolicy, RedisConfig, RedisStore, RedisTarget};
 
 type Guarded = AdaptivePenalty<Policy<MonotonicClock, RedisStore>, RedisStore>;
 
@@ -185,4 +185,46 @@ fn a_reward_earned_on_one_process_holds_on_another() {
         Some("0 8 2"),
         "steady, on another process"
     );
+}
+
+/// The penalty's store down, failing closed: its made-up denies say nothing of a client,
+/// so nobody is penalized for them (the policy's own limits decide), and nothing is
+/// started on them either.
+#[test]
+fn a_penalty_store_that_is_down_penalizes_nobody() {
+    let policy = Policy::from_toml(
+        r#"
+        [[rules]]
+        name = "default"
+        limit = 4
+        window = "1m"
+        algorithm = "fixed_window"
+        "#,
+        MonotonicClock::new(),
+    )
+    .unwrap();
+    let down = RedisStore::new(
+        RedisTarget::Single("redis://127.0.0.1:1".to_owned()),
+        RedisConfig::new("down")
+            .unwrap()
+            .with_failure_policy(FailurePolicy::FailClosed {
+                retry_after: Duration::from_secs(1),
+            })
+            .unwrap()
+            .with_connect_timeout(Duration::from_millis(50)),
+    )
+    .unwrap();
+    let penalty = PenaltyConfig {
+        denials: 1,
+        period: Nanos::from_secs(60),
+        divisor: 2,
+        cooldown: Nanos::from_secs(600),
+    };
+    let g = AdaptivePenalty::new(policy, penalty).unwrap().store(down);
+    let admitted = (0..6)
+        .filter(|_| g.allow("c", "/", 1).unwrap().allowed())
+        .count();
+    assert_eq!(admitted, 4, "the policy's own limit, undivided");
+    assert!(!g.is_penalized("c", g.now()));
+    assert_eq!(g.peek("fresh", "/", 1).unwrap().limit(), 4);
 }

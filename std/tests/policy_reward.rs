@@ -131,8 +131,33 @@ fn a_new_or_penalized_client_has_no_reward() {
     assert_eq!(g.peek("p", "/", 1).unwrap().limit(), 10);
 }
 
+/// A client active every minute of its ten-minute penalty leaves it with no standing:
+/// what it earned while penalized is taken as it is marked.
 #[test]
-fn a_rewarded_clients_refund_gives_nothing_back() {
+fn a_penalized_client_earns_no_standing() {
+    let g = guarded();
+    at(&g, 0);
+    // 10 admitted, then three denials: penalized until minute 10.
+    assert_eq!(admitted_until_denied(&g, "p", 100), 10);
+    g.allow("p", "/", 1).unwrap();
+    g.allow("p", "/", 1).unwrap();
+    assert!(g.is_penalized("p", g.now()));
+    for minute in 1..10 {
+        at(&g, minute * MINUTE);
+        assert!(g.allow("p", "/", 1).unwrap().allowed());
+    }
+    at(&g, 10 * MINUTE + 1);
+    assert!(!g.is_penalized("p", g.now()));
+    assert_eq!(g.reward_multiplier("p", g.now()), 1);
+    // Its first active minute after the penalty counts, as a new client's would.
+    assert!(g.allow("p", "/", 1).unwrap().allowed());
+    at(&g, 11 * MINUTE + 1);
+    assert!(g.allow("p", "/", 1).unwrap().allowed());
+    assert_eq!(g.reward_multiplier("p", g.now()), 2);
+}
+
+#[test]
+fn with_a_reward_a_refund_gives_nothing_back() {
     let g = guarded();
     for minute in 0..2 {
         at(&g, minute * MINUTE);
@@ -142,13 +167,14 @@ fn a_rewarded_clients_refund_gives_nothing_back() {
     let before = g.inner().peek("r", "/", 1).unwrap().remaining();
     g.refund("r", "/", 1);
     assert_eq!(g.inner().peek("r", "/", 1).unwrap().remaining(), before);
-    // An unrewarded client's refund gives its cost back: as fresh (a peek of one leaves
-    // nine).
+    // With a reward configured no refund gives anything back, an unrewarded client's
+    // either: whether its request was free is not known at the refund (its standing may
+    // have gone since).
     at(&g, 10 * MINUTE);
     g.allow("u", "/", 1).unwrap();
     assert_eq!(g.inner().peek("u", "/", 1).unwrap().remaining(), 8);
     g.refund("u", "/", 1);
-    assert_eq!(g.inner().peek("u", "/", 1).unwrap().remaining(), 9);
+    assert_eq!(g.inner().peek("u", "/", 1).unwrap().remaining(), 8);
 }
 
 #[test]
@@ -207,30 +233,69 @@ fn a_reward_is_checked_field_by_field() {
     );
 }
 
+/// Three tiers a client meets: its own 10 a minute on every endpoint, its own 6 a
+/// minute more on `/b`, and 20 a minute on `/g` shared by every client.
+const MIXED: &str = r#"
+    [[rules]]
+    name = "default"
+    limit = 10
+    window = "1m"
+    algorithm = "fixed_window"
+
+    [[rules]]
+    name = "b"
+    endpoint = "/b"
+    limit = 6
+    window = "1m"
+    algorithm = "fixed_window"
+
+    [[rules]]
+    name = "g"
+    endpoint = "/g"
+    per = "global"
+    limit = 20
+    window = "1m"
+    algorithm = "fixed_window"
+"#;
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Whatever the client does, no fixed window admits it more than the multiplier's cap
-    /// times the limit; and a client never denied in a window it started at ×1 is
-    /// admitted at least the limit.
+    /// Whatever a rewarded client does — alternating endpoints and rules, mixing costs —
+    /// no tier admits it more than `max_factor × (limit + endpoints)` permits in a window
+    /// (each endpoint's count charges at least `admitted / m − 1` of them): no rule goes
+    /// uncharged because another one was.
     #[test]
-    fn a_reward_never_admits_beyond_its_cap(
-        steps in proptest::collection::vec((0u64..90_000_000_000, 0u32..30), 1..40)
+    fn a_reward_never_admits_beyond_its_bound(
+        steps in proptest::collection::vec(
+            (0u64..90_000_000_000, 0u32..12, 0usize..3, 1u32..4),
+            1..60,
+        )
     ) {
-        let g = guarded();
+        let policy = Policy::from_toml(MIXED, ManualClock::new()).unwrap();
+        let g = AdaptivePenalty::new(policy, penalty()).unwrap().reward(reward()).unwrap();
         let mut now = 0u64;
-        let mut per_window = std::collections::BTreeMap::<u64, u32>::new();
-        for (gap, burst) in steps {
+        // Permits admitted per (tier, window): 0 the client's default, 1 its /b, 2 /g's.
+        let mut admitted = std::collections::BTreeMap::<(usize, u64), u32>::new();
+        for (gap, burst, endpoint, cost) in steps {
             now += gap;
             at(&g, now);
+            let endpoint = ["/a", "/b", "/g"][endpoint];
             for _ in 0..burst {
-                if g.allow("x", "/", 1).unwrap().allowed() {
-                    *per_window.entry(now / MINUTE).or_default() += 1;
+                if g.allow("x", endpoint, cost).unwrap().allowed() {
+                    let w = now / MINUTE;
+                    *admitted.entry((0, w)).or_default() += cost;
+                    match endpoint {
+                        "/b" => *admitted.entry((1, w)).or_default() += cost,
+                        "/g" => *admitted.entry((2, w)).or_default() += cost,
+                        _ => {}
+                    }
                 }
             }
         }
-        for (window, admitted) in per_window {
-            prop_assert!(admitted <= 40, "window {window}: {admitted} admitted");
+        for ((tier, window), permits) in admitted {
+            let bound = [4 * (10 + 3), 4 * (6 + 1), 4 * (20 + 1)][tier];
+            prop_assert!(permits <= bound, "tier {tier}, window {window}: {permits} > {bound}");
         }
     }
 }

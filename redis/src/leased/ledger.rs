@@ -154,10 +154,7 @@ impl Inner {
                     if keep.epoch != epoch || keep.target.is_none() {
                         return 0;
                     }
-                    // A lease answered late: counted as asked now (checks answered
-                    // meanwhile may have read Redis before or after it ran).
-                    let asked = slot.lease_asked();
-                    slot.lease_answered(asked.saturating_add(1), d.remaining);
+                    slot.lease_answered_late(d.remaining);
                     // Relaxed: as in `lease_size`.
                     let added = slot.cell.fill(op.permits, slot.cap.load(Ordering::Relaxed));
                     slot.lease_done();

@@ -19,6 +19,7 @@ use crossbeam_utils::CachePadded;
 use self::heat::hot_count;
 use self::ledger::{Orphan, PendingOp};
 use self::slot::{identity, Slot};
+use self::spend::Answer;
 use self::stats::LeaseCounters;
 pub use self::stats::LeaseStats;
 use super::store::{store_by_io, Io};
@@ -296,13 +297,14 @@ impl LeasedStore {
         for &i in &remote_of[..remote.len()] {
             grants[i] = inner.grants_of(ids[i]);
         }
-        inner
+        let clean = inner
             .redis
             .check_io(&remote, now, &mut sub[..remote.len()], io)
             .await;
         for (j, &i) in remote_of[..remote.len()].iter().enumerate() {
             outcomes[i].decision = sub[j].decision;
-            inner.answered(ids[i], grants[i], now, &mut outcomes[i].decision, true);
+            let answer = Answer::Check { clean };
+            inner.answered(ids[i], grants[i], now, &mut outcomes[i].decision, answer);
         }
         // Heat counts the tiers Redis admitted: a key over its limit (or a flood of
         // denies answered by the deny cache) has nothing to lease.
@@ -338,10 +340,11 @@ impl LeasedStore {
                 for (p, g) in plan.iter().zip(grants.iter_mut()) {
                     *g = self.inner.grants_of(identity(p));
                 }
-                self.inner.redis.run_io(op, plan, now, outcomes, io).await;
+                let clean = self.inner.redis.peek_io(plan, now, outcomes, io).await;
                 for ((p, outcome), g) in plan.iter().zip(outcomes.iter_mut()).zip(grants) {
                     let decision = &mut outcome.decision;
-                    self.inner.answered(identity(p), g, now, decision, false);
+                    let answer = Answer::Peek { clean };
+                    self.inner.answered(identity(p), g, now, decision, answer);
                 }
             }
             Op::Refund | Op::Charge => self.inner.redis.run_io(op, plan, now, outcomes, io).await,

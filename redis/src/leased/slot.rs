@@ -32,9 +32,10 @@ pub(super) struct Slot {
     pub(super) limit: AtomicU64,
     /// The most permits the slot holds (its key's `max_lease_for`).
     pub(super) cap: AtomicU64,
-    /// The latest policy-clock instant at which Redis denied a check of the key in this
-    /// process: spends at or before it are refused (they go to Redis), so a caller's
-    /// decisions at one instant never admit after a deny because a lease arrived meanwhile.
+    /// One past the latest policy-clock instant at which Redis denied a check of the key in
+    /// this process (0: none): spends at or before that instant are refused (they go to
+    /// Redis), so a caller's decisions at one instant never admit after a deny because a
+    /// lease arrived meanwhile.
     pub(super) denied_at: AtomicU64,
     /// Leases asked of Redis for the slot, twice: bumped when one is sent and again when
     /// its answer is in the slot, so it is odd while one is on its way. A check's answer
@@ -84,6 +85,16 @@ impl Slot {
         {
             self.view_remaining.fetch_min(remaining, Ordering::Relaxed);
         }
+    }
+
+    /// A lease answered late (followed in the background after a timeout): checks
+    /// answered meanwhile may have read Redis before or after it ran, so the view keeps
+    /// the lower of its answer and theirs.
+    #[inline]
+    pub(super) fn lease_answered_late(&self, remaining: u64) {
+        // Relaxed: a count checks compare; the view is advisory.
+        self.grants.fetch_add(1, Ordering::Relaxed);
+        self.view_remaining.fetch_min(remaining, Ordering::Relaxed);
     }
 
     /// The lease asked is settled (its permits, if any, in the slot; or it never ran, or

@@ -1,7 +1,7 @@
 //! The check path's side of a lease: spending a tier's cost from its slot without a round
 //! trip ([`Inner::spend`]), asking the lease thread for the next lease, giving the
 //! spends of a denied check back ([`Inner::undo`]), and dropping a reset key's leases
-//! ([`Inner::revoke`]).
+//! ([`Inner::revoke`]); what a Redis answer tells a held key ([`Inner::answered`]).
 
 use super::slot::{identity, Slot};
 use super::Inner;
@@ -9,6 +9,14 @@ use std::sync::atomic::Ordering;
 use tollgate::lease::Spend;
 use tollgate::policy::{Plan, PlannedTier, TierOutcome};
 use tollgate::{Decision, Nanos};
+
+/// Which answer [`Inner::answered`] is given, and whether Redis made it (`clean`: not the
+/// failure policy).
+#[derive(Copy, Clone, Debug)]
+pub(super) enum Answer {
+    Check { clean: bool },
+    Peek { clean: bool },
+}
 
 impl Inner {
     /// Wakes the lease thread for `slot` unless it was asked already.
@@ -44,7 +52,7 @@ impl Inner {
             // Relaxed: a caller's own deny is ordered before its later checks by program
             // order; other callers see it soon after (a deny at their instant they could
             // not have seen anyway).
-            if now.as_u64() <= slot.denied_at.load(Ordering::Relaxed)
+            if now.as_u64() < slot.denied_at.load(Ordering::Relaxed)
                 && slot.cell.owner() == Some(id.max(1))
             {
                 // Denied at this instant already: Redis decides, exactly.
@@ -97,28 +105,37 @@ impl Inner {
         }
     }
 
-    /// What Redis answered for key `id` (a check when `check`, else a peek), as this
-    /// process sees it. For a key it holds a lease of: a denied check closes the slot at
-    /// `now` (see [`Slot::denied_at`]); if no lease was on its way when the call was sent
-    /// nor asked since (`grants`, read before the call), the answer is the newest word on the key: a check's refreshes the slot's
-    /// view, and the answer counts the permits the slot holds, which the fleet has left
-    /// too. If one was, Redis may have run it before or after this call: the view keeps
-    /// the lower of the two, and the answer is left as Redis gave it (low by what the slot
-    /// holds, never high).
+    /// What Redis answered for key `id`, as this process sees it. For a key it holds a
+    /// lease of: a denied check closes the slot at `now` (see [`Slot::denied_at`]); if
+    /// Redis made the answer (not the failure policy) and no lease was on its way when the
+    /// call was sent nor asked since (`grants`, read before the call), the answer is the
+    /// newest word on the key: a check's refreshes the slot's view, and the answer counts
+    /// the permits the slot holds, which the fleet has left too. If one was, Redis may have
+    /// run it before or after this call: the view keeps the lower of the two, and the
+    /// answer is left as Redis gave it (low by what the slot holds, never high). A failure
+    /// policy's answer says nothing of the key: left as it is.
     pub(super) fn answered(
         &self,
         id: u64,
         grants: Option<u64>,
         now: Nanos,
         decision: &mut Decision,
-        check: bool,
+        answer: Answer,
     ) {
         let Some(slot) = self.held_slot(id) else {
             return;
         };
+        let (check, clean) = match answer {
+            Answer::Check { clean } => (true, clean),
+            Answer::Peek { clean } => (false, clean),
+        };
         if check && !decision.allowed {
-            // Relaxed: see `spend`.
-            slot.denied_at.fetch_max(now.as_u64(), Ordering::Relaxed);
+            // Relaxed: see `spend`. Stored one past `now`, so an instant 0 closes too.
+            slot.denied_at
+                .fetch_max(now.as_u64().saturating_add(1), Ordering::Relaxed);
+        }
+        if !clean {
+            return;
         }
         // Relaxed: see `Slot::grants`; the view is advisory.
         let newest = grants.is_some_and(|g| g % 2 == 0)

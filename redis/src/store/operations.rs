@@ -14,13 +14,15 @@ use tollgate::{Decision, Nanos};
 
 impl RedisStore {
     /// the [`Op::Check`] of [`Store::run`](tollgate::policy::Store::run), by `io`.
+    /// Whether Redis made every answer (a cached deny is one): `false` when the failure
+    /// policy answered some call.
     pub(crate) async fn check_io(
         &self,
         plan: &Plan<'_>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
         io: Io,
-    ) {
+    ) -> bool {
         let shared = &self.shared;
         shared.counters.decisions.add(1);
         let calls = self.calls(plan, now);
@@ -33,7 +35,7 @@ impl RedisStore {
                 let id = Identity::of(plan, shared.config.prefix());
                 if shared.denies.find(&id, local, outcomes) {
                     shared.counters.deny_cache_hits.add(1);
-                    return;
+                    return true;
                 }
                 Some(id)
             } else {
@@ -94,16 +96,28 @@ impl RedisStore {
             // would now hear (a retry later, fewer remaining).
             shared.denies.invalidate(calls.iter());
         }
+        clean
     }
 
-    /// [`Op::Peek`], by `io`.
-    async fn peek_io(&self, plan: &Plan<'_>, now: Nanos, outcomes: &mut [TierOutcome], io: Io) {
+    /// [`Op::Peek`], by `io`: whether Redis made every answer.
+    pub(crate) async fn peek_io(
+        &self,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+        io: Io,
+    ) -> bool {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         self.shared.counters.decisions.add(1);
+        let mut clean = true;
         for call in self.calls(plan, now).iter() {
-            self.decide(plan, call, Mode::Peek, now, outcomes, io).await;
+            clean &= self
+                .decide(plan, call, Mode::Peek, now, outcomes, io)
+                .await
+                .1;
         }
+        clean
     }
 
     /// [`Op::Refund`], by `io`.
@@ -239,8 +253,12 @@ impl RedisStore {
         io: Io,
     ) {
         match op {
-            Op::Check => self.check_io(plan, now, outcomes, io).await,
-            Op::Peek => self.peek_io(plan, now, outcomes, io).await,
+            Op::Check => {
+                self.check_io(plan, now, outcomes, io).await;
+            }
+            Op::Peek => {
+                self.peek_io(plan, now, outcomes, io).await;
+            }
             Op::Refund => self.refund_io(plan, now, io).await,
             Op::Charge => self.charge_io(plan, now, io).await,
             Op::Reset => self.reset_io(plan, now, io).await,

@@ -220,6 +220,15 @@ impl Slots {
         let Ok(mut names) = self.names[slot].try_lock() else {
             return;
         };
+        // Another denial of the pair may have recorded it meanwhile (in another slot of
+        // the bucket): one slot per pair.
+        // Relaxed: a hint, as in `note`.
+        if self.owners[first..first + WAYS]
+            .iter()
+            .any(|o| o.load(Ordering::Relaxed) == fingerprint)
+        {
+            return;
+        }
         names.rule.clear();
         names.rule.push_str(rule);
         names.client.clear();

@@ -32,13 +32,17 @@ use crate::keyed::Geometry;
 /// [`quiet_windows`](RewardConfig::quiet_windows) windows without a deny of its own has
 /// its limits multiplied by [`factor`](RewardConfig::factor), and again for each such run,
 /// up to [`max_factor`](RewardConfig::max_factor); its next deny takes the reward away.
-/// A rewarded client's check is charged once in every `m` (its multiplier), counted per
-/// client in this process; the others are decided as a peek (admitted while its tiers
-/// have room, taking nothing), and decisions report the raised limit. So a tier of limit
-/// `L` admits a rewarded client at most `m·L` requests per window in one process (and
-/// `m·L + P·(m − 1)` over `P` processes). A refund for a rewarded client gives nothing
-/// back (its request may have been free), and a charge is at full cost: the reward errs
-/// against the client, never for it.
+/// A rewarded client's checks are charged `1/m` of their permits (its multiplier `m`),
+/// counted per client and endpoint in this process: a check is charged the multiples of
+/// `m` its cost crosses in the running count (the first one charged), as a check of that
+/// many permits, and otherwise decided as a peek of its cost (admitted while its tiers have
+/// room, taking nothing); decisions report the raised limit. So every tier it checks,
+/// its own or one shared by all clients, is charged at least `admitted / m − 1` permits
+/// per endpoint in each process: a tier of limit `L` admits a rewarded client at most
+/// `m·(L + E·P)` permits per window over `E` endpoints and `P` processes. With a reward
+/// configured a refund gives nothing back (the refunded request may have been free), and
+/// a charge is at full cost: the reward errs against the client, never for it. A
+/// penalized client earns no standing while penalized.
 ///
 /// **Where the state lives**: in a [`Store`], as tiers of an internal rule named
 /// `tollgate:penalty` (see the `state` module for its layout). By default
@@ -77,7 +81,7 @@ pub struct AdaptivePenalty<P, S = InProcess> {
     state: PenaltyState,
     /// Where those tiers' state lives.
     store: S,
-    /// Which of a rewarded client's checks this process charges.
+    /// What a rewarded client's checks are charged, per client and endpoint.
     counts: Counts,
 }
 
@@ -230,11 +234,11 @@ impl<P: PolicyCheck, S: Store> AdaptivePenalty<P, S> {
     }
 
     fn read(&self, client: &str, now: Nanos) -> Reading {
-        let (_, plan) = self.state.read_plan(Op::Peek, client);
+        let (_, plan, parts) = self.state.read_plan(Op::Peek, client);
         let mut read = PolicyDecision::empty();
         read.label(&plan);
         match self.store.run(Op::Peek, &plan, now, read.outcomes_mut()) {
-            Ok(()) => self.state.reading(&read, now),
+            Ok(()) => self.state.reading(&read, parts, now),
             Err(_) => Reading::UNKNOWN,
         }
     }
@@ -249,8 +253,8 @@ impl<P: PolicyCheck, S: Store> AdaptivePenalty<P, S> {
 
     /// What runs on the inner policy for `op` on `request`, given the client's state:
     /// a check, peek or charge at the penalty's divisor; a rewarded client's check as a
-    /// peek unless this one is charged; a refund at the request's own divisor (see the
-    /// [`PolicyCheck`] impl), nothing for a rewarded client.
+    /// peek, or a check of the permits it is charged; a refund at the request's own divisor
+    /// (see the [`PolicyCheck`] impl), nothing with a reward configured.
     fn effective<'a>(
         &self,
         op: Op,
@@ -266,12 +270,19 @@ impl<P: PolicyCheck, S: Store> AdaptivePenalty<P, S> {
             *request
         };
         match op {
-            Op::Check if multiplier > 1 => {
-                let charged = self.counts.charge_this(request.client, multiplier, now);
-                Some((if charged { Op::Check } else { Op::Peek }, divided))
-            }
+            Op::Check if multiplier > 1 => match self.counts.charge(request, multiplier, now) {
+                0 => Some((Op::Peek, divided)),
+                charged => Some((
+                    Op::Check,
+                    Request {
+                        cost: charged,
+                        ..divided
+                    },
+                )),
+            },
             Op::Check | Op::Peek | Op::Charge => Some((op, divided)),
-            Op::Refund if multiplier > 1 => None,
+            // With a reward, the refunded request may have been free.
+            Op::Refund if self.reward.is_some() => None,
             Op::Refund | Op::Reset => Some((op, *request)),
         }
     }
@@ -300,18 +311,27 @@ macro_rules! run_body {
         // refund needs it only with a reward, but reads it anyway: one path).
         let reading = match $op {
             Op::Check | Op::Peek | Op::Charge | Op::Refund => {
-                let (read_op, plan) = $this.state.read_plan($op, client);
+                let (read_op, plan, parts) = $this.state.read_plan($op, client);
                 let mut read = PolicyDecision::empty();
                 read.label(&plan);
                 let ($sop, $plan, $outcomes) = (read_op, &plan, read.outcomes_mut());
                 match $store {
-                    Ok(()) => $this.state.reading(&read, $now),
+                    Ok(()) => $this.state.reading(&read, parts, $now),
                     // Costs of 0 to 2 on tiers built for them: not reached.
                     Err(_) => Reading::UNKNOWN,
                 }
             }
             Op::Reset => Reading::UNKNOWN,
         };
+        // A penalized client earns no standing: what this window's read marked goes.
+        if let (true, Some(_), Some(forfeit)) = (
+            reading.marked,
+            reading.penalized_until,
+            $this.state.forfeit_plan(client),
+        ) {
+            let ($sop, $plan, $outcomes) = (Op::Reset, &forfeit, &mut []);
+            let _ = $store;
+        }
         let multiplier = $this.multiplier(&reading);
         // 2. The inner policy, at the client's limits.
         let decision = match $this.effective($op, $request, &reading, multiplier, $now) {
@@ -331,10 +351,12 @@ macro_rules! run_body {
                 let ($sop, $plan, $outcomes) = (Op::Check, &plan, counted.outcomes_mut());
                 let triggered = $store.is_ok() && PenaltyState::triggered(&counted);
                 if triggered {
-                    let (reset, charge) = $this.state.penalize_plans(client);
+                    let (reset, start) = $this.state.penalize_plans(client);
                     let ($sop, $plan, $outcomes) = (Op::Reset, &reset, &mut []);
                     let _ = $store;
-                    let ($sop, $plan, $outcomes) = (Op::Charge, &charge, &mut []);
+                    let mut started = PolicyDecision::empty();
+                    started.label(&start);
+                    let ($sop, $plan, $outcomes) = (Op::Check, &start, started.outcomes_mut());
                     let _ = $store;
                 } else if reading.standing > Nanos::ZERO {
                     if let Some(forfeit) = $this.state.forfeit_plan(client) {

@@ -51,6 +51,9 @@ pub(super) struct Reading {
     /// Its standing: the debt of its `standing` tier (zero without a reward), which
     /// [`RewardConfig::step`] reads.
     pub(super) standing: Nanos,
+    /// Whether the read marked this window's activity (a check's read, every tier
+    /// admitting).
+    pub(super) marked: bool,
 }
 
 impl Reading {
@@ -59,6 +62,7 @@ impl Reading {
     pub(super) const UNKNOWN: Reading = Reading {
         penalized_until: None,
         standing: Nanos::ZERO,
+        marked: false,
     };
 }
 
@@ -135,7 +139,14 @@ impl PenaltyState {
     /// marks the window's activity (`seen`, then two windows of `standing`, all or
     /// nothing: once per window); a peek or charge only reads. `cooldown` is probed at
     /// cost 0, which always admits and reports its busy time.
-    pub(super) fn read_plan<'a>(&'a self, op: Op, client: &'a str) -> (Op, Plan<'a>) {
+    pub(super) fn read_plan<'a>(
+        &'a self,
+        op: Op,
+        client: &'a str,
+    ) -> (Op, Plan<'a>, &'static [Part]) {
+        const MARK: [Part; 3] = [Part::Seen, Part::Standing, Part::Cooldown];
+        const LOOK: [Part; 2] = [Part::Standing, Part::Cooldown];
+        const PENALTY: [Part; 1] = [Part::Cooldown];
         match (op, self.rewarded) {
             (Op::Check, true) => (
                 Op::Check,
@@ -143,30 +154,39 @@ impl PenaltyState {
                     client,
                     &[(Part::Seen, 1), (Part::Standing, 2), (Part::Cooldown, 0)],
                 ),
+                &MARK,
             ),
             (Op::Peek | Op::Charge | Op::Refund | Op::Reset, true) => (
                 Op::Peek,
                 self.plan(client, &[(Part::Standing, 0), (Part::Cooldown, 0)]),
+                &LOOK,
             ),
-            (Op::Check | Op::Peek | Op::Charge | Op::Refund | Op::Reset, false) => {
-                (Op::Peek, self.plan(client, &[(Part::Cooldown, 0)]))
-            }
+            (Op::Check | Op::Peek | Op::Charge | Op::Refund | Op::Reset, false) => (
+                Op::Peek,
+                self.plan(client, &[(Part::Cooldown, 0)]),
+                &PENALTY,
+            ),
         }
     }
 
-    /// What `read` (the outcomes of [`read_plan`](Self::read_plan)'s plan) says at `now`.
-    pub(super) fn reading(&self, read: &PolicyDecision, now: Nanos) -> Reading {
+    /// What `read` (the outcomes of [`read_plan`](Self::read_plan)'s plan, whose tiers
+    /// are `parts`) says at `now`. A cost-0 probe of the cooldown always admits: a denied
+    /// one is a failure policy's answer (the store is down, failing closed), which says
+    /// nothing of the client: [`Reading::UNKNOWN`].
+    pub(super) fn reading(&self, read: &PolicyDecision, parts: &[Part], now: Nanos) -> Reading {
         let mut reading = Reading::UNKNOWN;
-        for outcome in read.tiers() {
-            let busy = outcome.decision.reset_after;
-            match outcome.name() {
-                "cooldown" if busy > Nanos::ZERO => {
-                    reading.penalized_until = Some(now.saturating_add(busy));
+        for (outcome, part) in read.tiers().iter().zip(parts) {
+            let decision = &outcome.decision;
+            match part {
+                Part::Cooldown if !decision.allowed => return Reading::UNKNOWN,
+                Part::Cooldown if decision.reset_after > Nanos::ZERO => {
+                    reading.penalized_until = Some(now.saturating_add(decision.reset_after));
                 }
-                "standing" => reading.standing = busy,
-                _ => {}
+                Part::Standing => reading.standing = decision.reset_after,
+                Part::Cooldown | Part::Seen | Part::Denials => {}
             }
         }
+        reading.marked = read.tiers().iter().all(|t| t.decision.allowed);
         reading
     }
 
@@ -184,9 +204,10 @@ impl PenaltyState {
             .is_some_and(|t| t.decision.remaining == 0)
     }
 
-    /// The plans that start `client`'s penalty now (its cooldown forgotten, then charged
-    /// once: busy for exactly `cooldown` from now, the latest trigger winning) and take
-    /// its standing away.
+    /// The plans that start `client`'s penalty now (its cooldown forgotten, then checked
+    /// once, which records it: busy for exactly `cooldown` from now, the latest trigger
+    /// winning; a check, not a charge, so two triggers racing between the two steps
+    /// record one cooldown, not two) and take its standing away.
     pub(super) fn penalize_plans<'a>(&'a self, client: &'a str) -> (Plan<'a>, Plan<'a>) {
         let reset = if self.rewarded {
             self.plan(client, &[(Part::Cooldown, 0), (Part::Standing, 0)])

@@ -15,12 +15,15 @@
 //!   at most `burst + rate × Δ + P × cap` (no `P × cap` on the plain store).
 //!
 //! Then a partition, on each store and algorithm at the last round trip: every process but
-//! the last has its link set down (`ip link set … down`) for a few seconds while all keep
-//! checking, then up. Checked: the failure policy (fail closed, the default) answered the
-//! cut processes (their stores count degraded calls); while cut they admitted nothing on
-//! the plain store and at most one lease's worth (`cap`) on the leased store; they had
-//! Redis decisions again after the heal; every window or interval of the run, the partition
-//! and after it included, is within the bound; and no lease is lost uncounted: once a
+//! the last has its link set down (`ip link set … down`) for a few seconds, then up. The
+//! cut processes keep checking, except process 1 (with three processes or more), which
+//! checks 1 000 times per second and is idle while cut, so it goes idle holding part of a
+//! lease that outlives its idle time: its give-back fails until the heal. Checked: the
+//! failure policy (fail closed, the default) answered the cut processes that kept checking
+//! (their stores count degraded calls); while cut they admitted nothing on the plain store
+//! and at most one lease's worth (`cap`) on the leased store; every cut process had Redis
+//! decisions again after the heal; every window or interval of the run, the partition and
+//! after it included, is within the bound; and no lease is lost uncounted: once a
 //! leased process has stopped checking and nothing is in transit, the `LeaseStats`
 //! identity holds, `local + held + returned + lost ≤ leased ≤ local + held + returned +
 //! lost + unknown` (every permit leased was spent by a local check, is held, was given
@@ -70,6 +73,9 @@ const BURST: u64 = 2_000;
 /// The buckets decisions are counted in (by the `now` they were decided at), ns.
 const BUCKET: u64 = 10_000_000;
 const SEC: u64 = 1_000_000_000;
+/// The checks per second of the process that is idle while cut (it holds part of a lease:
+/// 100 ms of this rate).
+const IDLE_HOLDER_PACE: u64 = 1_000;
 /// A denied client retries after this (not in a busy loop: the machine has two cores).
 const DENIED_BACKOFF: Duration = Duration::from_micros(100);
 /// How the test binary runs one of the fleet's processes.
@@ -225,6 +231,8 @@ struct Tally {
     buckets: BTreeMap<u64, (u64, u64)>,
     samples: BTreeMap<u64, (u64, u64)>,
     errors: u64,
+    /// Permits held when an idle span began.
+    idle_held: Option<u64>,
 }
 
 /// Checks the hot key from `start` to `until` (Unix ns) as fast as it can; a sampler
@@ -232,9 +240,16 @@ struct Tally {
 fn drive<S: Store + Sync>(
     policy: &Policy<MonotonicClock, S>,
     sample: &(dyn Fn() -> (u64, u64) + Sync),
+    held: &dyn Fn() -> u64,
     start: u64,
     until: u64,
 ) -> Tally {
+    // Checks per second (0: as fast as it can), and a span without checks (Unix ns).
+    let pace = env_or("TOLLGATE_NETNS_PACE", 0);
+    let idle: Option<(u64, u64)> = std::env::var("TOLLGATE_NETNS_IDLE").ok().map(|v| {
+        let (from, to) = v.split_once(',').expect("TOLLGATE_NETNS_IDLE: from,to");
+        (from.parse().unwrap(), to.parse().unwrap())
+    });
     let clock = policy.clock();
     while clock.now().as_u64() < start {
         let left = start - clock.now().as_u64().min(start);
@@ -253,10 +268,29 @@ fn drive<S: Store + Sync>(
             }
         });
         let mut t = Tally::default();
+        let mut sent = 0;
         loop {
             let now = clock.now();
             if now.as_u64() >= until {
                 break;
+            }
+            if let Some((_, to)) = idle.filter(|&(from, to)| (from..to).contains(&now.as_u64())) {
+                // Idle: what it holds now stays in hand until the span ends.
+                if t.idle_held.is_none() {
+                    t.idle_held = Some(held());
+                }
+                std::thread::sleep(Duration::from_nanos((to - now.as_u64()).min(1_000_000)));
+                // The pace resumes from the span's end (no catching up).
+                sent = (to - start) * pace / SEC;
+                continue;
+            }
+            if pace > 0 {
+                let due = (now.as_u64() - start) * pace / SEC + 1;
+                if sent >= due {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                sent += 1;
             }
             let e = t
                 .buckets
@@ -307,7 +341,8 @@ fn netns_child() {
             let s = policy.backend().stats();
             (s.redis.degraded, s.redis.redis_decisions)
         };
-        let tally = drive(&policy, &sample, start, until);
+        let held = || policy.backend().stats().held_permits;
+        let tally = drive(&policy, &sample, &held, start, until);
         // Stopped checking: wait (10 s at most) until nothing is in transit and the
         // counters are still, then read them.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -352,7 +387,7 @@ fn netns_child() {
             let s = policy.backend().stats();
             (s.degraded, s.redis_decisions)
         };
-        let tally = drive(&policy, &sample, start, until);
+        let tally = drive(&policy, &sample, &|| 0, start, until);
         let s = policy.backend().stats();
         writeln!(
             text,
@@ -369,6 +404,9 @@ fn netns_child() {
         writeln!(text, "s {b} {degraded} {decided}").unwrap();
     }
     writeln!(text, "errors {}", tally.errors).unwrap();
+    if let Some(held) = tally.idle_held {
+        writeln!(text, "idle_held {held}").unwrap();
+    }
     let tmp = out.with_extension("tmp");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, &out).unwrap();
@@ -402,6 +440,7 @@ fn parse_report(text: &str) -> Report {
                 r.tally.samples.insert(n[0], (n[1], n[2]));
             }
             "errors" => r.tally.errors = n[0],
+            "idle_held" => r.tally.idle_held = Some(n[0]),
             "plain" => r.plain = Some(n.try_into().unwrap()),
             "leased" => r.leased = Some(n.try_into().unwrap()),
             "dropped" => r.dropped_ms = Some(n[0]),
@@ -482,6 +521,15 @@ fn run(
     );
     let prefix = format!("ns{}{store}{}{}", setup.rtt_us, alg.name(), cut.is_some());
     let out = |i: usize| setup.dir.join(format!("{prefix}-{i}.out"));
+    // Every process but the last is cut; with three or more, process 1 is paced (so it
+    // holds part of a lease) and idle while cut: its lease outlives its idle time and its
+    // review, which cannot give the permits back until the heal.
+    let cut_procs = processes - 1;
+    let idle_holder = (cut.is_some() && processes >= 3).then_some(1);
+    let idle = cut.map(|c| {
+        let from = start + c.before * SEC;
+        (from, from + c.down * SEC)
+    });
     let mut fleet = Fleet(
         (0..processes)
             .map(|i| {
@@ -499,14 +547,20 @@ fn run(
                     .env("TOLLGATE_NETNS_START", start.to_string())
                     .env("TOLLGATE_NETNS_UNTIL", until.to_string())
                     .env("TOLLGATE_NETNS_OUT", out(i))
-                    .stdin(Stdio::null())
+                    .env_remove("TOLLGATE_NETNS_PACE")
+                    .env_remove("TOLLGATE_NETNS_IDLE");
+                if idle_holder == Some(i) {
+                    let (from, to) = idle.expect("a cut");
+                    cmd.env("TOLLGATE_NETNS_PACE", IDLE_HOLDER_PACE.to_string())
+                        .env("TOLLGATE_NETNS_IDLE", format!("{from},{to}"));
+                }
+                cmd.stdin(Stdio::null())
                     .stdout(Stdio::from(log.try_clone().unwrap()))
                     .stderr(Stdio::from(log));
                 cmd.spawn().expect("spawn a fleet process")
             })
             .collect(),
     );
-    let cut_procs = processes - 1;
     // The buckets strictly inside the partition: after the links were down, before they
     // were set up again.
     let mut cut_buckets = None;
@@ -696,7 +750,24 @@ fn run(
                 if i < cut_procs { " (cut)" } else { "" },
                 at_end - at_heal
             );
-            if i < cut_procs {
+            if idle_holder == Some(i) {
+                let held = r.tally.idle_held.unwrap_or(0);
+                let fate = r.leased.map_or(String::new(), |s| {
+                    format!(
+                        ", in all {} permits returned, {} unknown, {} lost",
+                        s[4], s[6], s[5]
+                    )
+                });
+                println!("{label}: process {i} went idle while cut holding {held} permits{fate}");
+                if at_end <= at_heal {
+                    fail(format!("process {i}: no Redis decision after the heal"));
+                }
+                notes.push(format!(
+                    "p{i} cut and idle holding {held} permits{fate}, Redis again within {} ms \
+                     of the heal",
+                    back_ms.map_or("-".to_owned(), |ms| ms.to_string())
+                ));
+            } else if i < cut_procs {
                 if degraded == 0 {
                     fail(format!("process {i}: cut, and no failure-policy answer"));
                 }

@@ -42,7 +42,9 @@
 //! `TOLLGATE_NETNS_PROCESSES` (default 3, at least 2), `TOLLGATE_NETNS_SECS` (each
 //! measured run, default 3), `TOLLGATE_NETNS_RTTS_US` (default `500,2000`),
 //! `TOLLGATE_NETNS_PARTITION_SECS` (default 3; the run has 2 s before it and
-//! `TOLLGATE_NETNS_HEAL_SECS`, default 5, after it).
+//! `TOLLGATE_NETNS_HEAL_SECS`, default 5, after it: keep it longer than the partition, as a
+//! cut connection may wait for TCP's next retransmission, whose interval doubles while
+//! the link is down).
 
 #[path = "redis_support/delay_proxy.rs"]
 mod delay_proxy;
@@ -716,7 +718,9 @@ fn run(
                          {returned} + lost {lost} (unknown {unknown}, unsettled {unsettled})"
                     ));
                 }
-                if leases == 0 || local == 0 {
+                // (The idle holder checks slowly against a key the others spend: it may
+                // never have been leased.)
+                if (leases == 0 || local == 0) && idle_holder != Some(i) {
                     fail(format!(
                         "process {i} took no lease or served no check locally"
                     ));

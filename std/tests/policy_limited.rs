@@ -284,3 +284,22 @@ fn the_record_is_bounded_by_its_capacity() {
         tollgate::policy::DEFAULT_LIMITED_RECORD
     );
 }
+
+/// A listing stops peeking at its time budget and says it is incomplete: with no time at
+/// all, it looks at nothing; with time, it finds the client.
+#[test]
+fn a_listing_stops_at_its_time_budget() {
+    let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    epoch(7);
+    let policy = policy();
+    for _ in 0..3 {
+        policy.allow("late", "/", 1).unwrap();
+    }
+    let rushed = policy
+        .limited(ListBounds::new(10).with_max_time(std::time::Duration::ZERO))
+        .unwrap();
+    assert!(rushed.clients.is_empty() && !rushed.complete);
+    let unhurried = policy.limited(ListBounds::new(10)).unwrap();
+    assert!(unhurried.complete);
+    assert_eq!(unhurried.clients.len(), 1);
+}

@@ -6,6 +6,7 @@
 //! [`ListBounds`].
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
@@ -20,13 +21,18 @@ use super::{
 /// The default of [`ListBounds::max_keys`]: 10 000 keys examined by a store's scan.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
+/// The default of [`ListBounds::max_time`]: 2 s of peeks (on Redis each is a round trip).
+pub const DEFAULT_MAX_TIME: Duration = Duration::from_secs(2);
+
 /// How much a listing ([`Policy::limited`]) may answer and do.
 ///
 /// ```
+/// use std::time::Duration;
 /// use tollgate::policy::{ListBounds, DEFAULT_MAX_KEYS};
 /// let bounds = ListBounds::new(100);
 /// assert_eq!((bounds.max, bounds.max_keys), (100, DEFAULT_MAX_KEYS));
 /// assert_eq!(bounds.with_max_keys(500).max_keys, 500);
+/// assert_eq!(bounds.with_max_time(Duration::from_millis(300)).max_time, Duration::from_millis(300));
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ListBounds {
@@ -34,6 +40,10 @@ pub struct ListBounds {
     pub max: usize,
     /// The most keys a store's own scan examines ([`Store::scan_clients`]).
     pub max_keys: usize,
+    /// The longest the candidates are peeked for (the scan is bounded by `max_keys`, each
+    /// of its calls by the store's timeout): past it the listing answers what it found,
+    /// incomplete, so an operator's request cannot hold a server for long.
+    pub max_time: Duration,
 }
 
 impl ListBounds {
@@ -42,12 +52,18 @@ impl ListBounds {
         ListBounds {
             max,
             max_keys: DEFAULT_MAX_KEYS,
+            max_time: DEFAULT_MAX_TIME,
         }
     }
 
     /// The same bounds, the store's scan examining at most `max_keys` keys.
     pub const fn with_max_keys(self, max_keys: usize) -> ListBounds {
         ListBounds { max_keys, ..self }
+    }
+
+    /// The same bounds, the candidates peeked for at most `max_time`.
+    pub const fn with_max_time(self, max_time: Duration) -> ListBounds {
+        ListBounds { max_time, ..self }
     }
 }
 
@@ -73,8 +89,8 @@ pub struct LimitedClients {
     /// [`ListBounds::max`].
     pub clients: Vec<LimitedClient>,
     /// Whether every candidate was looked at: `false` if the listing stopped at
-    /// [`ListBounds::max`], or the store's scan at [`ListBounds::max_keys`] (more clients
-    /// may be limited than answered).
+    /// [`ListBounds::max`] or [`ListBounds::max_time`], or the store's scan at
+    /// [`ListBounds::max_keys`] (more clients may be limited than answered).
     pub complete: bool,
 }
 
@@ -285,6 +301,9 @@ impl<C: Clock + Sync, S: Store> Policy<C, S> {
 /// A listing being made: the clients found so far, within its bounds.
 struct Listed {
     bounds: ListBounds,
+    /// When the peeks stop (`bounds.max_time` from the start; `None`: past the clock's
+    /// range, never).
+    deadline: Option<Instant>,
     clients: Vec<LimitedClient>,
     /// Candidates looked at.
     looked: usize,
@@ -296,15 +315,16 @@ impl Listed {
     fn new(bounds: ListBounds, scanned_all: bool) -> Listed {
         Listed {
             bounds,
+            deadline: Instant::now().checked_add(bounds.max_time),
             clients: Vec::new(),
             looked: 0,
             scanned_all,
         }
     }
 
-    /// Whether it holds `bounds.max` clients.
+    /// Whether it holds `bounds.max` clients, or its time is up.
     fn full(&self) -> bool {
-        self.clients.len() >= self.bounds.max
+        self.clients.len() >= self.bounds.max || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     /// The peek of (`rule`, `client`): listed if denied (a peek refused as too costly, or

@@ -95,7 +95,7 @@ pub use decision::{PolicyDecision, TierLabel, TierOutcome, MAX_TIERS};
 pub use denied_record::{DEFAULT_LIMITED_RECORD, MAX_LIMITED_RECORD, MAX_RECORDED_NAME};
 pub use error::{DurationError, HeaderNameError, PenaltyConfigError, PolicyConfigError};
 pub use headers::RateLimitHeaders;
-pub use limited::{LimitedClient, LimitedClients, ListBounds, DEFAULT_MAX_KEYS};
+pub use limited::{LimitedClient, LimitedClients, ListBounds, DEFAULT_MAX_KEYS, DEFAULT_MAX_TIME};
 pub use limiter::Policy;
 pub use listing::{Listing, ListingKind};
 #[cfg(tollgate_loom)]

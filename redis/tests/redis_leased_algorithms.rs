@@ -13,7 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis_support::server::RedisServer;
 use tollgate::policy::{FnClock, Policy};
 use tollgate::Nanos;
-use tollgate_redis::{LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget, TimeSource};
+use tollgate_redis::{
+    FailurePolicy, LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget, TimeSource,
+};
 
 thread_local! {
     /// The instant this thread's last check read (each check reads its clock once).
@@ -294,4 +296,47 @@ fn remaining_counts_the_permits_this_process_holds() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Redis gone, failing open: a peek's made-up answer (everything left) is not Redis' word,
+/// so the permits the process holds are not added to it (they would report more left than
+/// the limit).
+#[test]
+fn a_failure_policys_answer_never_counts_the_lease_in_hand() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::new(
+        RedisTarget::Single(server.url()),
+        RedisConfig::new("failopen")
+            .unwrap()
+            .with_failure_policy(FailurePolicy::FailOpen)
+            .unwrap()
+            .with_timeout(Duration::from_millis(200))
+            .with_retry_backoff(Duration::from_millis(20)),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(
+        r#"
+        [[rules]]
+        name = "all"
+        per = "global"
+        limit = 1000
+        window = "3650d"
+        algorithm = "gcra"
+        "#,
+        recording_clock(),
+    )
+    .unwrap()
+    .store(LeasedStore::new(store, lease_config()).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while policy.backend().stats().held_permits < 2 {
+        assert!(policy.allow("c", "/", 1).unwrap().allowed());
+        assert!(Instant::now() < deadline, "no lease in hand");
+    }
+    server.kill();
+    let peeked = policy.peek("c", "/", 1).unwrap();
+    assert!(
+        peeked.remaining() <= 1000,
+        "{} left of 1000",
+        peeked.remaining()
+    );
 }

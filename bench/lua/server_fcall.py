@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 port, workload, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-scripts = 'redis/src/scripts/'
 
 
 def enc(*args):
@@ -50,13 +49,15 @@ if workload == 'float':
     lib = "#!lua name=bf\nredis.register_function('bf', function(KEYS, ARGV)\n%s\nend)\n" % body
     fn, argv, keys_of = 'bf', ['0.000001', '1'], lambda c: ['fg:%d' % c]
 else:
-    # what LuaScript::for_store assembles, as a library
-    src = 'local NL = 4\nlocal BASE_NL = NL\n' + open(scripts + 'prelude.lua').read()
-    for name in ['gcra.lua', 'leaky_bucket.lua', 'fixed_window.lua',
-                 'sliding_window_counter.lua', 'sliding_window_log.lua', 'store.lua']:
-        src += '\n' + open(scripts + name).read()
-    lib = '#!lua name=tg\n' + src + "\nredis.register_function('tg', main)\n"
-    fn = 'tg'
+    # the library LuaScript::for_store assembles (its inline blocks expanded), or the one
+    # in the file LUA_LIBRARY names (another version's, to compare)
+    if os.environ.get('LUA_LIBRARY'):
+        lib = open(os.environ['LUA_LIBRARY']).read()
+    else:
+        lua_script = ['cargo', 'run', '-q', '--release', '-p', 'tollgate-bench',
+                      '--features', 'redis', '--bin', 'lua_script', '--', 'library']
+        lib = subprocess.run(lua_script, capture_output=True, text=True, check=True).stdout
+    fn = lib.split('\n', 1)[0].split('name=', 1)[1].strip()
     env = dict(os.environ, HARNESS_ARGV='1')
     out = subprocess.run(['lua5.1', 'bench/lua/store_harness.lua', workload, '0'], env=env,
                          capture_output=True, text=True, check=True).stdout

@@ -92,11 +92,12 @@ return { 1, math.floor((tolerance - ahead) / emission), 0, math.ceil(ahead * 100
   keys_of = function(c) return { 'fg:' .. c } end
   argv = { '0.000001', '1' }
 else
-  local src = 'local NL = 4\nlocal BASE_NL = NL\n' .. read('prelude.lua')
-  for _, name in ipairs({ 'gcra.lua', 'leaky_bucket.lua', 'fixed_window.lua',
-    'sliding_window_counter.lua', 'sliding_window_log.lua', 'store.lua' }) do
-    src = src .. '\n' .. read(name)
-  end
+  -- the EVAL body LuaScript::for_store assembles (its inline blocks expanded), without its
+  -- last line (the call of main)
+  local pipe = assert(io.popen('cargo run -q --release -p tollgate-bench --features redis '
+    .. '--bin lua_script -- body'))
+  local src = pipe:read('*a'):gsub('return main%(EVAL_KEYS, EVAL_ARGV%)%s*$', '')
+  pipe:close()
   -- the library's top level runs once (FUNCTION LOAD), then every FCALL calls main; with
   -- HARNESS_EVAL=1 every call runs it all again, as EVAL / EVALSHA do
   local chunk = assert(loadstring(src .. '\nreturn main\n', 'store'))

@@ -5,6 +5,8 @@
 -- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
 -- decide's `out` (given unless `zero`): a table of the runner's that the number path fills
 -- and returns as the next state, instead of making one.
+-- (one scope: only what ALGOS holds is seen outside this file)
+do
 local fixed = { fields = 2, args = 3 }
 ALGOS['fixed'] = fixed
 
@@ -21,6 +23,35 @@ local function fixed_current(st, window)
 end
 fixed.current = fixed_current
 
+-- decide's number path (FixedWindow::decide on numbers below 2^53, FAST set), also pasted
+-- into the store's fused check (inlined as fixed_number): from `st`, `window`, `limit`,
+-- `cost` and `out`, sets `next, span, ok, a, b, c, e` as decide returns them; `ok` stays
+-- nil where the general steps decide.
+--[=[@define fixed_number
+local index, count = st[1], st[2]
+--@inline window_memo
+if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
+  local ahead = 0
+  if index < cur then index, count = cur, 0 else ahead = index - cur end
+  local reset = ahead * window + (window - into)
+  local new_count = count + cost
+  if reset < EXACT and new_count < EXACT then
+    if new_count <= limit then
+      if cost ~= 0 then
+        next = out
+        out[1], out[2] = index, new_count
+      end
+      span, ok, a, b, c, e = reset, 1, limit - new_count, reset, 0, 0
+    else
+      -- reset >= W - into >= 1: the deny's retry as it is
+      local room = limit - count
+      if room < 0 then room = 0 end
+      ok, a, b, c, e = 0, room, reset, reset, 0
+    end
+  end
+end
+--]=]
+
 function fixed.decide(st, p, now, zero, out)
   local window = p[1]
   local limit = p[2]
@@ -28,38 +59,9 @@ function fixed.decide(st, p, now, zero, out)
   if not zero then cost = p[3] end
   if FAST and p.num then
     -- the number path (see the prelude's FAST)
-    local index, count = st[1], st[2]
-    -- window_of's first case inlined: the memo's window if the time is still in it
-    local cur, into
-    local c = WINDOWS[window]
-    if c then
-      local d = NOW_H - c[2]
-      if d >= 0 and d < 1048576 then
-        d = d * TWO32 + (NOW_L - c[3])
-        if d >= 0 and d < window then cur, into = c[1], d end
-      end
-    end
-    if cur == nil then cur, into = window_of(window) end
-    if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
-      local ahead = 0
-      if index < cur then index, count = cur, 0 else ahead = index - cur end
-      local reset = ahead * window + (window - into)
-      local new_count = count + cost
-      if reset < EXACT and new_count < EXACT then
-        if new_count <= limit then
-          local next = nil
-          if cost ~= 0 then
-            next = out
-            out[1], out[2] = index, new_count
-          end
-          return next, reset, 1, limit - new_count, reset, 0, 0
-        end
-        -- reset >= W - into >= 1: the deny's retry as it is
-        local room = limit - count
-        if room < 0 then room = 0 end
-        return nil, nil, 0, room, reset, reset, 0
-      end
-    end
+    local next, span, ok, a, b, c, e
+    --@inline fixed_number
+    if ok then return next, span, ok, a, b, c, e end
   end
   local index, count, ahead, into = fixed_current(st, window)
   -- (index+1)*W - now = ahead*W + (W - into), saturating
@@ -87,4 +89,5 @@ function fixed.charge(st, p, now)
   if is_zero(cost) then return st end
   local index, count = fixed_current(st, p[1])
   return { index, min(add(count, cost), p.cmax) }
+end
 end

@@ -4,6 +4,8 @@
 -- Parameters (p[1..4], parsed once per tier spec by the runner): T, tau = b*T, cost*T, cost.
 -- decide's `out` (given unless `zero`): a table of the runner's that the number path fills
 -- and returns as the next state, instead of making one.
+-- (one scope: only what ALGOS holds is seen outside this file)
+do
 local gcra = { fields = 1, args = 4 }
 ALGOS['gcra'] = gcra
 
@@ -58,4 +60,5 @@ end
 
 function gcra.charge(st, p, now)
   return { tat_charge(st[1], now, p[3], p[4]) }
+end
 end

@@ -3,6 +3,8 @@
 -- tat::give_back and tat::charge (LeakyBucket::refund / LeakyBucket::charge).
 -- Parameters (p[1..4], parsed once per tier spec by the runner): drain interval,
 -- horizon = Q/r, cost*interval, cost.
+-- (one scope: only what ALGOS holds is seen outside this file)
+do
 local leaky = { fields = 1, args = 4 }
 ALGOS['leaky'] = leaky
 
@@ -35,4 +37,5 @@ end
 
 function leaky.charge(st, p, now)
   return { tat_charge(st[1], now, p[3], p[4]) }
+end
 end

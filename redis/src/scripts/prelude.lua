@@ -22,6 +22,12 @@ local B2 = 281474976710656 -- 2^48
 local EXACT = 9007199254740992 -- 2^53
 local SMALL = 4503599627370496 -- 2^52
 local TWO32 = 4294967296
+-- 2^20: two instants whose high 32-bit halves differ by less are less than 2^52 ns apart,
+-- so their difference (high difference * 2^32 + low difference) is exact in a double.
+local HI_SPAN = 1048576 --@const
+-- 2^32 - 2^21: a call's time whose high half is below it leaves 2^53 ns below the end of
+-- u64 time, so relative instants up to 2^52 ahead stay exact (see ROOMY).
+local ROOMY_HI = 4292870144 --@const
 -- The globals the prelude uses, as locals. A function library's top level (run by
 -- FUNCTION LOAD) may not read globals, only its functions when called: the runner's `main`
 -- calls bind() on first use (`globals` is defined before the locals that shadow them).
@@ -413,7 +419,7 @@ local function set_now(hi, lo, relative)
   NOW_ABS = nil
   if not relative then NOW_ABS = from_halves(hi, lo) end
   RELATIVE = relative
-  ROOMY = NOW_H < 4292870144 -- 2^32 - 2^21
+  ROOMY = NOW_H < ROOMY_HI
   if relative then EPOCH = -EXACT else EPOCH = 0 end
   FAR = false
   FAST = relative and ROOMY or not relative and not LIMB[NOW_ABS]
@@ -433,7 +439,7 @@ local function inst(s, i)
   end
   local lo = tonumber(strsub(s, i + 8, i + 15), 16)
   local dh = hi - NOW_H
-  if dh > -1048576 and dh < 1048576 then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53
+  if dh > -HI_SPAN and dh < HI_SPAN then return dh * TWO32 + (lo - NOW_L) end -- |d| < 2^53
   if dh > 0 then return sub(from_halves(hi, lo), now_abs()) end
   if hi == 0 and lo == 0 then return EPOCH end
   FAR = true
@@ -488,11 +494,27 @@ end
 -- (which starts empty each call) compute the same.
 local WINDOWS, WINDOW_COUNT = {}, 0
 
+-- window_of's first case, for the hot paths to paste (inlined as window_memo: no call):
+-- `cur, into` of the length `window` from the memo if the call's time is still in its
+-- window, else from window_of.
+--[=[@define window_memo
+local cur, into
+local memo = WINDOWS[window]
+if memo then
+  local d = NOW_H - memo[2]
+  if d >= 0 and d < HI_SPAN then
+    d = d * TWO32 + (NOW_L - memo[3])
+    if d >= 0 and d < window then cur, into = memo[1], d end
+  end
+end
+if cur == nil then cur, into = window_of(window) end
+--]=]
+
 local function window_of(w)
   local c = WINDOWS[w] -- (never a limb array's)
   if c then
     local dh = NOW_H - c[2]
-    if dh >= 0 and dh < 1048576 then
+    if dh >= 0 and dh < HI_SPAN then
       local d = dh * TWO32 + (NOW_L - c[3])
       if d >= 0 then
         if d < w then return c[1], d end
@@ -579,13 +601,30 @@ local function wait_field(ok, c, e)
   return -c
 end
 
--- Writes a decision as tier `i`'s three reply fields (after the flag): remaining,
--- reset_after (each a number, or 16 hex digits for limbs) and the wait (see wait_field).
-local function put_decision(reply, i, ok, a, b, c, e)
-  local base = 3 * i - 1
+-- A decision's three reply fields, for the hot paths to paste (inlined as
+-- decision_fields: no call): `a`, `b`, `c` become remaining, reset_after (each a number,
+-- or 16 hex digits for limbs) and the wait (see wait_field), from a decide's `ok, a, b, c,
+-- e` and `limbs` (true where a value may be limbs: see allow; nil on the number path,
+-- where a deny's wait is minus its retry and an admission's its delay).
+--[=[@define decision_fields
+if limbs then
+  c = wait_field(ok, c, e)
   if LIMB[a] then a = tohex(a) end
   if LIMB[b] then b = tohex(b) end
-  reply[base], reply[base + 1], reply[base + 2] = a, b, wait_field(ok, c, e)
+elseif ok == 1 then
+  c = e
+else
+  c = -c
+end
+--]=]
+
+-- Writes a decision as tier `i`'s three reply fields (after the flag): see
+-- decision_fields.
+local function put_decision(reply, i, ok, a, b, c, e)
+  local limbs = true
+  --@inline decision_fields
+  local base = 3 * i - 1
+  reply[base], reply[base + 1], reply[base + 2] = a, b, c
 end
 
 -- Reads 16-hex-digit fields packed in one string value (nil or missing: all zero).

@@ -16,6 +16,8 @@
 -- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
 -- decide's `out` (given unless `zero`): a table of the runner's that the number path fills
 -- and returns as the next state, instead of making one.
+-- (one scope: only what ALGOS holds is seen outside this file)
+do
 local swc = { fields = 3, args = 3 }
 ALGOS['swc'] = swc
 
@@ -45,6 +47,48 @@ local function earliest(x, p, window)
   return sub(window, div(mul(x, window), p))
 end
 
+-- decide's number path to an admission with prev <= L (SlidingWindowCounter::decide on
+-- numbers below 2^53, FAST set), also pasted into the store's fused check (inlined as
+-- swc_number): from `st`, `window`, `limit`, `cost` and `out`, sets `next, span, ok, a,
+-- b, c, e` as decide returns them; `ok` stays nil where the general steps decide.
+--[=[@define swc_number
+local index, prev, curr = st[1], st[2], st[3]
+--@inline window_memo
+if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
+  -- swc_roll
+  local elapsed, ahead = into, 0
+  if index > cur then
+    elapsed, ahead = 0, index - cur
+  elseif index < cur then
+    if index + 1 == cur then prev = curr else prev = 0 end
+    index, curr = cur, 0
+  end
+  local weighed = prev * elapsed
+  if prev <= limit and weighed < SMALL then
+    -- ndiv(weighed, window), its first case (0 below the divisor) without the call
+    local room = limit - prev
+    if weighed >= window then room = room + ndiv(weighed, window) end
+    local new_curr = curr + cost
+    if new_curr <= room then
+      -- until_window(ahead, 2 or 1, window, into)
+      local reset = 0
+      if new_curr ~= 0 then
+        reset = (ahead + 1) * window + (window - into)
+      elseif prev ~= 0 then
+        reset = ahead * window + (window - into)
+      end
+      if reset < EXACT then
+        if cost ~= 0 then
+          next = out
+          out[1], out[2], out[3] = index, prev, new_curr
+        end
+        span, ok, a, b, c, e = reset, 1, room - new_curr, reset, 0, 0
+      end
+    end
+  end
+end
+--]=]
+
 function swc.decide(st, p, now, zero, out)
   local window = p[1]
   local limit = p[2]
@@ -53,52 +97,9 @@ function swc.decide(st, p, now, zero, out)
   if FAST and p.num then
     -- the number path (see the prelude's FAST) of an admission with prev <= L; anything
     -- else takes the general steps
-    local index, prev, curr = st[1], st[2], st[3]
-    -- window_of's first case inlined: the memo's window if the time is still in it
-    local cur, into
-    local c = WINDOWS[window]
-    if c then
-      local d = NOW_H - c[2]
-      if d >= 0 and d < 1048576 then
-        d = d * TWO32 + (NOW_L - c[3])
-        if d >= 0 and d < window then cur, into = c[1], d end
-      end
-    end
-    if cur == nil then cur, into = window_of(window) end
-    if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
-      -- swc_roll
-      local elapsed, ahead = into, 0
-      if index > cur then
-        elapsed, ahead = 0, index - cur
-      elseif index < cur then
-        if index + 1 == cur then prev = curr else prev = 0 end
-        index, curr = cur, 0
-      end
-      local weighed = prev * elapsed
-      if prev <= limit and weighed < SMALL then
-        -- ndiv(weighed, window), its first case (0 below the divisor) without the call
-        local room = limit - prev
-        if weighed >= window then room = room + ndiv(weighed, window) end
-        local new_curr = curr + cost
-        if new_curr <= room then
-          -- until_window(ahead, 2 or 1, window, into)
-          local reset = 0
-          if new_curr ~= 0 then
-            reset = (ahead + 1) * window + (window - into)
-          elseif prev ~= 0 then
-            reset = ahead * window + (window - into)
-          end
-          if reset < EXACT then
-            local next = nil
-            if cost ~= 0 then
-              next = out
-              out[1], out[2], out[3] = index, prev, new_curr
-            end
-            return next, reset, 1, room - new_curr, reset, 0, 0
-          end
-        end
-      end
-    end
+    local next, span, ok, a, b, c, e
+    --@inline swc_number
+    if ok then return next, span, ok, a, b, c, e end
   end
   local index, prev, curr, elapsed, ahead, into = swc_roll(st, window)
   -- elapsed < W here, so the previous window weighs prev*(W - e) > 0 iff prev > 0
@@ -154,4 +155,5 @@ function swc.charge(st, p, now)
   if is_zero(cost) then return st end
   local index, prev, curr = swc_roll(st, p[1])
   return { index, prev, min(add(curr, cost), p.cmax) }
+end
 end

@@ -16,6 +16,8 @@
 -- tag's L), also beyond its limit (charges, conversions, a lowered limit), so a rollback
 -- finds every permit used.
 -- Parameters (p[1..3], parsed once per tier spec by the runner): W, L, cost.
+-- (one scope: only what ALGOS holds is seen outside this file)
+do
 local log = { fields = 0, args = 3 }
 ALGOS['log'] = log
 
@@ -92,4 +94,5 @@ function log.charge(view, p, now)
   local stamp = now
   if view.n > 0 then stamp = max(view:stamp_at(view.n - 1), now) end
   return { stamp, math.min(p[3], p.cmax) }
+end
 end

@@ -42,6 +42,9 @@
 -- Everything but `main` is defined once: when the library loads (FUNCTION LOAD), or per
 -- call only on the EVAL fallback. `main` sets the call's KEYS, ARGV, now and slack, which
 -- the helpers read as upvalues.
+-- (one scope: only main, the entry point, is seen outside this file)
+local main
+do
 local KEYS, ARGV, now, slack
 -- redis.call and redis.pcall, bound by main with the prelude's globals (see bind): an
 -- upvalue read instead of a global's and a field's
@@ -485,6 +488,23 @@ local function load_all(tiers, hi, lo, relative)
   return absolute or FAR
 end
 
+-- write_word of a fresh GCRA state's next one, for the hot paths to paste (inlined as
+-- fresh_set): tier `i`'s key SET to inst_hex of now + cost*T (`lo`, `hi`: its 32-bit
+-- halves before the carry) with the state's TTL, what parse_spec precomputed for the
+-- spec `p`.
+--[=[@define fresh_set
+if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
+if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
+local d = lo % 256
+lo = (lo - d) / 256
+local c = lo % 256
+lo = (lo - c) / 256
+local b = lo % 256
+local ms = p.fresh_ms + slack
+RCALL('SET', KEYS[i], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
+  'PX', MS_STR[ms] or ms_arg(ms))
+--]=]
+
 -- The replies check_words returns, one per tier count up to 3, reused from call to call
 -- (Redis only reads a returned table, and check_words sets every field).
 local REPLY_N = { { 1, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0 }, { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0 } }
@@ -544,100 +564,20 @@ local function check_words(tiers, hi, lo)
         out = { 0, 0, 0 }
         T_OUT[i] = out
       end
+      local e, limbs
       if p.kind == 'f' and p.num then
-        -- fixed.decide's number path (FixedWindow::decide; FAST is set) to an admission,
-        -- inlined: the same steps; anything else takes the call below
-        local window, limit = p[1], p[2]
-        local index, count = st[1], st[2]
-        -- window_of's first case inlined: the memo's window if the time is still in it
-        local cur, into
-        local w = WINDOWS[window]
-        if w then
-          local d = NOW_H - w[2]
-          if d >= 0 and d < 1048576 then
-            d = d * TWO32 + (NOW_L - w[3])
-            if d >= 0 and d < window then cur, into = w[1], d end
-          end
-        end
-        if cur == nil then cur, into = window_of(window) end
-        if not (LIMB[index] or LIMB[count] or LIMB[cur]) then
-          local ahead = 0
-          if index < cur then index, count = cur, 0 else ahead = index - cur end
-          local reset = ahead * window + (window - into)
-          local cost = p[3]
-          local new_count = count + cost
-          if reset < EXACT and new_count < EXACT and new_count <= limit then
-            if cost ~= 0 then
-              next = out
-              out[1], out[2] = index, new_count
-            end
-            -- (put_decision: the wait of an admission on the number path is 0)
-            span, ok, a, b, c = reset, 1, limit - new_count, reset, 0
-          end
-        end
+        -- fixed.decide's number path, pasted (FAST is set)
+        local window, limit, cost = p[1], p[2], p[3]
+        --@inline fixed_number
       elseif p.kind == 'c' and p.num then
-        -- swc.decide's number path (SlidingWindowCounter::decide; FAST is set) to an
-        -- admission with prev <= L, inlined: the same steps; anything else takes the call
-        -- below
-        local window, limit = p[1], p[2]
-        local index, prev, curr = st[1], st[2], st[3]
-        local cur, into
-        local w = WINDOWS[window]
-        if w then
-          local d = NOW_H - w[2]
-          if d >= 0 and d < 1048576 then
-            d = d * TWO32 + (NOW_L - w[3])
-            if d >= 0 and d < window then cur, into = w[1], d end
-          end
-        end
-        if cur == nil then cur, into = window_of(window) end
-        if not (LIMB[index] or LIMB[prev] or LIMB[curr] or LIMB[cur]) then
-          -- swc_roll
-          local elapsed, ahead = into, 0
-          if index > cur then
-            elapsed, ahead = 0, index - cur
-          elseif index < cur then
-            if index + 1 == cur then prev = curr else prev = 0 end
-            index, curr = cur, 0
-          end
-          local weighed = prev * elapsed
-          if prev <= limit and weighed < SMALL then
-            local room = limit - prev
-            if weighed >= window then room = room + ndiv(weighed, window) end
-            local cost = p[3]
-            local new_curr = curr + cost
-            if new_curr <= room then
-              local reset = 0
-              if new_curr ~= 0 then
-                reset = (ahead + 1) * window + (window - into)
-              elseif prev ~= 0 then
-                reset = ahead * window + (window - into)
-              end
-              if reset < EXACT then
-                if cost ~= 0 then
-                  next = out
-                  out[1], out[2], out[3] = index, prev, new_curr
-                end
-                span, ok, a, b, c = reset, 1, room - new_curr, reset, 0
-              end
-            end
-          end
-        end
+        -- swc.decide's number path to an admission with prev <= L, pasted (FAST is set)
+        local window, limit, cost = p[1], p[2], p[3]
+        --@inline swc_number
       end
       if ok == nil then
-        local e, limbs
         next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
-        -- put_decision, inlined
-        if limbs then
-          c = wait_field(ok, c, e)
-          if LIMB[a] then a = tohex(a) end
-          if LIMB[b] then b = tohex(b) end
-        elseif ok == 1 then
-          c = e
-        else
-          c = -c
-        end
       end
+      --@inline decision_fields
     end
     local base = 3 * i - 1
     reply[base], reply[base + 1], reply[base + 2] = a, b, c
@@ -693,18 +633,8 @@ local function check_words(tiers, hi, lo)
       elseif next == p then
         -- write_word of the fresh state's next one (see main's one-tier fast path):
         -- inst_hex of now + cost*T, SET with the state's TTL
-        local lo = NOW_L + p.fresh_vl
-        local hi = NOW_H + p.fresh_vh
-        if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
-        if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
-        local d = lo % 256
-        lo = (lo - d) / 256
-        local c = lo % 256
-        lo = (lo - c) / 256
-        local b = lo % 256
-        local ms = p.fresh_ms + slack
-        RCALL('SET', KEYS[i], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
-          'PX', MS_STR[ms] or ms_arg(ms))
+        local lo, hi = NOW_L + p.fresh_vl, NOW_H + p.fresh_vh
+        --@inline fresh_set
       elseif next then
         write_word(i, next, span)
       end
@@ -845,7 +775,7 @@ local function mode(s)
 end
 
 -- One operation: the script's entry point (FCALL's function, or the EVAL body's return).
-local function main(keys, args)
+function main(keys, args)
   if floor == nil then
     bind()
     RCALL, RPCALL = redis.call, redis.pcall
@@ -909,23 +839,13 @@ local function main(keys, args)
     -- log's state or an instant too far for relative mode takes the general steps.
     local p = pl[1]
     local raw = RPCALL('GET', KEYS[1])
-    if raw == false and p.fresh_rem and HEX2 and hi < 4292870144 then
+    if raw == false and p.fresh_rem and HEX2 and hi < ROOMY_HI then
       -- An absent key under a GCRA tier that admits a fresh state (see parse_spec): the
       -- steps below for it (set_now in relative mode, ROOMY: the number path; load: nil;
       -- gcra.decide: admitted; write_word: inst_hex of now + cost*T, SET with the state's
       -- TTL), with what the spec fixes precomputed.
-      local lo = lo + p.fresh_vl
-      local hi = hi + p.fresh_vh
-      if lo >= TWO32 then lo = lo - TWO32; hi = hi + 1 end
-      if hi ~= HI_NUM then HI_NUM, HI_HEX = hi, format('%08x', hi) end
-      local d = lo % 256
-      lo = (lo - d) / 256
-      local c = lo % 256
-      lo = (lo - c) / 256
-      local b = lo % 256
-      local ms = p.fresh_ms + slack
-      RCALL('SET', KEYS[1], p.tag .. HI_HEX .. HEX2[(lo - b) / 256] .. HEX2[b] .. HEX2[c] .. HEX2[d],
-        'PX', MS_STR[ms] or ms_arg(ms))
+      local i, lo, hi = 1, lo + p.fresh_vl, hi + p.fresh_vh
+      --@inline fresh_set
       return p.fresh_reply
     end
     set_now(hi, lo, true)
@@ -947,16 +867,7 @@ local function main(keys, args)
         T_OUT[1] = out
       end
       local next, span, ok, a, b, c, e, limbs = p.decide(st, p, now, false, out)
-      -- put_decision, inlined
-      if limbs then
-        c = wait_field(ok, c, e)
-        if LIMB[a] then a = tohex(a) end
-        if LIMB[b] then b = tohex(b) end
-      elseif ok == 1 then
-        c = e
-      else
-        c = -c
-      end
+      --@inline decision_fields
       if ok == 1 and next then write_word(1, next, span) end
       return { ok, a, b, c }
     end
@@ -966,7 +877,7 @@ local function main(keys, args)
   -- where they need absolute mode)
   local absolute = false
   if op == 'c' and relative and tiers <= 3 and (tiers > 1 or pl[1].kind ~= 't')
-    and HEX2 and hi < 4292870144 then
+    and HEX2 and hi < ROOMY_HI then
     local reply
     reply, absolute = check_words(tiers, hi, lo)
     if reply then return reply end
@@ -1022,17 +933,8 @@ local function main(keys, args)
     local next, span, ok, a, b, c, e, limbs = p.decide(T_STATE[i], p, now, false, out)
     T_NEXT[i], T_SPAN[i], T_OK[i] = next, span, ok
     if ok == 0 then all = 0 end
-    -- put_decision, inlined (`limbs`: see allow)
     local base = 3 * i - 1
-    if limbs then
-      c = wait_field(ok, c, e)
-      if LIMB[a] then a = tohex(a) end
-      if LIMB[b] then b = tohex(b) end
-    elseif ok == 1 then
-      c = e
-    else
-      c = -c
-    end
+    --@inline decision_fields
     reply[base], reply[base + 1], reply[base + 2] = a, b, c
   end
   reply[1] = all
@@ -1061,4 +963,5 @@ local function main(keys, args)
     end
   end
   return reply
+end
 end

@@ -5,18 +5,22 @@
 //! Each algorithm's transition lives in its own file under `scripts/` and mirrors the core's
 //! `decide` line by line; `prelude.lua` supplies exact multi-limb integer arithmetic (see the
 //! [module docs](super) for why) and `store.lua` runs one operation on every tier of a plan
-//! (tagged states converted on read), all or nothing.
+//! (tagged states converted on read), all or nothing. The hot paths' inline copies are not
+//! written by hand: a block is written once and pasted where it is used when the library
+//! is assembled ([`inline`]).
 
-const PRELUDE: &str = include_str!("scripts/prelude.lua");
-const STORE: &str = include_str!("scripts/store.lua");
+mod inline;
+
+const PRELUDE: &str = include_str!("../scripts/prelude.lua");
+const STORE: &str = include_str!("../scripts/store.lua");
 
 /// Every algorithm source, in the order they are concatenated.
 const ALGORITHMS: [(&str, &str); 5] = [
-    ("gcra", include_str!("scripts/gcra.lua")),
-    ("leaky", include_str!("scripts/leaky_bucket.lua")),
-    ("fixed", include_str!("scripts/fixed_window.lua")),
-    ("swc", include_str!("scripts/sliding_window_counter.lua")),
-    ("log", include_str!("scripts/sliding_window_log.lua")),
+    ("gcra", include_str!("../scripts/gcra.lua")),
+    ("leaky", include_str!("../scripts/leaky_bucket.lua")),
+    ("fixed", include_str!("../scripts/fixed_window.lua")),
+    ("swc", include_str!("../scripts/sliding_window_counter.lua")),
+    ("log", include_str!("../scripts/sliding_window_log.lua")),
 ];
 
 /// A Lua script: its body and SHA-1 hex digest (what `EVAL` / `EVALSHA` run), and the same
@@ -65,6 +69,7 @@ impl LuaScript {
         }
         defs.push('\n');
         defs.push_str(runner);
+        let defs = inline::expand(&defs);
         // The EVAL body reads the KEYS / ARGV globals before the runner's locals shadow them.
         let body = format!(
             "local EVAL_KEYS, EVAL_ARGV = KEYS, ARGV\n{defs}\nreturn main(EVAL_KEYS, EVAL_ARGV)\n"
@@ -103,5 +108,30 @@ impl LuaScript {
     /// `tollgate_` and the body's SHA-1.
     pub fn function_name(&self) -> &str {
         &self.function
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LuaScript;
+
+    /// Every inline block the sources use is defined, and no directive is left in the
+    /// script that runs.
+    #[test]
+    fn every_directive_is_expanded() {
+        let script = LuaScript::for_store();
+        for directive in [
+            "@define",
+            "--@inline ",
+            "--]=]",
+            "--@const",
+            "HI_SPAN",
+            "ROOMY_HI",
+        ] {
+            assert!(
+                !script.body().contains(directive),
+                "{directive} left in the script"
+            );
+        }
     }
 }

@@ -51,8 +51,8 @@ pub(super) struct Reading {
     /// Its standing: the debt of its `standing` tier (zero without a reward), which
     /// [`RewardConfig::step`] reads.
     pub(super) standing: Nanos,
-    /// Whether the read marked this window's activity (a check's read, every tier
-    /// admitting).
+    /// Whether the read marked this window's activity (a check's read with a reward, every
+    /// tier admitting): never for a peek's, so a peek of a penalized client writes nothing.
     pub(super) marked: bool,
 }
 
@@ -186,7 +186,9 @@ impl PenaltyState {
                 Part::Cooldown | Part::Seen | Part::Denials => {}
             }
         }
-        reading.marked = read.tiers().iter().all(|t| t.decision.allowed);
+        // Only a check's read marks (a peek's never writes).
+        reading.marked =
+            parts.contains(&Part::Seen) && read.tiers().iter().all(|t| t.decision.allowed);
         reading
     }
 

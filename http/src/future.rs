@@ -271,8 +271,11 @@ where
                             }
                         }
                     }
-                    let fields = std::mem::take(this.fields);
-                    fields.insert_into(response.headers_mut());
+                    // Most admitted requests of a layer without headers carry none: no
+                    // move, no header map touched.
+                    if !matches!(this.fields, Fields::None) {
+                        std::mem::take(this.fields).insert_into(response.headers_mut());
+                    }
                     return Poll::Ready(Ok(response.map(Either::Left)));
                 }
                 StateProj::Settling { settled, response } => {

@@ -131,6 +131,7 @@ where
 
     /// Passes an admitted request on to the readied service `inner`: at once, or after its
     /// delay (then a clone of `inner` takes the readied one's place).
+    #[inline(always)]
     pub(super) fn forward(
         shared: &Shared,
         admitted: Admitted,

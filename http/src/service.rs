@@ -69,7 +69,7 @@ where
         let shared = &self.shared;
         // Everything read from the request borrows it; only what must outlive the call
         // (a charge to refund or settle, or an awaited check's key) is copied out.
-        let admitted = {
+        let verdict = {
             let head = Head::of(&request);
             if shared.skip.matches(&head) {
                 shared.counters.count(Outcome::Skipped);
@@ -141,11 +141,13 @@ where
                 .check_now(&client, &endpoint, cost, &mut decision)
                 .map(|()| &decision);
             timer.checked();
-            match admit(shared, head.headers, checked, &client, &endpoint, cost) {
-                Verdict::Forward(admitted) => admitted,
-                Verdict::Answer(response) => return ResponseFuture::answer(response),
-            }
+            admit(shared, head.headers, checked, &client, &endpoint, cost)
         };
-        ResponseFuture::forward(shared, admitted, request, &mut self.inner)
+        match verdict {
+            Verdict::Forward(admitted) => {
+                ResponseFuture::forward(shared, admitted, request, &mut self.inner)
+            }
+            Verdict::Answer(response) => ResponseFuture::answer(response),
+        }
     }
 }

@@ -13,6 +13,7 @@
    states a crate's Rust version; the default header draft is stated in
    docs/http.md only; the lease bound's formula in docs/redis.md only; no page names a
    default clock other than `MonotonicClock` (the rustdoc of `tollgate::clock` is its home).
+   README.md is for users: no instruction counts, commit hashes or issue numbers.
 4. ARCHITECTURE.md is true. Every file path it names in backticks exists in the tree (a
    short path such as `store/tier/take.rs` must be the end of a tracked file's path), and
    every Rust name it gives (`Type`, `Type::method`, `function`) is defined somewhere in the
@@ -89,6 +90,13 @@ def cargo_rust_versions() -> dict[str, str]:
     return versions
 
 
+README_FORBIDDEN = [
+    ("an instruction count", re.compile(r"(?i)\binstructions?\b|callgrind")),
+    ("a commit hash", re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")),
+    ("an issue or pull request number", re.compile(r"(?i)(?:^|[\s(])#\d+\b|\bissues?/\d+|\bpull/\d+|\b(?:issue|PR) \d+")),
+]
+
+
 def check_facts() -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Minimum supported Rust", 1)
@@ -111,6 +119,12 @@ def check_facts() -> None:
         forms = [figure + unit] + ([figure + "x"] if unit == "×" else [])
         if not any(f in bench for f in forms):
             problem("README.md", f"'Why tollgate' quotes {figure + unit}, which docs/benchmarks.md no longer has")
+    # README is for users: no instruction counts, commit hashes, issue numbers or history
+    # (those are docs/benchmarks.md's, git's and the CHANGELOGs').
+    for n, text in enumerate(readme.split("\n"), 1):
+        for what, pattern in README_FORBIDDEN:
+            if pattern.search(text):
+                problem(f"README.md:{n}", f"has {what}: README is for users (keep it in docs/benchmarks.md or a CHANGELOG)")
     others = [*(p for p in pages() if p.name != "README.md"), ROOT / "ARCHITECTURE.md", ROOT / "CONTRIBUTING.md"]
     home_only = [
         # (what, pattern, the pages allowed to say it)

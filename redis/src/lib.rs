@@ -14,6 +14,16 @@
 //! - [`LeasedStore`]: a [`RedisStore`] whose hot keys are served in process from leases
 //!   (slices of their quota taken from Redis ahead of time, returned when unused), with a
 //!   stated overshoot bound per key ([`LeaseConfig::max_lease_for`]).
+//! - [`FleetRules`]: one rules document for the whole fleet, published once (checked and
+//!   versioned) and applied by every process that follows it within a stated bound
+//!   ([`FleetRulesConfig`]), with the version each process runs listed in Redis.
+//! - Listing the clients a store keeps state for, behind
+//!   [`Policy::limited`](tollgate::policy::Policy::limited).
+//!
+//! Features: `tracing` (default: a warning when Redis fails, once per backoff, and an event
+//! when it answers again) and `metrics` (failures, the degraded state, [`RedisStats`] and a
+//! leased store's counts through the `metrics` facade). The guide is the repository's
+//! `docs/redis.md`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

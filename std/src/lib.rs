@@ -27,7 +27,9 @@
 //! - [`engine`]: the core's executors and packed-state plumbing, for code that drives the
 //!   algorithms itself.
 //!
-//! Feature `metrics`: [`policy::Metered`] also reports through the `metrics` facade.
+//! Features: `tracing` (default: an event for every reload), `metrics` ([`policy::Metered`]
+//! and the reload counters report through the `metrics` facade), `watch`
+//! (`policy::RulesFile`, which follows a rules file and reloads the policy when it changes).
 //!
 //! ```
 //! use tollgate::{Gcra, KeyedLimiter, Nanos, RateLimiter};

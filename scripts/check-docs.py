@@ -20,6 +20,10 @@
    every Rust name it gives (`Type`, `Type::method`, `function`) is defined somewhere in the
    crates' sources (a Lua `function` counts for the scripts it names).
 
+5. Links resolve. Every relative link of README.md, docs/, ARCHITECTURE.md, CONTRIBUTING.md
+   and the CHANGELOGs names a file that exists and, with `#anchor`, a heading of that page
+   (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).
+
 Exits non-zero with one line per problem.
 """
 
@@ -214,16 +218,53 @@ def check_architecture() -> None:
                     problem(where, f"names the function {name}, defined nowhere")
 
 
+def slug(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors(page: pathlib.Path) -> set[str]:
+    text = FENCE.sub("", page.read_text())
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for m in re.finditer(r"^#{1,6} (.+)$", text, re.M):
+        s = slug(m.group(1))
+        n = seen.get(s, 0)
+        seen[s] = n + 1
+        found.add(s if n == 0 else f"{s}-{n}")
+    return found
+
+
+def check_links() -> None:
+    linking = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "CONTRIBUTING.md",
+               *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("*/CHANGELOG.md"))]
+    for page in linking:
+        rel = page.relative_to(ROOT)
+        text = page.read_text()
+        for m in re.finditer(r"\]\(([^)\s]+)\)|^\[[^\]]+\]: (\S+)", text, re.M):
+            link = m.group(1) or m.group(2)
+            if re.match(r"[a-z][a-z0-9+.-]*:", link):
+                continue
+            where = f"{rel}:{text[: m.start()].count(chr(10)) + 1}"
+            path, _, fragment = link.partition("#")
+            target = (page.parent / path).resolve() if path else page.resolve()
+            if not target.exists():
+                problem(where, f"links to {link}, which does not exist")
+            elif fragment and target.suffix == ".md" and fragment not in anchors(target):
+                problem(where, f"links to {link}, whose page has no such heading")
+
+
 def main() -> int:
     check_blocks()
     check_facts()
     check_architecture()
+    check_links()
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
         print(f"check-docs: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print("check-docs: README and docs/ blocks are their files, one home per fact, ARCHITECTURE.md names what exists")
+    print("check-docs: README and docs/ blocks are their files, one home per fact, ARCHITECTURE.md names what exists, links resolve")
     return 0
 
 

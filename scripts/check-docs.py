@@ -20,7 +20,10 @@
    every Rust name it gives (`Type`, `Type::method`, `function`) is defined somewhere in the
    crates' sources (a Lua `function` counts for the scripts it names).
 
-5. Links resolve. Every relative link of README.md, docs/, ARCHITECTURE.md, CONTRIBUTING.md
+5. The rules reference is whole. Every field of the rules file's structs (those of
+   `std/src/policy/config.rs` that refuse unknown fields) has a row in docs/rules.md's
+   "The rules file, field by field".
+6. Links resolve. Every relative link of README.md, docs/, ARCHITECTURE.md, CONTRIBUTING.md
    and the CHANGELOGs names a file that exists and, with `#anchor`, a heading of that page
    (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).
 
@@ -254,10 +257,36 @@ def check_links() -> None:
                 problem(where, f"links to {link}, whose page has no such heading")
 
 
+def check_rules_reference() -> None:
+    source = (ROOT / "std" / "src" / "policy" / "config.rs").read_text()
+    page = (ROOT / "docs" / "rules.md").read_text()
+    section = page.split("## The rules file, field by field", 1)
+    if len(section) != 2:
+        problem("docs/rules.md", "no '## The rules file, field by field' section")
+        return
+    documented = set()
+    for line in section[1].split("\n## ", 1)[0].split("\n"):
+        cells = line.split("|")
+        if line.startswith("|") and len(cells) > 2:
+            documented |= set(re.findall(r"`([a-z_]+)`", cells[1]))
+    structs = re.finditer(
+        r"#\[serde\(deny_unknown_fields\)\]\s*(?:#\[[^\]]*\]\s*)*pub(?:\(crate\))? struct (\w+)[^{]*\{(.*?)\n\}",
+        source, re.S)
+    found = False
+    for m in structs:
+        found = True
+        for field in re.findall(r"^\s*pub(?:\(crate\))? (\w+):", m.group(2), re.M):
+            if field not in documented:
+                problem("docs/rules.md", f"the rules file's {m.group(1)}.{field} has no row in 'The rules file, field by field'")
+    if not found:
+        problem("std/src/policy/config.rs", "no struct with deny_unknown_fields: check-docs cannot see the rules file's fields")
+
+
 def main() -> int:
     check_blocks()
     check_facts()
     check_architecture()
+    check_rules_reference()
     check_links()
     for p in problems:
         print(p, file=sys.stderr)

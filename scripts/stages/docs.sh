@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The documentation builds without a warning, every feature on (broken links, missing docs);
 # README's and docs/'s code blocks are the example files they name, with no hidden lines,
-# each fact has one home, ARCHITECTURE.md names only what exists and every relative link
-# resolves (scripts/check-docs.py,
-# under a second); and the pictures docs/algorithms.md shows are current: the tour example
+# each fact has one home, ARCHITECTURE.md names only what exists, the rules reference has
+# every field and every relative link resolves (scripts/check-docs.py, under a second);
+# and the pictures docs/algorithms.md shows are current: the tour example
 # writes them again into a temporary directory and they must equal the committed
 # docs/img/tour/ byte for byte.
 set -euo pipefail

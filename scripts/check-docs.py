@@ -23,9 +23,12 @@
 5. The rules reference is whole. Every field of the rules file's structs (those of
    `std/src/policy/config.rs` that refuse unknown fields) has a row in docs/rules.md's
    "The rules file, field by field".
-6. Links resolve. Every relative link of README.md, docs/, ARCHITECTURE.md, CONTRIBUTING.md
-   and the CHANGELOGs names a file that exists and, with `#anchor`, a heading of that page
-   (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).
+6. Links resolve. Every relative link of docs/, ARCHITECTURE.md, CONTRIBUTING.md and the
+   CHANGELOGs, and every link into the repository (`{repository}/blob/main/PATH`), names a
+   file that exists and, with `#anchor`, a heading of that page (GitHub's anchors: lower
+   case, punctuation dropped, spaces as hyphens). README's links into the repository are
+   absolute: README is each crate's crates.io page, where cargo ships it at the crate's
+   root and a relative link resolves against the crate's folder.
 
 Exits non-zero with one line per problem.
 """
@@ -239,6 +242,7 @@ def anchors(page: pathlib.Path) -> set[str]:
 
 
 def check_links() -> None:
+    repository = re.search(r'^repository = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M).group(1).rstrip("/")
     linking = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "CONTRIBUTING.md",
                *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("*/CHANGELOG.md"))]
     for page in linking:
@@ -246,11 +250,20 @@ def check_links() -> None:
         text = page.read_text()
         for m in re.finditer(r"\]\(([^)\s]+)\)|^\[[^\]]+\]: (\S+)", text, re.M):
             link = m.group(1) or m.group(2)
-            if re.match(r"[a-z][a-z0-9+.-]*:", link):
-                continue
             where = f"{rel}:{text[: m.start()].count(chr(10)) + 1}"
-            path, _, fragment = link.partition("#")
-            target = (page.parent / path).resolve() if path else page.resolve()
+            ours = re.match(re.escape(repository) + r"/(?:blob|tree)/main/(.*)", link)
+            if ours:
+                path, _, fragment = ours.group(1).partition("#")
+                target = (ROOT / path).resolve()
+            elif re.match(r"[a-z][a-z0-9+.-]*:", link):
+                continue
+            else:
+                if page.name == "README.md" and not link.startswith("#"):
+                    problem(where, f"links to {link} relatively: README is every crate's crates.io page, "
+                            f"where a relative link resolves against the crate's folder; write {repository}/blob/main/{link}")
+                    continue
+                path, _, fragment = link.partition("#")
+                target = (page.parent / path).resolve() if path else page.resolve()
             if not target.exists():
                 problem(where, f"links to {link}, which does not exist")
             elif fragment and target.suffix == ".md" and fragment not in anchors(target):

@@ -14,6 +14,9 @@
    docs/http.md only; the lease bound (`P × …`, `P times …`) in docs/redis.md only
    (benchmarks.md quotes its measured instance); no page names a
    default clock other than `MonotonicClock` (the rustdoc of `tollgate::clock` is its home).
+   The homes agree with the code: docs/http.md's default draft (and any in tollgate-http's
+   rustdoc) is `HeaderStyle`'s `#[default]`, the clock `tollgate::clock` calls the default
+   is `RateLimiter`'s default clock parameter.
    README.md is for users: no instruction counts, commit hashes or issue numbers.
 4. ARCHITECTURE.md is true. Every file path it names in backticks exists in the tree (a
    short path such as `store/tier/take.rs` must be the end of a tracked file's path), and
@@ -146,6 +149,29 @@ def check_facts() -> None:
         ("the lease bound (home: docs/redis.md)", re.compile(r"\bP`? (?:×|times\b)"), {"redis.md", "benchmarks.md"}),
     ]
     landing = sorted(ROOT.glob("*/src/lib.rs"))
+    # The homes agree with the code: the header draft `HeaderStyle` derives as its default,
+    # and the clock the limiters default their clock parameter to.
+    style = (ROOT / "http" / "src" / "header_style.rs").read_text()
+    default_draft = re.search(r"#\[default\]\s*Draft(\d+)", style)
+    http_page = (ROOT / "docs" / "http.md").read_text()
+    stated = re.findall(r"(?i)draft-(\d+) items[^.]*?by default", http_page)
+    if default_draft is None or not stated:
+        problem("docs/http.md", "cannot find the default header draft (HeaderStyle's #[default], or 'draft-N items ... by default' on the page)")
+    elif set(stated) != {default_draft.group(1)}:
+        problem("docs/http.md", f"says draft-{'/'.join(stated)} by default; HeaderStyle's default is Draft{default_draft.group(1)}")
+    for source in sorted((ROOT / "http" / "src").rglob("*.rs")):
+        for n, text in enumerate(source.read_text().split("\n"), 1):
+            m = re.search(r"(?i)draft-?(\d+)\b[^.]{0,60}\bby default", text)
+            if m and text.lstrip().startswith("//") and default_draft and m.group(1) != default_draft.group(1):
+                problem(f"{source.relative_to(ROOT)}:{n}", f"says draft-{m.group(1)} by default; HeaderStyle's default is Draft{default_draft.group(1)}")
+    limiter = (ROOT / "std" / "src" / "rate_limiter.rs").read_text()
+    default_clock = re.search(r"pub struct RateLimiter<A, C = (\w+)>", limiter)
+    clock_home = (ROOT / "std" / "src" / "clock" / "mod.rs").read_text()
+    home_row = re.search(r"^//! \| \[`(\w+)`\] \|[^\n]*\| the default", clock_home, re.M)
+    if default_clock is None or home_row is None:
+        problem("std/src/clock/mod.rs", "cannot find the default clock (RateLimiter's `C = …`, or the table row saying 'the default')")
+    elif default_clock.group(1) != home_row.group(1):
+        problem("std/src/clock/mod.rs", f"calls {home_row.group(1)} the default; RateLimiter defaults to {default_clock.group(1)}")
     # README's own home: its "Minimum supported Rust" section states the versions.
     msrv_home = set()
     if len(section) == 2:

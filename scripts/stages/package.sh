@@ -40,8 +40,9 @@ echo "package: ${crates[*]} packaged with README, licenses and CHANGELOG ($(( $(
 
 # A newcomer's path: a fresh crate outside the workspace, README's `cargo add` lines run as
 # they are written (each tollgate crate taken from the archive just packaged instead of
-# crates.io) and README's axum quickstart as its main.rs; it must build, serve, and answer
-# 429 once a client's burst is spent. The workspace's lock file pins the same versions its
+# crates.io) and README's axum quickstart as its main.rs (README's other Rust programs,
+# the fleet's, as its bins); it must build, serve, and answer 429 once a client's burst is
+# spent. The workspace's lock file pins the same versions its
 # build uses (offline, sharing its target directory: seconds once the workspace is built).
 # The crate lives at a fixed path in the target directory, so that a second run finds its
 # build current.
@@ -68,9 +69,13 @@ readme = pathlib.Path("README.md").read_text()
 add = readme.split("\n## Add it", 1)[1].split("\n## ", 1)[0]
 lines = [l.split("#", 1)[0].strip() for l in add.split("\n") if l.startswith("cargo add ")]
 start = readme.split("\n## Quickstart", 1)[1]
-body = re.search(r"^```rust\n(.*?)^```$", start, re.S | re.M)
-assert lines and body, "README has no `cargo add` lines or no quickstart block"
-(tmp / "newcomer" / "src" / "main.rs").write_text(body.group(1))
+programs = re.findall(r"^<!-- file: (\S+) -->\n```rust\n(.*?)^```$", start, re.S | re.M)
+assert lines and programs, "README has no `cargo add` lines or no quickstart block"
+# The quickstart is main.rs (run below); README's other programs are built as bins.
+(tmp / "newcomer" / "src" / "main.rs").write_text(programs[0][1])
+(tmp / "newcomer" / "src" / "bin").mkdir()
+for path, body in programs[1:]:
+    (tmp / "newcomer" / "src" / "bin" / pathlib.Path(path).name).write_text(body)
 crates = {p.name.rsplit("-", 1)[0]: p for p in (tmp / "crates").iterdir()}
 commands = []
 for line in lines:
@@ -98,7 +103,7 @@ cp Cargo.lock "$tmp/newcomer/"
   while read -r line; do
     eval "$line" >"$tmp/add.log" 2>&1 || { cat "$tmp/add.log" >&2; echo "newcomer: '$line' failed" >&2; exit 1; }
   done <"$tmp/commands"
-  CARGO_TARGET_DIR="$target" cargo build -q --offline --bin newcomer
+  CARGO_TARGET_DIR="$target" cargo build -q --offline --bins
 )
 "$target/debug/newcomer" 127.0.0.1:0 >"$tmp/server.log" 2>&1 &
 server_pid=$!
@@ -119,4 +124,5 @@ if [ "$code" != 429 ] || ! grep -qi '^retry-after: ' "$tmp/headers" || ! grep -q
   echo "newcomer: the quickstart answered ${codes[*]}, no 429 with Retry-After and a problem body" >&2
   exit 1
 fi
-echo "newcomer: README's cargo add lines and quickstart built outside the workspace; $addr answered ${codes[*]} ($(( $(date +%s) - start )) s)"
+bins=$(ls "$tmp/newcomer/src/bin" | sed 's/\.rs$//' | tr '\n' ' ')
+echo "newcomer: README's cargo add lines, its quickstart and its other programs (${bins% }) built outside the workspace; the quickstart at $addr answered ${codes[*]} ($(( $(date +%s) - start )) s)"

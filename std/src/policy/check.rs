@@ -10,6 +10,11 @@ use tollgate_core::{InsufficientCapacity, Nanos};
 use super::{Op, PolicyDecision, Reservation, UntilReady};
 use crate::wait::DelaySleep;
 
+/// An awaited refund, charge or reset (`run`): it decides nothing, so it cannot fail.
+async fn recorded(run: impl Future<Output = Result<Option<PolicyDecision>, InsufficientCapacity>>) {
+    let _ = run.await;
+}
+
 /// The decision of a check or peek that [`PolicyCheck::run`] answered: `None` decided
 /// nothing, which is what no matching rule decides (admitted, unlimited).
 #[inline]
@@ -158,11 +163,7 @@ pub trait PolicyCheck: Sync {
         request: &'a Request<'a>,
         now: Nanos,
     ) -> impl Future<Output = ()> + Send + 'a {
-        let run = self.run_async(Op::Refund, request, now);
-        async move {
-            // A refund decides nothing, so it cannot fail.
-            let _ = run.await;
-        }
+        recorded(self.run_async(Op::Refund, request, now))
     }
 
     /// [`charge_at`](Self::charge_at), awaited.
@@ -171,11 +172,7 @@ pub trait PolicyCheck: Sync {
         request: &'a Request<'a>,
         now: Nanos,
     ) -> impl Future<Output = ()> + Send + 'a {
-        let run = self.run_async(Op::Charge, request, now);
-        async move {
-            // A charge decides nothing, so it cannot fail.
-            let _ = run.await;
-        }
+        recorded(self.run_async(Op::Charge, request, now))
     }
 
     /// [`reset_at`](Self::reset_at), awaited.
@@ -184,11 +181,7 @@ pub trait PolicyCheck: Sync {
         request: &'a Request<'a>,
         now: Nanos,
     ) -> impl Future<Output = ()> + Send + 'a {
-        let run = self.run_async(Op::Reset, request, now);
-        async move {
-            // A reset decides nothing, so it cannot fail.
-            let _ = run.await;
-        }
+        recorded(self.run_async(Op::Reset, request, now))
     }
 
     /// Reserves `estimate` permits for work whose real cost is known only afterwards (LLM

@@ -287,8 +287,9 @@ impl InProcess {
         let mut located = true;
         for (p, outcome) in tiers.iter().zip(outcomes.iter_mut()) {
             // Each key located once, here (where a key lives is the store's business, not
-            // the plan's). Nothing waits on a tier's state before the next tier is located,
-            // so the tiers' cache misses still overlap.
+            // the plan's), its buckets' loading started at once. The next tier's lookup
+            // does not depend on this tier's state, only on predicted branches, so an
+            // out-of-order core overlaps the tiers' cache misses.
             let ready = match p.tier.store.prefetch(p.key) {
                 Some(spot) => spot.prepare(p.key, now, p.cost, &mut outcome.decision),
                 None => None,

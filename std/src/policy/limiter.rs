@@ -854,11 +854,6 @@ fn plan_rule<'a>(
 ) -> Result<bool, InsufficientCapacity> {
     let key = rule.key_id(client);
     for tier in rule.tiers() {
-        // Start loading the in-process state's cache lines now (a hint; nothing for a
-        // tier whose state is elsewhere): by the time the store decides, they are on
-        // their way, and the tiers' misses overlap.
-        // The store's check then starts from where the prefetch located the key.
-        let at = tier.store.prefetch(key);
         let planned = PlannedTier {
             rule,
             tier,
@@ -866,7 +861,7 @@ fn plan_rule<'a>(
             client: request.client,
             cost: cost(tier)?,
         };
-        if !plan.push_located(planned, at) {
+        if !plan.push(planned) {
             return Ok(false);
         }
     }

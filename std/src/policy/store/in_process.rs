@@ -32,8 +32,9 @@ use crate::sync::plain::{AtomicU64, Ordering};
 /// slot directly (looking the key up again only if the slot changed since), and each tier
 /// is decided once: the check path has no lock, no allocation, one clock read (by the
 /// policy) and one compare-and-swap per tier. That fast path covers keys already held by
-/// single-word tiers (the steady state), a plan of one tier included (its key found once,
-/// by the policy's prefetch); a key's first request, a sliding-log tier, or a key that
+/// single-word tiers (the steady state), a plan of one tier included (its key located
+/// once, by the check itself: where a key lives is the store's business, not the plan's);
+/// a key's first request, a sliding-log tier, or a key that
 /// left its table between the steps (whose takes are then given back first) takes the
 /// general path: peek every tier but the first (whose take, if it denies,
 /// has taken nothing), then take each in turn with a full lookup, then step 3 as above.
@@ -279,13 +280,17 @@ impl InProcess {
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops
         // below walk plan, outcomes and slots together with no bounds check.
         let outcomes = &mut outcomes[..plan.len()];
+        let tiers = plan.as_slice();
         // Not cleared: the hot path writes only the plan's tiers.
         let mut prepared = ArrayVec::<Prepared<'_>, MAX_TIERS>::new_const();
         let mut denied = false;
         let mut located = true;
-        for (entry, outcome) in plan.entries().iter().zip(outcomes.iter_mut()) {
-            let p = &entry.tier;
-            let ready = match entry.at {
+        for (p, outcome) in tiers.iter().zip(outcomes.iter_mut()) {
+            // Each key located once, here (where a key lives is the store's business, not
+            // the plan's), its buckets' loading started at once. The next tier's lookup
+            // does not depend on this tier's state, only on predicted branches, so an
+            // out-of-order core overlaps the tiers' cache misses.
+            let ready = match p.tier.store.prefetch(p.key) {
                 Some(spot) => spot.prepare(p.key, now, p.cost, &mut outcome.decision),
                 None => None,
             };
@@ -293,7 +298,7 @@ impl InProcess {
                 located = false;
                 break;
             };
-            // As many as the plan's entries, at most MAX_TIERS: this never refuses.
+            // As many as the plan's tiers, at most MAX_TIERS: this never refuses.
             let _ = prepared.try_push(ready?);
             denied |= !outcome.decision.allowed;
         }
@@ -309,9 +314,9 @@ impl InProcess {
         let mut taken = 0u32;
         // All of one length (every tier was prepared), so indexing checks no bound.
         let n = prepared.len();
-        let (entries, outcomes) = (&plan.entries()[..n], &mut outcomes[..n]);
+        let (tiers, outcomes) = (&tiers[..n], &mut outcomes[..n]);
         for i in 0..n {
-            let p = &entries[i].tier;
+            let p = &tiers[i];
             let out = &mut outcomes[i].decision;
             // The common case inline (the slot unchanged since step 1); the tier's store is
             // asked only when the key must be looked up again.

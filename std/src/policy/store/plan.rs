@@ -5,7 +5,6 @@ use std::fmt;
 
 use arrayvec::ArrayVec;
 
-use super::tier::Spot;
 use crate::policy::{Rule, Tier, MAX_TIERS};
 
 /// One tier of a request's plan: everything a store needs to decide it.
@@ -26,21 +25,13 @@ pub struct PlannedTier<'a> {
 }
 
 /// The tiers one request is checked against, in order (the global-slot rule's first): at
-/// most [`MAX_TIERS`], kept inline (no allocation).
+/// most [`MAX_TIERS`], kept inline (no allocation). A plain list: what a store keeps to
+/// find a tier's state (the in-process store's tables) is the store's own.
 #[derive(Clone)]
 pub struct Plan<'a> {
     /// The tiers, inline (an unused slot is never written nor read, so an empty plan costs
     /// no clearing).
-    entries: ArrayVec<Entry<'a>, MAX_TIERS>,
-}
-
-/// One tier of a plan, and where the in-process store located its key's table slot when
-/// the plan was made (so its check need not locate it again).
-#[derive(Copy, Clone, Debug)]
-pub(super) struct Entry<'a> {
-    pub(super) tier: PlannedTier<'a>,
-    /// In `tier.tier.store`'s own table (`None`: not located).
-    pub(super) at: Option<Spot<'a>>,
+    tiers: ArrayVec<PlannedTier<'a>, MAX_TIERS>,
 }
 
 impl Default for Plan<'_> {
@@ -54,65 +45,60 @@ impl<'a> Plan<'a> {
     #[inline]
     pub fn new() -> Plan<'a> {
         Plan {
-            entries: ArrayVec::new_const(),
+            tiers: ArrayVec::new_const(),
         }
     }
 
-    /// Appends `tier`, not located; `false` if the plan is full (a store's plan of some of
-    /// a plan's tiers: the leased store's plan of what it sends to Redis).
+    /// Appends `tier`; `false` if the plan is full (a policy's plan never is: two rules of
+    /// at most [`MAX_TIERS_PER_RULE`](crate::policy::MAX_TIERS_PER_RULE) tiers each; a
+    /// store's plan of some of a plan's tiers, such as the leased store's plan of what it
+    /// sends to Redis, is no longer than the plan).
     #[inline]
     pub fn push(&mut self, tier: PlannedTier<'a>) -> bool {
-        self.push_located(tier, None)
-    }
-
-    /// Appends `tier`, whose key lives at `at` in its store's table (as that store's
-    /// `prefetch` answered); `false` if the plan is full.
-    #[inline]
-    pub(crate) fn push_located(&mut self, tier: PlannedTier<'a>, at: Option<Spot<'a>>) -> bool {
-        // Checked first, so the push below writes the entry in place.
-        if self.entries.is_full() {
+        // Checked first, so the push below writes the tier in place.
+        if self.tiers.is_full() {
             return false;
         }
-        self.entries.push(Entry { tier, at });
+        self.tiers.push(tier);
         true
     }
 
-    /// The filled entries.
+    /// The tiers, as a slice.
     #[inline]
-    pub(super) fn entries(&self) -> &[Entry<'a>] {
-        &self.entries
+    pub(super) fn as_slice(&self) -> &[PlannedTier<'a>] {
+        &self.tiers
     }
 
     /// How many tiers.
     #[inline]
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.tiers.len()
     }
 
     /// Whether no rule matched.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.tiers.is_empty()
     }
 
     /// The tiers, in order.
     #[inline]
     pub fn iter(&self) -> PlanIter<'_, 'a> {
         PlanIter {
-            entries: self.entries().iter(),
+            tiers: self.tiers.iter(),
         }
     }
 
     /// Tier `i`.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&PlannedTier<'a>> {
-        self.entries().get(i).map(|e| &e.tier)
+        self.tiers.get(i)
     }
 
     /// Tier `i`'s cost, to raise (a batch charging one key for two requests at once).
     #[inline]
     pub(crate) fn cost_mut(&mut self, i: usize) -> Option<&mut u32> {
-        self.entries.get_mut(i).map(|e| &mut e.tier.cost)
+        self.tiers.get_mut(i).map(|t| &mut t.cost)
     }
 }
 
@@ -125,8 +111,8 @@ impl fmt::Debug for Plan<'_> {
 /// The iterator of [`Plan::iter`]: the tiers, in order.
 #[derive(Clone, Debug)]
 pub struct PlanIter<'p, 'a> {
-    /// The plan's filled entries.
-    entries: core::slice::Iter<'p, Entry<'a>>,
+    /// The plan's filled slots.
+    tiers: core::slice::Iter<'p, PlannedTier<'a>>,
 }
 
 impl<'p, 'a> Iterator for PlanIter<'p, 'a> {
@@ -134,12 +120,12 @@ impl<'p, 'a> Iterator for PlanIter<'p, 'a> {
 
     #[inline]
     fn next(&mut self) -> Option<&'p PlannedTier<'a>> {
-        self.entries.next().map(|e| &e.tier)
+        self.tiers.next()
     }
 
     #[inline]
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.entries.size_hint()
+        self.tiers.size_hint()
     }
 }
 
@@ -181,8 +167,8 @@ mod tests {
         };
         let mut plan = Plan::new();
         assert!(plan.is_empty() && plan.iter().next().is_none() && plan.get(0).is_none());
-        assert!(plan.push_located(planned(0), None));
-        assert!(plan.push_located(planned(1), None));
+        assert!(plan.push(planned(0)));
+        assert!(plan.push(planned(1)));
         let copy = plan.clone();
         assert_eq!(copy.len(), 2);
         assert_eq!(copy.iter().map(|p| p.key).collect::<Vec<_>>(), [0, 1]);
@@ -190,9 +176,9 @@ mod tests {
         assert!(copy.get(2).is_none());
         assert_eq!(format!("{copy:?}").matches("PlannedTier").count(), 2);
         for i in 2..MAX_TIERS {
-            assert!(plan.push_located(planned(i), None));
+            assert!(plan.push(planned(i)));
         }
-        assert!(!plan.push_located(planned(MAX_TIERS), None));
+        assert!(!plan.push(planned(MAX_TIERS)));
         assert_eq!(plan.iter().len(), MAX_TIERS);
         assert_eq!(
             plan.iter().last().map(|p| p.key),

@@ -87,7 +87,7 @@ mod ops;
 mod take;
 
 use generations::Lineage;
-pub(crate) use take::{Prepared, Spot};
+pub(crate) use take::Prepared;
 
 /// The per-process hasher of policy keys: random, except under loom, whose models must
 /// replay the same table layout in every execution.

@@ -117,8 +117,8 @@ impl Prepared<'_> {
 
 impl TierStore {
     /// Starts loading the table buckets that may hold `key` into the cache, without
-    /// waiting (a hint: it decides nothing). A check prefetches every tier of its plan
-    /// first, so the tiers' cache misses overlap instead of following one another. Does
+    /// waiting (a hint: it decides nothing). The in-process store's check calls it for
+    /// each tier of its plan, just before deciding the tier on the state found. Does
     /// nothing for a store not yet allocated.
     ///
     /// For a single-word tier, answers where the key lives in its table, for

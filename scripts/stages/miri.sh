@@ -51,8 +51,8 @@ if [ "${#job_a[@]}" -gt 0 ]; then wait "$pid_a" || status_a=$?; fi
 status_doc=0
 run --doc >"$log_dir/doc.log" 2>&1 || status_doc=$?
 # The std crate's `unsafe`: the keyed table (exact keys behind per-slot pins), the policy's
-# stores built on it (tier stores handing keys to a successor, log tiers, the plan's
-# uninitialised slots), the published rule sets and the holds on them, and a decision's
+# stores built on it (tier stores handing keys to a successor, log tiers), the published
+# rule sets and the holds on them, and a decision's
 # uninitialised tier slots. Their unit tests, sized for miri, are interpreted too.
 status_keyed=0
 cargo +nightly miri test -p tollgate --lib -- keyed:: policy::store:: policy::published \

@@ -242,6 +242,17 @@ fn every_leasable_algorithm_stays_within_its_familys_bound() {
     }
 }
 
+/// One global GCRA quota of 1 000 that never refills in a test's time: what is left is
+/// exactly the limit less what was admitted.
+const GLOBAL_1000: &str = r#"
+[[rules]]
+name = "all"
+per = "global"
+limit = 1000
+window = "3650d"
+algorithm = "gcra"
+"#;
+
 /// A peek (answered by Redis) counts what this process holds in its lease: with one
 /// process, exactly what the fleet has left once no lease is on its way; and no decision
 /// says more is left than is. (Before, a peek said less by what the lease held.)
@@ -249,25 +260,15 @@ fn every_leasable_algorithm_stays_within_its_familys_bound() {
 fn remaining_counts_the_permits_this_process_holds() {
     let server = RedisServer::start();
     let frozen = Nanos::from_secs(1_800_000_000);
-    let policy = Policy::from_toml(
-        r#"
-        [[rules]]
-        name = "all"
-        per = "global"
-        limit = 1000
-        window = "3650d"
-        algorithm = "gcra"
-        "#,
-        FnClock(move || frozen),
-    )
-    .unwrap()
-    .store(
-        LeasedStore::new(
-            redis(&server, "remaining", TimeSource::Client),
-            lease_config(),
-        )
-        .unwrap(),
-    );
+    let policy = Policy::from_toml(GLOBAL_1000, FnClock(move || frozen))
+        .unwrap()
+        .store(
+            LeasedStore::new(
+                redis(&server, "remaining", TimeSource::Client),
+                lease_config(),
+            )
+            .unwrap(),
+        );
     let mut admitted = 0u64;
     for _ in 0..300 {
         let d = policy.allow("c", "/", 1).unwrap();
@@ -314,19 +315,9 @@ fn a_failure_policys_answer_never_counts_the_lease_in_hand() {
             .with_retry_backoff(Duration::from_millis(20)),
     )
     .unwrap();
-    let policy = Policy::from_toml(
-        r#"
-        [[rules]]
-        name = "all"
-        per = "global"
-        limit = 1000
-        window = "3650d"
-        algorithm = "gcra"
-        "#,
-        recording_clock(),
-    )
-    .unwrap()
-    .store(LeasedStore::new(store, lease_config()).unwrap());
+    let policy = Policy::from_toml(GLOBAL_1000, recording_clock())
+        .unwrap()
+        .store(LeasedStore::new(store, lease_config()).unwrap());
     let deadline = Instant::now() + Duration::from_secs(5);
     while policy.backend().stats().held_permits < 2 {
         assert!(policy.allow("c", "/", 1).unwrap().allowed());

@@ -366,7 +366,8 @@ mod tests {
     #[test]
     fn churn_under_threads_keeps_every_slot_accounted() {
         let cells = cells(4, 64);
-        let rounds = if cfg!(miri) { 200 } else { 20_000u64 };
+        // Under miri, 4 x 48 takes of 512 keys still overflow the 64 places three times.
+        let rounds = if cfg!(miri) { 48 } else { 20_000u64 };
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let cells = &cells;

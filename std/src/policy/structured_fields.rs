@@ -30,9 +30,12 @@ use tollgate_core::{Decision, Nanos};
 
 use super::error::is_printable;
 
-/// Appends `name` as an sf-string: `"` and `\` escaped, and each character an sf-string
-/// cannot hold written as `?` (see the module docs for why).
-pub(crate) fn sf_string(out: &mut String, name: &str) {
+/// Appends `name` as an sf-string (`"` and `\` escaped, and each character an sf-string
+/// cannot hold written as `?`: see the module docs for why) but for its closing quote,
+/// which the caller appends with what follows it (one append instead of two: this is per
+/// request).
+#[inline]
+fn sf_string_open(out: &mut String, name: &str) {
     out.push('"');
     if name
         .bytes()
@@ -52,7 +55,6 @@ pub(crate) fn sf_string(out: &mut String, name: &str) {
             out.push(c);
         }
     }
-    out.push('"');
 }
 
 /// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
@@ -89,8 +91,8 @@ fn partition_key(out: &mut String, pk: Option<&str>) {
 /// `"name";q=QUOTA;w=WINDOW[;pk=PK]`, the window in whole seconds rounded up, never 0.
 pub fn policy_item(out: &mut String, name: &str, quota: u64, window: Nanos, pk: Option<&str>) {
     separate(out);
-    sf_string(out, name);
-    out.push_str(";q=");
+    sf_string_open(out, name);
+    out.push_str("\";q=");
     push_u64(out, quota);
     out.push_str(";w=");
     push_u64(out, window.as_secs_ceil().max(1));
@@ -101,8 +103,8 @@ pub fn policy_item(out: &mut String, name: &str, quota: u64, window: Nanos, pk: 
 /// (see [`reset_secs`]).
 pub fn limit_item(out: &mut String, name: &str, decision: &Decision, pk: Option<&str>) {
     separate(out);
-    sf_string(out, name);
-    out.push_str(";r=");
+    sf_string_open(out, name);
+    out.push_str("\";r=");
     push_u64(out, decision.remaining);
     out.push_str(";t=");
     push_u64(out, reset_secs(decision));
@@ -125,7 +127,8 @@ mod tests {
             ("\"\u{1F600}\\", r#""\"?\\""#),
         ] {
             let mut out = String::new();
-            sf_string(&mut out, name);
+            sf_string_open(&mut out, name);
+            out.push('"');
             assert_eq!(out, want, "{name:?}");
         }
     }

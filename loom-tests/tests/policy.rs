@@ -18,7 +18,12 @@
 //!   returns; the check finishes; the rule set it started on lives until then and is
 //!   reclaimed after; with a broken twin whose reload reclaims the old set at once;
 //! - the adaptive penalty's denial count: two denied checks racing to the threshold
-//!   (its words live in the keyed table; a lost update would leave the client unpenalized).
+//!   (its words live in the keyed table; a lost update would leave the client unpenalized);
+//! - two first checks of a tier racing to build its table in the in-process store's
+//!   directory (one table, one admitted), with a broken twin that builds without looking
+//!   at the directory again under its lock (`InProcess::loom_build_blind`, loom builds
+//!   only). The reload models above also run every directory step a reload takes
+//!   (prepare, publish, done) against the checks.
 //!
 //! These models are only meaningful when the policy's rule-set swap (`SwapCell`), per-key
 //! cells and shard locks are `tollgate`'s `sync.rs` types, which `--cfg tollgate_loom` swaps
@@ -39,7 +44,7 @@ use std::task::{Context, Poll, Waker};
 use loom::sync::Arc;
 use tollgate::policy::{
     AdaptivePenalty, FnClock, InProcess, Op, PenaltyConfig, Plan, Policy, PolicyCheck,
-    PolicyConfig, PolicyFault, Store, TierOutcome,
+    PolicyConfig, PolicyFault, ReloadStep, Store, TierOutcome,
 };
 use tollgate::{InsufficientCapacity, Nanos};
 use tollgate_loom_tests::{explore, explore_within};
@@ -90,10 +95,15 @@ fn one_tier(name: &str, limit: u64) -> String {
     )
 }
 
+/// A policy whose store has built the tables of client `c`'s tiers on `/e` (a peek, which
+/// records nothing): the models below race checks on the tables, and two first checks
+/// racing to build one are [`first_checks_race`]'s.
 fn policy(toml: &str, precheck: bool) -> TestPolicy {
-    Policy::from_toml(toml, FnClock(now as fn() -> Nanos))
+    let policy = Policy::from_toml(toml, FnClock(now as fn() -> Nanos))
         .unwrap()
-        .with_precheck(precheck)
+        .with_precheck(precheck);
+    policy.peek("c", "/e", 1).unwrap();
+    policy
 }
 
 /// Every tier's `remaining` for one more permit of client `c`.
@@ -325,6 +335,47 @@ fn broken_policy_tiers_without_compensation() {
             remaining(&replay),
             "a tier kept a permit of a denied request"
         );
+    });
+}
+
+/// Two checks racing to a tier no check has used yet, each finding no table for its state
+/// in the in-process store's directory: the table is built once (the second builder looks
+/// at the directory again under its lock and finds the first's), so one of two callers is
+/// admitted under a limit of 1.
+#[test]
+fn policy_first_checks_build_one_table() {
+    first_checks_race("policy_first_checks_build_one_table", false);
+}
+
+/// The broken twin: each builder builds from the directory it loaded before the lock, so
+/// both build a table, one replaces the other, and both callers are admitted.
+#[test]
+#[should_panic(expected = "admitted beyond the limit")]
+fn broken_policy_first_checks_build_two_tables() {
+    first_checks_race("broken_policy_first_checks_build_two_tables", true);
+}
+
+fn first_checks_race(name: &str, blind: bool) {
+    model(name, move || {
+        let store = if blind {
+            InProcess::new().loom_build_blind()
+        } else {
+            InProcess::new()
+        };
+        let policy = Arc::new(
+            Policy::from_toml(&one_tier("r", 1), FnClock(now as fn() -> Nanos))
+                .unwrap()
+                .store(store),
+        );
+        let other = {
+            let policy = Arc::clone(&policy);
+            loom::thread::spawn(move || policy.allow("c", "/e", 1).unwrap().allowed())
+        };
+        let mine = policy.allow("c", "/e", 1).unwrap().allowed();
+        let theirs = other.join().unwrap();
+        let admitted = usize::from(mine) + usize::from(theirs);
+        assert!(admitted <= 1, "{admitted} admitted beyond the limit of 1");
+        assert_eq!(admitted, 1, "the first of two callers is admitted");
     });
 }
 
@@ -790,6 +841,10 @@ impl Store for Suspending {
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         self.inner.run(op, plan, now, outcomes)
+    }
+
+    fn reload(&self, step: ReloadStep<'_>) {
+        self.inner.reload(step);
     }
 
     async fn run_async<'a>(

@@ -150,6 +150,88 @@ impl<T: core::fmt::Debug> core::fmt::Debug for SwapCell<T> {
     }
 }
 
+/// A value set once, then read without a lock (what a tier state keeps its first store's
+/// table in): a [`std::sync::OnceLock`].
+///
+/// Under `--cfg tollgate_loom` the value is published through a loom flag instead (set
+/// with `Release` after the value, read with `Acquire` before it, its first set serialized
+/// by a loom mutex), so the model checker sees the edge from the thread that built the
+/// value to each reader, and interleaves racing first sets (the `OnceLock`'s own wait is
+/// one its scheduler cannot see).
+#[derive(Debug)]
+pub(crate) struct OnceSlot<T> {
+    inner: std::sync::OnceLock<T>,
+    #[cfg(tollgate_loom)]
+    ready: AtomicBool,
+    #[cfg(tollgate_loom)]
+    init: Mutex<()>,
+}
+
+impl<T> OnceSlot<T> {
+    /// An empty slot.
+    pub(crate) fn new() -> OnceSlot<T> {
+        OnceSlot {
+            inner: std::sync::OnceLock::new(),
+            #[cfg(tollgate_loom)]
+            ready: AtomicBool::new(false),
+            #[cfg(tollgate_loom)]
+            init: Mutex::new(()),
+        }
+    }
+
+    /// The value, if set.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&T> {
+        #[cfg(tollgate_loom)]
+        // Acquire: pairs with the Release store in `publish`.
+        if !self.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        self.inner.get()
+    }
+
+    /// The value, set to `init()` first if the slot is empty (one caller's `init` runs;
+    /// racing callers all get its value).
+    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
+        #[cfg(not(tollgate_loom))]
+        {
+            self.inner.get_or_init(init)
+        }
+        #[cfg(tollgate_loom)]
+        {
+            if let Some(value) = self.get() {
+                return value;
+            }
+            let _setting = lock(&self.init);
+            // Looked at again under the lock: a racing caller may have set it.
+            let value = self.inner.get_or_init(init);
+            self.publish();
+            value
+        }
+    }
+
+    /// Under loom, makes the value visible to `get`.
+    #[cfg(tollgate_loom)]
+    fn publish(&self) {
+        // Release: pairs with the Acquire load in `get`.
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// A loom model's broken twin: `value` set if the slot is still empty, without
+    /// looking again under the lock, and returned either way (the caller then works on a
+    /// value the slot may not hold).
+    #[cfg(tollgate_loom)]
+    pub(crate) fn loom_set_blind(&self, value: T) -> T
+    where
+        T: Clone,
+    {
+        let _setting = lock(&self.init);
+        let _ = self.inner.set(value.clone());
+        self.publish();
+        value
+    }
+}
+
 /// Plain `std` atomics for the policy layer: counters and state that
 /// the loom models do not cover (the rule-set swap is [`SwapCell`], which they do), so they stay on `std`'s types even under
 /// `--cfg tollgate_loom` (where the keyed table above switches to loom's).

@@ -287,8 +287,8 @@ fn replaced_store_hands_keys_to_its_successor_when_first_written() {
     let new = policy.rule_set();
     let keys = || {
         (
-            old.rules()[0].tiers()[0].keys(),
-            new.rules()[0].tiers()[0].keys(),
+            policy.backend().keys(&old.rules()[0].tiers()[0]),
+            policy.backend().keys(&new.rules()[0].tiers()[0]),
         )
     };
     assert_eq!(keys(), (1, 0));

@@ -12,7 +12,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tollgate::policy::{InProcess, Op, Plan, Policy, PolicyCheck, RuleSet, Store, TierOutcome};
+use tollgate::policy::{
+    InProcess, Op, Plan, Policy, PolicyCheck, ReloadStep, RuleSet, Store, TierOutcome,
+};
 use tollgate::{InsufficientCapacity, ManualClock, Nanos};
 
 /// A store whose awaited operations wait for a permit of `gate` (one per operation), then
@@ -50,6 +52,10 @@ impl Store for Parking {
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         self.inner.run(op, plan, now, outcomes)
+    }
+
+    fn reload(&self, step: ReloadStep<'_>) {
+        self.inner.reload(step);
     }
 
     async fn run_async<'a>(

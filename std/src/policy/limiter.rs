@@ -13,7 +13,7 @@ use super::rule::Special;
 use super::store::fingerprint;
 use super::{
     InProcess, Op, Partition, Plan, PlannedTier, PolicyCheck, PolicyConfig, PolicyConfigError,
-    PolicyDecision, ReloadReport, Request, Rule, RuleId, RuleSet, Store, Tier,
+    PolicyDecision, ReloadReport, ReloadStep, Request, Rule, RuleId, RuleSet, Store, Tier,
 };
 
 /// Stable rule ids by name: a rule keeps its id across reloads while its name stays in the
@@ -248,6 +248,10 @@ impl<C: Clock, S: Store> Policy<C, S> {
         let old = self.published.load_full();
         let report = ReloadReport::between(&old, &set);
         set.adopt_state(&old);
+        self.store.reload(ReloadStep::Prepare {
+            old: &old,
+            new: &set,
+        });
         drop(old);
         let set = Arc::new(set);
         #[cfg(tollgate_loom)]
@@ -258,14 +262,20 @@ impl<C: Clock, S: Store> Policy<C, S> {
         // The replaced stores are retired before the new set is visible: a check still on
         // the old set then inserts no key there that a check on the new set could miss (see
         // `store::tier`).
+        let publish = |generation| {
+            self.store.reload(ReloadStep::Publish {
+                new: &set,
+                generation,
+            });
+        };
         self.published.publish(Arc::clone(&set), |number| {
             generation = number;
             if retire_first {
-                set.retire_replaced(number);
+                publish(number);
             }
         });
         if !retire_first {
-            set.retire_replaced(generation);
+            publish(generation);
         }
         #[cfg(tollgate_loom)]
         if self.fault == Some(super::PolicyFault::ReclaimAtPublish) {
@@ -274,7 +284,11 @@ impl<C: Clock, S: Store> Policy<C, S> {
         // Keys move one by one, each converted when a request that records something first
         // touches it (no sweep): the same instant the Redis store rewrites it at. Old
         // generations nothing can write to any more are dropped now.
-        set.trim(self.clock.now(), self.published.oldest_held());
+        self.store.reload(ReloadStep::Done {
+            new: &set,
+            now: self.clock.now(),
+            oldest_held: self.published.oldest_held(),
+        });
         Ok((report, generation, set.rules().len()))
     }
 

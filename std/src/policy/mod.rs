@@ -76,6 +76,7 @@ mod rule;
 mod rule_set;
 mod selector;
 mod source;
+mod state_id;
 mod store;
 mod striped_counter;
 pub mod structured_fields;
@@ -110,8 +111,8 @@ pub use rule_set::{RuleSet, MAX_CAPACITY};
 pub use selector::{EndpointSelector, SelectorError};
 pub use source::ReloadToml;
 pub use store::{
-    InProcess, Op, Plan, PlanIter, PlannedTier, ScanError, Store, StoreScan, StoredClient,
-    TakeReceipt, TierStore,
+    InProcess, Op, Plan, PlanIter, PlannedTier, ReloadStep, ScanError, Store, StoreScan,
+    StoredClient, TakeReceipt, TierStore,
 };
 pub use striped_counter::StripedCounter;
 pub use tier::{Tier, MAX_LOG_COST, MAX_LOG_LIMIT};

@@ -183,7 +183,7 @@ fn same(a: &Rule, b: &Rule) -> bool {
                 && x.version() == y.version()
                 && x.quota() == y.quota()
                 && x.window() == y.window()
-                && x.store.configured_capacity() == y.store.configured_capacity()
+                && x.capacity() == y.capacity()
         })
 }
 

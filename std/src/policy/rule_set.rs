@@ -1,14 +1,11 @@
 //! [`RuleSet`]: the validated rules and the index that finds the ones a request matches.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-
-use tollgate_core::Nanos;
 
 use super::index::Index;
 use super::lists::Lists;
 use super::store::fingerprint;
-use super::{EndpointSelector, Listing, PolicyConfig, PolicyConfigError, Rule};
+use super::{EndpointSelector, Listing, PolicyConfig, PolicyConfigError, Rule, Tier};
 
 /// The largest `capacity` a rule set (or a rule) accepts: a single-word tier allocates its
 /// table (about 19.2 bytes per key of capacity) the first time it is used.
@@ -284,11 +281,10 @@ impl RuleSet {
     }
 
     /// Carries state over from `old`: every tier whose (rule name, tier name) existed there
-    /// keeps its keyed state: the same store where the algorithm, capacity and laundering
-    /// guard are unchanged, else its own
-    /// fresh store as the old one's successor, which converts the old keys as they are
-    /// carried over (see [`Policy::reload`](super::Policy::reload) and
-    /// [`retire_replaced`](Self::retire_replaced)).
+    /// keeps its keyed state where its algorithm, capacity and laundering guard are
+    /// unchanged ([`Tier::adopt`]); any other such tier has a state of its own, which the
+    /// store converts from the old one's as keys are touched (see
+    /// [`Policy::reload`](super::Policy::reload), and [`replacing`](Self::replacing)).
     pub(crate) fn adopt_state(&mut self, old: &RuleSet) {
         for rule in &mut self.rules {
             let Some(old_rule) = old.rule(rule.name()) else {
@@ -296,37 +292,33 @@ impl RuleSet {
             };
             for tier in rule.tiers_mut() {
                 if let Some(old_tier) = old_rule.tiers().iter().find(|t| t.name() == tier.name()) {
-                    if old_tier.store.algorithm() == tier.store.algorithm()
-                        && old_tier.store.configured_capacity() == tier.store.configured_capacity()
-                        && old_tier.store.launder_guard() == tier.store.launder_guard()
-                    {
-                        tier.store = Arc::clone(&old_tier.store);
-                    } else {
-                        tier.store.succeed(&old_tier.store);
-                    }
+                    tier.adopt(old_tier);
                 }
             }
         }
     }
 
-    /// Retires every store of the old set that a store of this one replaces (a reload, just
-    /// before it publishes this set as generation `generation`): they insert no key any
-    /// more, and their keys move on first touch (see `TierStore::retire`).
-    pub(crate) fn retire_replaced(&self, generation: u64) {
-        for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
-            if let Some(old) = tier.store.replaces_unretired() {
-                old.retire(generation);
-            }
-        }
+    /// After [`adopt_state`](Self::adopt_state): each tier of this set whose (rule name,
+    /// tier name) existed in `old` with another keyed state, with the tier it replaces: the
+    /// state a store converts to the new tier's as keys are touched.
+    pub fn replacing<'a>(
+        &'a self,
+        old: &'a RuleSet,
+    ) -> impl Iterator<Item = (&'a Tier, &'a Tier)> + 'a {
+        self.rules
+            .iter()
+            .filter_map(move |rule| Some((rule, old.rule(rule.name())?)))
+            .flat_map(|(rule, old_rule)| {
+                rule.tiers().iter().filter_map(move |tier| {
+                    let old_tier = old_rule.tiers().iter().find(|t| t.name() == tier.name())?;
+                    (!tier.shares_state(old_tier)).then_some((tier, old_tier))
+                })
+            })
     }
 
-    /// After a reload published this set: drops the old generations of every tier store
-    /// that hold nothing live and that no rule set still in use can write to (`oldest_held`:
-    /// the oldest generation number still held; see `TierStore::trim`).
-    pub(crate) fn trim(&self, now: Nanos, oldest_held: u64) {
-        for tier in self.rules.iter().flat_map(|rule| rule.tiers()) {
-            tier.store.trim(now, oldest_held);
-        }
+    /// Every tier of every rule, in order.
+    pub(crate) fn tiers(&self) -> impl Iterator<Item = &Tier> {
+        self.rules.iter().flat_map(|rule| rule.tiers())
     }
 }
 

@@ -1,12 +1,13 @@
-//! [`Tier`]: one validated limit of a rule, with the per-key state it runs on.
+//! [`Tier`]: one validated limit of a rule, and the identity of the per-key state it is
+//! checked against (the state itself is the store's).
 
 use std::sync::Arc;
 
 use tollgate_core::{AlgorithmConfig, AnyAlgorithm, ConfigError, Nanos};
 
-use super::{
-    parse_duration, AlgorithmKind, PolicyConfigError, RuleId, TierConfig, TierLabel, TierStore,
-};
+use super::state_id::StateId;
+use super::{parse_duration, AlgorithmKind, PolicyConfigError, RuleId, TierConfig, TierLabel};
+use crate::keyed::Geometry;
 
 /// The largest limit a sliding-window-log tier accepts: it keeps one timestamp per permit
 /// and key, so a key's log takes under `16 · limit` bytes while it holds anything (in a
@@ -22,7 +23,8 @@ pub const MAX_LOG_LIMIT: u64 = 65_536;
 pub const MAX_LOG_COST: u32 = 4096;
 
 /// One validated limit: the algorithm built from its config, what headers advertise
-/// (`name`, `quota`, `window`), and the keyed state it is checked against.
+/// (`name`, `quota`, `window`), and which keyed state it is checked against (kept across a
+/// reload that keeps the tier's algorithm and capacity; the state lives in the store).
 ///
 /// ```
 /// use tollgate::policy::{Policy, PolicyConfig, RuleConfig, TierConfig};
@@ -49,7 +51,13 @@ pub struct Tier {
     /// A fingerprint of its rule's name and its own (the tier's identity by name, for a
     /// store that keys per-process state by it: the leased store).
     names: u64,
-    pub(crate) store: Arc<TierStore>,
+    /// The shape of a table for its capacity (validated when compiled).
+    geometry: Geometry,
+    /// Whether a table for it keeps the debts of keys evicted under pressure (its rule's
+    /// laundering guard).
+    launder_guard: bool,
+    /// Which keyed state it is checked against.
+    state: Arc<StateId>,
 }
 
 impl Tier {
@@ -141,6 +149,8 @@ impl Tier {
         };
         let (rule, rule_name, shared) = rule;
         let (quota, quota_window) = advertised(limit, window, algorithm.limit());
+        let geometry = Geometry::new(capacity, None)
+            .map_err(|e| PolicyConfigError::new("capacity", e.to_string()))?;
         Ok(Tier {
             names: super::store::fingerprint(rule_name)
                 ^ super::store::fingerprint(name).rotate_left(32),
@@ -158,11 +168,45 @@ impl Tier {
                 window: quota_window,
                 shared,
             },
-            store: Arc::new(
-                TierStore::guarded(algorithm, capacity, guard)
-                    .map_err(|e| PolicyConfigError::new("capacity", e.to_string()))?,
-            ),
+            geometry,
+            launder_guard: guard,
+            state: StateId::fresh(),
         })
+    }
+
+    /// Takes `old`'s keyed state as its own if it can run on it unchanged (the same
+    /// algorithm and parameters, capacity and laundering guard: a reload that keeps the
+    /// tier); whether it did. Otherwise its state is its own, which a store fills by
+    /// converting `old`'s as keys are touched.
+    pub(crate) fn adopt(&mut self, old: &Tier) -> bool {
+        let same = self.algorithm == old.algorithm
+            && self.geometry == old.geometry
+            && self.launder_guard == old.launder_guard;
+        if same {
+            self.state = Arc::clone(&old.state);
+        }
+        same
+    }
+
+    /// Whether it is checked against the same keyed state as `other`.
+    pub(crate) fn shares_state(&self, other: &Tier) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
+    /// The identity of its keyed state.
+    #[inline]
+    pub(crate) fn state(&self) -> &Arc<StateId> {
+        &self.state
+    }
+
+    /// The shape of a table for its capacity.
+    pub(crate) fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Whether a table for it keeps the debts of keys evicted under pressure.
+    pub(crate) fn launder_guard(&self) -> bool {
+        self.launder_guard
     }
 
     /// The name headers and metrics use for this tier.
@@ -229,22 +273,10 @@ impl Tier {
         self.max_cost
     }
 
-    /// The most keys this tier keeps state for (its memory bound).
+    /// The most keys this tier keeps state for (its memory bound in the in-process store:
+    /// see [`InProcess::memory_bytes`](super::InProcess::memory_bytes)).
     pub fn capacity(&self) -> usize {
-        self.store.capacity()
-    }
-
-    /// Bytes of this tier's key state: allocated on first use (0 before), fixed from then
-    /// on for single-word algorithms (about 19.2 per key of capacity; a one-key rule's
-    /// table is about 600). A sliding-log tier adds a 48-byte slot per table slot (about
-    /// 60 per key of capacity) and its live logs, each under `16 · limit` bytes (a scan).
-    pub fn memory_bytes(&self) -> usize {
-        self.store.memory_bytes()
-    }
-
-    /// How many keys currently hold state under this tier.
-    pub fn keys(&self) -> usize {
-        self.store.len()
+        self.geometry.capacity
     }
 }
 

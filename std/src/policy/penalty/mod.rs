@@ -193,7 +193,7 @@ impl<P: PolicyCheck, S: Store> AdaptivePenalty<P, S> {
     /// Bytes of the penalty's in-process tables (0 until first used; on another store,
     /// only the reward's counts).
     pub fn memory_bytes(&self) -> usize {
-        self.state.memory_bytes() + self.counts.memory_bytes()
+        self.state.memory_bytes(&self.store) + self.counts.memory_bytes()
     }
 
     /// The wrapped policy.

@@ -23,7 +23,8 @@ use tollgate_core::Nanos;
 use super::reward::RewardConfig;
 use crate::policy::store::fingerprint;
 use crate::policy::{
-    Op, PenaltyConfig, PenaltyConfigError, Plan, PlannedTier, PolicyConfig, PolicyDecision, RuleSet,
+    Op, PenaltyConfig, PenaltyConfigError, Plan, PlannedTier, PolicyConfig, PolicyDecision,
+    RuleSet, Store,
 };
 
 /// The internal rule's name (a store names its keys by it: `{prefix}:tollgate:penalty:…`).
@@ -107,12 +108,13 @@ impl PenaltyState {
         })
     }
 
-    /// Bytes of the in-process tables (0 until first used; always 0 on another store).
-    pub(super) fn memory_bytes(&self) -> usize {
+    /// Bytes `store` holds in this process for the penalty's tiers (0 until first used;
+    /// 0 on a store whose state lives elsewhere).
+    pub(super) fn memory_bytes(&self, store: &impl Store) -> usize {
         self.rules.rules()[0]
             .tiers()
             .iter()
-            .map(|t| t.memory_bytes())
+            .map(|t| store.memory_bytes(t))
             .sum()
     }
 

@@ -1,17 +1,19 @@
-//! [`InProcess`], the default [`Store`]: each tier's keys in the tier's own bounded
-//! lock-free table (see `store::tier`), all or nothing across tiers by precheck, take and
-//! exact compensation.
+//! [`InProcess`], the default [`Store`]: each tier's keys in a bounded lock-free table the
+//! store keeps for the tier's state (see `store::tables` and `store::tier`), all or nothing
+//! across tiers by precheck, take and exact compensation.
 
 use arrayvec::ArrayVec;
 use tollgate_core::{Decision, InsufficientCapacity, Nanos};
 
-use super::tier::{Prepared, TakeReceipt as Receipt};
-use super::{Op, Plan, PlannedTier, Store};
-use crate::policy::{TierOutcome, MAX_TIERS};
+use super::tables::Tables;
+use super::tier::{Prepared, TakeReceipt as Receipt, TierStore};
+use super::{Op, Plan, PlannedTier, ReloadStep, Store};
+use crate::policy::{Tier, TierOutcome, MAX_TIERS};
 use crate::sync::plain::{AtomicU64, Ordering};
 
-/// The default [`Store`]: state in this process, each tier's keys in the tier's own bounded
-/// lock-free table, allocated on the tier's first use.
+/// The default [`Store`]: state in this process, each tier's keys in a bounded lock-free
+/// table of the store's, allocated on the tier's first check (one table per tier state: a
+/// reload that keeps a tier's algorithm and capacity keeps its table).
 ///
 /// ## All or nothing: take in order, compensate exactly
 ///
@@ -64,6 +66,8 @@ use crate::sync::plain::{AtomicU64, Ordering};
 pub struct InProcess {
     precheck: bool,
     compensations: AtomicU64,
+    /// Each tier state's table.
+    tables: Tables,
 }
 
 impl Default for InProcess {
@@ -78,7 +82,38 @@ impl InProcess {
         InProcess {
             precheck: true,
             compensations: AtomicU64::new(0),
+            tables: Tables::new(),
         }
+    }
+
+    /// Bytes of `tier`'s key state in this store: allocated on the tier's first use (0
+    /// before), fixed from then on for single-word algorithms (about 19.2 per key of
+    /// capacity; a one-key rule's table is about 600). A sliding-log tier adds a 48-byte
+    /// slot per table slot (about 60 per key of capacity) and its live logs, each under
+    /// `16 · limit` bytes (a scan).
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy};
+    /// use tollgate::Nanos;
+    /// let policy = Policy::from_toml(
+    ///     "capacity = 1000\n[[rules]]\nname = \"api\"\nlimit = 5\nwindow = \"1s\"\n",
+    ///     FnClock(|| Nanos::ZERO),
+    /// )?;
+    /// let set = policy.rule_set();
+    /// let tier = &set.rules()[0].tiers()[0];
+    /// assert_eq!(policy.backend().memory_bytes(tier), 0);
+    /// policy.allow("a", "/", 1)?;
+    /// assert!(policy.backend().memory_bytes(tier) > 1000 * 19);
+    /// assert_eq!(policy.backend().keys(tier), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn memory_bytes(&self, tier: &Tier) -> usize {
+        self.tables.get(tier).map_or(0, |t| t.memory_bytes())
+    }
+
+    /// How many keys hold state under `tier` in this store.
+    pub fn keys(&self, tier: &Tier) -> usize {
+        self.tables.get(tier).map_or(0, |t| t.len())
     }
 
     /// Turns the precheck (step 1 of the all-or-nothing scheme) off or on. Off, every deny
@@ -87,6 +122,16 @@ impl InProcess {
     #[cfg(any(test, tollgate_loom))]
     pub fn with_precheck(mut self, precheck: bool) -> InProcess {
         self.precheck = precheck;
+        self
+    }
+
+    /// Builds a tier's first table without looking at the directory in force again under
+    /// its lock (a loom model's broken twin: two checks racing to a new tier each build
+    /// one, and one's take is lost).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_build_blind(mut self) -> InProcess {
+        self.tables.build_blind = true;
         self
     }
 
@@ -99,10 +144,15 @@ impl InProcess {
     /// In a denied check, replaces each admitting tier's answer (which describes the state
     /// *after* the request) by its current state (a zero-cost peek): the request was not
     /// admitted, so headers must not count it.
-    fn current_state(plan: &Plan<'_>, outcomes: &mut [TierOutcome], now: Nanos) {
-        for (p, outcome) in plan.iter().zip(outcomes.iter_mut()) {
+    fn current_state(
+        plan: &Plan<'_>,
+        stores: &[&TierStore],
+        outcomes: &mut [TierOutcome],
+        now: Nanos,
+    ) {
+        for ((p, store), outcome) in plan.iter().zip(stores).zip(outcomes.iter_mut()) {
             if outcome.decision.allowed {
-                if let Ok(current) = p.tier.store.peek(p.key, now, 0) {
+                if let Ok(current) = store.peek(p.key, now, 0) {
                     outcome.decision = current;
                 }
             }
@@ -112,32 +162,45 @@ impl InProcess {
     /// Compensates the takes of the fast path's step 2 (step 3 of the scheme), counting it
     /// if there was any: see [`give_back`](Self::give_back).
     #[cold]
-    fn undo_prepared(&self, plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32, now: Nanos) {
+    fn undo_prepared(
+        &self,
+        plan: &Plan<'_>,
+        stores: &[&TierStore],
+        prepared: &[Prepared<'_>],
+        taken: u32,
+        now: Nanos,
+    ) {
         if taken != 0 {
             // Relaxed: a statistic.
             self.compensations.fetch_add(1, Ordering::Relaxed);
-            Self::give_back(plan, prepared, taken, now);
+            Self::give_back(plan, stores, prepared, taken, now);
         }
     }
 
     /// Undoes the takes of the fast path's step 2 (made at `now`): tier `i`'s if bit `i` of
     /// `taken` is set, with the receipt of `prepared[i]`.
     #[cold]
-    fn give_back(plan: &Plan<'_>, prepared: &[Prepared<'_>], taken: u32, now: Nanos) {
-        for (i, (p, prepared)) in plan.iter().zip(prepared).enumerate() {
+    fn give_back(
+        plan: &Plan<'_>,
+        stores: &[&TierStore],
+        prepared: &[Prepared<'_>],
+        taken: u32,
+        now: Nanos,
+    ) {
+        for (i, ((p, store), prepared)) in plan.iter().zip(stores).zip(prepared).enumerate() {
             if taken & (1 << i) != 0 {
-                if let Some(receipt) = prepared.receipt(&p.tier.store) {
-                    p.tier.store.compensate(p.key, receipt, p.cost, now);
+                if let Some(receipt) = prepared.receipt(store) {
+                    store.compensate(p.key, receipt, p.cost, now);
                 }
             }
         }
     }
 
     /// Compensates the takes (made at `now`) recorded in `receipts` for the tiers of `plan`.
-    fn undo(plan: &Plan<'_>, receipts: &[Option<Receipt>], now: Nanos) {
-        for (p, receipt) in plan.iter().zip(receipts) {
+    fn undo(plan: &Plan<'_>, stores: &[&TierStore], receipts: &[Option<Receipt>], now: Nanos) {
+        for ((p, store), receipt) in plan.iter().zip(stores).zip(receipts) {
             if let Some(receipt) = *receipt {
-                p.tier.store.compensate(p.key, receipt, p.cost, now);
+                store.compensate(p.key, receipt, p.cost, now);
             }
         }
     }
@@ -152,20 +215,21 @@ impl InProcess {
     fn take_all(
         &self,
         plan: &Plan<'_>,
+        stores: &[&TierStore],
         now: Nanos,
         outcomes: &mut [TierOutcome],
         mut take: impl FnMut(
-            usize,
             &PlannedTier<'_>,
+            &TierStore,
             &mut Decision,
         ) -> Result<Option<Receipt>, InsufficientCapacity>,
     ) -> Result<(), InsufficientCapacity> {
         let mut receipts: [Option<Receipt>; MAX_TIERS] = [None; MAX_TIERS];
-        for (i, p) in plan.iter().enumerate() {
-            match take(i, p, &mut outcomes[i].decision) {
+        for (i, (p, store)) in plan.iter().zip(stores).enumerate() {
+            match take(p, store, &mut outcomes[i].decision) {
                 Ok(receipt) => receipts[i] = receipt,
                 Err(e) => {
-                    Self::undo(plan, &receipts[..i], now);
+                    Self::undo(plan, stores, &receipts[..i], now);
                     return Err(e);
                 }
             }
@@ -174,15 +238,27 @@ impl InProcess {
                     // Relaxed: a statistic.
                     self.compensations.fetch_add(1, Ordering::Relaxed);
                 }
-                Self::undo(plan, &receipts[..i], now);
-                // Report the other tiers as they are now (after the undo).
-                for (j, p) in plan.iter().enumerate().skip(i + 1) {
-                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
-                }
-                Self::current_state(plan, outcomes, now);
+                Self::undo(plan, stores, &receipts[..i], now);
+                Self::peek_after(plan, stores, i, now, outcomes)?;
                 return Ok(());
             }
         }
+        Ok(())
+    }
+
+    /// A deny at tier `i`, its takes undone: reports the tiers after it as they are now
+    /// (a peek of the request's cost) and the admitting ones before it as they are now.
+    fn peek_after(
+        plan: &Plan<'_>,
+        stores: &[&TierStore],
+        i: usize,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        for (j, (p, store)) in plan.iter().zip(stores).enumerate().skip(i + 1) {
+            outcomes[j].decision = store.peek(p.key, now, p.cost)?;
+        }
+        Self::current_state(plan, stores, outcomes, now);
         Ok(())
     }
 
@@ -191,27 +267,28 @@ impl InProcess {
     fn check_general(
         &self,
         plan: &Plan<'_>,
+        stores: &[&TierStore],
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         // The first tier needs no precheck: if its take denies, nothing has been taken.
         if self.precheck && plan.len() > 1 {
             let mut denied = false;
-            for (i, p) in plan.iter().enumerate().skip(1) {
-                let decision = p.tier.store.peek(p.key, now, p.cost)?;
+            for (i, (p, store)) in plan.iter().zip(stores).enumerate().skip(1) {
+                let decision = store.peek(p.key, now, p.cost)?;
                 denied |= !decision.allowed;
                 outcomes[i].decision = decision;
             }
             if denied {
-                if let Some(p) = plan.get(0) {
-                    outcomes[0].decision = p.tier.store.peek(p.key, now, p.cost)?;
+                if let (Some(p), Some(store)) = (plan.get(0), stores.first()) {
+                    outcomes[0].decision = store.peek(p.key, now, p.cost)?;
                 }
-                Self::current_state(plan, outcomes, now);
+                Self::current_state(plan, stores, outcomes, now);
                 return Ok(());
             }
         }
-        self.take_all(plan, now, outcomes, |_, p, out| {
-            let (decision, receipt) = p.tier.store.take(p.key, now, p.cost)?;
+        self.take_all(plan, stores, now, outcomes, |p, store, out| {
+            let (decision, receipt) = store.take(p.key, now, p.cost)?;
             *out = decision;
             Ok(receipt)
         })
@@ -229,6 +306,7 @@ impl InProcess {
     fn commit_failed(
         &self,
         plan: &Plan<'_>,
+        stores: &[&TierStore],
         now: Nanos,
         outcomes: &mut [TierOutcome],
         prepared: &[Prepared<'_>],
@@ -239,23 +317,18 @@ impl InProcess {
         match committed {
             Some(Ok(_)) => {
                 // Another caller took the last permit since step 1: compensate.
-                self.undo_prepared(plan, prepared, taken, now);
-                // Report the other tiers as they are now (after the undo).
-                for (j, p) in plan.iter().enumerate().skip(i + 1) {
-                    outcomes[j].decision = p.tier.store.peek(p.key, now, p.cost)?;
-                }
-                Self::current_state(plan, outcomes, now);
-                Ok(())
+                self.undo_prepared(plan, stores, prepared, taken, now);
+                Self::peek_after(plan, stores, i, now, outcomes)
             }
             Some(Err(e)) => {
-                Self::give_back(plan, prepared, taken, now);
+                Self::give_back(plan, stores, prepared, taken, now);
                 Err(e)
             }
             None => {
                 // The key left the table since step 1: give back what was taken and
                 // start over on the general path.
-                self.undo_prepared(plan, prepared, taken, now);
-                self.check_general(plan, now, outcomes)
+                self.undo_prepared(plan, stores, prepared, taken, now);
+                self.check_general(plan, stores, now, outcomes)
             }
         }
     }
@@ -267,15 +340,26 @@ impl InProcess {
     /// remembers that state, so the take that follows is one compare-and-swap per tier
     /// with no second decision, unless another caller wrote the key in between. Anything
     /// else (a new key, a log tier, the precheck off) takes the general path.
+    ///
+    /// `locate(i, tier)` gives tier `i`'s table: found through its state as the loop
+    /// reaches it (a policy's steady state), or from a list resolved beforehand. If it
+    /// gives none (a tier state's first check through this store), nothing has been
+    /// written yet, and the check starts over resolving every table first.
     #[inline]
-    fn check(
+    fn check<'s, 't>(
         &self,
-        plan: &Plan<'_>,
+        plan: &Plan<'s>,
+        locate: impl Fn(usize, &PlannedTier<'s>) -> Option<&'t TierStore>,
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         if !self.precheck || plan.is_empty() {
-            return self.check_general(plan, now, outcomes);
+            let stores: Option<ArrayVec<&TierStore, MAX_TIERS>> =
+                plan.iter().enumerate().map(|(i, p)| locate(i, p)).collect();
+            return match stores {
+                Some(stores) => self.check_general(plan, &stores, now, outcomes),
+                None => self.run_resolving(Op::Check, plan, now, outcomes),
+            };
         }
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops
         // below walk plan, outcomes and slots together with no bounds check.
@@ -283,14 +367,22 @@ impl InProcess {
         let tiers = plan.as_slice();
         // Not cleared: the hot path writes only the plan's tiers.
         let mut prepared = ArrayVec::<Prepared<'_>, MAX_TIERS>::new_const();
+        let mut stores = ArrayVec::<&TierStore, MAX_TIERS>::new_const();
         let mut denied = false;
         let mut located = true;
-        for (p, outcome) in tiers.iter().zip(outcomes.iter_mut()) {
+        let mut unknown = false;
+        for (i, (p, outcome)) in tiers.iter().zip(outcomes.iter_mut()).enumerate() {
+            let Some(store) = locate(i, p) else {
+                unknown = true;
+                break;
+            };
+            // As many as the plan's tiers, at most MAX_TIERS: this never refuses.
+            let _ = stores.try_push(store);
             // Each key located once, here (where a key lives is the store's business, not
             // the plan's), its buckets' loading started at once. The next tier's lookup
             // does not depend on this tier's state, only on predicted branches, so an
             // out-of-order core overlaps the tiers' cache misses.
-            let ready = match p.tier.store.prefetch(p.key) {
+            let ready = match store.prefetch(p.key) {
                 Some(spot) => spot.prepare(p.key, now, p.cost, &mut outcome.decision),
                 None => None,
             };
@@ -302,19 +394,32 @@ impl InProcess {
             let _ = prepared.try_push(ready?);
             denied |= !outcome.decision.allowed;
         }
-        if !located {
-            return self.check_general(plan, now, outcomes);
+        if unknown {
+            return self.run_resolving(Op::Check, plan, now, outcomes);
         }
+        if !located {
+            // The rest of the tables, for the general path.
+            for (i, p) in tiers.iter().enumerate().skip(stores.len()) {
+                match locate(i, p) {
+                    Some(store) => {
+                        let _ = stores.try_push(store);
+                    }
+                    None => return self.run_resolving(Op::Check, plan, now, outcomes),
+                }
+            }
+            return self.check_general(plan, &stores, now, outcomes);
+        }
+        let stores: &[&TierStore] = &stores;
         let prepared: &mut [Prepared<'_>] = &mut prepared;
         if denied {
-            Self::current_state(plan, outcomes, now);
+            Self::current_state(plan, stores, outcomes, now);
             return Ok(());
         }
         // Bit i: tier i recorded its take (the receipt is `prepared[i]`'s).
         let mut taken = 0u32;
         // All of one length (every tier was prepared), so indexing checks no bound.
         let n = prepared.len();
-        let (tiers, outcomes) = (&tiers[..n], &mut outcomes[..n]);
+        let (tiers, tier_stores, outcomes) = (&tiers[..n], &stores[..n], &mut outcomes[..n]);
         for i in 0..n {
             let p = &tiers[i];
             let out = &mut outcomes[i].decision;
@@ -322,16 +427,14 @@ impl InProcess {
             // asked only when the key must be looked up again.
             let committed = match prepared[i].try_commit() {
                 Some(recorded) => Some(Ok(recorded)),
-                None => p
-                    .tier
-                    .store
-                    .commit_again(p.key, now, p.cost, &mut prepared[i], out),
+                None => tier_stores[i].commit_again(p.key, now, p.cost, &mut prepared[i], out),
             };
             match committed {
                 Some(Ok(true)) => taken |= 1 << i,
                 Some(Ok(false)) if out.allowed => {}
                 committed => {
-                    return self.commit_failed(plan, now, outcomes, prepared, i, committed, taken)
+                    return self
+                        .commit_failed(plan, stores, now, outcomes, prepared, i, committed, taken)
                 }
             }
         }
@@ -340,35 +443,81 @@ impl InProcess {
 
     /// Every tier peeked in turn.
     fn peek(
-        &self,
         plan: &Plan<'_>,
+        stores: &[&TierStore],
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
-        for (p, outcome) in plan.iter().zip(outcomes.iter_mut()) {
-            outcome.decision = p.tier.store.peek(p.key, now, p.cost)?;
+        for ((p, store), outcome) in plan.iter().zip(stores).zip(outcomes.iter_mut()) {
+            outcome.decision = store.peek(p.key, now, p.cost)?;
         }
         Ok(())
     }
 
     /// Every tier refunded in turn.
-    fn refund(&self, plan: &Plan<'_>, now: Nanos) {
-        for p in plan {
-            p.tier.store.refund(p.key, now, p.cost);
+    fn refund(plan: &Plan<'_>, stores: &[&TierStore], now: Nanos) {
+        for (p, store) in plan.iter().zip(stores) {
+            store.refund(p.key, now, p.cost);
         }
     }
 
     /// Every tier's key forgotten in turn.
-    fn reset(&self, plan: &Plan<'_>) {
-        for p in plan {
-            p.tier.store.reset(p.key);
+    fn reset(plan: &Plan<'_>, stores: &[&TierStore]) {
+        for (p, store) in plan.iter().zip(stores) {
+            store.reset(p.key);
         }
     }
 
     /// Every tier charged in turn.
-    fn charge(&self, plan: &Plan<'_>, now: Nanos) {
-        for p in plan {
-            p.tier.store.charge(p.key, now, p.cost);
+    fn charge(plan: &Plan<'_>, stores: &[&TierStore], now: Nanos) {
+        for (p, store) in plan.iter().zip(stores) {
+            store.charge(p.key, now, p.cost);
+        }
+    }
+}
+
+impl InProcess {
+    /// `run` on a plan whose tables are not all this store's first of their state (a
+    /// tier's first check through it, or a set another store checked first).
+    #[cold]
+    #[inline(never)]
+    fn run_resolving(
+        &self,
+        op: Op,
+        plan: &Plan<'_>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        let tables = self.tables.resolve(plan);
+        let stores: ArrayVec<&TierStore, MAX_TIERS> = tables.iter().map(|t| &***t).collect();
+        self.run_on(op, plan, &stores, now, outcomes)
+    }
+
+    /// `op` on every tier of `plan`, tier `i` in table `stores[i]`.
+    #[inline(always)]
+    fn run_on(
+        &self,
+        op: Op,
+        plan: &Plan<'_>,
+        stores: &[&TierStore],
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        match op {
+            Op::Check => self.check(plan, |i, _| stores.get(i).copied(), now, outcomes),
+            Op::Peek => Self::peek(plan, stores, now, outcomes),
+            Op::Refund => {
+                Self::refund(plan, stores, now);
+                Ok(())
+            }
+            Op::Charge => {
+                Self::charge(plan, stores, now);
+                Ok(())
+            }
+            Op::Reset => {
+                Self::reset(plan, stores);
+                Ok(())
+            }
         }
     }
 }
@@ -385,21 +534,29 @@ impl Store for InProcess {
         now: Nanos,
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
+        // Each tier's table, found through its state (see `store::tables`).
         match op {
-            Op::Check => self.check(plan, now, outcomes),
-            Op::Peek => self.peek(plan, now, outcomes),
-            Op::Refund => {
-                self.refund(plan, now);
-                Ok(())
-            }
-            Op::Charge => {
-                self.charge(plan, now);
-                Ok(())
-            }
-            Op::Reset => {
-                self.reset(plan);
-                Ok(())
-            }
+            Op::Check => self.check(plan, |_, p| self.tables.first(p.tier), now, outcomes),
+            Op::Peek | Op::Refund | Op::Charge | Op::Reset => match self.tables.find(plan) {
+                Some(stores) => self.run_on(op, plan, &stores, now, outcomes),
+                None => self.run_resolving(op, plan, now, outcomes),
+            },
         }
+    }
+
+    fn reload(&self, step: ReloadStep<'_>) {
+        match step {
+            ReloadStep::Prepare { old, new } => self.tables.prepare(old, new),
+            ReloadStep::Publish { new, generation } => self.tables.publish(new, generation),
+            ReloadStep::Done {
+                new,
+                now,
+                oldest_held,
+            } => self.tables.done(new, now, oldest_held),
+        }
+    }
+
+    fn memory_bytes(&self, tier: &Tier) -> usize {
+        InProcess::memory_bytes(self, tier)
     }
 }

@@ -277,6 +277,7 @@ impl LogCells {
     }
 
     /// The most keys it holds.
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.table.capacity()
     }

@@ -12,8 +12,9 @@
 //!                                                                      (all or nothing)
 //! ```
 //!
-//! [`InProcess`] keeps each tier's keys in the tier's own bounded lock-free table (see
-//! `store::tier`): no allocation and no lock on the check path.
+//! [`InProcess`] keeps each tier's keys in a bounded lock-free table of its own per tier
+//! state (see `store::tables` and `store::tier`): no allocation and no lock on the check
+//! path.
 //!
 //! A store whose operations wait on the network also overrides [`Store::run_async`], so an
 //! async server awaits them ([`Policy::allow_async`](super::Policy::allow_async)) instead
@@ -24,13 +25,14 @@ use std::future::Future;
 
 use tollgate_core::{InsufficientCapacity, Nanos};
 
-use super::TierOutcome;
+use super::{RuleSet, Tier, TierOutcome};
 
 mod cell;
 mod in_process;
 mod log;
 mod plan;
 mod scan;
+mod tables;
 mod tier;
 
 pub use in_process::InProcess;
@@ -65,6 +67,40 @@ impl Op {
             Op::Refund | Op::Charge | Op::Reset => false,
         }
     }
+}
+
+/// A step of a reload, as a policy tells its store ([`Store::reload`]), in this order for
+/// each reload (reloads of one policy never overlap).
+#[derive(Copy, Clone, Debug)]
+#[non_exhaustive]
+pub enum ReloadStep<'a> {
+    /// `new` will replace `old`; no check has seen it yet. The tiers of `new` that keep
+    /// their state share it with their tier in `old`; those that convert an old tier's
+    /// state are [`new.replacing(old)`](RuleSet::replacing).
+    Prepare {
+        /// The set in force.
+        old: &'a RuleSet,
+        /// The set replacing it.
+        new: &'a RuleSet,
+    },
+    /// `new` becomes visible to checks right after this step, as generation `generation`
+    /// (one more per reload). Checks already working on older sets go on with them.
+    Publish {
+        /// The set being published.
+        new: &'a RuleSet,
+        /// Its generation number.
+        generation: u64,
+    },
+    /// `new` is in force, read at `now`; every set of a generation below `oldest_held` is
+    /// gone (no check or decision uses it any more).
+    Done {
+        /// The set in force.
+        new: &'a RuleSet,
+        /// The policy's clock at the end of the reload.
+        now: Nanos,
+        /// The oldest generation a check or decision may still use.
+        oldest_held: u64,
+    },
 }
 
 /// Where a policy's per-key state lives (see the module docs): a store implements one
@@ -129,6 +165,25 @@ pub trait Store: Send + Sync + fmt::Debug {
         outcomes: &'a mut [TierOutcome],
     ) -> impl Future<Output = Result<(), InsufficientCapacity>> + Send + 'a {
         std::future::ready(self.run(op, plan, now, outcomes))
+    }
+
+    /// A step of a reload of the policy this store serves. By default nothing: a store
+    /// whose state is keyed by each tier's [`version`](Tier::version) (Redis) converts a
+    /// state of another version when it reads it. The in-process store keeps a table per
+    /// tier state: it links each new tier's table to the one it converts from when
+    /// preparing, retires the replaced tables when publishing, and drops the tables and
+    /// old generations nothing can use any more when done. A store that wraps another
+    /// (counting its calls, delaying them) forwards every step to it, or the wrapped
+    /// store's state does not follow the reload.
+    fn reload(&self, step: ReloadStep<'_>) {
+        let _ = step;
+    }
+
+    /// Bytes this store holds in this process for `tier`'s keys. By default 0: a store
+    /// whose state lives elsewhere.
+    fn memory_bytes(&self, tier: &Tier) -> usize {
+        let _ = tier;
+        0
     }
 
     /// The (rule, client) pairs this store keeps per-client state for, examining at most

@@ -24,9 +24,10 @@
 //! ## Reload: versioned state, converted when first written
 //!
 //! A store's algorithm never changes: a store *is* one version of its tier (algorithm and
-//! numbers). When a reload changes a tier, the new rule set gets a *successor* store,
-//! linked to the old one, and the old one's entries stay where they are, tagged with their
-//! version by the store that holds them. Nothing waits:
+//! numbers). When a reload changes a tier, the in-process store gives the new tier's state
+//! a *successor* store, linked to the old one (`store::tables`, through
+//! [`Store::reload`](super::Store::reload)), and the old one's entries stay where they
+//! are, tagged with their version by the store that holds them. Nothing waits:
 //!
 //! 1. before the new set is published, the old store is *retired*: it inserts no key any
 //!    more. A check still on the old set (one that started before the reload, or an awaited
@@ -79,6 +80,7 @@ use tollgate_core::{AnyAlgorithm, Decision, Nanos, PackedAlgorithm, SlidingWindo
 use super::cell::Receipt;
 use super::log::LogCells;
 use crate::keyed::{Geometry, KeyedBuildError, Mode, Table};
+use crate::policy::Tier;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, SwapCell};
 use crate::WhenFull;
 
@@ -191,19 +193,28 @@ impl TierStore {
     /// Fresh state for up to `capacity` keys: validated now, its table (and a log tier's
     /// slab) allocated whole on first use, a log tier's logs as keys record.
     pub fn new(algorithm: AnyAlgorithm, capacity: usize) -> Result<TierStore, KeyedBuildError> {
-        TierStore::guarded(algorithm, capacity, false)
+        Ok(TierStore::with_geometry(
+            algorithm,
+            Geometry::new(capacity, None)?,
+            false,
+        ))
     }
 
-    /// The same, keeping the debts of keys evicted under pressure if `launder_guard`
-    /// (single-word algorithms: a [debt summary](crate::KeyedLimiterBuilder::debt_summary)
-    /// sized for `capacity` debts, allocated with the table; the rules refuse the guard on a
-    /// log tier).
-    pub(crate) fn guarded(
+    /// Fresh state for `tier`: its algorithm, its capacity (validated when the tier was
+    /// compiled) and its rule's laundering guard (keeping the debts of keys evicted under
+    /// pressure: single-word algorithms only, a [debt
+    /// summary](crate::KeyedLimiterBuilder::debt_summary) sized for `capacity` debts,
+    /// allocated with the table; the rules refuse the guard on a log tier).
+    pub(crate) fn for_tier(tier: &Tier) -> TierStore {
+        TierStore::with_geometry(*tier.algorithm(), tier.geometry(), tier.launder_guard())
+    }
+
+    /// Fresh state of `algorithm`, in a table of shape `geometry`.
+    fn with_geometry(
         algorithm: AnyAlgorithm,
-        capacity: usize,
+        geometry: Geometry,
         launder_guard: bool,
-    ) -> Result<TierStore, KeyedBuildError> {
-        let geometry = Geometry::new(capacity, None)?;
+    ) -> TierStore {
         let store = TierStore {
             algorithm,
             geometry,
@@ -220,7 +231,7 @@ impl TierStore {
         };
         #[cfg(tollgate_loom)]
         store.cells();
-        Ok(store)
+        store
     }
 
     /// The key states, allocated on first use.
@@ -264,6 +275,7 @@ impl TierStore {
     }
 
     /// The most keys it holds.
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         match self.cells.get() {
             Some(Cells::Words { table, .. }) => table.capacity(),
@@ -295,16 +307,6 @@ impl TierStore {
     #[cfg(test)]
     pub(crate) fn is_allocated(&self) -> bool {
         self.cells.get().is_some()
-    }
-
-    /// The capacity it was configured with.
-    pub(crate) fn configured_capacity(&self) -> usize {
-        self.geometry.capacity
-    }
-
-    /// Whether it keeps the debts of keys evicted under pressure.
-    pub(crate) fn launder_guard(&self) -> bool {
-        self.launder_guard
     }
 }
 

@@ -10,7 +10,8 @@ use core::fmt;
 
 use tollgate_core::{Clock, InsufficientCapacity};
 
-use super::limiter::{decide_body, plan_into, tier_cost, Filled};
+use super::limiter::decide_body;
+use super::planning::{plan_into, tier_cost, Filled};
 use super::{Op, Plan, Policy, PolicyDecision, Request, Store, TierOutcome, MAX_TIERS};
 
 /// The answer to [`Policy::check_all`]: the combined decision of every request's tiers

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use tollgate_core::{Clock, InsufficientCapacity, Nanos};
 
 use super::denied_record::{pair_fingerprint, DeniedRecord};
-use super::limiter::{decide_body, tier_cost};
+use super::limiter::decide_body;
+use super::planning::tier_cost;
 use super::store::fingerprint;
 use super::{
     Op, Partition, Plan, PlannedTier, Policy, PolicyDecision, Request, RuleSet, ScanError, Store,

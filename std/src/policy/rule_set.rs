@@ -298,9 +298,10 @@ impl RuleSet {
         }
     }
 
-    /// After [`adopt_state`](Self::adopt_state): each tier of this set whose (rule name,
-    /// tier name) existed in `old` with another keyed state, with the tier it replaces: the
-    /// state a store converts to the new tier's as keys are touched.
+    /// Each tier of this set (a reload's new set) whose (rule name, tier name) existed in
+    /// `old` with another keyed state (its algorithm, capacity or laundering guard
+    /// changed), with the tier it replaces: the state a store converts to the new tier's as
+    /// keys are touched. A tier that kept its state is not listed.
     pub fn replacing<'a>(
         &'a self,
         old: &'a RuleSet,

@@ -16,10 +16,11 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::{Deserialize, Serialize};
 use tollgate::Nanos;
 
-use crate::engine::{
-    count, Ask, AskDescriptor, ClientError, Code, Engine, LimitedDescriptor, Refusal, ReloadError,
-    Status, Verdict,
+use crate::answer::{
+    count, Ask, AskDescriptor, ClientError, Code, LimitedDescriptor, Refusal, ReloadError, Status,
+    Verdict,
 };
+use crate::engine::Engine;
 
 /// What the routes share.
 #[derive(Clone)]

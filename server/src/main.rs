@@ -12,6 +12,7 @@
 //! (waiting at most `--shutdown-grace` for clients, such as Envoy, that keep their
 //! connections open).
 
+mod answer;
 mod api;
 mod args;
 mod config;

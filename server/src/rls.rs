@@ -15,7 +15,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::Duration;
 use tollgate::Nanos;
 
-use crate::engine::{count, Ask, AskDescriptor, Code, Engine, Refusal, Status, Verdict};
+use crate::answer::{count, Ask, AskDescriptor, Code, Refusal, Status, Verdict};
+use crate::engine::Engine;
 
 /// The gRPC service over an engine.
 pub(crate) struct Rls {

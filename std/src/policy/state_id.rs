@@ -8,7 +8,7 @@
 //!
 //! The tables are the store's: an [`InProcess`](super::InProcess) store builds a state's
 //! table on the state's first check through it, links it to the table it converts from
-//! when a reload prepares, retires and trims it (`store::in_process`). The identity only
+//! when a reload prepares, retires and trims it (`store::tables`). The identity only
 //! lends them out, by the store's number, without a lock:
 //!
 //! ```text

@@ -125,9 +125,9 @@ impl InProcess {
         self
     }
 
-    /// Builds a tier's first table without looking at the directory in force again under
-    /// its lock (a loom model's broken twin: two checks racing to a new tier each build
-    /// one, and one's take is lost).
+    /// Lets a tier state's first check work on the table it built whether or not that
+    /// table became the state's (a loom model's broken twin: two first checks racing each
+    /// work on their own table, and both are admitted under a limit of 1).
     #[cfg(tollgate_loom)]
     #[doc(hidden)]
     pub fn loom_build_blind(mut self) -> InProcess {

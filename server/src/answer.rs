@@ -77,6 +77,8 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Why a client's state was not read or reset ([`Engine::client`]).
+///
+/// [`Engine::client`]: crate::engine::Engine::client
 #[derive(Debug)]
 pub(crate) enum ClientError {
     /// The question is not one the engine answers.
@@ -106,6 +108,8 @@ impl std::fmt::Display for ClientError {
 
 /// A client's state ([`Engine::client`]): its descriptor's status as a check of cost 0
 /// would report it, and each tier behind it.
+///
+/// [`Engine::client`]: crate::engine::Engine::client
 #[derive(Debug)]
 pub(crate) struct ClientState {
     pub(crate) status: Status,
@@ -135,6 +139,8 @@ pub(crate) struct TierState {
 
 /// One client a check would deny now ([`Engine::limited`]): the descriptor it is, the
 /// limit, and each tier of the limit's rule.
+///
+/// [`Engine::limited`]: crate::engine::Engine::limited
 #[derive(Debug)]
 pub(crate) struct LimitedDescriptor {
     pub(crate) domain: String,
@@ -160,6 +166,8 @@ pub(crate) struct LimitedTier {
 }
 
 /// The answer of [`Engine::limited`].
+///
+/// [`Engine::limited`]: crate::engine::Engine::limited
 #[derive(Debug)]
 pub(crate) struct LimitedList {
     pub(crate) clients: Vec<LimitedDescriptor>,

@@ -262,6 +262,24 @@ impl InProcess {
         Ok(())
     }
 
+    /// [`check_general`](Self::check_general) on the tables `locate` gives, or, if it
+    /// misses one, resolving every table first.
+    #[inline(never)]
+    fn check_general_located<'s, 't>(
+        &self,
+        plan: &Plan<'s>,
+        locate: impl Fn(usize, &PlannedTier<'s>) -> Option<&'t TierStore>,
+        now: Nanos,
+        outcomes: &mut [TierOutcome],
+    ) -> Result<(), InsufficientCapacity> {
+        let stores: Option<ArrayVec<&TierStore, MAX_TIERS>> =
+            plan.iter().enumerate().map(|(i, p)| locate(i, p)).collect();
+        match stores {
+            Some(stores) => self.check_general(plan, &stores, now, outcomes),
+            None => self.run_resolving(Op::Check, plan, now, outcomes),
+        }
+    }
+
     /// The general path: prechecks tiers 2..n with peeks, then takes every tier.
     #[inline(never)]
     fn check_general(
@@ -354,12 +372,7 @@ impl InProcess {
         outcomes: &mut [TierOutcome],
     ) -> Result<(), InsufficientCapacity> {
         if !self.precheck || plan.is_empty() {
-            let stores: Option<ArrayVec<&TierStore, MAX_TIERS>> =
-                plan.iter().enumerate().map(|(i, p)| locate(i, p)).collect();
-            return match stores {
-                Some(stores) => self.check_general(plan, &stores, now, outcomes),
-                None => self.run_resolving(Op::Check, plan, now, outcomes),
-            };
+            return self.check_general_located(plan, locate, now, outcomes);
         }
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops
         // below walk plan, outcomes and slots together with no bounds check.
@@ -398,16 +411,7 @@ impl InProcess {
             return self.run_resolving(Op::Check, plan, now, outcomes);
         }
         if !located {
-            // The rest of the tables, for the general path.
-            for (i, p) in tiers.iter().enumerate().skip(stores.len()) {
-                match locate(i, p) {
-                    Some(store) => {
-                        let _ = stores.try_push(store);
-                    }
-                    None => return self.run_resolving(Op::Check, plan, now, outcomes),
-                }
-            }
-            return self.check_general(plan, &stores, now, outcomes);
+            return self.check_general_located(plan, &locate, now, outcomes);
         }
         let stores: &[&TierStore] = &stores;
         let prepared: &mut [Prepared<'_>] = &mut prepared;

@@ -65,7 +65,7 @@ impl<'a> Plan<'a> {
 
     /// The tiers, as a slice.
     #[inline]
-    pub(crate) fn as_slice(&self) -> &[PlannedTier<'a>] {
+    pub(super) fn as_slice(&self) -> &[PlannedTier<'a>] {
         &self.tiers
     }
 

@@ -125,7 +125,7 @@ pub(super) enum Filled {
 /// A list entry the client meets decides the request before any rule; then a ban in
 /// either slot (the global slot's first); an `unlimited` rule plans no tier, and decides
 /// the request when no rule of limits matched. A listed request has no tier planned.
-#[inline]
+#[inline(always)]
 pub(super) fn plan_into<'a>(
     plan: &mut Plan<'a>,
     set: &'a RuleSet,

@@ -98,6 +98,9 @@ pub struct RuleSet {
     listings: Vec<Listing>,
     /// Whether `listings` is not empty.
     any_listing: bool,
+    /// Whether any rule names a client or an endpoint (else a request matches the default
+    /// rule, or none, with no index to look in).
+    selective: bool,
 }
 
 /// The rules of `selector` in `set`, made empty on first use.
@@ -149,6 +152,7 @@ impl RuleSet {
             lists: Lists::default(),
             listings: Vec::new(),
             any_listing: false,
+            selective: false,
         };
         let mut listings = Vec::new();
         let mut names: HashMap<&str, usize> = HashMap::new();
@@ -200,6 +204,8 @@ impl RuleSet {
         // the first in the config comes first.
         set.by_prefix
             .sort_by_key(|(p, _)| core::cmp::Reverse(p.len()));
+        set.selective =
+            !(set.by_client.is_empty() && set.by_endpoint.is_empty() && set.by_prefix.is_empty());
         set.lists = Lists::compile(config, &mut listings)?;
         set.any_listing = !listings.is_empty();
         set.listings = listings;
@@ -245,8 +251,23 @@ impl RuleSet {
 
     /// [`matching`](Self::matching) for a client whose [`fingerprint`] is `client_hash`
     /// (a check computes it anyway, for the client's state key).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn matching_fingerprinted(
+        &self,
+        client: &str,
+        client_hash: u64,
+        endpoint: &str,
+    ) -> [Option<&Rule>; 2] {
+        if self.selective {
+            self.matching_indexed(client, client_hash, endpoint)
+        } else {
+            [self.default.map(|i| &self.rules[i]), None]
+        }
+    }
+
+    /// [`matching_fingerprinted`](Self::matching_fingerprinted) in a set whose rules name
+    /// clients or endpoints: through the indexes.
+    fn matching_indexed(
         &self,
         client: &str,
         client_hash: u64,

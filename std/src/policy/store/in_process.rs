@@ -374,6 +374,9 @@ impl InProcess {
         if !self.precheck || plan.is_empty() {
             return self.check_general_located(plan, locate, now, outcomes);
         }
+        if let ([p], [outcome, ..]) = (plan.as_slice(), &mut *outcomes) {
+            return self.check_one(plan, p, locate, now, outcome);
+        }
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops
         // below walk plan, outcomes and slots together with no bounds check.
         let outcomes = &mut outcomes[..plan.len()];
@@ -443,6 +446,53 @@ impl InProcess {
             }
         }
         Ok(())
+    }
+
+    /// [`check`](Self::check)'s fast path for a plan of one tier `p` (a policy of one
+    /// rule of one tier: the common configuration): the same two steps, with no list of
+    /// tiers to keep. A denied tier has nothing taken and nothing to report but itself.
+    #[inline(always)]
+    fn check_one<'s, 't>(
+        &self,
+        plan: &Plan<'s>,
+        p: &PlannedTier<'s>,
+        locate: impl Fn(usize, &PlannedTier<'s>) -> Option<&'t TierStore>,
+        now: Nanos,
+        outcome: &mut TierOutcome,
+    ) -> Result<(), InsufficientCapacity> {
+        let Some(store) = locate(0, p) else {
+            return self.run_resolving(Op::Check, plan, now, core::slice::from_mut(outcome));
+        };
+        let out = &mut outcome.decision;
+        let ready = match store.prefetch(p.key) {
+            Some(spot) => spot.prepare(p.key, now, p.cost, out),
+            None => None,
+        };
+        let Some(ready) = ready else {
+            return self.check_general_located(plan, &locate, now, core::slice::from_mut(outcome));
+        };
+        let mut prepared = ready?;
+        if !out.allowed {
+            return Ok(());
+        }
+        let committed = match prepared.try_commit() {
+            Some(recorded) => Some(Ok(recorded)),
+            None => store.commit_again(p.key, now, p.cost, &mut prepared, out),
+        };
+        match committed {
+            Some(Ok(true)) => Ok(()),
+            Some(Ok(false)) if out.allowed => Ok(()),
+            committed => self.commit_failed(
+                plan,
+                &[store],
+                now,
+                core::slice::from_mut(outcome),
+                core::slice::from_ref(&prepared),
+                0,
+                committed,
+                0,
+            ),
+        }
     }
 
     /// Every tier peeked in turn.

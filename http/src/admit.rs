@@ -10,6 +10,7 @@ use http_body_util::Full;
 use tollgate::{InsufficientCapacity, Nanos};
 
 use super::charge::Charge;
+use super::check::Check;
 use super::denial::Denial;
 use super::events;
 use super::grpc;
@@ -17,7 +18,7 @@ use super::header_style::Fields;
 use super::layer::Shared;
 use super::problem::{cost_too_large, forbidden, too_many_requests};
 use super::stats::Outcome;
-use tollgate::policy::PolicyDecision;
+use tollgate::policy::{PolicyDecision, TierOutcome};
 
 /// What the policy said about a forwarded request: with
 /// [`RateLimitLayer::expose_admission`](super::RateLimitLayer::expose_admission),
@@ -128,31 +129,22 @@ pub(super) fn admit(
     }
     counters.count(Outcome::Admitted);
     events::decided(decision, false);
-    let mut shadow_decision = PolicyDecision::empty();
-    let checked = shared
-        .shadow
-        .as_ref()
-        .map(|s| s.check_now(client, endpoint, cost, &mut shadow_decision));
-    let shadow = checked.map(|checked| checked.map(|()| &shadow_decision));
-    let shadow_taken = matches!(&shadow, Some(Ok(d)) if d.allowed());
-    let shadow_denied =
-        matches!(&shadow, Some(Ok(d)) if !d.allowed()) || matches!(&shadow, Some(Err(_)));
-    if let Some(Ok(d)) = &shadow {
-        events::decided(d, true);
-    }
-    if shadow_denied {
-        counters.count(Outcome::ShadowDenied);
-    }
-    let shadow_tiers = match &shadow {
-        Some(Ok(d)) if shared.shadow_headers => d.tiers(),
-        _ => &[],
-    };
-    let fields = match (&shared.exempt_header, decision.listing()) {
-        (Some(name), Some(listing)) if listing.admits() => Fields::Exempt(
-            name.clone(),
-            HeaderValue::from_static(listing.kind().as_str()),
-        ),
-        _ => shared.style.fields(decision, shadow_tiers, client),
+    // Whether the shadow rules took permits (given back with the request's), and whether
+    // they denied.
+    let (mut shadow_taken, mut shadow_denied) = (false, false);
+    let fields = match &shared.shadow {
+        None => fields(shared, decision, &[], client),
+        Some(shadow) => {
+            let request = (client, endpoint, cost);
+            shadowed(
+                shared,
+                &**shadow,
+                decision,
+                request,
+                &mut shadow_taken,
+                &mut shadow_denied,
+            )
+        }
     };
     let delay = decision.delay();
     let admission = shared.admission.then(|| Admission {
@@ -178,4 +170,56 @@ pub(super) fn admit(
         delay,
         admission,
     })
+}
+
+/// The rate-limit fields of an admitted request whose decision is `decision`, with the
+/// shadow rules' tiers `shadow_tiers`: the exempt header for a request a listing admits
+/// (when the layer names one), else the header style's fields.
+#[inline(always)]
+fn fields(
+    shared: &Shared,
+    decision: &PolicyDecision,
+    shadow_tiers: &[TierOutcome],
+    client: &str,
+) -> Fields {
+    match (&shared.exempt_header, decision.listing()) {
+        (Some(name), Some(listing)) if listing.admits() => Fields::Exempt(
+            name.clone(),
+            HeaderValue::from_static(listing.kind().as_str()),
+        ),
+        _ => shared.style.fields(decision, shadow_tiers, client),
+    }
+}
+
+/// An admitted request `(client, endpoint, cost)` under a layer with shadow rules:
+/// checks them (never enforced), sets `taken` if they took permits (to give back with the
+/// request's) and `denied` if they denied (counted and reported), and answers the
+/// request's fields (the shadow tiers among them if
+/// [`shadow_headers`](super::RateLimitLayer::shadow_headers) asks).
+#[inline(never)]
+fn shadowed(
+    shared: &Shared,
+    shadow: &dyn Check,
+    decision: &PolicyDecision,
+    (client, endpoint, cost): (&str, &str, u32),
+    taken: &mut bool,
+    denied: &mut bool,
+) -> Fields {
+    let mut shadow_decision = PolicyDecision::empty();
+    let checked = shadow
+        .check_now(client, endpoint, cost, &mut shadow_decision)
+        .map(|()| &shadow_decision);
+    *taken = matches!(&checked, Ok(d) if d.allowed());
+    *denied = !*taken;
+    if let Ok(d) = &checked {
+        events::decided(d, true);
+    }
+    if *denied {
+        shared.counters.count(Outcome::ShadowDenied);
+    }
+    let shadow_tiers = match &checked {
+        Ok(d) if shared.shadow_headers => d.tiers(),
+        _ => &[],
+    };
+    fields(shared, decision, shadow_tiers, client)
 }

@@ -1,8 +1,9 @@
-//! The HTTP layer over real loopback requests: three axum servers on 127.0.0.1 — no
-//! limiter, `tollgate_http::RateLimitLayer` (draft-11 headers) and `tower_governor`
-//! (`use_headers()`) — each answering `GET /users/{id}`, limits that never deny. One
-//! keep-alive hyper client connection per server; requests go round-robin over the three
-//! servers (so machine noise hits them alike) and each round trip is timed.
+//! The HTTP layer over real loopback requests: five axum servers on 127.0.0.1 — no
+//! limiter, `tollgate_http::RateLimitLayer` with draft-11 headers and without headers, and
+//! `tower_governor` with its `use_headers()` and without — each answering
+//! `GET /users/{id}`, limits that never deny. One keep-alive hyper client connection per
+//! server; requests go round-robin over the servers (so machine noise hits them alike) and
+//! each round trip is timed.
 //!
 //! ```text
 //! cargo run --release -p tollgate-bench --features http --bin http_loopback [requests per server]
@@ -24,7 +25,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::policy::Policy;
 use tollgate::TscClock;
-use tollgate_http::RateLimitLayer;
+use tollgate_http::{HeaderStyle, RateLimitLayer};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 
@@ -71,21 +72,34 @@ async fn main() -> Result<(), BoxError> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
-    let policy = Arc::new(Policy::from_toml(RULES, TscClock::new())?);
-    let governor = GovernorConfigBuilder::default()
+    let policy = || Policy::from_toml(RULES, TscClock::new()).map(Arc::new);
+    let governor_headers = GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(1_000_000)
         .use_headers()
+        .finish()
+        .ok_or("governor config")?;
+    let governor = GovernorConfigBuilder::default()
+        .per_nanosecond(1)
+        .burst_size(1_000_000)
         .finish()
         .ok_or("governor config")?;
     let servers = [
         ("none", serve(app()).await?),
         (
             "tollgate_draft11",
-            serve(app().layer(RateLimitLayer::new(policy))).await?,
+            serve(app().layer(RateLimitLayer::new(policy()?))).await?,
         ),
         (
             "governor_headers",
+            serve(app().layer(GovernorLayer::new(governor_headers))).await?,
+        ),
+        (
+            "tollgate_no_headers",
+            serve(app().layer(RateLimitLayer::new(policy()?).headers(HeaderStyle::None))).await?,
+        ),
+        (
+            "governor",
             serve(app().layer(GovernorLayer::new(governor))).await?,
         ),
     ];

@@ -243,7 +243,7 @@ impl PolicyDecision {
 
     /// Combines the outcomes (the core's one combine rule), then scales limit, remaining
     /// and quota down by `divisor` (a penalized client sees its reduced limit).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn settle(&mut self, divisor: u32) {
         let outcomes = self.tiers();
         if let Some((best, decision)) = Decision::combine(outcomes.iter().map(|o| &o.decision)) {

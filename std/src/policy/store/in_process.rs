@@ -374,9 +374,6 @@ impl InProcess {
         if !self.precheck || plan.is_empty() {
             return self.check_general_located(plan, locate, now, outcomes);
         }
-        if let ([p], [outcome, ..]) = (plan.as_slice(), &mut *outcomes) {
-            return self.check_one(plan, p, locate, now, outcome);
-        }
         // Exactly the plan's outcomes (the caller gives at least as many), so the loops
         // below walk plan, outcomes and slots together with no bounds check.
         let outcomes = &mut outcomes[..plan.len()];
@@ -448,10 +445,12 @@ impl InProcess {
         Ok(())
     }
 
-    /// [`check`](Self::check)'s fast path for a plan of one tier `p` (a policy of one
-    /// rule of one tier: the common configuration): the same two steps, with no list of
-    /// tiers to keep. A denied tier has nothing taken and nothing to report but itself.
-    #[inline(always)]
+    /// A check of a plan of one tier `p` (a policy of one rule of one tier: the common
+    /// configuration): [`check`](Self::check)'s two steps in a straight line, with no list
+    /// of tiers to keep. A denied tier has nothing taken and nothing to report but itself.
+    /// Out of line, so that `check`'s loop over several tiers stays as it is compiled
+    /// without it.
+    #[inline(never)]
     fn check_one<'s, 't>(
         &self,
         plan: &Plan<'s>,
@@ -590,7 +589,12 @@ impl Store for InProcess {
     ) -> Result<(), InsufficientCapacity> {
         // Each tier's table, found through its state (see `store::tables`).
         match op {
-            Op::Check => self.check(plan, |_, p| self.tables.first(p.tier), now, outcomes),
+            Op::Check => match (plan.as_slice(), &mut *outcomes) {
+                ([p], [outcome, ..]) if self.precheck => {
+                    self.check_one(plan, p, |_, p| self.tables.first(p.tier), now, outcome)
+                }
+                _ => self.check(plan, |_, p| self.tables.first(p.tier), now, outcomes),
+            },
             Op::Peek | Op::Refund | Op::Charge | Op::Reset => match self.tables.find(plan) {
                 Some(stores) => self.run_on(op, plan, &stores, now, outcomes),
                 None => self.run_resolving(op, plan, now, outcomes),

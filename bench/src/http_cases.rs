@@ -1,8 +1,9 @@
-//! The HTTP layer's cases, shared by the `http` criterion bench and the `http_instr`
-//! instruction counter: a ready no-op handler, the request (keys cycling over
-//! [`KEYS`] peer IPv4 addresses), one call polled once, and each contender's service —
-//! tollgate's layer in every header style and `tower_governor`'s, on rules that never deny
-//! or, for the deny path, on keys already exhausted.
+//! The HTTP layer's cases, shared by the `http` criterion bench, the `http_instr`
+//! instruction counter and the `http_compare` runner ([`specs`]): a ready
+//! no-op handler, the request (keys cycling over [`KEYS`] peer IPv4 addresses), one call
+//! polled once, and each contender's service — tollgate's layer in every header style and
+//! `tower_governor`'s, on rules that never deny or, for the deny path, on keys already
+//! exhausted.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -10,6 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -21,6 +23,8 @@ use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 use tower_layer::Layer;
 use tower_service::Service;
+
+use crate::{CaseSpec, Stopwatch, TimedCase};
 
 /// How many clients (peer addresses) the requests cycle over.
 pub const KEYS: u32 = 1024;
@@ -140,5 +144,52 @@ where
 {
     for i in 0..KEYS {
         call_once(service, i);
+    }
+}
+
+/// The HTTP cases of `http_compare`, in report order: each contender's layer timed in
+/// turns with the others (so the host's slow and fast phases fall on all of them), the
+/// floor being the handler with no limiter.
+///
+/// - `http_admit_draft11`: tollgate's default layer (draft-11 fields) against
+///   `tower_governor` with `use_headers()`;
+/// - `http_admit_no_headers`: tollgate without headers against `tower_governor`'s
+///   defaults (no headers);
+/// - `http_deny`: both deny paths (no floor).
+pub fn specs() -> Vec<CaseSpec> {
+    vec![
+        CaseSpec::new("http_admit_draft11", |_| {
+            TimedCase::new("http_admit_draft11")
+                .tollgate(calls(tollgate(HeaderStyle::Draft11)))
+                .governor(calls(governor_headers()))
+                .floor(calls(Handler))
+        }),
+        CaseSpec::new("http_admit_no_headers", |_| {
+            TimedCase::new("http_admit_no_headers")
+                .tollgate(calls(tollgate(HeaderStyle::None)))
+                .governor(calls(governor()))
+                .floor(calls(Handler))
+        }),
+        CaseSpec::new("http_deny", |_| {
+            TimedCase::new("http_deny")
+                .tollgate(calls(tollgate_denying()))
+                .governor(calls(governor_denying()))
+        }),
+    ]
+}
+
+/// A runner of `iters` calls of `service` ([`call_once`]), the clients in turn.
+fn calls<S, B>(mut service: S) -> impl FnMut(u64) -> Duration + Send + 'static
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+{
+    let mut i = 0u32;
+    move |iters| {
+        let start = Stopwatch::start();
+        for _ in 0..iters {
+            i = i.wrapping_add(1);
+            std::hint::black_box(call_once(&mut service, i));
+        }
+        start.elapsed()
     }
 }

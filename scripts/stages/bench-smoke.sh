@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Benchmark smoke test: the `compare` command of docs/benchmarks.md works from a fresh clone and its
-# JSON holds every case docs/benchmarks.md and issue 6 name. Figures are not checked (noisy machine);
-# the criterion benches are only compiled.
+# JSON holds every case docs/benchmarks.md and issue 6 name, and `http_compare` (the HTTP layer
+# against tower_governor) prints its three rows. Figures are not checked (noisy machine); the
+# criterion benches are only compiled.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo bench -p tollgate-bench --no-run
+cargo bench -p tollgate-bench --features http --no-run
 cargo run --release -p tollgate-bench --bin compare -- --quick --json target/compare.json
 python3 - target/compare.json <<'PY'
 import json, sys
@@ -19,3 +21,8 @@ if missing or bad or units:
     sys.exit(f"compare.json: missing {missing}, no tollgate figure {bad}, bad unit {units}")
 print(f"compare.json: {len(cases)} cases, all {len(required)} required present")
 PY
+cargo run --release -p tollgate-bench --features http --bin http_compare -- --quick | tee target/http_compare.txt
+for row in http_admit_draft11 http_admit_no_headers http_deny; do
+    grep -Eq "^$row +ns +[0-9.]+ +[0-9.]+" target/http_compare.txt \
+        || { echo "http_compare: no figures for $row" >&2; exit 1; }
+done

@@ -428,7 +428,8 @@ impl InProcess {
             let p = &tiers[i];
             let out = &mut outcomes[i].decision;
             // The common case inline (the slot unchanged since step 1); the tier's store is
-            // asked only when the key must be looked up again.
+            // asked only when the key must be looked up again (`TierStore::commit`, written
+            // out: through it, this loop compiles to 9 more instructions per check).
             let committed = match prepared[i].try_commit() {
                 Some(recorded) => Some(Ok(recorded)),
                 None => tier_stores[i].commit_again(p.key, now, p.cost, &mut prepared[i], out),
@@ -463,10 +464,9 @@ impl InProcess {
             return self.run_resolving(Op::Check, plan, now, core::slice::from_mut(outcome));
         };
         let out = &mut outcome.decision;
-        let ready = match store.prefetch(p.key) {
-            Some(spot) => spot.prepare(p.key, now, p.cost, out),
-            None => None,
-        };
+        let ready = store
+            .prefetch(p.key)
+            .and_then(|spot| spot.prepare(p.key, now, p.cost, out));
         let Some(ready) = ready else {
             return self.check_general_located(plan, &locate, now, core::slice::from_mut(outcome));
         };
@@ -474,11 +474,7 @@ impl InProcess {
         if !out.allowed {
             return Ok(());
         }
-        let committed = match prepared.try_commit() {
-            Some(recorded) => Some(Ok(recorded)),
-            None => store.commit_again(p.key, now, p.cost, &mut prepared, out),
-        };
-        match committed {
+        match store.commit(p.key, now, p.cost, &mut prepared, out) {
             Some(Ok(true)) => Ok(()),
             Some(Ok(false)) if out.allowed => Ok(()),
             committed => self.commit_failed(

@@ -145,10 +145,10 @@ impl TierStore {
     /// found (another caller wrote meanwhile, or the key moved), overwriting `out` and
     /// `prepared`. Whether something was recorded (`false`: a deny, or an admit that
     /// writes nothing); `None` if the key is no longer resident (evicted or moved since
-    /// step 1, which recorded nothing): the caller takes the general path. (The in-process
-    /// store runs the two parts itself: [`Prepared::try_commit`] inline, then
-    /// [`commit_again`](Self::commit_again) only if needed.)
-    #[cfg(test)]
+    /// step 1, which recorded nothing): the caller takes the general path. The common case
+    /// ([`Prepared::try_commit`]) inline; the store is asked
+    /// ([`commit_again`](Self::commit_again)) only when the key must be looked up again.
+    #[inline(always)]
     pub(crate) fn commit<'t>(
         &'t self,
         key: u64,

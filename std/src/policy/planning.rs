@@ -137,19 +137,8 @@ pub(super) fn plan_into<'a>(
     if set.has_listings() {
         return plan_listed(plan, set, client, request, &cost);
     }
-    let [global, scoped] = set.matching_fingerprinted(request.client, client, request.endpoint);
-    // Each slot's rule in turn (written out, not an iterator over the pair: a check then
-    // keeps no iterator state).
-    if let Some(rule) = global {
-        if !plan_rule(plan, rule, client, request, &cost)? {
-            return Ok(Filled::Full);
-        }
-    }
-    if let Some(rule) = scoped {
-        let all = plan_rule(plan, rule, client, request, &cost)?;
-        return Ok(if all { Filled::All } else { Filled::Full });
-    }
-    Ok(Filled::All)
+    let slots = set.matching_fingerprinted(request.client, client, request.endpoint);
+    plan_slots(plan, slots, client, request, &cost)
 }
 
 /// [`plan_into`] under a set with list entries or special rules (kept out of the common
@@ -174,22 +163,39 @@ fn plan_listed<'a>(
     if let (Some(Special::Ban(at)), _) | (_, Some(Special::Ban(at))) = specials {
         return Ok(Filled::Listed(at));
     }
-    // Each slot's rule of limits in turn.
-    let mut limited = false;
-    if let Some(rule) = global.filter(|r| r.special().is_none()) {
-        limited = true;
+    let limits = [
+        global.filter(|r| r.special().is_none()),
+        scoped.filter(|r| r.special().is_none()),
+    ];
+    if let [None, None] = limits {
+        if let (Some(Special::Unlimited(at)), _) | (_, Some(Special::Unlimited(at))) = specials {
+            return Ok(Filled::Listed(at));
+        }
+        return Ok(Filled::All);
+    }
+    plan_slots(plan, limits, client, request, cost)
+}
+
+/// Appends the tiers of the rules in the two slots (`[global, scoped]`, either empty),
+/// the global slot's first (see [`plan_into`]).
+#[inline(always)]
+fn plan_slots<'a>(
+    plan: &mut Plan<'a>,
+    [global, scoped]: [Option<&'a Rule>; 2],
+    client: u64,
+    request: &Request<'a>,
+    cost: &impl Fn(&Tier) -> Result<u32, InsufficientCapacity>,
+) -> Result<Filled, InsufficientCapacity> {
+    // Each slot's rule in turn (written out, not an iterator over the pair: a check then
+    // keeps no iterator state).
+    if let Some(rule) = global {
         if !plan_rule(plan, rule, client, request, cost)? {
             return Ok(Filled::Full);
         }
     }
-    if let Some(rule) = scoped.filter(|r| r.special().is_none()) {
+    if let Some(rule) = scoped {
         let all = plan_rule(plan, rule, client, request, cost)?;
         return Ok(if all { Filled::All } else { Filled::Full });
-    }
-    if !limited {
-        if let (Some(Special::Unlimited(at)), _) | (_, Some(Special::Unlimited(at))) = specials {
-            return Ok(Filled::Listed(at));
-        }
     }
     Ok(Filled::All)
 }

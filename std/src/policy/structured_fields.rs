@@ -37,10 +37,7 @@ use super::error::is_printable;
 #[inline]
 fn sf_string_open(out: &mut String, name: &str) {
     out.push('"');
-    if name
-        .bytes()
-        .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\')
-    {
+    if is_plain(name.as_bytes()) {
         // The common case: nothing to escape or replace, one append.
         out.push_str(name);
     } else {
@@ -55,6 +52,71 @@ fn sf_string_open(out: &mut String, name: &str) {
             out.push(c);
         }
     }
+}
+
+/// Whether every byte of `name` goes into an sf-string as it is: printable ASCII
+/// (`0x20..=0x7E`) other than `"` and `\`. Eight bytes at a time (this is per request and
+/// per tier): a name of 8 bytes or more in words (the last one overlapping the one before
+/// it), of 4 to 7 in two overlapping halves of one word, of 1 to 3 in its first, middle
+/// and last bytes with the rest of the word padding that passes.
+#[inline]
+fn is_plain(name: &[u8]) -> bool {
+    /// A byte that passes, in the lanes a short name leaves empty.
+    const PAD: u64 = u64::from_le_bytes([b'a'; 8]);
+    let n = name.len();
+    if n >= 8 {
+        let mut chunks = name.chunks_exact(8);
+        return chunks.all(|c| {
+            c.try_into()
+                .is_ok_and(|c| plain_word(u64::from_le_bytes(c)))
+        }) && name[n - 8..]
+            .try_into()
+            .is_ok_and(|c| plain_word(u64::from_le_bytes(c)));
+    }
+    if n >= 4 {
+        let half = |at: usize| {
+            name[at..at + 4]
+                .try_into()
+                .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
+        };
+        return plain_word(half(0) | half(n - 4) << 32);
+    }
+    match *name {
+        [] => true,
+        [first, ..] => {
+            let three =
+                u64::from(first) | u64::from(name[n / 2]) << 8 | u64::from(name[n - 1]) << 16;
+            plain_word(three | PAD << 24)
+        }
+    }
+}
+
+/// [`is_plain`] for the eight bytes of `w`, one per lane:
+///
+/// ```text
+///  63      56 55      48        15       8 7        0
+/// ┌──────────┬──────────┬ ··· ┬──────────┬──────────┐
+/// │  byte 7  │  byte 6  │     │  byte 1  │  byte 0  │   each lane: 0x20..=0x7E, not `"` or `\`
+/// └──────────┴──────────┴ ··· ┴──────────┴──────────┘
+/// ```
+///
+/// Once no lane has its high bit set, every lane is below 0x80, and adding at most 0x80 to
+/// each never carries into the next: the high bit of lane + k then says lane ≥ 0x80 − k.
+#[inline]
+fn plain_word(w: u64) -> bool {
+    const fn lanes(b: u8) -> u64 {
+        u64::from_le_bytes([b; 8])
+    }
+    let high = lanes(0x80);
+    let all_high = |x: u64| x & high == high;
+    w & high == 0
+        // Every lane ≥ 0x20.
+        && all_high(w.wrapping_add(lanes(0x80 - 0x20)))
+        // Every lane ≤ 0x7E (0x7F + 1 is the only lane reaching 0x80).
+        && w.wrapping_add(lanes(0x01)) & high == 0
+        // No lane is `"` or `\` (the lane XOR it is ≥ 1).
+        && all_high((w ^ lanes(b'"')).wrapping_add(lanes(0x7f)))
+        && all_high((w ^ lanes(b'\\')).wrapping_add(lanes(0x7f)))
 }
 
 /// Appends the decimal digits of `n` (no `fmt` machinery: this is per request).
@@ -130,6 +192,39 @@ mod tests {
             sf_string_open(&mut out, name);
             out.push('"');
             assert_eq!(out, want, "{name:?}");
+        }
+    }
+
+    /// The word-at-a-time check against its definition, byte by byte, for every length
+    /// the three ways cover (each byte value tried in every position of names up to 17).
+    #[test]
+    fn plain_names_in_words() {
+        let plain = |name: &[u8]| {
+            name.iter()
+                .all(|&b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+        };
+        for len in 0..=17 {
+            for at in 0..len {
+                for b in 0..=u8::MAX {
+                    let mut name = vec![b'k'; len];
+                    name[at] = b;
+                    assert_eq!(is_plain(&name), plain(&name), "{name:?}");
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_names_in_words_random(
+            // Letters, and the bytes on either side of every bound the check draws.
+            name in proptest::collection::vec(
+                proptest::prop_oneof![0x1f..=0x23u8, 0x5b..=0x5du8, 0x7d..=0x81u8, b'a'..=b'z'],
+                0..40,
+            )
+        ) {
+            let plain = name.iter().all(|&b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+            proptest::prop_assert_eq!(is_plain(&name), plain);
         }
     }
 

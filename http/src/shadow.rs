@@ -78,21 +78,23 @@ impl ShadowSplit {
         Ok(split)
     }
 
-    /// Splits `config`: the rules named in `names` are the shadow rules. Both halves keep
-    /// the config's `capacity`; either may be empty when the whole is not (a file of only
-    /// shadow rules enforces nothing, on purpose), while an empty whole stays refused unless
-    /// it says `allow_empty`.
-    pub fn by_name(config: PolicyConfig, names: &[&str]) -> ShadowSplit {
-        let allow_empty = config.allow_empty || !config.rules.is_empty();
-        let (shadow, enforced) = config
-            .rules
+    /// Splits `config`: the rules named in `names` are the shadow rules. Each half is the
+    /// whole file but for the other half's rules: its `capacity`, its `launder_guard`, and
+    /// its `[[allow]]` and `[[deny]]` lists, which decide a request before any rule in
+    /// both halves (a banned client is refused, an allow-listed one is never limited nor
+    /// counted as shadow-denied). Either half may have no rules when the whole has some (a
+    /// file of only shadow rules enforces nothing, on purpose), while an empty whole stays
+    /// refused unless it says `allow_empty`.
+    pub fn by_name(mut config: PolicyConfig, names: &[&str]) -> ShadowSplit {
+        config.allow_empty = config.allow_empty || !config.rules.is_empty();
+        let (shadow, enforced) = std::mem::take(&mut config.rules)
             .into_iter()
             .partition(|r| names.contains(&r.name.as_str()));
+        // A copy of the whole with its own rules, so that no setting of the file (one
+        // added later included) is left out of either half.
         let half = |rules| {
-            let mut half = PolicyConfig::default();
-            half.capacity = config.capacity;
+            let mut half = config.clone();
             half.rules = rules;
-            half.allow_empty = allow_empty;
             half
         };
         ShadowSplit {
@@ -129,6 +131,50 @@ mod tests {
                 s.shadow.capacity
             )),
             Ok((1, 0, Some(10)))
+        );
+    }
+
+    /// The file's lists and its laundering guard reach both halves (they were dropped).
+    #[test]
+    fn both_halves_keep_the_lists_and_the_guard() {
+        let split = ShadowSplit::from_toml(
+            r#"
+            launder_guard = true
+            capacity = 50
+            [[rules]]
+            name = "default"
+            limit = 100
+            window = "1m"
+            [[rules]]
+            name = "trial"
+            limit = 5
+            window = "1m"
+            shadow = true
+            [[deny]]
+            client = "acct_666"
+            reason = "fraud"
+            [[allow]]
+            client = "acct_ok"
+            "#,
+        );
+        let halves = split.map(|s| {
+            [s.enforced, s.shadow].map(|h| {
+                let names: Vec<String> = h.rules.iter().map(|r| r.name.clone()).collect();
+                (
+                    names,
+                    h.deny.len(),
+                    h.allow.len(),
+                    h.launder_guard,
+                    h.capacity,
+                )
+            })
+        });
+        assert_eq!(
+            halves,
+            Ok([
+                (vec!["default".to_owned()], 1, 1, true, Some(50)),
+                (vec!["trial".to_owned()], 1, 1, true, Some(50)),
+            ])
         );
     }
 }

@@ -482,6 +482,55 @@ async fn shadow_rules_report_but_never_block() -> TestResult {
     Ok(())
 }
 
+/// A file's deny and allow lists hold behind a shadow split: the banned client is refused
+/// with no shadow check, the allow-listed one is neither limited nor shadow-denied, and
+/// everyone else meets both halves' rules.
+#[tokio::test]
+async fn shadow_split_keeps_the_lists() -> TestResult {
+    let split = ShadowSplit::from_toml(
+        r#"
+        [[rules]]
+        name = "default"
+        limit = 3
+        window = "1m"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "trial"
+        limit = 1
+        window = "1m"
+        algorithm = "fixed_window"
+        shadow = true
+
+        [[deny]]
+        client = "acct_666"
+        reason = "fraud"
+
+        [[allow]]
+        client = "partner"
+    "#,
+    )?;
+    let clock = ManualClock::starting_at(Nanos::from_secs(15));
+    let layer = RateLimitLayer::new(Policy::new(split.enforced, clock.clone())?)
+        .shadow(Policy::new(split.shadow, clock)?)
+        .key(ClientKey::header("x-api-key")?);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let banned: &[(&str, &[u8])] = &[("x-api-key", b"acct_666")];
+    let partner: &[(&str, &[u8])] = &[("x-api-key", b"partner")];
+    let other: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+    assert_eq!(statuses(addr, "/", banned, 2).await?, [403, 403]);
+    assert_eq!(statuses(addr, "/", partner, 5).await?, [200; 5]);
+    let stats = layer.stats();
+    assert_eq!((stats.refused, stats.shadow_denied), (2, 0));
+    assert_eq!(statuses(addr, "/", other, 4).await?, [200, 200, 200, 429]);
+    // The shadow rule (one per minute) would have denied acct_1's second and third.
+    assert_eq!(layer.stats().shadow_denied, 2);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_while_requests_flow() -> TestResult {
     let rules = |limit: u32| {

@@ -71,7 +71,8 @@ const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 impl HeaderStyle {
     /// The header fields for `decision` (plus the tiers of `shadow`, rules that are
-    /// reported but never block) on behalf of client `partition`.
+    /// reported but never block) on behalf of client `partition`, with `Retry-After` on a
+    /// deny (never on a ban, which waiting does not end).
     pub fn render(
         &self,
         decision: &PolicyDecision,
@@ -93,6 +94,11 @@ impl HeaderStyle {
     ) {
         self.fields(decision, shadow, partition)
             .insert_into(headers);
+        // A ban is no limit: waiting does not end it, so no `Retry-After` (as the layer's
+        // own 403 has none).
+        if decision.is_ban() {
+            return;
+        }
         if let Some(retry) = RateLimitHeaders::retry_after(&decision.decision) {
             insert(headers, RETRY_AFTER, retry);
         }

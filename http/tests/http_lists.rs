@@ -16,7 +16,7 @@ use http_body_util::Full;
 use http_support::{send, serve, BoxError};
 use tollgate::policy::Policy;
 use tollgate::{ManualClock, Nanos};
-use tollgate_http::{ClientKey, RateLimitLayer};
+use tollgate_http::{ClientKey, HeaderStyle, RateLimitLayer};
 
 const RULES: &str = r#"
 [[rules]]
@@ -134,6 +134,11 @@ async fn on_denied_sees_the_ban_and_its_reason() -> Result<(), BoxError> {
                 return denial.default_response();
             };
             assert!(denial.is_ban() && denial.headers().get("retry-after").is_none());
+            // Rendered by hand, in every style, a ban has no `Retry-After` either.
+            for style in [HeaderStyle::Draft11, HeaderStyle::Legacy, HeaderStyle::None] {
+                let rendered = style.render(denial.decision(), &[], denial.client());
+                assert!(rendered.is_empty(), "{style:?}: {rendered:?}");
+            }
             let mut response = http::Response::new(Full::from(format!(
                 "{} says: {}",
                 listing.subject(),

@@ -266,7 +266,7 @@ impl RateLimitLayer {
     /// # Errors
     ///
     /// [`PrefixError`] for a prefix no path can match: one not starting with `/`, or
-    /// holding `?`, `#` or a `*` wildcard.
+    /// holding `?`, `#`, a `*` wildcard or a route template's `{param}`.
     pub fn skip_path_prefix(self, prefix: &str) -> Result<RateLimitLayer, PrefixError> {
         let mut skip = self.shared.skip.clone();
         skip.prefix(prefix)?;

@@ -40,6 +40,15 @@ impl Skip {
         if prefix.contains(['?', '#']) {
             return Err(refuse("a request path holds no query or fragment"));
         }
+        // A rule's prefix may name route templates (`/users/{id}/`, matched against
+        // axum's `MatchedPath`); a skip prefix is matched against the request's own path,
+        // where `{id}` or `{*rest}` never stands for a segment.
+        if prefix.contains(['{', '}', '*']) {
+            return Err(refuse(
+                "it is matched against the request's own path, not a route template: \
+                 write the literal prefix (`/users/`, not `/users/{id}` or `/static/{*path}`)",
+            ));
+        }
         let selector = EndpointSelector::prefix(prefix).map_err(|e| refuse(e.reason))?;
         self.prefixes.push(selector);
         Ok(())

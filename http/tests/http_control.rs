@@ -84,18 +84,15 @@ async fn skipped_requests_are_unchecked_unheaded_and_free() -> TestResult {
 
 #[test]
 fn a_prefix_that_can_never_match_is_refused() {
+    const TEMPLATE: &str = "it is matched against the request's own path, not a route \
+         template: write the literal prefix (`/users/`, not `/users/{id}` or `/static/{*path}`)";
     for (prefix, reason) in [
         ("health", "a request path starts with '/'"),
-        (
-            "/users/*",
-            "a wildcard is only supported as a trailing `/*` (every endpoint below the \
-             prefix); use `prefix = \"...\"` for a prefix",
-        ),
+        ("/users/*", TEMPLATE),
         ("/a?b", "a request path holds no query or fragment"),
-        (
-            "/users/{id",
-            "a route template's parameter is one `{name}` (or `{*name}`) within a segment",
-        ),
+        ("/users/{id", TEMPLATE),
+        ("/users/{id}", TEMPLATE),
+        ("/static/{*path}", TEMPLATE),
     ] {
         let Ok(policy) = policy() else {
             panic!("the rules parse")

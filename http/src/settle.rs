@@ -35,7 +35,8 @@ pub struct TokensUsed(pub u32);
 ///
 /// The response's rate-limit fields then report the key's state after settlement (the
 /// settled cost, not the estimate). The header is removed from the response unless
-/// [`keep_header`](Self::keep_header).
+/// [`keep_header`](Self::keep_header) (the response of a request the layer skips is not
+/// read: it is passed on as the service wrote it).
 ///
 /// ```
 /// use tollgate_http::Settle;

@@ -174,9 +174,10 @@ pub(super) fn admit(
 
 /// The rate-limit fields of an admitted request whose decision is `decision`, with the
 /// shadow rules' tiers `shadow_tiers`: the exempt header for a request a listing admits
-/// (when the layer names one), else the header style's fields.
+/// (when the layer names one), else the header style's fields. The admission's, and the
+/// settlement's after it.
 #[inline(always)]
-fn fields(
+pub(super) fn fields(
     shared: &Shared,
     decision: &PolicyDecision,
     shadow_tiers: &[TierOutcome],

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
+use super::admit::fields;
 use super::check::{decided, Check};
+use super::header_style::Fields;
 use super::layer::Shared;
 use super::stats::Outcome;
 use tollgate::policy::{settlement, Op, PolicyDecision};
@@ -36,11 +38,15 @@ impl Charge {
         }
     }
 
-    /// Settles the estimate against `actual` (the policy's one rule,
-    /// [`settlement`]), then reads the key's state afterwards (a peek of nothing), for the
-    /// response's rate-limit fields. Awaited on a policy whose store is; a policy that is
-    /// not answers at once, and the layer [`finish`](tollgate::wait::finish)es it in place.
-    pub(super) async fn settle(&self, actual: u32) -> Option<PolicyDecision> {
+    /// Settles the estimate against `actual` (the policy's one rule, [`settlement`]), then
+    /// reads the key's state afterwards (a peek of nothing) and answers the response's
+    /// rate-limit fields from it, as an admission writes them
+    /// ([`fields`](super::admit::fields): the exempt header of a listed client, the shadow
+    /// tiers, peeked too, when [`shadow_headers`](super::RateLimitLayer::shadow_headers)
+    /// asks). `None` if the state cannot be read: the admission's fields stand. Awaited on
+    /// a policy whose store is; a policy that is not answers at once, and the layer
+    /// [`finish`](tollgate::wait::finish)es it in place.
+    pub(super) async fn settle(&self, actual: u32) -> Option<Fields> {
         if let Some((op, n)) = settlement(self.cost, actual) {
             let counters = &self.shared.counters;
             let counter = match op {
@@ -51,12 +57,16 @@ impl Charge {
             counter.add(u64::from(n));
             self.run(op, n).await;
         }
-        decided(
-            Arc::clone(&self.shared.policy)
-                .run(Op::Peek, self.client.clone(), self.endpoint.clone(), 0)
-                .await,
-        )
-        .ok()
+        let peek = |check: &Arc<dyn Check>| {
+            Arc::clone(check).run(Op::Peek, self.client.clone(), self.endpoint.clone(), 0)
+        };
+        let after = decided(peek(&self.shared.policy).await).ok()?;
+        let shadow = match &self.shared.shadow {
+            Some(shadow) if self.shared.shadow_headers => decided(peek(shadow).await).ok(),
+            _ => None,
+        };
+        let shadow_tiers = shadow.as_ref().map_or(&[][..], PolicyDecision::tiers);
+        Some(fields(&self.shared, &after, shadow_tiers, &self.client))
     }
 
     /// Gives the whole charge back: awaited on a spawned task when the policy's store is

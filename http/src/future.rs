@@ -251,23 +251,16 @@ where
                             if let Some(actual) = settle.actual(&mut response) {
                                 // The fields report the settled cost, not the estimate.
                                 if charge.shared.policy.awaited() {
-                                    let settled = Box::pin(async move {
-                                        let after = charge.settle(actual).await?;
-                                        Some(charge.shared.style.fields(
-                                            &after,
-                                            &[],
-                                            &charge.client,
-                                        ))
-                                    });
+                                    let settled =
+                                        Box::pin(async move { charge.settle(actual).await });
                                     self.as_mut().project().state.set(State::Settling {
                                         settled,
                                         response: Some(response),
                                     });
                                     continue;
                                 }
-                                if let Some(after) = finish(charge.settle(actual)) {
-                                    *this.fields =
-                                        charge.shared.style.fields(&after, &[], &charge.client);
+                                if let Some(fields) = finish(charge.settle(actual)) {
+                                    *this.fields = fields;
                                 }
                             }
                         }

@@ -48,9 +48,9 @@ impl<'a> Head<'a> {
 
     /// The TCP peer's address, from whichever the server provides: axum's
     /// `ConnectInfo<SocketAddr>` (from `into_make_service_with_connect_info::<SocketAddr>()`)
-    /// or its `MockConnectInfo`; tonic's `TcpConnectInfo` (a tonic server over TCP, with
-    /// this crate's `tonic` feature); or a bare `SocketAddr` extension (what a plain hyper
-    /// server can insert per connection).
+    /// or its `MockConnectInfo`; tonic's `TcpConnectInfo` (a tonic server over TCP or TLS,
+    /// whose TLS connections carry it too, with this crate's `tonic` feature); or a bare
+    /// `SocketAddr` extension (what a plain hyper server can insert per connection).
     #[inline]
     pub fn peer(&self) -> Option<SocketAddr> {
         use axum::extract::connect_info::{ConnectInfo, MockConnectInfo};

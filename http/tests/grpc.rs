@@ -4,7 +4,8 @@
 //! succeed; a denied call is the gRPC status `RESOURCE_EXHAUSTED` with `retry-after`, the
 //! `RateLimit` fields as metadata and a `google.rpc.RetryInfo` the client decodes; a call
 //! without a usable key is `INVALID_ARGUMENT`. The clients are keyed by their peer address,
-//! which the layer reads from tonic's `TcpConnectInfo` (the `tonic` feature).
+//! which the layer reads from tonic's `TcpConnectInfo` (the `tonic` feature), over TCP and
+//! over TLS.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -182,5 +183,63 @@ async fn a_banned_call_is_permission_denied_without_retry() -> Result<(), BoxErr
     );
     assert!(status.metadata().get("retry-after").is_none());
     assert!(status.get_details_retry_info().is_none());
+    Ok(())
+}
+
+/// A certificate for `localhost` and 127.0.0.1 with its key, self-signed, for the TLS
+/// server (`tests/data`, made once with `openssl req -x509`).
+const CERT: &str = include_str!("data/localhost.crt");
+const KEY: &str = include_str!("data/localhost.key");
+
+/// Over TLS, tonic gives the connection as a `TlsConnectInfo<TcpConnectInfo>` and the
+/// `TcpConnectInfo` beside it: the default key reads the peer there, as over TCP (were
+/// tonic to give only the TLS form, every call would be `INTERNAL`: no peer address).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_peer_key_is_read_too() -> Result<(), BoxError> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+    let policy = Policy::from_toml(RULES, ManualClock::new())?;
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let tls = ServerTlsConfig::new().identity(Identity::from_pem(CERT, KEY));
+    let layer = RateLimitLayer::new(policy);
+    let server = Server::builder()
+        .tls_config(tls)?
+        .layer(layer.clone())
+        .add_service(health);
+    tokio::spawn(async move {
+        let _reporter = reporter;
+        server
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+    });
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(CERT))
+        .domain_name("localhost");
+    let channel = Channel::from_shared(format!("https://{addr}"))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await?;
+    let mut health = HealthClient::new(channel);
+    for _ in 0..2 {
+        assert_eq!(
+            health.check(check()).await?.get_ref().status(),
+            ServingStatus::Serving
+        );
+    }
+    let status = health
+        .check(check())
+        .await
+        .expect_err("the third is denied");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let stats = layer.stats();
+    assert_eq!(
+        (stats.admitted, stats.denied, stats.no_peer_address),
+        (2, 1, 0)
+    );
     Ok(())
 }

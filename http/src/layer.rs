@@ -325,6 +325,9 @@ impl RateLimitLayer {
     }
 
     /// The cost of a request, read from its head (an estimate when settled; default 1).
+    /// A cost of 0 takes no permit: the request is admitted unless its key is past its
+    /// limit (in debt after a [`settle`](Self::settle) charged more than it had), and its
+    /// fields report the key's state, as a peek does.
     pub fn cost<F>(self, cost: F) -> RateLimitLayer
     where
         F: Fn(&Head<'_>) -> u32 + Send + Sync + 'static,

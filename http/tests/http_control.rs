@@ -267,3 +267,42 @@ async fn prefix_rules_cover_routes_and_raw_paths_under_them() -> TestResult {
     );
     Ok(())
 }
+
+/// A cost of 0 takes nothing: admitted once the key's permits are spent, its fields the
+/// key's state, and refused only once the key is in debt (charged past its limit).
+#[tokio::test]
+async fn a_cost_of_zero_takes_nothing() -> TestResult {
+    let policy = policy()?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .key(ClientKey::header("x-api-key")?)
+        .cost(|head| {
+            head.headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        });
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let addr = serve(app).await?;
+    let headers = |cost: &'static [u8]| [("x-api-key", &b"k"[..]), ("x-cost", cost)];
+    let mut got = Vec::new();
+    for cost in [b"1", b"1", b"1", b"0"] {
+        let reply = send(addr, "/", &headers(cost)).await?;
+        got.push((reply.status.as_u16(), reply.header("ratelimit").to_owned()));
+    }
+    let fields = "\"api\";r=0;t=45;pk=:r2PmTIYB/Yo=:";
+    assert_eq!(got[3], (200, fields.to_owned()), "{got:?}");
+    assert_eq!(
+        got.iter().map(|g| g.0).collect::<Vec<_>>(),
+        [200, 200, 429, 200]
+    );
+    // Three more charged (work done past the limit): in debt, even nothing is refused.
+    tollgate::policy::PolicyCheck::charge_at(
+        &*policy,
+        &tollgate::policy::Request::new("k", "/", 3),
+        Nanos::from_secs(15),
+    );
+    assert_eq!(send(addr, "/", &headers(b"0")).await?.status, 429);
+    Ok(())
+}

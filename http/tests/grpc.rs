@@ -34,6 +34,11 @@ const RULES: &str = r#"
 
 /// Serves tonic-health behind `layer` on 127.0.0.1:0; the address.
 async fn serve(layer: RateLimitLayer) -> Result<SocketAddr, BoxError> {
+    serve_on(Server::builder(), layer).await
+}
+
+/// [`serve`] with `server` (one configured for TLS, say).
+async fn serve_on(server: Server, layer: RateLimitLayer) -> Result<SocketAddr, BoxError> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_service_status("", tonic_health::ServingStatus::Serving)
@@ -43,7 +48,7 @@ async fn serve(layer: RateLimitLayer) -> Result<SocketAddr, BoxError> {
     tokio::spawn(async move {
         // Keep the reporter alive: dropping it ends the health service's watch streams.
         let _reporter = reporter;
-        Server::builder()
+        server
             .layer(layer)
             .add_service(health)
             .serve_with_incoming(TcpListenerStream::new(listener))
@@ -198,24 +203,9 @@ const KEY: &str = include_str!("data/localhost.key");
 async fn over_tls_the_peer_key_is_read_too() -> Result<(), BoxError> {
     use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
     let policy = Policy::from_toml(RULES, ManualClock::new())?;
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
     let tls = ServerTlsConfig::new().identity(Identity::from_pem(CERT, KEY));
     let layer = RateLimitLayer::new(policy);
-    let server = Server::builder()
-        .tls_config(tls)?
-        .layer(layer.clone())
-        .add_service(health);
-    tokio::spawn(async move {
-        let _reporter = reporter;
-        server
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await
-    });
+    let addr = serve_on(Server::builder().tls_config(tls)?, layer.clone()).await?;
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(CERT))
         .domain_name("localhost");

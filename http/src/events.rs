@@ -5,9 +5,9 @@
 //! | event | `tracing` | `metrics` |
 //! |---|---|---|
 //! | every counted request outcome | | `tollgate_http_requests_total{outcome}` (`admitted`, `denied`, `refused`, `delayed`, `cancelled`, `shadow_denied`, `bad_key`, `too_costly`, `no_peer_address`, `skipped`: the [`LayerStats`](super::LayerStats) counts) |
-//! | each rule's decision on a checked request | | `tollgate_http_rule_decisions_total{rule, outcome, mode}` (`allowed` / `denied`; `enforced` / `shadow`) |
+//! | each rule's decision on a checked request (a rule of limits: a refusal is counted by `requests_total{outcome="refused"}`) | | `tollgate_http_rule_decisions_total{rule, outcome, mode}` (`allowed` / `denied`; `enforced` / `shadow`) |
 //! | a denial | `debug`: the endpoint, the denying rules and tiers, the retry time | |
-//! | a refusal (a deny entry or a ban) | `debug`: the endpoint, the entry or rule and its reason | |
+//! | a refusal (a deny entry or a ban) | `debug`: the endpoint, the entry or rule by its place in the rules file (`deny[0]`, `rules[2]`), its kind and its reason | |
 //! | a missing or malformed key | `debug`: what is wrong | |
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
 //! | how long the policy took to decide a checked request (awaited or not) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
@@ -65,12 +65,20 @@ pub(crate) fn denied(decision: &PolicyDecision, endpoint: &str) {
     let _ = (decision, endpoint);
 }
 
-/// Reports a request to `endpoint` refused by a deny entry or a ban.
+/// Reports a request to `endpoint` refused by a deny entry or a ban: the entry or rule by
+/// its place in the rules file (`deny[0]`, `rules[2]`), its kind and its reason — never
+/// its subject, which for an entry by client is a client key.
 #[inline]
 pub(crate) fn refused(decision: &PolicyDecision, endpoint: &str) {
     #[cfg(feature = "tracing")]
     if let Some(listing) = decision.listing() {
-        tracing::debug!(endpoint, %listing, "tollgate-http: request refused");
+        tracing::debug!(
+            endpoint,
+            kind = listing.kind().as_str(),
+            entry = listing.path(),
+            reason = listing.reason().unwrap_or(""),
+            "tollgate-http: request refused"
+        );
     }
     #[cfg(not(feature = "tracing"))]
     let _ = (decision, endpoint);

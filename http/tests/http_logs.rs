@@ -1,0 +1,103 @@
+//! What the layer logs, read back through a `tracing` subscriber over a real axum server on
+//! loopback: a refusal names the rules file's entry, never a client key. Its own test
+//! binary, so that no other test's events race the subscriber's registration.
+
+mod http_support;
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+use http_support::{send, serve, BoxError};
+use tollgate::policy::Policy;
+use tollgate::ManualClock;
+use tollgate_http::{ClientKey, RateLimitLayer};
+
+const RULES: &str = r#"
+[[rules]]
+name = "default"
+limit = 1
+window = "1m"
+
+[[rules]]
+name = "legacy"
+prefix = "/v0"
+limit = 0
+reason = "/v0 was retired: use /v1"
+
+[[deny]]
+client = "acct_666"
+reason = "chargeback"
+"#;
+
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/v0/users", get(|| async { "old" }))
+        .layer(layer)
+}
+
+fn key(k: &str) -> Vec<(&'static str, &[u8])> {
+    vec![("x-api-key", k.as_bytes())]
+}
+
+/// What a test's subscriber writes, kept.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A refusal is logged by the entry's place in the rules file, its kind and reason; the
+/// client key a deny entry names is never written (nor the key of the request).
+#[tokio::test]
+async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // The test's runtime is one thread: the server's tasks log through this subscriber.
+    let _default = tracing::subscriber::set_default(subscriber);
+    let policy = Policy::from_toml(RULES, ManualClock::new())?;
+    let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
+    let addr = serve(app(layer)).await?;
+    assert_eq!(send(addr, "/", &key("acct_666")).await?.status, 403);
+    assert_eq!(send(addr, "/v0/users", &key("acct_7")).await?.status, 403);
+    let text = logs
+        .0
+        .lock()
+        .map(|kept| String::from_utf8_lossy(&kept).into_owned())
+        .unwrap_or_default();
+    let refusals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("request refused"))
+        .collect();
+    assert_eq!(refusals.len(), 2, "{text}");
+    assert!(
+        refusals[0].contains(r#"kind="deny" entry="deny[0]""#),
+        "{text}"
+    );
+    assert!(
+        refusals[1].contains(r#"kind="ban" entry="rules[1]""#),
+        "{text}"
+    );
+    assert!(refusals[1].contains("/v0 was retired"), "{text}");
+    assert!(
+        !text.contains("acct_666") && !text.contains("acct_7"),
+        "{text}"
+    );
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! The layer's metrics as an operator scrapes them: a real axum server with a Prometheus
 //! recorder (metrics-exporter-prometheus) serving `/metrics`, a known sequence of
-//! requests from a real hyper client, then a scrape over HTTP, asserting every counter.
+//! requests from a real hyper client and two reloads, then a scrape over HTTP, asserting
+//! every counter (the policy's reload counters included).
 
 mod http_support;
 
@@ -48,7 +49,7 @@ async fn a_scrape_counts_every_outcome_and_every_rules_decision() -> Result<(), 
     let handle = PrometheusBuilder::new().install_recorder()?;
     let clock = ManualClock::starting_at(Nanos::from_secs(15));
     let policy = Arc::new(Policy::from_toml(RULES, clock)?);
-    let layer = RateLimitLayer::new(policy)
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
         .key(ClientKey::header("x-api-key")?)
         .skip_method(Method::OPTIONS)
         .skip_path_prefix("/metrics")?;
@@ -74,6 +75,10 @@ async fn a_scrape_counts_every_outcome_and_every_rules_decision() -> Result<(), 
             .as_u16(),
     );
     assert_eq!(got, [200, 429, 200, 429, 400, 200]);
+    // A reload applied and one refused: the policy's own metrics, which the layer's
+    // `metrics` feature turns on.
+    policy.reload_toml(RULES)?;
+    assert!(policy.reload_toml("[[rules]]\nname = \"x\"\n").is_err());
 
     let scrape = send(addr, "/metrics", &[]).await?;
     assert_eq!(scrape.status, 200);
@@ -122,5 +127,18 @@ async fn a_scrape_counts_every_outcome_and_every_rules_decision() -> Result<(), 
         unlabelled("tollgate_http_check_seconds_sum").is_some_and(|s| s > 0.0),
         "{text}"
     );
+    let reloads = |outcome| {
+        sample(
+            text,
+            "tollgate_policy_reloads_total",
+            &[("outcome", outcome)],
+        )
+    };
+    assert_eq!(
+        (reloads("applied"), reloads("refused")),
+        (Some(1.0), Some(1.0)),
+        "{text}"
+    );
+    assert_eq!(unlabelled("tollgate_policy_rules"), Some(2.0), "{text}");
     Ok(())
 }

@@ -12,7 +12,9 @@
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
 //! | how long the policy took to decide a checked request (awaited or not) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
 //!
-//! `delayed` and `shadow_denied` requests are also `admitted`; `cancelled` ones too.
+//! `delayed` and `shadow_denied` requests are also `admitted`, and so are `cancelled` ones
+//! dropped during their delay (one dropped while its awaited check was in flight is
+//! counted `cancelled` only).
 //! Client keys are never logged or used as labels (they are unbounded, and often
 //! personal).
 

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{Either, Full};
 use pin_project_lite::pin_project;
+use tollgate::policy::Op;
 use tollgate::Nanos;
 use tower_service::Service;
 
@@ -60,6 +61,37 @@ pub(super) struct Deciding<S, B> {
     pub(super) cost: u32,
     /// When the check started.
     pub(super) timer: CheckTimer,
+}
+
+/// A request dropped while its check is awaited (its client gone, a timeout): counted
+/// `cancelled`, and its answer awaited on a spawned task, so that the permits an admitting
+/// one took (a Redis script runs once sent, whoever waits for its reply) are given back.
+/// Outside a tokio runtime nothing can await it: the answer is dropped, and what it took
+/// stays taken (the safe side: never more admitted than the limit).
+impl<S, B> Drop for Deciding<S, B> {
+    fn drop(&mut self) {
+        if self.request.is_none() {
+            // Decided: the verdict took the request on.
+            return;
+        }
+        self.shared.counters.count(Outcome::Cancelled);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let answer = std::mem::replace(&mut self.answer, Box::pin(std::future::ready(Ok(None))));
+        let policy = Arc::clone(&self.shared.policy);
+        let (client, endpoint) = (
+            std::mem::take(&mut self.client),
+            std::mem::take(&mut self.endpoint),
+        );
+        let cost = self.cost;
+        runtime.spawn(async move {
+            if matches!(decided(answer.await), Ok(d) if d.allowed()) {
+                // A refund decides nothing, so it cannot fail.
+                let _ = policy.run(Op::Refund, client, endpoint, cost).await;
+            }
+        });
+    }
 }
 
 /// The rate-limit fields after an awaited settlement (`None`: keep the admission's).

@@ -156,7 +156,9 @@ impl RateLimitLayer {
     /// `redis`, a decorator over one, or an `Arc` of either), with the defaults of
     /// [`new`](Self::new). Each request's check (and
     /// its settlement's refund or charge, and a cancelled request's refund) is awaited in
-    /// the response future, so a round trip to Redis holds no worker thread: on a runtime
+    /// the response future (a request dropped while its check is in flight has the answer
+    /// awaited on a spawned task, and what an admitting one took given back), so a round
+    /// trip to Redis holds no worker thread: on a runtime
     /// with one worker, other requests go on while one waits. The rest is as with
     /// [`new`](Self::new); shadow rules ([`shadow`](Self::shadow)) stay synchronous (keep
     /// them in process). On a multi-threaded runtime, build the `RedisStore` with

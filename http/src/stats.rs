@@ -17,7 +17,10 @@ pub struct LayerStats {
     pub refused: u64,
     /// Admitted requests held for a leaky bucket's delay before being forwarded.
     pub delayed: u64,
-    /// Requests a dropped (cancelled) future gave its permits back for.
+    /// Requests dropped before they were forwarded (their client gone, a timeout), whose
+    /// permits are given back: while held for their delay (those are also `admitted`), or
+    /// while their awaited check was in flight (counted nowhere else; what the check took
+    /// is given back once its answer comes).
     pub cancelled: u64,
     /// Admitted requests the shadow rules would have denied.
     pub shadow_denied: u64,

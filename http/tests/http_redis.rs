@@ -2,8 +2,9 @@
 //! [`RateLimitLayer::awaited`] over a `Policy` on a [`RedisStore`], a real redis-server,
 //! a real hyper client. Two servers (a fleet of two) share one allowance with the exact
 //! status and header sequence of one in-process server; a check waiting on a paused Redis
-//! holds no worker (a one-thread server keeps answering other routes); settlement and a
-//! cancelled delayed request give permits back in Redis; the decorators (`Metered`,
+//! holds no worker (a one-thread server keeps answering other routes); settlement, a
+//! cancelled delayed request and a request dropped during its check give permits back in
+//! Redis; the decorators (`Metered`,
 //! `AdaptivePenalty`) over a Redis policy are awaited too.
 
 mod http_support;
@@ -266,6 +267,68 @@ async fn a_cancelled_delayed_request_gives_its_permit_back_in_redis() -> TestRes
         "the cancelled request's permit is back: {:?}",
         delay()?
     );
+    Ok(())
+}
+
+/// A request dropped while its check waits on a paused Redis is counted `cancelled`, and
+/// once Redis runs the script it was sent (which took the permit), the permit comes back:
+/// the answer is awaited on a task the drop spawns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_dropped_during_its_redis_check_gives_its_permit_back() -> TestResult {
+    let redis = RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000 - 1_700_000_000 % 60));
+    let policy = redis_policy(&redis, "in-flight", API_RULES, &clock)?;
+    let layer = RateLimitLayer::awaited(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
+    let service = tower::ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(tower::service_fn(|_req: Request<Empty<Bytes>>| async {
+            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
+        }));
+    let request = || {
+        let mut r = Request::new(Empty::<Bytes>::new());
+        r.extensions_mut()
+            .insert(SocketAddr::from(([192, 0, 2, 7], 9)));
+        r
+    };
+    // Connected and loaded: one of three taken.
+    assert_eq!(service.clone().oneshot(request()).await?.status(), 200);
+    let remaining = || policy.peek("192.0.2.7", "/", 0).map(|d| d.remaining());
+    assert_eq!(remaining()?, 2);
+    let mut side = redis.connection();
+    let _: String = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut side)?;
+    // Sent to the paused Redis, then dropped before its answer.
+    let waiting = service.clone().oneshot(request());
+    let timed_out = tokio::time::timeout(Duration::from_millis(300), waiting).await;
+    assert!(
+        timed_out.is_err(),
+        "a check on a paused Redis cannot answer"
+    );
+    let stats = layer.stats();
+    assert_eq!((stats.cancelled, stats.admitted), (1, 1));
+    let _: String = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut side)?;
+    // A check of another client through the same store, after the dropped one's script on
+    // its connection: once it answers, that script has run (two taken). Then the spawned
+    // task's refund gives one back.
+    assert!(policy.allow_async("192.0.2.8", "/", 1).await?.allowed());
+    let mut back = false;
+    for _ in 0..200 {
+        if remaining()? == 2 {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        back,
+        "the dropped request's permit is back: {:?}",
+        remaining()?
+    );
+    assert_eq!(service.clone().oneshot(request()).await?.status(), 200);
+    assert_eq!(remaining()?, 1);
     Ok(())
 }
 

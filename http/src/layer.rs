@@ -267,8 +267,8 @@ impl RateLimitLayer {
     ///
     /// # Errors
     ///
-    /// [`PrefixError`] for a prefix no path can match: one not starting with `/`, or
-    /// holding `?`, `#`, a `*` wildcard or a route template's `{param}`.
+    /// [`PrefixError`] for a prefix no path can match (one not starting with `/`, or
+    /// holding `?` or `#`) or one written as a route template (a `*` or a `{param}`).
     pub fn skip_path_prefix(self, prefix: &str) -> Result<RateLimitLayer, PrefixError> {
         let mut skip = self.shared.skip.clone();
         skip.prefix(prefix)?;

@@ -68,23 +68,21 @@ impl Skip {
 }
 
 /// A path prefix given to [`RateLimitLayer::skip_path_prefix`](super::RateLimitLayer::skip_path_prefix)
-/// that no request path could ever match.
+/// that no request path can match (one not starting with `/`, or holding a query or a
+/// fragment), or that is written as a route template (`{id}`, `{*rest}`, a `*`), which a
+/// skip prefix, matched against the request's own path, would take literally.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PrefixError {
     /// The prefix given.
     pub prefix: String,
-    /// Why it can never match.
+    /// Why it is refused.
     pub reason: &'static str,
 }
 
 impl fmt::Display for PrefixError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "path prefix {:?} can never match: {}",
-            self.prefix, self.reason
-        )
+        write!(f, "path prefix {:?} refused: {}", self.prefix, self.reason)
     }
 }
 

@@ -191,8 +191,8 @@ async fn a_banned_call_is_permission_denied_without_retry() -> Result<(), BoxErr
     Ok(())
 }
 
-/// A certificate for `localhost` and 127.0.0.1 with its key, self-signed, for the TLS
-/// server (`tests/data`, made once with `openssl req -x509`).
+/// A certificate for `localhost` and 127.0.0.1 with its key, self-signed, valid from 2000
+/// to 2125 (so no host clock falls outside it), for the TLS server (`tests/data`).
 const CERT: &str = include_str!("data/localhost.crt");
 const KEY: &str = include_str!("data/localhost.key");
 

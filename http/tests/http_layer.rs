@@ -686,49 +686,54 @@ async fn leaky_bucket_delays_and_cancellation_refunds() -> TestResult {
 
 /// A settled response's fields are written as the admission's are: the shadow tiers stay
 /// when `shadow_headers(true)` shows them (settled too: the shadow rule was charged the
-/// same), and an allow-listed client keeps the exempt header.
+/// same) and stay out when it does not, and an allow-listed client keeps the exempt header.
 #[tokio::test]
 async fn settlement_keeps_the_shadow_tiers_and_the_exempt_header() -> TestResult {
-    let clock = ManualClock::starting_at(Nanos::from_secs(15));
-    let enforced = "[[rules]]\nname = \"default\"\nlimit = 100\nwindow = \"1m\"\n\
-        algorithm = \"fixed_window\"\n[[allow]]\nclient = \"partner\"\n";
-    let shadow = "[[rules]]\nname = \"trial\"\nlimit = 50\nwindow = \"1m\"\n\
-        algorithm = \"fixed_window\"\n";
-    let layer = RateLimitLayer::new(Policy::from_toml(enforced, clock.clone())?)
-        .shadow(Policy::from_toml(shadow, clock)?)
-        .shadow_headers(true)
-        .exempt_header(HeaderName::from_static("ratelimit-exempt"))
-        .key(ClientKey::header("x-api-key")?)
-        .cost(|_| 10)
-        .headers(HeaderStyle::Draft10)
-        .settle(Settle::from_extension());
-    let app = Router::new()
-        .route(
-            "/",
-            get(|| async {
-                let mut response = Response::new(axum::body::Body::from("done"));
-                response.extensions_mut().insert(TokensUsed(4));
-                response
-            }),
-        )
-        .layer(layer);
-    let addr = serve(app).await?;
-    // Estimate 10, actual 4: both policies give 6 back.
-    let r = send(addr, "/", &[("x-api-key", b"k")]).await?;
-    assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("ratelimit"),
-        "\"default\";r=96;t=45, \"trial\";r=46;t=45"
-    );
-    assert_eq!(
-        r.header("ratelimit-policy"),
-        "\"default\";q=100;w=60, \"trial\";q=50;w=60"
-    );
-    let r = send(addr, "/", &[("x-api-key", b"partner")]).await?;
-    assert_eq!(
-        (r.header("ratelimit-exempt"), r.header("ratelimit")),
-        ("allow", "")
-    );
+    for shown in [true, false] {
+        let clock = ManualClock::starting_at(Nanos::from_secs(15));
+        let enforced = "[[rules]]\nname = \"default\"\nlimit = 100\nwindow = \"1m\"\n\
+            algorithm = \"fixed_window\"\n[[allow]]\nclient = \"partner\"\n";
+        let shadow = "[[rules]]\nname = \"trial\"\nlimit = 50\nwindow = \"1m\"\n\
+            algorithm = \"fixed_window\"\n";
+        let layer = RateLimitLayer::new(Policy::from_toml(enforced, clock.clone())?)
+            .shadow(Policy::from_toml(shadow, clock)?)
+            .shadow_headers(shown)
+            .exempt_header(HeaderName::from_static("ratelimit-exempt"))
+            .key(ClientKey::header("x-api-key")?)
+            .cost(|_| 10)
+            .headers(HeaderStyle::Draft10)
+            .settle(Settle::from_extension());
+        let app = Router::new()
+            .route(
+                "/",
+                get(|| async {
+                    let mut response = Response::new(axum::body::Body::from("done"));
+                    response.extensions_mut().insert(TokensUsed(4));
+                    response
+                }),
+            )
+            .layer(layer);
+        let addr = serve(app).await?;
+        // Estimate 10, actual 4: both policies give 6 back.
+        let r = send(addr, "/", &[("x-api-key", b"k")]).await?;
+        assert_eq!(r.status, 200);
+        let (limit, policy) = match shown {
+            true => (
+                "\"default\";r=96;t=45, \"trial\";r=46;t=45",
+                "\"default\";q=100;w=60, \"trial\";q=50;w=60",
+            ),
+            false => ("\"default\";r=96;t=45", "\"default\";q=100;w=60"),
+        };
+        assert_eq!(
+            (r.header("ratelimit"), r.header("ratelimit-policy")),
+            (limit, policy)
+        );
+        let r = send(addr, "/", &[("x-api-key", b"partner")]).await?;
+        assert_eq!(
+            (r.header("ratelimit-exempt"), r.header("ratelimit")),
+            ("allow", "")
+        );
+    }
     Ok(())
 }
 

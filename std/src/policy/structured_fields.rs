@@ -196,14 +196,16 @@ mod tests {
     }
 
     /// The word-at-a-time check against its definition, byte by byte, for every length
-    /// the three ways cover (each byte value tried in every position of names up to 17).
+    /// the three ways cover (each byte value tried in every position of names of 1 to 17
+    /// bytes; the empty name is plain).
     #[test]
     fn plain_names_in_words() {
         let plain = |name: &[u8]| {
             name.iter()
                 .all(|&b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\')
         };
-        for len in 0..=17 {
+        assert!(is_plain(b""));
+        for len in 1..=17 {
             for at in 0..len {
                 for b in 0..=u8::MAX {
                     let mut name = vec![b'k'; len];

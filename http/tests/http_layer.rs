@@ -25,7 +25,7 @@ use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, Request, Response, StatusCode};
-use http_body_util::{Empty, Full};
+use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tollgate::policy::{Policy, PolicyCheck};
@@ -36,7 +36,7 @@ use tollgate_http::{
 };
 use tower::ServiceExt;
 
-use http_support::{send, serve, BoxError};
+use http_support::{from_peer, in_process, send, serve, BoxError};
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -630,17 +630,8 @@ async fn leaky_bucket_delays_and_cancellation_refunds() -> TestResult {
     let rules = "[[rules]]\nname = \"shaped\"\nlimit = 1\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n";
     let (policy, _clock) = manual_policy(rules)?;
     let layer = RateLimitLayer::new(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
-    let service = tower::ServiceBuilder::new()
-        .layer(layer.clone())
-        .service(tower::service_fn(|_req: Request<Empty<Bytes>>| async {
-            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
-        }));
-    let request = || {
-        let mut r = Request::new(Empty::<Bytes>::new());
-        r.extensions_mut()
-            .insert(SocketAddr::from(([192, 0, 2, 1], 9)));
-        r
-    };
+    let service = in_process(&layer);
+    let request = || from_peer([192, 0, 2, 1]);
     let first = service.clone().oneshot(request()).await?;
     assert_eq!(first.status(), 200);
     assert_eq!(

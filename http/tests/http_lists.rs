@@ -9,50 +9,13 @@ mod http_support;
 
 use std::sync::Arc;
 
-use axum::routing::get;
-use axum::Router;
 use http::header::HeaderName;
 use http_body_util::Full;
-use http_support::{send, serve, BoxError};
+use http_support::lists::{app, RULES};
+use http_support::{api_key, send, serve, BoxError};
 use tollgate::policy::Policy;
 use tollgate::{ManualClock, Nanos};
 use tollgate_http::{ClientKey, HeaderStyle, RateLimitLayer};
-
-const RULES: &str = r#"
-[[rules]]
-name = "default"
-limit = 1
-window = "1m"
-
-[[rules]]
-name = "batch"
-client = "batch-job"
-unlimited = true
-
-[[rules]]
-name = "legacy"
-prefix = "/v0"
-limit = 0
-reason = "/v0 was retired: use /v1"
-
-[[allow]]
-client = "probe"
-
-[[deny]]
-client = "acct_666"
-reason = "chargeback \"fraud\": write to billing@example.com"
-"#;
-
-fn app(layer: RateLimitLayer) -> Router {
-    Router::new()
-        .route("/", get(|| async { "ok" }))
-        .route("/v0/users", get(|| async { "old" }))
-        .layer(layer)
-}
-
-fn key(k: &str) -> Vec<(&'static str, &[u8])> {
-    vec![("x-api-key", k.as_bytes())]
-}
 
 #[tokio::test]
 async fn bans_are_403_with_the_reason_and_no_retry_after() -> Result<(), BoxError> {
@@ -60,7 +23,7 @@ async fn bans_are_403_with_the_reason_and_no_retry_after() -> Result<(), BoxErro
     let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
     let addr = serve(app(layer.clone())).await?;
 
-    let reply = send(addr, "/", &key("acct_666")).await?;
+    let reply = send(addr, "/", &api_key("acct_666")).await?;
     assert_eq!(reply.status, 403);
     assert_eq!(reply.header("content-type"), "application/problem+json");
     assert_eq!(reply.header("retry-after"), "");
@@ -70,7 +33,7 @@ async fn bans_are_403_with_the_reason_and_no_retry_after() -> Result<(), BoxErro
         r#"{"type":"about:blank","title":"Forbidden","status":403,"detail":"chargeback \"fraud\": write to billing@example.com","reason":"chargeback \"fraud\": write to billing@example.com","refused_by":"deny list"}"#
     );
 
-    let reply = send(addr, "/v0/users", &key("anyone")).await?;
+    let reply = send(addr, "/v0/users", &api_key("anyone")).await?;
     assert_eq!(reply.status, 403);
     assert_eq!(reply.header("retry-after"), "");
     assert_eq!(
@@ -79,8 +42,8 @@ async fn bans_are_403_with_the_reason_and_no_retry_after() -> Result<(), BoxErro
     );
 
     // Over the limit is still a 429 with Retry-After.
-    assert_eq!(send(addr, "/", &key("c")).await?.status, 200);
-    let reply = send(addr, "/", &key("c")).await?;
+    assert_eq!(send(addr, "/", &api_key("c")).await?.status, 200);
+    let reply = send(addr, "/", &api_key("c")).await?;
     assert_eq!(reply.status, 429);
     assert_eq!(reply.header("retry-after"), "60");
 
@@ -99,7 +62,7 @@ async fn allowed_and_unlimited_requests_carry_no_fields_unless_asked() -> Result
     let (plain, asked) = (serve(app(plain)).await?, serve(app(asked)).await?);
     for _ in 0..3 {
         for (client, kind) in [("probe", "allow"), ("batch-job", "unlimited")] {
-            let reply = send(plain, "/", &key(client)).await?;
+            let reply = send(plain, "/", &api_key(client)).await?;
             assert_eq!((reply.status.as_u16(), reply.body.as_str()), (200, "ok"));
             for field in [
                 "ratelimit",
@@ -109,18 +72,21 @@ async fn allowed_and_unlimited_requests_carry_no_fields_unless_asked() -> Result
             ] {
                 assert_eq!(reply.header(field), "", "{client} {field}");
             }
-            let reply = send(asked, "/", &key(client)).await?;
+            let reply = send(asked, "/", &api_key(client)).await?;
             assert_eq!(reply.status, 200);
             assert_eq!(reply.header("ratelimit-exempt"), kind);
             assert_eq!(reply.header("ratelimit"), "");
         }
     }
     // A limited request still gets its fields, and no exempt header.
-    let reply = send(asked, "/", &key("c")).await?;
+    let reply = send(asked, "/", &api_key("c")).await?;
     assert_eq!(reply.header("ratelimit-exempt"), "");
     assert!(reply.header("ratelimit").starts_with("\"default\";r=0"));
     // The probe's ban on /v0 does not apply: an allow entry comes before any rule.
-    assert_eq!(send(plain, "/v0/users", &key("probe")).await?.status, 200);
+    assert_eq!(
+        send(plain, "/v0/users", &api_key("probe")).await?.status,
+        200
+    );
     Ok(())
 }
 
@@ -148,11 +114,11 @@ async fn on_denied_sees_the_ban_and_its_reason() -> Result<(), BoxError> {
             response
         });
     let addr = serve(app(layer)).await?;
-    let reply = send(addr, "/v0/users", &key("x")).await?;
+    let reply = send(addr, "/v0/users", &api_key("x")).await?;
     assert_eq!(reply.status, 451);
     assert_eq!(reply.body, "legacy says: /v0 was retired: use /v1");
-    assert_eq!(send(addr, "/", &key("x")).await?.status, 200);
-    let reply = send(addr, "/", &key("x")).await?;
+    assert_eq!(send(addr, "/", &api_key("x")).await?.status, 200);
+    let reply = send(addr, "/", &api_key("x")).await?;
     assert_eq!(
         (reply.status.as_u16(), reply.header("retry-after")),
         (429, "60")

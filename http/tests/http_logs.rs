@@ -6,40 +6,11 @@ mod http_support;
 
 use std::sync::Arc;
 
-use axum::routing::get;
-use axum::Router;
-use http_support::{send, serve, BoxError};
+use http_support::lists::{app, RULES};
+use http_support::{api_key, send, serve, BoxError};
 use tollgate::policy::Policy;
 use tollgate::ManualClock;
 use tollgate_http::{ClientKey, RateLimitLayer};
-
-const RULES: &str = r#"
-[[rules]]
-name = "default"
-limit = 1
-window = "1m"
-
-[[rules]]
-name = "legacy"
-prefix = "/v0"
-limit = 0
-reason = "/v0 was retired: use /v1"
-
-[[deny]]
-client = "acct_666"
-reason = "chargeback"
-"#;
-
-fn app(layer: RateLimitLayer) -> Router {
-    Router::new()
-        .route("/", get(|| async { "ok" }))
-        .route("/v0/users", get(|| async { "old" }))
-        .layer(layer)
-}
-
-fn key(k: &str) -> Vec<(&'static str, &[u8])> {
-    vec![("x-api-key", k.as_bytes())]
-}
 
 /// What a test's subscriber writes, kept.
 #[derive(Clone, Default)]
@@ -74,8 +45,11 @@ async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
     let policy = Policy::from_toml(RULES, ManualClock::new())?;
     let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
     let addr = serve(app(layer)).await?;
-    assert_eq!(send(addr, "/", &key("acct_666")).await?.status, 403);
-    assert_eq!(send(addr, "/v0/users", &key("acct_7")).await?.status, 403);
+    assert_eq!(send(addr, "/", &api_key("acct_666")).await?.status, 403);
+    assert_eq!(
+        send(addr, "/v0/users", &api_key("acct_7")).await?.status,
+        403
+    );
     let text = logs
         .0
         .lock()
@@ -91,7 +65,7 @@ async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
         "{text}"
     );
     assert!(
-        refusals[1].contains(r#"kind="ban" entry="rules[1]""#),
+        refusals[1].contains(r#"kind="ban" entry="rules[2]""#),
         "{text}"
     );
     assert!(refusals[1].contains("/v0 was retired"), "{text}");

@@ -11,16 +11,12 @@ mod http_support;
 #[path = "../../redis/tests/redis_support/mod.rs"]
 mod redis_support;
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use bytes::Bytes;
-use http::{HeaderMap, Request, Response};
-use http_body_util::Empty;
+use http::{HeaderMap, Response};
 use redis_support::server::RedisServer;
 use tollgate::policy::{AdaptivePenalty, Metered, PenaltyConfig, Policy, PolicyCheck};
 use tollgate::{ManualClock, Nanos};
@@ -28,7 +24,7 @@ use tollgate_http::{ClientKey, Endpoint, RateLimitLayer, Settle};
 use tollgate_redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 use tower::ServiceExt;
 
-use http_support::{send, serve, BoxError};
+use http_support::{eventually, from_peer, in_process, send, serve, BoxError};
 
 type TestResult = Result<(), BoxError>;
 
@@ -141,12 +137,7 @@ fn a_check_waiting_on_redis_holds_no_worker() -> TestResult {
     client.block_on(async move {
         // Connected and loaded before the pause.
         assert_eq!(send(addr, "/limited", &[]).await?.status, 200);
-        let mut side = redis.connection();
-        let _: String = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(60_000)
-            .arg("WRITE")
-            .query(&mut side)?;
+        let paused = redis.pause_writes()?;
         let limited = tokio::spawn(async move { send(addr, "/limited", &[]).await });
         // Let the limited request reach its check (not a timed assertion: it only gives
         // the request time to be on its way to the paused server).
@@ -157,7 +148,7 @@ fn a_check_waiting_on_redis_holds_no_worker() -> TestResult {
             !limited.is_finished(),
             "the limited request waits on Redis while the other route answers"
         );
-        let _: String = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut side)?;
+        paused.unpause()?;
         let limited = limited.await??;
         assert_eq!(limited.status, 200);
         assert_eq!(limited.header("ratelimit").split(';').nth(1), Some("r=1"));
@@ -233,17 +224,8 @@ async fn a_cancelled_delayed_request_gives_its_permit_back_in_redis() -> TestRes
     let rules = "[[rules]]\nname = \"shaped\"\nlimit = 1\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n";
     let policy = redis_policy(&redis, "shaped", rules, &clock)?;
     let layer = RateLimitLayer::awaited(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
-    let service = tower::ServiceBuilder::new()
-        .layer(layer.clone())
-        .service(tower::service_fn(|_req: Request<Empty<Bytes>>| async {
-            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
-        }));
-    let request = || {
-        let mut r = Request::new(Empty::<Bytes>::new());
-        r.extensions_mut()
-            .insert(SocketAddr::from(([192, 0, 2, 1], 9)));
-        r
-    };
+    let service = in_process(&layer);
+    let request = || from_peer([192, 0, 2, 1]);
     assert_eq!(service.clone().oneshot(request()).await?.status(), 200);
     let delay = || policy.peek("192.0.2.1", "/", 1).map(|d| d.delay());
     assert_eq!(delay()?, Nanos::from_secs(1));
@@ -254,14 +236,7 @@ async fn a_cancelled_delayed_request_gives_its_permit_back_in_redis() -> TestRes
     let stats = layer.stats();
     assert_eq!((stats.delayed, stats.cancelled), (1, 1));
     // The refund runs on a spawned task: wait for it to land.
-    let mut back = false;
-    for _ in 0..200 {
-        if delay()? == Nanos::from_secs(1) {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let back = eventually(|| Ok(delay()? == Nanos::from_secs(1))).await?;
     assert!(
         back,
         "the cancelled request's permit is back: {:?}",
@@ -279,27 +254,13 @@ async fn a_request_dropped_during_its_redis_check_gives_its_permit_back() -> Tes
     let clock = ManualClock::starting_at(Nanos::from_secs(1_700_000_000 - 1_700_000_000 % 60));
     let policy = redis_policy(&redis, "in-flight", API_RULES, &clock)?;
     let layer = RateLimitLayer::awaited(Arc::clone(&policy)).endpoint(Endpoint::constant("/"));
-    let service = tower::ServiceBuilder::new()
-        .layer(layer.clone())
-        .service(tower::service_fn(|_req: Request<Empty<Bytes>>| async {
-            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
-        }));
-    let request = || {
-        let mut r = Request::new(Empty::<Bytes>::new());
-        r.extensions_mut()
-            .insert(SocketAddr::from(([192, 0, 2, 7], 9)));
-        r
-    };
+    let service = in_process(&layer);
+    let request = || from_peer([192, 0, 2, 7]);
     // Connected and loaded: one of three taken.
     assert_eq!(service.clone().oneshot(request()).await?.status(), 200);
     let remaining = || policy.peek("192.0.2.7", "/", 0).map(|d| d.remaining());
     assert_eq!(remaining()?, 2);
-    let mut side = redis.connection();
-    let _: String = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(60_000)
-        .arg("WRITE")
-        .query(&mut side)?;
+    let paused = redis.pause_writes()?;
     // Sent to the paused Redis, then dropped before its answer.
     let waiting = service.clone().oneshot(request());
     let timed_out = tokio::time::timeout(Duration::from_millis(300), waiting).await;
@@ -309,19 +270,12 @@ async fn a_request_dropped_during_its_redis_check_gives_its_permit_back() -> Tes
     );
     let stats = layer.stats();
     assert_eq!((stats.cancelled, stats.admitted), (1, 1));
-    let _: String = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut side)?;
+    paused.unpause()?;
     // A check of another client through the same store, after the dropped one's script on
     // its connection: once it answers, that script has run (two taken). Then the spawned
     // task's refund gives one back.
     assert!(policy.allow_async("192.0.2.8", "/", 1).await?.allowed());
-    let mut back = false;
-    for _ in 0..200 {
-        if remaining()? == 2 {
-            back = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let back = eventually(|| Ok(remaining()? == 2)).await?;
     assert!(
         back,
         "the dropped request's permit is back: {:?}",

@@ -87,12 +87,7 @@ fn two_admins_reloading_while_checks_wait_on_redis_never_hang_the_server() -> Re
     client.block_on(async move {
         let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
         assert_eq!(send(addr, "/limited", key).await?.status, StatusCode::OK);
-        let mut side = redis.connection();
-        let _: String = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(60_000)
-            .arg("WRITE")
-            .query(&mut side)?;
+        let paused = redis.pause_writes()?;
         // Checks on their way to the paused Redis, each suspended in its round trip.
         let limited: Vec<_> = (0..4)
             .map(|_| tokio::spawn(async move { send(addr, "/limited", key).await }))
@@ -114,7 +109,7 @@ fn two_admins_reloading_while_checks_wait_on_redis_never_hang_the_server() -> Re
             limited.iter().all(|l| !l.is_finished()),
             "the checks still wait on the paused Redis"
         );
-        let _: String = redis::cmd("CLIENT").arg("UNPAUSE").query(&mut side)?;
+        paused.unpause()?;
         for check in limited {
             let reply = tokio::time::timeout(Duration::from_secs(20), check)
                 .await

@@ -1,8 +1,15 @@
 //! Shared support of the HTTP tests: one request on a fresh connection with a real hyper
-//! client, and an axum app served on loopback.
+//! client, an axum app served on loopback, and a layer called in process over a handler
+//! that answers at once.
 #![allow(dead_code)]
 
+pub(crate) mod lists;
+
+use std::convert::Infallible;
+use std::future::Ready;
 use std::net::SocketAddr;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use bytes::Bytes;
@@ -10,6 +17,8 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
+use tollgate_http::{RateLimit, RateLimitLayer};
+use tower::Layer;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -29,6 +38,11 @@ impl Reply {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
     }
+}
+
+/// The `x-api-key` header of client `key`, for [`send`].
+pub(crate) fn api_key(key: &str) -> Vec<(&'static str, &[u8])> {
+    vec![("x-api-key", key.as_bytes())]
 }
 
 /// One GET of `path` with `headers` on a fresh connection to `addr`.
@@ -82,4 +96,49 @@ pub(crate) async fn serve(app: Router) -> Result<SocketAddr, BoxError> {
         .await;
     });
     Ok(addr)
+}
+
+/// A handler that answers every request at once, 200 with an empty body.
+#[derive(Clone, Debug)]
+pub(crate) struct Answers;
+
+impl tower::Service<Request<Empty<Bytes>>> for Answers {
+    type Response = http::Response<Empty<Bytes>>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _request: Request<Empty<Bytes>>) -> Self::Future {
+        std::future::ready(Ok(http::Response::new(Empty::new())))
+    }
+}
+
+/// `layer` over [`Answers`], to call in process (`tower::ServiceExt::oneshot`).
+pub(crate) fn in_process(layer: &RateLimitLayer) -> RateLimit<Answers> {
+    layer.layer(Answers)
+}
+
+/// A request from the peer `ip` (port 9), given as a bare `SocketAddr` extension, as a
+/// plain hyper server can.
+pub(crate) fn from_peer(ip: [u8; 4]) -> Request<Empty<Bytes>> {
+    let mut request = Request::new(Empty::new());
+    request.extensions_mut().insert(SocketAddr::from((ip, 9)));
+    request
+}
+
+/// Whether `holds` comes true within two seconds, asked every 10 ms: for work a spawned
+/// task does (a refund landing), with no timed assertion.
+pub(crate) async fn eventually(
+    mut holds: impl FnMut() -> Result<bool, BoxError>,
+) -> Result<bool, BoxError> {
+    for _ in 0..200 {
+        if holds()? {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(false)
 }

@@ -36,6 +36,22 @@ fn free_port() -> u16 {
     }
 }
 
+/// A server's writes held ([`RedisServer::pause_writes`]), through the connection that
+/// paused them.
+pub(crate) struct WritesPaused {
+    connection: redis::Connection,
+}
+
+impl WritesPaused {
+    /// Lets the held writes run, in the order they came.
+    pub(crate) fn unpause(mut self) -> redis::RedisResult<()> {
+        let _: String = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .query(&mut self.connection)?;
+        Ok(())
+    }
+}
+
 /// One `redis-server` child process.
 pub(crate) struct RedisServer {
     child: Option<Child>,
@@ -132,6 +148,19 @@ impl RedisServer {
     /// A fresh synchronous connection for inspection and fault injection.
     pub(crate) fn connection(&self) -> redis::Connection {
         self.try_connection().expect("connect to test redis")
+    }
+
+    /// Holds every write command sent to the server from now on (a script's included)
+    /// until [`WritesPaused::unpause`]; reads are answered meanwhile. The pause lasts a
+    /// minute at most, should the test fail before it unpauses.
+    pub(crate) fn pause_writes(&self) -> redis::RedisResult<WritesPaused> {
+        let mut connection = self.try_connection()?;
+        let _: String = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(60_000)
+            .arg("WRITE")
+            .query(&mut connection)?;
+        Ok(WritesPaused { connection })
     }
 
     /// `redis://127.0.0.1:PORT`.

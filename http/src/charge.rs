@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::admit::fields;
 use super::check::{decided, Check};
-use super::header_style::Fields;
+use super::header_style::{Fields, HeaderStyle};
 use super::layer::Shared;
 use super::stats::Outcome;
 use tollgate::policy::{settlement, Op, PolicyDecision};
@@ -43,9 +43,11 @@ impl Charge {
     /// rate-limit fields from it, as an admission writes them
     /// ([`fields`](super::admit::fields): the exempt header of a listed client, the shadow
     /// tiers, peeked too, when [`shadow_headers`](super::RateLimitLayer::shadow_headers)
-    /// asks). `None` if the state cannot be read: the admission's fields stand. Awaited on
-    /// a policy whose store is; a policy that is not answers at once, and the layer
-    /// [`finish`](tollgate::wait::finish)es it in place.
+    /// asks). `None`, the admission's fields standing, if the layer writes no rate-limit
+    /// fields ([`HeaderStyle::None`]: the state is not read again, since nothing would
+    /// show it; a listed client's exempt header is the admission's) or the state cannot be
+    /// read. Awaited on a policy whose store is; a policy that is not answers at once, and
+    /// the layer [`finish`](tollgate::wait::finish)es it in place.
     pub(super) async fn settle(&self, actual: u32) -> Option<Fields> {
         if let Some((op, n)) = settlement(self.cost, actual) {
             let counters = &self.shared.counters;
@@ -56,6 +58,9 @@ impl Charge {
             };
             counter.add(u64::from(n));
             self.run(op, n).await;
+        }
+        if self.shared.style == HeaderStyle::None {
+            return None;
         }
         let peek = |check: &Arc<dyn Check>| {
             Arc::clone(check).run(Op::Peek, self.client.clone(), self.endpoint.clone(), 0)

@@ -728,6 +728,80 @@ async fn settlement_keeps_the_shadow_tiers_and_the_exempt_header() -> TestResult
     Ok(())
 }
 
+/// A policy that counts the peeks it is asked for (the state read a settlement does to
+/// write the response's fields), answering everything as the policy it wraps.
+struct CountingPeeks<P> {
+    policy: P,
+    peeks: std::sync::atomic::AtomicU32,
+}
+
+impl<P: PolicyCheck> PolicyCheck for CountingPeeks<P> {
+    fn now(&self) -> Nanos {
+        self.policy.now()
+    }
+    fn run(
+        &self,
+        op: tollgate::policy::Op,
+        request: &tollgate::policy::Request<'_>,
+        now: Nanos,
+    ) -> Result<Option<tollgate::policy::PolicyDecision>, tollgate::InsufficientCapacity> {
+        if op == tollgate::policy::Op::Peek {
+            self.peeks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.policy.run(op, request, now)
+    }
+}
+
+/// A settlement reads the key's state again only to write the response's fields: a layer
+/// that writes none (`HeaderStyle::None`) settles without that read (one policy call, a
+/// round trip on Redis, saved per settled request); one that writes them reads it once.
+#[tokio::test]
+async fn settlement_reads_the_state_again_only_for_headers() -> TestResult {
+    let rules = "[[rules]]\nname = \"tokens\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";
+    for (style, peeks) in [(HeaderStyle::None, 0), (HeaderStyle::Draft11, 1)] {
+        let (policy, _clock) = manual_policy(rules)?;
+        let counting = Arc::new(CountingPeeks {
+            policy: Arc::clone(&policy),
+            peeks: 0.into(),
+        });
+        let layer = RateLimitLayer::new(Arc::clone(&counting))
+            .key(ClientKey::header("x-api-key")?)
+            .cost(|_| 40)
+            .headers(style)
+            .settle(Settle::from_extension());
+        let app = Router::new()
+            .route(
+                "/",
+                get(|| async {
+                    let mut response = Response::new(axum::body::Body::from("done"));
+                    response.extensions_mut().insert(TokensUsed(10));
+                    response
+                }),
+            )
+            .layer(layer);
+        let addr = serve(app).await?;
+        let r = send(addr, "/", &[("x-api-key", b"k")]).await?;
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            r.header("ratelimit").is_empty(),
+            style == HeaderStyle::None,
+            "{style:?}"
+        );
+        assert_eq!(
+            policy.peek("k", "/", 0)?.remaining(),
+            90,
+            "{style:?}: settled"
+        );
+        assert_eq!(
+            counting.peeks.load(std::sync::atomic::Ordering::Relaxed),
+            peeks,
+            "{style:?}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn settlement_refunds_or_charges_the_difference() -> TestResult {
     let rules = "[[rules]]\nname = \"tokens\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n";

@@ -23,8 +23,8 @@ fn scaled(config: &AlgorithmConfig, share: f64) -> AlgorithmConfig {
     config.share(parts, WHOLE)
 }
 
-/// The most tier tables a [`PlanFallback`] keeps (one per tier version met while Redis was
-/// down); past it they are all dropped and built again on use.
+/// The most tier tables a [`PlanFallback`] keeps (one per tier and version met while Redis
+/// was down); past it they are all dropped and built again on use.
 const PLAN_FALLBACK_TABLES: usize = 64;
 
 /// A [`RedisStore`](super::RedisStore)'s fallback: each tier of a plan decided in this
@@ -41,7 +41,10 @@ pub(crate) struct PlanFallback {
     capacity: usize,
     /// The `retry_after` of a tier it cannot decide.
     retry: Nanos,
-    tables: Mutex<HashMap<u64, Arc<TierStore>>>,
+    /// By the tier's names ([`Tier::names`]) and version: tiers of the same numbers in other
+    /// rules are other limits (their keys' fingerprints coincide: a client's, or a global
+    /// rule's one key), so they never share a table.
+    tables: Mutex<HashMap<(u64, u64), Arc<TierStore>>>,
 }
 
 impl PlanFallback {
@@ -85,11 +88,12 @@ impl PlanFallback {
         }
     }
 
-    /// The table of `tier` (by version), built on first use; `None` if its scaled rule or
-    /// its table cannot be built.
+    /// The table of `tier` (by names and version), built on first use; `None` if its scaled
+    /// rule or its table cannot be built.
     fn table(&self, tier: &Tier) -> Option<Arc<TierStore>> {
+        let id = (tier.names(), tier.version());
         let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(table) = tables.get(&tier.version()) {
+        if let Some(table) = tables.get(&id) {
             return Some(Arc::clone(table));
         }
         if tables.len() >= PLAN_FALLBACK_TABLES {
@@ -99,7 +103,7 @@ impl PlanFallback {
         // 1): the tier is then not decided here (never decided with its whole limit).
         let algorithm = scaled(tier.config(), self.share).build().ok()?;
         let table = Arc::new(TierStore::new(algorithm, self.capacity).ok()?);
-        tables.insert(tier.version(), Arc::clone(&table));
+        tables.insert(id, Arc::clone(&table));
         Some(table)
     }
 

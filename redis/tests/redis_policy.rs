@@ -828,6 +828,61 @@ fn a_fallback_store_enforces_its_share_locally_while_redis_is_down() {
     assert_eq!(until_served(&policy, "a"), 9);
 }
 
+/// Two endpoints' rules of the same numbers, per client and global: distinct limits,
+/// which the fallback keeps apart as Redis does (before, its tables were keyed by the
+/// tier's parameters alone, so the two rules' keys of one client, or the two global
+/// keys, shared one local count: /upload was refused once /search had used its share).
+#[test]
+fn a_fallback_keeps_rules_of_the_same_numbers_apart() {
+    const SAME_NUMBERS: &str = r#"
+        [[rules]]
+        name = "search"
+        endpoint = "/search"
+        limit = 10
+        window = "1h"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "upload"
+        endpoint = "/upload"
+        limit = 10
+        window = "1h"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "search_all"
+        endpoint = "/search/all"
+        per = "global"
+        limit = 10
+        window = "1h"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "upload_all"
+        endpoint = "/upload/all"
+        per = "global"
+        limit = 10
+        window = "1h"
+        algorithm = "fixed_window"
+    "#;
+    let mut server = RedisServer::start();
+    let policy = Policy::from_toml(SAME_NUMBERS, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(fault_store(
+            RedisTarget::Single(server.url()),
+            "fallback_rules",
+            FailurePolicy::Fallback { share: 0.5 },
+        ));
+    assert!(policy.allow("a", "/search", 1).unwrap().allowed());
+    server.kill();
+    for endpoint in ["/search", "/upload", "/search/all", "/upload/all"] {
+        let admitted = (0..20)
+            .filter(|_| policy.allow("a", endpoint, 1).unwrap().allowed())
+            .count();
+        assert_eq!(admitted, 5, "{endpoint}");
+    }
+}
+
 /// Rules of the deny cache tests: a GCRA burst of 2 per second (a permit every 500 ms)
 /// and a fixed minute window that admits throughout (the clocks start 20 s into a minute).
 const HOT_RULES: &str = r#"

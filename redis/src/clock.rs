@@ -33,7 +33,9 @@
 //! server runs it within `T·17/20 − 2u − 2·age/5000`.
 //!
 //! A sample is kept only if `u` is at most a quarter of the timeout (a `TIME` that took
-//! longer says nothing useful, e.g. one answered by a server just resumed from a stall);
+//! longer says nothing useful, e.g. one answered by a server just resumed from a stall, or
+//! the first on a connection, which also waited for its setup: the store then sends
+//! another at once);
 //! the estimate is refreshed in the background once it is [`REFRESH`] old, and before the
 //! next call once it is [`MAX_AGE`] old, after a refused call (the server's clock may have
 //! stepped) or when there is none yet. In a cluster each sample comes from the master of

@@ -5,6 +5,8 @@
 //! across reloads from every algorithm to every other under live keys; two policies on
 //! one Redis admit exactly the bound, also while they run different rule versions.
 
+#[path = "redis_support/delay_proxy.rs"]
+mod delay_proxy;
 #[path = "../../std/tests/policy_support/mod.rs"]
 mod policy_support;
 mod redis_support;
@@ -13,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use delay_proxy::DelayProxy;
 use policy_support::{MapStore, Rng, RULES};
 use redis_support::server::{RedisCluster, RedisServer};
 use tollgate::policy::{Policy, PolicyCheck, Request};
@@ -881,6 +884,48 @@ fn a_fallback_keeps_rules_of_the_same_numbers_apart() {
             .count();
         assert_eq!(admitted, 5, "{endpoint}");
     }
+}
+
+/// A process whose Redis is a round trip of 40 ms away (a delaying proxy), well within its
+/// 300 ms timeout, has its first check decided by Redis. Its first `TIME`, which samples
+/// the server's clock, also waited for the connection's setup, took more than a quarter
+/// of the timeout and was thrown away: the check was refused by the failure policy (fail
+/// closed) as a timeout, and its keys backed off, at every start of a process.
+#[test]
+fn a_first_check_over_a_slower_link_is_decided_by_redis() {
+    let server = RedisServer::start();
+    let rules = TEN_PER_HOUR;
+    // Another process has loaded the script already (a fleet's usual case).
+    let direct = Policy::from_toml(rules, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(fault_store(
+            RedisTarget::Single(server.url()),
+            "far",
+            closed(),
+        ));
+    assert!(direct.allow("other", "/", 1).unwrap().allowed());
+    let upstream = format!("127.0.0.1:{}", server.port()).parse().unwrap();
+    let one_way = Duration::from_millis(20);
+    let proxy = DelayProxy::start("127.0.0.1:0".parse().unwrap(), upstream, one_way).unwrap();
+    let config = RedisConfig::new("far")
+        .unwrap()
+        .with_deny_cache(0)
+        .with_timeout(Duration::from_millis(300))
+        .with_connect_timeout(Duration::from_millis(300))
+        .with_failure_policy(closed())
+        .unwrap();
+    let far = RedisStore::new(
+        RedisTarget::Single(format!("redis://{}", proxy.addr())),
+        config,
+    );
+    let policy = Policy::from_toml(rules, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(far.unwrap());
+    let first = policy.allow("a", "/", 1).unwrap();
+    let stats = policy.backend().stats();
+    assert_eq!((stats.degraded, stats.last_failure), (0, None));
+    assert!(first.allowed());
+    assert_eq!(first.remaining(), 9);
 }
 
 /// Rules of the deny cache tests: a GCRA burst of 2 per second (a permit every 500 ms)

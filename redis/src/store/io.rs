@@ -230,21 +230,25 @@ impl Shared {
     }
 
     /// Samples the server's clock (`TIME` at the master of `key`'s slot): a
-    /// [`FailureCause::Timeout`] if the sample was too uncertain to keep.
+    /// [`FailureCause::Timeout`] if the sample was too uncertain to keep, twice in a row.
+    /// The first `TIME` on a connection not yet made also waits for its setup (the
+    /// connect and the handshake, round trips that say nothing of the clocks), so one
+    /// sample too slow to keep is followed by another at once.
     async fn sample_clock(&self, key: Option<&str>) -> Result<(), Failure> {
-        let t0 = self.local_now();
-        let server = self
-            .connection
-            .server_time(key, &self.counters)
-            .await
-            // `TIME` changes nothing: the call itself was not sent.
-            .map_err(|e| Failure::before(FailureCause::of(&e)))?;
-        let t1 = self.local_now();
-        if self.clock.record(t0, t1, server, self.timeout_ns) {
-            Ok(())
-        } else {
-            Err(Failure::before(FailureCause::Timeout))
+        for _ in 0..2 {
+            let t0 = self.local_now();
+            let server = self
+                .connection
+                .server_time(key, &self.counters)
+                .await
+                // `TIME` changes nothing: the call itself was not sent.
+                .map_err(|e| Failure::before(FailureCause::of(&e)))?;
+            let t1 = self.local_now();
+            if self.clock.record(t0, t1, server, self.timeout_ns) {
+                return Ok(());
+            }
         }
+        Err(Failure::before(FailureCause::Timeout))
     }
 
     /// Samples the server's clock in a task of the store's runtime (within the timeout),

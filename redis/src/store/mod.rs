@@ -141,7 +141,9 @@ pub use tollgate::policy::MAX_LOG_COST;
 ///
 /// The estimate: a `TIME` before the first call, again in the background every 5 s,
 /// and before the next call after a refused one ([`RedisStats::clock_syncs`]); a sample
-/// is kept only if it took at most a quarter of the timeout. Each call's deadline is its
+/// is kept only if it took at most a quarter of the timeout (if the first is not, another
+/// is sent at once: the first `TIME` on a new connection also waits for its setup).
+/// Each call's deadline is its
 /// start plus the upper bound of the offset between the clocks plus the timeout, less a
 /// tenth of the timeout, twice the sample's uncertainty (its round trip) and 200 ppm of
 /// the sample's age for drift, rounded down to a step of at most a twentieth of the

@@ -104,6 +104,11 @@ impl RedisConfig {
     /// (less a tenth of the timeout and the uncertainty of the store's estimate of that
     /// clock, see "Deadlines" on [`RedisStore`](super::RedisStore)); a call that reaches
     /// the script later (a stalled or paused server) is refused and changes nothing.
+    ///
+    /// Set it well above four round trips to Redis: the store keeps a sample of the
+    /// server's clock only if its round trip took at most a quarter of the timeout, so over
+    /// a slower link no check reaches Redis (each one goes to the failure policy, reported
+    /// as [`FailureCause::Timeout`](super::FailureCause::Timeout)).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

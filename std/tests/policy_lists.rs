@@ -522,3 +522,28 @@ proptest! {
         }
     }
 }
+
+/// `launder_guard` on an unlimited rule or a ban guards nothing (such a rule keeps no
+/// state): like `capacity`, an error naming it, not a setting silently ignored. The file's
+/// own `launder_guard = true` still loads with such rules in it.
+#[test]
+fn a_rule_without_limits_refuses_launder_guard() {
+    let load = |extra: &str| {
+        PolicyConfig::from_toml(&format!(
+            "[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"1s\"\n{extra}"
+        ))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    for (extra, want) in [
+        ("[[rules]]\nname = \"b\"\nendpoint = \"/b\"\nlimit = 0\nlaunder_guard = true\n", "rules[1].launder_guard: a ban (`limit = 0`) has no limits and keeps no state: remove `launder_guard`"),
+        ("[[rules]]\nname = \"u\"\nclient = \"u\"\nunlimited = true\nlaunder_guard = false\n", "rules[1].launder_guard: an unlimited rule has no limits and keeps no state: remove `launder_guard`"),
+    ] {
+        assert_eq!(load(extra), Err(want.to_owned()), "{extra}");
+    }
+    assert!(PolicyConfig::from_toml(
+        "launder_guard = true\n[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"1h\"\n\
+         [[rules]]\nname = \"b\"\nendpoint = \"/b\"\nlimit = 0\n"
+    )
+    .is_ok());
+}

@@ -207,7 +207,8 @@ pub struct RuleConfig {
     /// Whether this rule's tiers keep the debts of clients they evict under pressure (see
     /// [`PolicyConfig::launder_guard`]); absent = the config's. A rule that holds one key
     /// has nothing to guard (no other key can push it out) and keeps no summary. An error
-    /// on a rule with a `sliding_window_log` tier.
+    /// on a rule with a `sliding_window_log` tier, and on an `unlimited` rule or a ban
+    /// (they keep no state).
     #[serde(default)]
     pub launder_guard: Option<bool>,
     /// No limit for what the rule matches: its slot admits, keeping no state (it replaces

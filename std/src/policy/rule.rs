@@ -352,6 +352,7 @@ fn special_kind(config: &RuleConfig, path: &str) -> Result<Option<ListingKind>, 
     let given = [
         ("limit", config.limit.is_some() && config.unlimited),
         ("capacity", config.capacity.is_some()),
+        ("launder_guard", config.launder_guard.is_some()),
     ];
     let extra = given
         .iter()

@@ -146,6 +146,29 @@ fn reload_keeps_or_drops_the_guard() {
     assert_eq!(launder(&policy, &clock, "c"), 0);
 }
 
+/// Adding or dropping the guard gives the rule's tier a successor (its clients' state is
+/// converted, as for any changed tier): the reload's report says the rule changed, as the
+/// store does, rather than "no change".
+#[test]
+fn a_reload_adding_or_dropping_the_guard_reports_the_rule_changed() {
+    let (policy, _clock) = policy(&rules("", ""));
+    for top in ["launder_guard = true", ""] {
+        let old = policy.rule_set();
+        let report = policy.reload_toml(&rules(top, "")).unwrap();
+        let new = policy.rule_set();
+        assert_eq!(
+            new.replacing(&old).count(),
+            1,
+            "{top:?}: the tier was replaced"
+        );
+        assert_eq!(report.changed(), ["default"], "{top:?}: {report}");
+        assert_eq!(report.unchanged(), 0, "{top:?}: {report}");
+    }
+    // Kept: the tier and its state stay, and the report says so.
+    let report = policy.reload_toml(&rules("", "")).unwrap();
+    assert!(report.is_empty(), "{report}");
+}
+
 /// The guard is refused, naming the field, where a tier cannot keep it: a
 /// `sliding_window_log` tier keeps a log per key, not one word.
 #[test]

@@ -7,9 +7,9 @@ use super::{Listing, ListingKind, Rule, RuleSet};
 
 /// What [`Policy::reload`](super::Policy::reload) changed: the rules added, removed and
 /// changed (by name; a changed rule matches other requests, or has tiers added, removed or
-/// given other numbers, or made `unlimited` or a ban), and how many stayed as they were;
-/// and the allow and deny entries added, removed and changed (a new reason). Names only:
-/// no state.
+/// given other numbers or another laundering guard, or made `unlimited` or a ban), and how
+/// many stayed as they were; and the allow and deny entries added, removed and changed (a
+/// new reason). Names only: no state.
 ///
 /// ```
 /// use tollgate::policy::{FnClock, Policy};
@@ -169,7 +169,8 @@ impl ReloadReport {
     }
 }
 
-/// Whether `a` and `b` (rules of one name) match the same requests with the same tiers.
+/// Whether `a` and `b` (rules of one name) match the same requests with the same tiers
+/// (the same numbers, capacity and laundering guard: a tier that keeps its state).
 fn same(a: &Rule, b: &Rule) -> bool {
     a.listing_kind() == b.listing_kind()
         && a.reason() == b.reason()
@@ -184,6 +185,7 @@ fn same(a: &Rule, b: &Rule) -> bool {
                 && x.quota() == y.quota()
                 && x.window() == y.window()
                 && x.capacity() == y.capacity()
+                && x.launder_guard() == y.launder_guard()
         })
 }
 

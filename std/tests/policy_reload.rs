@@ -383,3 +383,24 @@ fn adding_a_tier_to_a_one_tier_rule_keeps_its_state() {
     policy.reload_toml(one).unwrap();
     assert!(!policy.allow("c", "/", 1).unwrap().allowed(), "still spent");
 }
+
+/// A changed `capacity` reaches the tiers that survive the reload (a table of the new
+/// size), and their clients keep what they used, carried over as for any changed tier.
+#[test]
+fn a_changed_capacity_resizes_surviving_tiers_and_keeps_their_state() {
+    let rules = |capacity: u32| {
+        format!(
+            "capacity = {capacity}\n[[rules]]\nname = \"api\"\nlimit = 3\nwindow = \"1h\"\n\
+             algorithm = \"fixed_window\"\n"
+        )
+    };
+    let policy = Policy::from_toml(&rules(1000), ManualClock::new()).unwrap();
+    assert_eq!(drain(&policy, "c"), 3);
+    let old = policy.rule_set();
+    let report = policy.reload_toml(&rules(2000)).unwrap();
+    assert_eq!(report.changed(), ["api"]);
+    let new = policy.rule_set();
+    assert_eq!(new.rules()[0].tiers()[0].capacity(), 2000);
+    assert_eq!(new.replacing(&old).count(), 1);
+    assert!(!policy.allow("c", "/", 1).unwrap().allowed(), "still spent");
+}

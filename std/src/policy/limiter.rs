@@ -84,7 +84,8 @@ use super::{
 ///   so an undo may be given back as a refund to a key that has already moved.
 ///
 /// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
-/// `capacity` applies to tiers the reload creates; surviving tiers keep their table.
+/// `capacity` (or laundering guard) is a changed tier: it gets a table of the new size, and
+/// each key's state is carried over to it as above.
 #[derive(Debug)]
 pub struct Policy<C, S = InProcess> {
     clock: C,

@@ -236,9 +236,11 @@ impl Cidr {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match len {
             None => max,
-            Some(l) => l
+            // Digits only: `u8`'s parser would take a sign (`/+8`).
+            Some(l) if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) => l
                 .parse::<u8>()
                 .map_err(|_| err("prefix length not a number"))?,
+            Some(_) => return Err(err("prefix length not a number")),
         };
         if len > max {
             return Err(err("prefix length too long for the address family"));
@@ -375,6 +377,8 @@ mod tests {
     #[test]
     fn cidr_errors() {
         assert!(Cidr::parse("10.0.0.0/x").is_err());
+        assert!(Cidr::parse("10.0.0.0/+8").is_err());
+        assert!(Cidr::parse("10.0.0.0/").is_err());
         assert!(Cidr::parse("nope/8").is_err());
         assert!(Cidr::parse("::/129").is_err());
         assert!(Cidr::parse("::ffff:10.0.0.0/8").is_ok());

@@ -400,6 +400,8 @@ fn load_errors_name_the_field_and_the_entry() {
         ("[[allow]]\nclient = \"\"\n", "allow[0].client: must not be empty"),
         ("[[deny]]\ncidr = \"10.0.0.1/8\"\n", "deny[0].cidr: \"10.0.0.1/8\": host bits set past the prefix length (the network is 10.0.0.0/8)"),
         ("[[deny]]\ncidr = \"10.0.0.0/33\"\n", "deny[0].cidr: \"10.0.0.0/33\": the prefix length must be a number from 0 to 32"),
+        ("[[deny]]\ncidr = \"10.0.0.0/+8\"\n", "deny[0].cidr: \"10.0.0.0/+8\": the prefix length must be a number from 0 to 32"),
+        ("[[deny]]\ncidr = \"10.0.0.0/ 8\"\n", "deny[0].cidr: \"10.0.0.0/ 8\": the prefix length must be a number from 0 to 32"),
         ("[[deny]]\ncidr = \"2001:db8::/129\"\n", "deny[0].cidr: \"2001:db8::/129\": the prefix length must be a number from 0 to 128"),
         ("[[deny]]\ncidr = \"10.0.0.1\"\n", "deny[0].cidr: \"10.0.0.1\": not a network: write it with its prefix length (\"10.0.0.1/32\" or \"10.0.0.1/128\" for one address)"),
         ("[[deny]]\ncidr = \"localhost/8\"\n", "deny[0].cidr: \"localhost/8\": \"localhost\" is not an IP address"),

@@ -27,8 +27,10 @@ impl Cidr {
             .parse()
             .map_err(|_| format!("\"{text}\": \"{addr}\" is not an IP address"))?;
         let max: u8 = if addr.is_ipv4() { 32 } else { 128 };
+        // Digits only: `u8`'s parser would take a sign (`/+8`).
+        let digits = !len.is_empty() && len.bytes().all(|b| b.is_ascii_digit());
         let len: u8 = match len.parse() {
-            Ok(len) if len <= max => len,
+            Ok(len) if digits && len <= max => len,
             _ => {
                 return Err(format!(
                     "\"{text}\": the prefix length must be a number from 0 to {max}"

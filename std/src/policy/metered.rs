@@ -32,8 +32,12 @@ pub struct RuleMetrics {
 /// plus overall totals. Counting is a relaxed add on a per-thread, cache-padded stripe: no
 /// lock, no shared cache line between cores. Peeks and refunds are not counted.
 ///
-/// Rules are indexed by their [`RuleId`](super::RuleId) (stable across reloads); rules
-/// beyond `max_rules` are counted in the totals only.
+/// Rules are indexed by their [`RuleId`](super::RuleId) (stable across reloads); a rule
+/// whose id is `max_rules` or more is counted in the totals only. Ids are given to names
+/// in the order a policy first meets them over its lifetime, and a name that leaves the
+/// rules and comes back gets a new one: a policy reloaded with many renames can pass
+/// `max_rules` ids with few rules in force (the `metrics` counter, keyed by name, is not
+/// bounded by it).
 ///
 /// With the `metrics` feature every counted decision is also reported to the
 /// [`metrics`](https://docs.rs/metrics) facade as the counter
@@ -69,7 +73,7 @@ impl<P: PolicyCheck> Metered<P> {
         Metered::with_max_rules(inner, 256)
     }
 
-    /// Counts for up to `max_rules` rules.
+    /// Counts for the rules of ids below `max_rules` (see the type's docs).
     pub fn with_max_rules(inner: P, max_rules: usize) -> Metered<P> {
         Metered {
             inner,

@@ -404,3 +404,46 @@ fn a_changed_capacity_resizes_surviving_tiers_and_keeps_their_state() {
     assert_eq!(new.replacing(&old).count(), 1);
     assert!(!policy.allow("c", "/", 1).unwrap().allowed(), "still spent");
 }
+
+/// A preview reports what a reload would change and changes nothing: the same report as
+/// the reload that follows it, the same error for a file the reload would refuse, and the
+/// rules in force (and every key's state) untouched until the reload.
+#[test]
+fn a_preview_reports_the_reload_and_changes_nothing() {
+    use tollgate::policy::PolicyConfig;
+    let old =
+        "[[rules]]\nname = \"api\"\nlimit = 3\nwindow = \"1h\"\nalgorithm = \"fixed_window\"\n\
+               [[rules]]\nname = \"gone\"\nendpoint = \"/gone\"\nlimit = 1\nwindow = \"1h\"\n";
+    let new =
+        "[[rules]]\nname = \"api\"\nlimit = 1\nwindow = \"1h\"\nalgorithm = \"fixed_window\"\n\
+               [[rules]]\nname = \"fresh\"\nendpoint = \"/fresh\"\nlimit = 1\nwindow = \"1h\"\n";
+    let policy = Policy::from_toml(old, ManualClock::new()).unwrap();
+    assert!(policy.allow("c", "/", 1).unwrap().allowed());
+    let config = PolicyConfig::from_toml(new).unwrap();
+    let preview = policy.preview(&config).unwrap();
+    assert_eq!(
+        (preview.added(), preview.removed(), preview.changed()),
+        (
+            &["fresh".to_owned()][..],
+            &["gone".to_owned()][..],
+            &["api".to_owned()][..]
+        )
+    );
+    // Nothing changed: the old limit of 3 still holds for "c", the old rule still exists.
+    assert!(policy.rule_set().rule("gone").is_some());
+    assert_eq!(
+        drain(&policy, "c"),
+        2,
+        "the old limit, the key's state kept"
+    );
+    let empty = PolicyConfig::from_toml("# nothing\n");
+    let empty = empty.and_then(|c| policy.preview(&c));
+    assert_eq!(
+        empty.map_err(|e| e.path),
+        policy.reload_toml("# nothing\n").map_err(|e| e.path),
+        "refused alike"
+    );
+    let reloaded = policy.reload(config).unwrap();
+    assert_eq!(reloaded.to_string(), preview.to_string());
+    assert!(policy.rule_set().rule("gone").is_none());
+}

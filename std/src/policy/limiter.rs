@@ -224,6 +224,31 @@ impl<C: Clock, S: Store> Policy<C, S> {
         }
     }
 
+    /// What [`reload`](Self::reload) of `config` would change, without changing anything:
+    /// the same checks (an error is the one the reload would give, an empty set refused
+    /// unless it says [`allow_empty`](PolicyConfig::allow_empty)) and the same report, for
+    /// a tool that refuses a suspicious change before it is in force. Nothing is logged or
+    /// counted. A reload in between makes the report stale: it compares with the set in
+    /// force now.
+    ///
+    /// ```
+    /// use tollgate::policy::{FnClock, Policy, PolicyConfig};
+    /// use tollgate::Nanos;
+    /// let rules = "[[rules]]\nname = \"api\"\nlimit = 100\nwindow = \"1m\"\n";
+    /// let policy = Policy::from_toml(rules, FnClock(|| Nanos::ZERO))?;
+    /// let edited = PolicyConfig::from_toml(&rules.replace("100", "1"))?;
+    /// let report = policy.preview(&edited)?;
+    /// assert_eq!(report.changed(), ["api"]);
+    /// if report.removed().is_empty() && report.changed().len() <= 1 {
+    ///     policy.reload(edited)?;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn preview(&self, config: &PolicyConfig) -> Result<ReloadReport, PolicyConfigError> {
+        let set = RuleSet::compile(config)?;
+        Ok(ReloadReport::between(&self.published.load_full(), &set))
+    }
+
     /// [`reload`](Self::reload)'s work: what changed, the generation now in force and how
     /// many rules it has.
     fn swap_in(

@@ -1,5 +1,6 @@
 //! [`ReloadReport`]: what a reload changed, rule by rule, so that whoever reloads (an
-//! operator's tool, a file watcher) can log it and refuse a suspicious change.
+//! operator's tool, a file watcher) can log it, and, asking for it first
+//! ([`Policy::preview`](super::Policy::preview)), refuse a suspicious change.
 
 use std::fmt;
 

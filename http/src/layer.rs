@@ -96,8 +96,9 @@ pub(super) struct Shared {
 ///   statuses in a trailers-only response (`RESOURCE_EXHAUSTED` with a `RetryInfo`,
 ///   `PERMISSION_DENIED`, `INVALID_ARGUMENT`, `INTERNAL`).
 ///
-/// Shadow rules ([`shadow`](Self::shadow)) are checked on admitted requests, reported in
-/// the headers and counted, and never deny. Settlement ([`settle`](Self::settle)) turns
+/// Shadow rules ([`shadow`](Self::shadow)) are checked on admitted requests and counted,
+/// never deny, and stay out of the headers unless [`shadow_headers`](Self::shadow_headers)
+/// asks for them. Settlement ([`settle`](Self::settle)) turns
 /// the up-front cost into an estimate corrected from the response.
 ///
 /// The policy is shared, so [`Policy::reload`](tollgate::policy::Policy::reload) on the same

@@ -383,8 +383,8 @@ impl ListEntryConfig {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TierConfig {
-    /// The name this tier has in `RateLimit` headers (default: the rule's name, or
-    /// `rule.N` when the rule has several tiers). Printable ASCII.
+    /// The name this tier has in `RateLimit` headers (default: the rule's name for its
+    /// first tier, `rule.1`, `rule.2`, … for the others). Printable ASCII.
     #[serde(default)]
     pub name: Option<String>,
     /// Permits per window (see [`AlgorithmKind`] for what it means per algorithm); > 0.

@@ -129,6 +129,23 @@ fn errors_name_rule_and_field() {
         "rules[0].name: '\u{e9}' is not allowed: names appear in headers (printable ASCII only)"
     );
     assert_eq!(err("capacity = 0\n"), "capacity: must be > 0");
+    // A rule that holds one key (a client's, a global one) ignores its capacity, but a
+    // capacity no rule could have is refused there too, not silently dropped.
+    for selector in ["client = \"x\"", "per = \"global\""] {
+        assert_eq!(
+            err(&format!(
+                "[[rules]]\nname = \"a\"\n{selector}\nlimit = 1\nwindow = \"1s\"\ncapacity = 0\n"
+            )),
+            "rules[0].capacity: must be > 0",
+            "{selector}"
+        );
+        let huge = tollgate::policy::MAX_CAPACITY + 1;
+        assert!(
+            err(&format!("[[rules]]\nname = \"a\"\n{selector}\nlimit = 1\nwindow = \"1s\"\ncapacity = {huge}\n"))
+                .starts_with("rules[0].capacity: at most"),
+            "{selector}"
+        );
+    }
     // Tier tables are allocated when the rules compile: a capacity beyond the bound is a
     // typed error naming the field, not an attempt to allocate gigabytes.
     let huge = tollgate::policy::MAX_CAPACITY + 1;

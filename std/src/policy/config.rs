@@ -201,7 +201,8 @@ pub struct RuleConfig {
     pub queue: Option<u64>,
     /// The most keys (clients) this rule's tiers keep state for; defaults to the config's
     /// `capacity`. A rule that can only ever hold one key (`per = "global"`, or a `client`
-    /// rule) always holds exactly one, whatever this says.
+    /// rule) always holds exactly one, whatever this says (but 0 or more than
+    /// [`MAX_CAPACITY`](super::MAX_CAPACITY) is an error on any rule).
     #[serde(default)]
     pub capacity: Option<usize>,
     /// Whether this rule's tiers keep the debts of clients they evict under pressure (see

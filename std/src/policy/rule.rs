@@ -163,22 +163,25 @@ impl Rule {
                 .map(|(i, t)| (t.clone(), format!("{path}.tiers[{i}]")))
                 .collect()
         };
+        // Checked on every rule, so that a capacity no rule could have is never dropped
+        // unread.
+        let capacity = match config.capacity {
+            None => capacity,
+            Some(0) => return Err(PolicyConfigError::new(field("capacity"), "must be > 0")),
+            Some(c) if c > MAX_CAPACITY => {
+                return Err(PolicyConfigError::new(
+                    field("capacity"),
+                    format!("at most {MAX_CAPACITY} (each single-word tier allocates ~19.2 bytes per key on first use)"),
+                ))
+            }
+            Some(c) => c,
+        };
         // A rule whose key never varies holds one key: every request under `per = "global"`
         // shares one, and a `client` rule only ever sees its client.
         let capacity = if config.per == Partition::Global || config.client.is_some() {
             1
         } else {
-            match config.capacity {
-                None => capacity,
-                Some(0) => return Err(PolicyConfigError::new(field("capacity"), "must be > 0")),
-                Some(c) if c > MAX_CAPACITY => {
-                    return Err(PolicyConfigError::new(
-                        field("capacity"),
-                        format!("at most {MAX_CAPACITY} (each single-word tier allocates ~19.2 bytes per key on first use)"),
-                    ))
-                }
-                Some(c) => c,
-            }
+            capacity
         };
         // A rule that holds one key has nothing to guard: no other key can push it out.
         let guard = config.launder_guard.unwrap_or(guard) && capacity > 1;

@@ -286,6 +286,31 @@ fn an_operator_inspects_and_resets_a_client() {
     assert!(server.log().contains("client reset by the admin API"));
 }
 
+/// A descriptor only one request can reach (`plan: gold`, every level a literal value)
+/// is a client like any other to the operator: listed once it is refused, and a reset
+/// lifts it (it answered `"reset": true` and kept the state, and was never listed).
+#[test]
+fn an_operator_lists_and_resets_a_descriptor_only_one_request_reaches() {
+    let server = Server::start(RULES, &["--admin", "127.0.0.1:0"], &[]);
+    let admin = server.admin.unwrap();
+    let gold =
+        r#"{"domain":"api","hits":5,"descriptors":[{"entries":[{"key":"plan","value":"gold"}]}]}"#;
+    assert_eq!(check(&server, gold).status, 200);
+    assert_eq!(check(&server, gold).status, 429);
+    let listed = http(admin, "GET", "/v1/clients?limited", &[], "").json();
+    assert_eq!(
+        listed["clients"][0]["entries"],
+        serde_json::json!([{"key": "plan", "value": "gold"}]),
+        "{listed}"
+    );
+    assert_eq!(listed["clients"][0]["rule"], "gold", "{listed}");
+    let reset = http(admin, "DELETE", "/v1/clients/api?plan=gold", &[], "");
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    assert_eq!(reset.json()["status"]["code"], "OK", "{}", reset.body);
+    assert_eq!(reset.json()["tiers"][0]["remaining"], 5, "{}", reset.body);
+    assert_eq!(check(&server, gold).status, 200);
+}
+
 #[test]
 fn an_operator_lists_the_clients_limited_now() {
     let server = Server::start(RULES, &[], &[("TOLLGATE_ADMIN_TOKEN", "s3cret")]);

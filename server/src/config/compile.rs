@@ -61,7 +61,9 @@ pub(super) fn rules(domains: &[Domain], limits: &[Limit]) -> Rules {
         toml.push_str("\nendpoint = ");
         quoted(&limit.endpoint, &mut toml);
         if limit.shared {
-            toml.push_str("\nper = \"global\"");
+            // One client's table, not `per = "global"`: a global tier is no client's, so
+            // the admin API could neither reset nor list the one descriptor limited there.
+            toml.push_str("\ncapacity = 1");
         }
         toml.push('\n');
         for tier in &limit.tiers {

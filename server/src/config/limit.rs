@@ -44,7 +44,8 @@ pub(crate) struct Limit {
     /// The tiers of its tollgate rule; empty when it has none (unlimited, blocked).
     pub(super) tiers: Box<[Tier]>,
     /// Whether one request descriptor alone reaches it (every level of its path a literal
-    /// value): its rule keeps one state (`per = "global"`) instead of a table of clients.
+    /// value): its rule keeps one client's state (`capacity = 1`) instead of a table of
+    /// clients.
     pub(super) shared: bool,
     /// The Go service's key of the node, `domain.key_value.key` (metrics, the summary).
     pub(super) key: Box<str>,

@@ -751,7 +751,7 @@ algorithm = "fixed_window"
 [[rules]]
 name = "shop.region_eu"
 endpoint = "shop/region=eu"
-per = "global"
+capacity = 1
 [[rules.tiers]]
 name = "fast"
 limit = 5

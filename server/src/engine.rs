@@ -249,6 +249,13 @@ impl Engine {
                 .try_push((i, request))
                 .map_err(|_| Refusal::TooManyTiers(limited))?;
         }
+        // Both batches' sizes first: the enforced one keeps its permits once decided, so a
+        // shadow batch refused after it would charge a call answered as refused.
+        for batch in [&enforced, &shadow] {
+            if tiers_of(batch, &limits) > MAX_TIERS {
+                return Err(Refusal::TooManyTiers(limited));
+            }
+        }
         let decided = decide_batch(&self.enforced, &enforced).await?;
         let reported = decide_batch(&self.shadow, &shadow).await?;
         for (limit, request) in &refunds {
@@ -430,6 +437,22 @@ impl Engine {
             &self.enforced
         }
     }
+}
+
+/// The tiers `members` (each its descriptor's index in `limits`) match together, as a
+/// batch plans them: a client key two of them share under one limit counted once.
+fn tiers_of(members: &[(usize, Request<'_>)], limits: &[Option<&Limit>]) -> usize {
+    members
+        .iter()
+        .enumerate()
+        .filter(|(n, (_, request))| {
+            !members[..*n]
+                .iter()
+                .any(|(_, r)| r.endpoint == request.endpoint && r.client == request.client)
+        })
+        .filter_map(|(_, (i, _))| limits.get(*i).copied().flatten())
+        .map(Limit::tier_count)
+        .sum()
 }
 
 /// `members` decided as one on `limiter`: `Some` decision, `None` if their costs are more

@@ -237,6 +237,47 @@ fn a_refused_call_gives_nothing_back() {
     });
 }
 
+/// A call refused because its shadow-mode descriptors match more tiers than one decision
+/// holds charges its enforced descriptors nothing either (they were decided, and kept
+/// their permits, before the shadow ones were refused).
+#[test]
+fn a_call_refused_for_its_shadow_tiers_charges_nothing() {
+    let rules = r#"
+domain: edge
+descriptors:
+  - key: database
+    rate_limit:
+      unit: year
+      requests_per_unit: 5
+  - key: trial
+    shadow_mode: true
+    rate_limit:
+      tiers:
+        - { limit: 10, window: 1m }
+        - { limit: 100, window: 1h }
+"#;
+    let server = Server::start(rules, &[], &[]);
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let orders = || descriptor(&[("database", "orders")]);
+        // One enforced tier and five shadow descriptors of two tiers each: 10 shadow tiers.
+        let mut call = vec![orders()];
+        call.extend((0..5).map(|i| descriptor(&[("trial", &format!("t{i}"))])));
+        for _ in 0..3 {
+            let status = client
+                .should_rate_limit(request("edge", call.clone(), 1))
+                .await
+                .unwrap_err();
+            assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        }
+        let after = client
+            .should_rate_limit(request("edge", vec![orders()], 1))
+            .await
+            .unwrap();
+        assert_eq!(summary(&after.into_inner()), (OK, vec![(OK, 4, Some(5))]));
+    });
+}
+
 #[test]
 fn response_headers_are_added_when_asked() {
     let server = Server::start(RULES, &["--response-headers"], &[]);

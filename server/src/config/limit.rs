@@ -61,6 +61,11 @@ impl Limit {
     pub(crate) fn has_rule(&self) -> bool {
         !self.tiers.is_empty()
     }
+
+    /// The tiers of its rule (0 when it has none).
+    pub(crate) fn tier_count(&self) -> usize {
+        self.tiers.len()
+    }
 }
 
 /// Whether the limit `limits[index]` is dropped from a request whose descriptors got

@@ -345,6 +345,43 @@ fn one_publish_reaches_every_server() {
     assert_eq!(account_limit(&a), 50);
 }
 
+/// A file the server loads is published as it is, a header comment above YAML's `---`
+/// document marker included (the published stream is split at `---` lines, and the
+/// comment alone was taken for a document without a domain: "nothing published").
+#[test]
+fn a_config_with_a_comment_above_its_document_marker_is_published() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let follow = [
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "hc",
+        "--fleet-rules",
+        "--admin",
+        "127.0.0.1:0",
+    ];
+    let server = Server::start(RULES, &follow, &[]);
+    let dir = support::temp_dir();
+    let headed = dir.join("headed.yaml");
+    let text = format!(
+        "# The fleet's limits.\n---{}",
+        RULES.replace("requests_per_unit: 20", "requests_per_unit: 40")
+    );
+    std::fs::write(&headed, text).unwrap();
+    let (ok, said) = publish(&[
+        "--config",
+        headed.to_str().unwrap(),
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "hc",
+    ]);
+    assert!(ok, "{said}");
+    wait_for_fleet_version(&server, 1);
+    assert_eq!(account_limit(&server), 40);
+}
+
 /// Two servers on a 3-master Redis Cluster: a call's descriptors are several clients'
 /// keys on several masters, decided all or nothing all the same (each master's part in a
 /// call of its own; a part that denies has the others give back what they took).

@@ -137,7 +137,8 @@ impl Domains {
     }
 
     /// The domains of a published stream ([`published`](Self::published)): its documents
-    /// split at each `---` line, empty ones skipped; errors name the document by number.
+    /// split at each `---` line, those of blank lines and comments alone skipped; errors
+    /// name the document by number.
     pub(crate) fn from_published(text: &str) -> Result<Domains, ConfigError> {
         let mut docs: Vec<(String, &str)> = Vec::new();
         let mut start = 0;
@@ -153,7 +154,13 @@ impl Domains {
         ends.push((start, text.len()));
         for (from, to) in ends {
             let doc = &text[from..to];
-            if !doc.trim().is_empty() {
+            // Comments (or directives) alone are no document: a file's header above its own
+            // `---` line.
+            let content = doc.lines().any(|line| {
+                let line = line.trim();
+                !line.is_empty() && !line.starts_with('#') && !line.starts_with('%')
+            });
+            if content {
                 docs.push((format!("published document {}", docs.len() + 1), doc));
             }
         }

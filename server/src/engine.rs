@@ -127,11 +127,17 @@ impl Engine {
         applied
     }
 
-    /// Logs the outcome of a reload from `source`.
+    /// Logs the outcome of a reload from `source`, and counts a refusal the policy did not
+    /// count.
     fn report(&self, source: &str, outcome: &Result<u64, ReloadError>) {
         match outcome {
             Ok(version) => tracing::info!(source, version, "rules reloaded"),
             Err(error) => {
+                // The policy counts the refusals it makes; the others never reached it.
+                if !matches!(error, ReloadError::Rules(_)) {
+                    metrics::counter!("tollgate_policy_reloads_total", "outcome" => "refused")
+                        .increment(1);
+                }
                 tracing::warn!(source, %error, "rules reload refused: the old rules stay");
             }
         }
@@ -148,10 +154,15 @@ impl Engine {
         let rules = rules_of(&domains);
         // The policies first: a request resolving a new descriptor meanwhile finds its
         // rule already there. The shadow policy takes the same rules (it only ever checks
-        // the shadow ones), so the second reload cannot refuse what the first took.
-        for limiter in [&self.enforced, &self.shadow] {
-            limiter.reload(&rules).map_err(ReloadError::Rules)?;
-        }
+        // the shadow ones), so the second reload cannot refuse what the first took; its
+        // own report of that reload (event, `tollgate_policy_reloads_total`) is silenced,
+        // or every reload would be reported twice.
+        self.enforced.reload(&rules).map_err(ReloadError::Rules)?;
+        let shadow = || self.shadow.reload(&rules);
+        tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+            metrics::with_local_recorder(&metrics::NoopRecorder, shadow)
+        })
+        .map_err(ReloadError::Rules)?;
         self.domains.store(Arc::new(domains));
         // Relaxed: the count is the only thing it orders, under `applying`.
         Ok(self.version.fetch_add(1, Ordering::Relaxed) + 1)

@@ -158,6 +158,37 @@ fn health_readiness_and_metrics() {
     );
 }
 
+/// Each reload is counted once in `tollgate_policy_reloads_total{outcome}` (the server's
+/// two policies, enforced and shadow, each counted the same reload), and logged once; a
+/// reload refused for a file that does not load is counted `refused` (it never reached
+/// the policy, which alone counted).
+#[test]
+fn a_reload_is_counted_once_and_a_refused_one_is_counted() {
+    let server = Server::start(RULES, &["--admin", "127.0.0.1:0"], &[]);
+    let admin = server.admin.unwrap();
+    std::fs::write(
+        &server.rules,
+        RULES.replace("requests_per_unit: 2", "requests_per_unit: 7"),
+    )
+    .unwrap();
+    assert_eq!(http(admin, "POST", "/v1/reload", &[], "").status, 200);
+    std::fs::write(&server.rules, "domain: api\ndescriptors: [\n").unwrap();
+    assert_eq!(http(admin, "POST", "/v1/reload", &[], "").status, 422);
+    let metrics = http(server.http, "GET", "/metrics", &[], "").body;
+    for counted in [
+        r#"tollgate_policy_reloads_total{outcome="applied"} 1"#,
+        r#"tollgate_policy_reloads_total{outcome="refused"} 1"#,
+    ] {
+        assert!(metrics.contains(counted), "{counted}: {metrics}");
+    }
+    assert_eq!(
+        server.log().matches("tollgate: rules reloaded").count(),
+        1,
+        "{}",
+        server.log()
+    );
+}
+
 #[test]
 fn admin_routes_are_off_by_default_and_behind_the_token() {
     let open = Server::start(RULES, &[], &[]);

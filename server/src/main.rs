@@ -117,6 +117,13 @@ async fn serve(options: Options) -> Result<(), String> {
         .install_recorder()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let domains = Domains::load(&options.config).map_err(|e| e.to_string())?;
+    if domains.is_empty() {
+        // A directory of no `*.yaml` / `*.yml`: every call would be answered OK in silence.
+        tracing::warn!(
+            config = %options.config.display(),
+            "no domain loaded: nothing is limited until a reload (or the fleet) brings rules"
+        );
+    }
     let (enforced, shadow) = limiters(&options, &engine::rules_of(&domains))?;
     let mut engine = Engine::new(options.config.clone(), domains, enforced, shadow);
     if options.fleet_rules {

@@ -189,6 +189,23 @@ fn a_reload_is_counted_once_and_a_refused_one_is_counted() {
     );
 }
 
+/// A config that loads no domain (a directory whose files are not `*.yaml` / `*.yml`)
+/// limits nothing: the server says so at start, rather than answering every call OK in
+/// silence.
+#[test]
+fn a_start_on_no_domain_is_logged() {
+    let dir = support::temp_dir();
+    std::fs::write(dir.join("rules.yaml.bak"), RULES).unwrap();
+    let server = Server::start_on(&dir, &[], &[]);
+    let open = check(
+        &server,
+        r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"a"}]}]}"#,
+    );
+    assert_eq!(open.status, 200);
+    let (_, log) = server.stop();
+    assert!(log.contains("WARN") && log.contains("no domain"), "{log}");
+}
+
 #[test]
 fn admin_routes_are_off_by_default_and_behind_the_token() {
     let open = Server::start(RULES, &[], &[]);

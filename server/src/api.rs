@@ -160,11 +160,7 @@ async fn check(State(api): State<Api>, body: axum::body::Bytes) -> Response {
                 .into_response();
         }
     };
-    let decided = match ask_of(&body) {
-        Ok(ask) => api.engine.decide(&ask).await,
-        Err(refusal) => Err(refusal),
-    };
-    match decided {
+    match api.engine.decide_whole("http", body, ask_of).await {
         Ok(verdict) => answer(verdict),
         Err(refusal) => {
             count("http", "invalid");

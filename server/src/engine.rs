@@ -15,8 +15,8 @@ use tollgate::policy::{
 };
 
 use crate::answer::{
-    Ask, ClientError, ClientState, Code, LimitedDescriptor, LimitedList, LimitedTier, Refusal,
-    ReloadError, Status, TierState, Verdict, MAX_DESCRIPTORS, MAX_ENTRIES,
+    count, Ask, ClientError, ClientState, Code, LimitedDescriptor, LimitedList, LimitedTier,
+    Refusal, ReloadError, Status, TierState, Verdict, MAX_DESCRIPTORS, MAX_ENTRIES,
 };
 use crate::config::{client_key, is_replaced, parse_client_key, Domains, Limit};
 use crate::limiter::{Limiter, PROBE_RULE};
@@ -166,6 +166,32 @@ impl Engine {
         self.domains.store(Arc::new(domains));
         // Relaxed: the count is the only thing it orders, under `applying`.
         Ok(self.version.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Decides the question `ask_of` reads from `question` ([`decide`](Self::decide)) to
+    /// its end on a task of its own: a caller that gives up while the store is awaited
+    /// (Envoy's rate limit timeout, a client gone) drops only its wait, so a call is never
+    /// left half done (its charge sent to Redis, its negative hits never given back), and
+    /// is counted `cancelled` through `api`.
+    pub(crate) async fn decide_whole<Q: Send + Sync + 'static>(
+        self: &Arc<Self>,
+        api: &'static str,
+        question: Q,
+        ask_of: fn(&Q) -> Result<Ask<'_>, Refusal>,
+    ) -> Result<Verdict, Refusal> {
+        let engine = Arc::clone(self);
+        let decided = tokio::spawn(async move {
+            let ask = ask_of(&question)?;
+            engine.decide(&ask).await
+        });
+        let mut waiting = Cancelled(Some(api));
+        let decided = decided.await;
+        waiting.0 = None;
+        match decided {
+            Ok(verdict) => verdict,
+            // Never aborted: a panic of the decision, as if it had run here.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
 
     /// Decides `ask`.
@@ -464,6 +490,18 @@ fn tiers_of(members: &[(usize, Request<'_>)], limits: &[Option<&Limit>]) -> usiz
         .filter_map(|(_, (i, _))| limits.get(*i).copied().flatten())
         .map(Limit::tier_count)
         .sum()
+}
+
+/// A call's wait for its answer: counted `cancelled` (through its api) if dropped while
+/// armed, its caller gone.
+struct Cancelled(Option<&'static str>);
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        if let Some(api) = self.0 {
+            count(api, "cancelled");
+        }
+    }
 }
 
 /// `members` decided as one on `limiter`: `Some` decision, `None` if their costs are more

@@ -38,9 +38,11 @@ impl RateLimitService for Rls {
         &self,
         request: tonic::Request<RateLimitRequest>,
     ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        let request = request.into_inner();
-        let ask = ask_of(&request).map_err(invalid)?;
-        let verdict = self.engine.decide(&ask).await.map_err(invalid)?;
+        let verdict = self
+            .engine
+            .decide_whole("grpc", request.into_inner(), ask_of)
+            .await
+            .map_err(invalid)?;
         count("grpc", verdict.code.name());
         Ok(tonic::Response::new(response(verdict, self.headers)))
     }

@@ -227,6 +227,68 @@ fn a_client_one_server_limited_is_listed_by_the_other() {
         .contains("the limited clients are unknown"));
 }
 
+/// A call Envoy gives up on while Redis is slow (its rate limit timeout) is still decided
+/// whole: the charge, sent to Redis, is taken once Redis answers, and so is the call's
+/// negative hits' refund (it was dropped with the call, the permits given back lost), and
+/// the call is counted `cancelled` (it was counted nowhere).
+#[test]
+fn a_call_its_caller_gives_up_on_is_decided_whole() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let args = [
+        "--redis",
+        url.as_str(),
+        "--redis-prefix",
+        "gone",
+        "--admin",
+        "127.0.0.1:0",
+    ];
+    let server = Server::start(RULES, &args, &[]);
+    let admin = server.admin.unwrap();
+    let remaining = |account: &str| {
+        let path = format!("/v1/clients/fleet?account={account}");
+        http(admin, "GET", &path, &[], "").json()["status"]["remaining"].clone()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut client = server.client().await;
+        let spent = request("fleet", vec![descriptor(&[("account", "acct_b")])], 2);
+        client.should_rate_limit(spent).await.unwrap();
+        let paused = redis.pause_writes().unwrap();
+        let mut refund = descriptor(&[("account", "acct_b")]);
+        refund.is_negative_hits = true;
+        let call = request(
+            "fleet",
+            vec![descriptor(&[("account", "acct_a")]), refund],
+            1,
+        );
+        let waiting = client.should_rate_limit(call);
+        let given_up = tokio::time::timeout(std::time::Duration::from_millis(100), waiting).await;
+        assert!(given_up.is_err(), "a call on a paused Redis cannot answer");
+        // The client's cancel on its way to the server (under the store's 250 ms timeout).
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        paused.unpause().unwrap();
+    });
+    let start = std::time::Instant::now();
+    while remaining("acct_a") != 19 || remaining("acct_b") != 19 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "acct_a {}, acct_b {}",
+            remaining("acct_a"),
+            remaining("acct_b")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let metrics = http(server.http, "GET", "/metrics", &[], "").body;
+    assert!(
+        metrics.contains(r#"tollgate_server_requests_total{api="grpc",code="cancelled"} 1"#),
+        "{metrics}"
+    );
+}
+
 /// `tollgate-server --publish` with `args`: its exit status and what it printed.
 fn publish(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate-server"))

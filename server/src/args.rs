@@ -46,8 +46,11 @@ environment: TOLLGATE_ADMIN_TOKEN (admin routes on the HTTP listener, behind thi
 RUST_LOG (log filter, default info)";
 
 impl Options {
-    /// Parses `args` (without the program name).
-    pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Options, String> {
+    /// Parses `args` (without the program name): `None` when they ask for the usage
+    /// (`--help`, `-h`).
+    pub(crate) fn parse(
+        args: impl IntoIterator<Item = OsString>,
+    ) -> Result<Option<Options>, String> {
         use lexopt::prelude::*;
         let mut parser = lexopt::Parser::from_args(args);
         let mut config = None;
@@ -112,7 +115,7 @@ impl Options {
                         .map_err(|e| format!("--shutdown-grace {text}: {e}"))?;
                     options.shutdown_grace = std::time::Duration::from_nanos(grace.as_u64());
                 }
-                Long("help") | Short('h') => return Err(USAGE.to_owned()),
+                Long("help") | Short('h') => return Ok(None),
                 other => return Err(format!("{}\n{USAGE}", other.unexpected())),
             }
         }
@@ -131,7 +134,7 @@ impl Options {
                 "{flag} needs --redis or --redis-cluster (the fleet's rules and leases live there)\n{USAGE}"
             ));
         }
-        Ok(options)
+        Ok(Some(options))
     }
 }
 
@@ -174,7 +177,7 @@ mod tests {
     use tollgate_redis::RedisTarget;
 
     fn parse(args: &[&str]) -> Result<Options, String> {
-        Options::parse(args.iter().map(Into::into))
+        Options::parse(args.iter().map(Into::into)).map(|options| options.expect("not --help"))
     }
 
     #[test]

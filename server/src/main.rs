@@ -39,7 +39,11 @@ use crate::limiter::Limiter;
 
 fn main() -> std::process::ExitCode {
     let options = match Options::parse(std::env::args_os().skip(1)) {
-        Ok(options) => options,
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            println!("{}", args::USAGE);
+            return std::process::ExitCode::SUCCESS;
+        }
         Err(message) => {
             eprintln!("{message}");
             return std::process::ExitCode::from(2);

@@ -54,6 +54,7 @@ impl Options {
         use lexopt::prelude::*;
         let mut parser = lexopt::Parser::from_args(args);
         let mut config = None;
+        let mut prefixed = false;
         let mut options = Options {
             config: PathBuf::new(),
             grpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
@@ -90,7 +91,10 @@ impl Options {
                     }
                     redis(&mut options, RedisTarget::Cluster(nodes))?;
                 }
-                Long("redis-prefix") => options.redis_prefix = value(&mut parser)?,
+                Long("redis-prefix") => {
+                    options.redis_prefix = value(&mut parser)?;
+                    prefixed = true;
+                }
                 Long("response-headers") => options.response_headers = true,
                 Long("fleet-rules") => options.fleet_rules = true,
                 Long("publish") => options.publish = true,
@@ -120,18 +124,20 @@ impl Options {
             }
         }
         options.config = config.ok_or_else(|| format!("--config is required\n{USAGE}"))?;
-        if (options.fleet_rules || options.publish || options.leases.is_some())
+        if (options.fleet_rules || options.publish || options.leases.is_some() || prefixed)
             && options.redis.is_none()
         {
             let flag = if options.publish {
                 "--publish"
             } else if options.fleet_rules {
                 "--fleet-rules"
-            } else {
+            } else if options.leases.is_some() {
                 "--leases"
+            } else {
+                "--redis-prefix"
             };
             return Err(format!(
-                "{flag} needs --redis or --redis-cluster (the fleet's rules and leases live there)\n{USAGE}"
+                "{flag} needs --redis or --redis-cluster (the state, the fleet's rules and leases live there)\n{USAGE}"
             ));
         }
         Ok(Some(options))
@@ -245,6 +251,9 @@ mod tests {
                 .unwrap_err()
                 .starts_with("--lease-max -1: invalid digit")
         );
+        assert!(parse(&["--config", "r", "--redis-prefix", "rl"])
+            .unwrap_err()
+            .starts_with("--redis-prefix needs --redis"));
         for flag in ["--fleet-rules", "--publish", "--leases"] {
             assert!(parse(&["--config", "r", flag])
                 .unwrap_err()

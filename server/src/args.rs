@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use tollgate_redis::{LeaseConfig, RedisTarget};
+use tollgate_redis::{FailurePolicy, LeaseConfig, RedisTarget};
 
 /// What the server was asked to do.
 #[derive(Debug, PartialEq)]
@@ -22,6 +22,8 @@ pub(crate) struct Options {
     pub(crate) redis: Option<RedisTarget>,
     /// The prefix of every Redis key.
     pub(crate) redis_prefix: String,
+    /// What a check answers when Redis does not (`--redis-failure`).
+    pub(crate) redis_failure: FailurePolicy,
     /// Whether gRPC answers carry the draft-11 `RateLimit` headers for Envoy to add.
     pub(crate) response_headers: bool,
     /// How long a stop waits for open connections (Envoy keeps its own open) before it
@@ -40,7 +42,8 @@ pub(crate) struct Options {
 /// The usage line.
 pub(crate) const USAGE: &str = "usage: tollgate-server --config FILE_OR_DIR \
 [--grpc ADDR (127.0.0.1:8081)] [--http ADDR (127.0.0.1:8080)] [--admin ADDR] \
-[--redis URL | --redis-cluster URL,URL,...] [--redis-prefix PREFIX (tollgate)] [--fleet-rules] [--leases [--lease-hot-rate N (1000)] [--lease-max N (1000)]] [--response-headers] [--shutdown-grace DURATION (10s)]
+[--redis URL | --redis-cluster URL,URL,...] [--redis-prefix PREFIX (tollgate)] \
+[--redis-failure closed|open|fallback=SHARE (closed)] [--fleet-rules] [--leases [--lease-hot-rate N (1000)] [--lease-max N (1000)]] [--response-headers] [--shutdown-grace DURATION (10s)]
        tollgate-server --config FILE_OR_DIR (--redis URL | --redis-cluster URLS) [--redis-prefix PREFIX] --publish
 environment: TOLLGATE_ADMIN_TOKEN (admin routes on the HTTP listener, behind this bearer token), \
 RUST_LOG (log filter, default info)";
@@ -54,7 +57,8 @@ impl Options {
         use lexopt::prelude::*;
         let mut parser = lexopt::Parser::from_args(args);
         let mut config = None;
-        let mut prefixed = false;
+        // The Redis-only flags given, for the check that Redis is.
+        let (mut prefixed, mut failure) = (false, false);
         let mut options = Options {
             config: PathBuf::new(),
             grpc: SocketAddr::from(([127, 0, 0, 1], 8081)),
@@ -62,6 +66,7 @@ impl Options {
             admin: None,
             redis: None,
             redis_prefix: "tollgate".to_owned(),
+            redis_failure: FailurePolicy::default(),
             response_headers: false,
             shutdown_grace: std::time::Duration::from_secs(10),
             fleet_rules: false,
@@ -95,6 +100,10 @@ impl Options {
                     options.redis_prefix = value(&mut parser)?;
                     prefixed = true;
                 }
+                Long("redis-failure") => {
+                    options.redis_failure = failure_policy(&value(&mut parser)?)?;
+                    failure = true;
+                }
                 Long("response-headers") => options.response_headers = true,
                 Long("fleet-rules") => options.fleet_rules = true,
                 Long("publish") => options.publish = true,
@@ -124,17 +133,22 @@ impl Options {
             }
         }
         options.config = config.ok_or_else(|| format!("--config is required\n{USAGE}"))?;
-        if (options.fleet_rules || options.publish || options.leases.is_some() || prefixed)
-            && options.redis.is_none()
-        {
+        let redis_only = options.fleet_rules
+            || options.publish
+            || options.leases.is_some()
+            || prefixed
+            || failure;
+        if redis_only && options.redis.is_none() {
             let flag = if options.publish {
                 "--publish"
             } else if options.fleet_rules {
                 "--fleet-rules"
             } else if options.leases.is_some() {
                 "--leases"
-            } else {
+            } else if prefixed {
                 "--redis-prefix"
+            } else {
+                "--redis-failure"
             };
             return Err(format!(
                 "{flag} needs --redis or --redis-cluster (the state, the fleet's rules and leases live there)\n{USAGE}"
@@ -142,6 +156,29 @@ impl Options {
         }
         Ok(Some(options))
     }
+}
+
+/// The failure policy `text` names (`--redis-failure`): `closed` (deny, `Retry-After` 1 s),
+/// `open` (admit) or `fallback=SHARE` (decide in this server with `SHARE` of each limit).
+fn failure_policy(text: &str) -> Result<FailurePolicy, String> {
+    let policy = match text {
+        "closed" => FailurePolicy::default(),
+        "open" => FailurePolicy::FailOpen,
+        _ => {
+            let share = text
+                .strip_prefix("fallback=")
+                .and_then(|share| share.parse::<f64>().ok())
+                .ok_or_else(|| {
+                    format!("--redis-failure {text}: write closed, open or fallback=SHARE (e.g. fallback=0.25)")
+                })?;
+            FailurePolicy::Fallback { share }
+        }
+    };
+    // The store's own check of the policy (a share in (0, 1]), named by the flag.
+    tollgate_redis::RedisConfig::default()
+        .with_failure_policy(policy)
+        .map_err(|e| format!("--redis-failure {text}: {e}"))?;
+    Ok(policy)
 }
 
 /// The next argument's value, a whole number.
@@ -180,7 +217,7 @@ fn address(parser: &mut lexopt::Parser, flag: &str) -> Result<SocketAddr, String
 #[cfg(test)]
 mod tests {
     use super::Options;
-    use tollgate_redis::RedisTarget;
+    use tollgate_redis::{FailurePolicy, RedisTarget};
 
     fn parse(args: &[&str]) -> Result<Options, String> {
         Options::parse(args.iter().map(Into::into)).map(|options| options.expect("not --help"))
@@ -254,6 +291,44 @@ mod tests {
         assert!(parse(&["--config", "r", "--redis-prefix", "rl"])
             .unwrap_err()
             .starts_with("--redis-prefix needs --redis"));
+        // What a check answers while Redis does not: fail closed unless told otherwise.
+        let failure = |mode: &str| {
+            parse(&[
+                "--config",
+                "r",
+                "--redis",
+                "redis://r",
+                "--redis-failure",
+                mode,
+            ])
+            .map(|options| options.redis_failure)
+        };
+        assert_eq!(
+            parse(&["--config", "r", "--redis", "redis://r"])
+                .unwrap()
+                .redis_failure,
+            FailurePolicy::default()
+        );
+        assert_eq!(failure("closed"), Ok(FailurePolicy::default()));
+        assert_eq!(failure("open"), Ok(FailurePolicy::FailOpen));
+        assert_eq!(
+            failure("fallback=0.25"),
+            Ok(FailurePolicy::Fallback { share: 0.25 })
+        );
+        for bad in ["fallback=0", "fallback=1.5", "fallback=NaN"] {
+            assert!(
+                failure(bad)
+                    .unwrap_err()
+                    .starts_with(&format!("--redis-failure {bad}: ")),
+                "{bad}"
+            );
+        }
+        assert!(failure("shut")
+            .unwrap_err()
+            .starts_with("--redis-failure shut: write closed, open or fallback=SHARE"));
+        assert!(parse(&["--config", "r", "--redis-failure", "open"])
+            .unwrap_err()
+            .starts_with("--redis-failure needs --redis"));
         for flag in ["--fleet-rules", "--publish", "--leases"] {
             assert!(parse(&["--config", "r", flag])
                 .unwrap_err()

@@ -254,7 +254,11 @@ fn limiters(options: &Options, rules: &str) -> Result<(Limiter, Limiter), String
             Limiter::InProcess(policy().map_err(|e| e.to_string())?),
         )),
         Some(target) => {
-            let config = || RedisConfig::new(&options.redis_prefix).map_err(|e| e.to_string());
+            let config = || {
+                RedisConfig::new(&options.redis_prefix)
+                    .and_then(|c| c.with_failure_policy(options.redis_failure))
+                    .map_err(|e| e.to_string())
+            };
             let limiter = || -> Result<Limiter, String> {
                 let policy = policy().map_err(|e| e.to_string())?;
                 Ok(match &options.leases {

@@ -479,3 +479,30 @@ fn a_stop_with_a_connection_open_ends_after_the_grace() {
     );
     drop((client, runtime));
 }
+
+/// `--redis-failure` decides what a check answers while Redis does not (here a Redis no
+/// server listens on): by default it fails closed (every call over the limit), `open`
+/// admits (Envoy's `failure_mode_deny: false` then means what it says), and
+/// `fallback=SHARE` decides in the server on that share of each limit.
+#[test]
+fn the_redis_failure_flag_decides_what_an_outage_answers() {
+    // A port nothing listens on: every Redis call fails at once, refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let alice = r#"{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}"#;
+    for (mode, want) in [
+        (None, [429, 429, 429]),
+        (Some("closed"), [429, 429, 429]),
+        (Some("open"), [200, 200, 200]),
+        // Half of 2 a year: one call.
+        (Some("fallback=0.5"), [200, 429, 429]),
+    ] {
+        let mut args = vec!["--redis", url.as_str()];
+        args.extend(mode.iter().flat_map(|m| ["--redis-failure", *m]));
+        let server = Server::start(RULES, &args, &[]);
+        let got = [(); 3].map(|()| check(&server, alice).status);
+        assert_eq!(got, want, "{mode:?}");
+        let _ = server.stop();
+    }
+}

@@ -97,7 +97,11 @@ impl Options {
                     redis(&mut options, RedisTarget::Cluster(nodes))?;
                 }
                 Long("redis-prefix") => {
-                    options.redis_prefix = value(&mut parser)?;
+                    let prefix = value(&mut parser)?;
+                    // The store's own check of the name, named by the flag.
+                    tollgate_redis::RedisConfig::new(&prefix)
+                        .map_err(|e| format!("--redis-prefix {prefix}: {e}"))?;
+                    options.redis_prefix = prefix;
                     prefixed = true;
                 }
                 Long("redis-failure") => {
@@ -291,6 +295,16 @@ mod tests {
         assert!(parse(&["--config", "r", "--redis-prefix", "rl"])
             .unwrap_err()
             .starts_with("--redis-prefix needs --redis"));
+        assert!(parse(&[
+            "--config",
+            "r",
+            "--redis",
+            "redis://r",
+            "--redis-prefix",
+            "{x}"
+        ])
+        .unwrap_err()
+        .starts_with("--redis-prefix {x}: "));
         // What a check answers while Redis does not: fail closed unless told otherwise.
         let failure = |mode: &str| {
             parse(&[

@@ -172,13 +172,18 @@ impl Engine {
     /// its end on a task of its own: a caller that gives up while the store is awaited
     /// (Envoy's rate limit timeout, a client gone) drops only its wait, so a call is never
     /// left half done (its charge sent to Redis, its negative hits never given back), and
-    /// is counted `cancelled` through `api`.
+    /// is counted `cancelled` through `api`. On stores in this process, whose answers are
+    /// ready at once (a call is decided whole in its first poll), it is decided here: no
+    /// task.
     pub(crate) async fn decide_whole<Q: Send + Sync + 'static>(
         self: &Arc<Self>,
         api: &'static str,
         question: Q,
         ask_of: fn(&Q) -> Result<Ask<'_>, Refusal>,
     ) -> Result<Verdict, Refusal> {
+        if !self.enforced.awaits() && !self.shadow.awaits() {
+            return self.decide(&ask_of(&question)?).await;
+        }
         let engine = Arc::clone(self);
         let decided = tokio::spawn(async move {
             let ask = ask_of(&question)?;

@@ -34,6 +34,15 @@ macro_rules! with_policy {
 }
 
 impl Limiter {
+    /// Whether its answers are awaited on the network (a future of it can be dropped
+    /// half done), not ready at once.
+    pub(crate) fn awaits(&self) -> bool {
+        match self {
+            Limiter::InProcess(_) => false,
+            Limiter::Redis(_) | Limiter::Leased(_) => true,
+        }
+    }
+
     /// Every request of `requests` as one, all or nothing.
     pub(crate) async fn check_all(
         &self,

@@ -510,3 +510,22 @@ fn a_state_written_under_a_higher_limit_is_read_safely_under_a_lower_one() {
     assert_eq!((d.allowed, d.remaining), (true, 0));
     assert!(!cell.check_at(&low, now, 1).unwrap().allowed);
 }
+
+#[test]
+fn an_interval_that_does_not_divide_the_period_is_rounded_up() {
+    // 3 per second: T = ⌈10⁹ / 3⌉ = 333 333 334 ns, so the effective rate is never above
+    // the configured one (rounded down, 3 permits would fit in 999 999 999 ns).
+    let s = Nanos::from_secs(1);
+    let t = Nanos::new(333_333_334);
+    let gcra = Gcra::with_period(3, s).burst(1).build().unwrap();
+    assert_eq!(gcra.emission_interval(), t);
+    assert_eq!(TokenBucket::new(1, 3, s).unwrap().refill_interval(), t);
+    assert_eq!(LeakyBucket::new(3, s, 0).unwrap().drain_interval(), t);
+    // The trace: one permit, then the next exactly one rounded-up interval later.
+    let limiter = Limiter::new(gcra);
+    assert!(limiter.check_at(Nanos::ZERO).allowed);
+    let d = limiter.check_at(Nanos::new(333_333_333));
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Nanos::new(1));
+    assert!(limiter.check_at(t).allowed);
+}

@@ -529,3 +529,26 @@ fn an_interval_that_does_not_divide_the_period_is_rounded_up() {
     assert_eq!(d.retry_after, Nanos::new(1));
     assert!(limiter.check_at(t).allowed);
 }
+
+#[test]
+fn one_permit_per_nanosecond_is_the_finest_rate_accepted() {
+    // "Rate finer than 1 ns" is the error; exactly one permit per ns is a valid config.
+    let gcra = Gcra::with_period(10, Nanos::new(10)).build().unwrap();
+    assert_eq!(gcra.emission_interval(), Nanos::new(1));
+    assert_eq!(
+        TokenBucket::new(4, 10, Nanos::new(10))
+            .unwrap()
+            .refill_interval(),
+        Nanos::new(1)
+    );
+    assert_eq!(
+        LeakyBucket::new(10, Nanos::new(10), 0)
+            .unwrap()
+            .drain_interval(),
+        Nanos::new(1)
+    );
+    assert_eq!(
+        Gcra::with_period(11, Nanos::new(10)).build(),
+        Err(ConfigError::RateTooFine)
+    );
+}

@@ -9,7 +9,7 @@
 use proptest::prelude::*;
 use tollgate_core::reference::SlidingWindowLogModel;
 use tollgate_core::{
-    Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, InsufficientCapacity, Nanos,
+    Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, FixedWindow, InsufficientCapacity, Nanos,
     PackedAlgorithm, SlidingWindowLog,
 };
 
@@ -605,5 +605,28 @@ fn pinned_conversions() {
     assert_eq!(
         gcra.rescale(&fixed, windowed, at),
         at.as_u64() + 600_000_000
+    );
+}
+
+/// A refund dated in a window older than the stored one gives nothing back: that window's
+/// permits have already come back by themselves, and the newer window's count is another
+/// take's.
+#[test]
+fn a_fixed_window_refund_from_an_earlier_window_gives_nothing_back() {
+    let second = Nanos::from_secs(1);
+    let window = FixedWindow::new(1, second).unwrap();
+    let at = |ms| Nanos::from_millis(ms);
+    let first = window.decide(0, at(500), 1).unwrap().next.unwrap();
+    // The next window starts fresh: its one permit is taken.
+    let state = window.decide(first, at(1200), 1).unwrap().next.unwrap();
+    // The take of 0.5 s is refunded (dated 0.5 s): window 0 no longer counts.
+    let refunded = window.refund(state, at(500), 1);
+    assert_eq!(refunded, state);
+    assert!(
+        !window
+            .decide(refunded, at(1300), 1)
+            .unwrap()
+            .decision
+            .allowed
     );
 }

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use tollgate_core::reference::SlidingWindowLogModel;
 use tollgate_core::{
     Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, FixedWindow, InsufficientCapacity, Nanos,
-    PackedAlgorithm, SlidingWindowLog,
+    PackedAlgorithm, SlidingWindowCounter, SlidingWindowLog,
 };
 
 fn cases() -> u32 {
@@ -629,4 +629,31 @@ fn a_fixed_window_refund_from_an_earlier_window_gives_nothing_back() {
             .decision
             .allowed
     );
+}
+
+/// A charge larger than a window's packed counter saturates the count and never spills
+/// into the window index: the key is exhausted for the rest of its window, fresh in the next.
+#[test]
+fn a_huge_charge_saturates_the_count_and_keeps_the_window() {
+    let second = Nanos::from_secs(1);
+    let at = Nanos::from_millis(1_700_000_000_300);
+    let next = Nanos::new(at.as_u64() + 1_000_000_000);
+    let fixed = FixedWindow::new(10, second).unwrap();
+    let charged = fixed.charge(0, at, u32::MAX);
+    assert_eq!(
+        fixed.unpack(charged),
+        (at.as_u64() / 1_000_000_000, fixed.max_count())
+    );
+    assert_eq!(fixed.used(charged, at), fixed.max_count());
+    assert!(!fixed.decide(charged, at, 1).unwrap().decision.allowed);
+    assert!(fixed.decide(charged, next, 1).unwrap().decision.allowed);
+    let counter = SlidingWindowCounter::new(10, second).unwrap();
+    let charged = counter.charge(0, at, u32::MAX);
+    assert_eq!(
+        counter.unpack(charged),
+        (at.as_u64() / 1_000_000_000, 0, counter.max_count())
+    );
+    assert!(!counter.decide(charged, next, 1).unwrap().decision.allowed);
+    let after = Nanos::new(next.as_u64() + 1_000_000_000);
+    assert!(counter.decide(charged, after, 1).unwrap().decision.allowed);
 }

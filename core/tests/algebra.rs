@@ -9,8 +9,8 @@
 use proptest::prelude::*;
 use tollgate_core::reference::SlidingWindowLogModel;
 use tollgate_core::{
-    Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, FixedWindow, InsufficientCapacity, Nanos,
-    PackedAlgorithm, SlidingWindowCounter, SlidingWindowLog,
+    Algorithm, AlgorithmConfig, AnyAlgorithm, Decision, FixedWindow, Gcra, InsufficientCapacity,
+    LeakyBucket, Nanos, PackedAlgorithm, SlidingWindowCounter, SlidingWindowLog,
 };
 
 fn cases() -> u32 {
@@ -656,4 +656,23 @@ fn a_huge_charge_saturates_the_count_and_keeps_the_window() {
     assert!(!counter.decide(charged, next, 1).unwrap().decision.allowed);
     let after = Nanos::new(next.as_u64() + 1_000_000_000);
     assert!(counter.decide(charged, after, 1).unwrap().decision.allowed);
+}
+
+/// An undo after part of the same take was already refunded never goes below the state
+/// before the take: the take's permits are given back once, not once per give-back.
+#[test]
+fn an_undo_after_a_partial_refund_stops_at_the_state_before_the_take() {
+    let now = Nanos::from_secs(100);
+    let gcra = Gcra::per_second(1).burst(5).build().unwrap();
+    let leaky = LeakyBucket::new(1, Nanos::from_secs(1), 4).unwrap();
+    let buckets: [(&str, &dyn Algorithm); 2] = [("gcra", &gcra), ("leaky", &leaky)];
+    for (name, a) in buckets {
+        let before = a.decide(0, now, 1).unwrap().next.unwrap();
+        let after = a.decide(before, now, 2).unwrap().next.unwrap();
+        assert_eq!(after, now.as_u64() + 3_000_000_000, "{name}");
+        // One of the take's two permits is refunded, then the whole take undone.
+        let state = a.refund(after, now, 1);
+        assert_eq!(a.undo(state, before, after, 2), before, "{name}");
+        assert_eq!(a.used(a.undo(state, before, after, 2), now), 1, "{name}");
+    }
 }

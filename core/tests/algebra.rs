@@ -676,3 +676,20 @@ fn an_undo_after_a_partial_refund_stops_at_the_state_before_the_take() {
         assert_eq!(a.used(a.undo(state, before, after, 2), now), 1, "{name}");
     }
 }
+
+/// A bucket's debt moved to another interval is rounded up to the nanosecond (toward the
+/// stricter side): a fraction of a nanosecond of debt is still debt.
+#[test]
+fn a_rescaled_debt_is_rounded_up_to_the_nanosecond() {
+    let now = Nanos::from_secs(100);
+    let (slow, fast) = (
+        PackedAlgorithm::from(Gcra::from_interval(3, 10).unwrap()),
+        PackedAlgorithm::from(Gcra::from_interval(2, 10).unwrap()),
+    );
+    // 1 ns of debt at 3 ns per permit is 2/3 ns at 2 ns per permit: 1 ns, not 0.
+    let owed = now.as_u64() + 1;
+    assert_eq!(fast.rescale(&slow, owed, now), owed);
+    assert!(!fast.is_idle(fast.rescale(&slow, owed, now), now));
+    // 2 ns at 3 ns per permit: 4/3 ns, rounded up to 2.
+    assert_eq!(fast.rescale(&slow, now.as_u64() + 2, now), now.as_u64() + 2);
+}

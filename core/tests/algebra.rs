@@ -693,3 +693,21 @@ fn a_rescaled_debt_is_rounded_up_to_the_nanosecond() {
     // 2 ns at 3 ns per permit: 4/3 ns, rounded up to 2.
     assert_eq!(fast.rescale(&slow, now.as_u64() + 2, now), now.as_u64() + 2);
 }
+
+/// A sliding counter's undo after the window rolled once takes the cost off `prev`, where
+/// the take is now counted (exact, as documented), not off nothing.
+#[test]
+fn a_sliding_counter_undo_after_one_roll_takes_the_cost_off_prev() {
+    let counter = SlidingWindowCounter::new(10, Nanos::from_secs(1)).unwrap();
+    let at = |ms| Nanos::from_millis(ms);
+    let after = counter.decide(0, at(900), 4).unwrap().next.unwrap();
+    // Another caller in the next window: the take of 4 is now the previous window's count.
+    let state = counter.decide(after, at(1100), 1).unwrap().next.unwrap();
+    assert_eq!(counter.unpack(state), (1, 4, 1));
+    let undone = counter.undo(state, 0, after, 4);
+    assert_eq!(counter.unpack(undone), (1, 0, 1));
+    assert_eq!(counter.used(undone, at(1100)), 1);
+    // Two rolls later the take no longer counts: nothing to give back.
+    let later = counter.decide(after, at(2100), 1).unwrap().next.unwrap();
+    assert_eq!(counter.undo(later, 0, after, 4), later);
+}

@@ -711,3 +711,19 @@ fn a_sliding_counter_undo_after_one_roll_takes_the_cost_off_prev() {
     let later = counter.decide(after, at(2100), 1).unwrap().next.unwrap();
     assert_eq!(counter.undo(later, 0, after, 4), later);
 }
+
+/// A sliding counter's `used` rounds the weighted estimate up, so a conversion carries a
+/// permit that still half counts instead of treating the key as fresh.
+#[test]
+fn a_sliding_counter_counts_a_partly_slid_out_permit_as_used() {
+    let second = Nanos::from_secs(1);
+    let counter = SlidingWindowCounter::new(10, second).unwrap();
+    let at = |ms| Nanos::from_millis(ms);
+    let state = counter.decide(0, at(900), 1).unwrap().next.unwrap();
+    // At 1.5 s the permit of 0.9 s weighs 1/2: counted as one whole permit.
+    assert_eq!(counter.used(state, at(1500)), 1);
+    let fixed = PackedAlgorithm::from(FixedWindow::new(10, second).unwrap());
+    let moved = fixed.rescale(&PackedAlgorithm::from(counter), state, at(1500));
+    assert_eq!(fixed.used(moved, at(1500)), 1);
+    assert_eq!(admits(&fixed, moved, at(1500).as_u64()), 9);
+}

@@ -727,3 +727,14 @@ fn a_sliding_counter_counts_a_partly_slid_out_permit_as_used() {
     assert_eq!(fixed.used(moved, at(1500)), 1);
     assert_eq!(admits(&fixed, moved, at(1500).as_u64()), 9);
 }
+
+/// A log's refund removes only permits still in the window: those that slid out came back
+/// by themselves, and removing them would let a late caller (older `now`) past the limit.
+#[test]
+fn a_log_refund_gives_back_only_what_is_still_in_the_window() {
+    let log = SlidingWindowLog::new(2, Nanos::from_secs(1)).unwrap();
+    let stamps = [0, 100_000_000];
+    assert_eq!(log.refund(&stamps[..], Nanos::from_millis(1050), 2), 1);
+    assert_eq!(log.refund(&stamps[..], Nanos::from_millis(1100), 2), 0);
+    assert_eq!(log.refund(&stamps[..], Nanos::from_millis(500), 1), 1);
+}

@@ -738,3 +738,17 @@ fn a_log_refund_gives_back_only_what_is_still_in_the_window() {
     assert_eq!(log.refund(&stamps[..], Nanos::from_millis(1100), 2), 0);
     assert_eq!(log.refund(&stamps[..], Nanos::from_millis(500), 1), 1);
 }
+
+/// A log's charge records at most its ceiling, `L + EXCESS`: a huge cost cannot make an
+/// executor append billions of stamps.
+#[test]
+fn a_log_charge_records_at_most_the_ceiling() {
+    let log = SlidingWindowLog::new(10, Nanos::from_secs(60)).unwrap();
+    let now = Nanos::from_secs(5);
+    assert_eq!(
+        log.charge(&[][..], now, u32::MAX),
+        (now.as_u64(), 10 + SlidingWindowLog::EXCESS)
+    );
+    let stamps = [1_000, 7_000_000_000];
+    assert_eq!(log.charge(&stamps[..], now, 3), (7_000_000_000, 3));
+}

@@ -552,3 +552,14 @@ fn one_permit_per_nanosecond_is_the_finest_rate_accepted() {
         Err(ConfigError::RateTooFine)
     );
 }
+
+#[test]
+fn a_deny_with_no_wait_is_raised_to_one_nanosecond() {
+    let d = Decision::deny(5, 0, Nanos::from_secs(1), Nanos::ZERO);
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after, Nanos::new(1));
+    assert_eq!(
+        Decision::deny(5, 0, Nanos::ZERO, Nanos::new(7)).retry_after,
+        Nanos::new(7)
+    );
+}

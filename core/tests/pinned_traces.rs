@@ -563,3 +563,17 @@ fn a_deny_with_no_wait_is_raised_to_one_nanosecond() {
         Nanos::new(7)
     );
 }
+
+#[test]
+fn combined_tiers_break_exact_ties_toward_the_first_tier() {
+    // Admitted, same remaining and reset_after: the first tier is the tightest.
+    let a = Decision::allow(10, 3, Nanos::from_secs(5));
+    let b = Decision::allow(20, 3, Nanos::from_secs(5));
+    let (i, d) = Decision::combine([a, b]).unwrap();
+    assert_eq!((i, d.limit), (0, 10));
+    // Denied with the same retry_after: the first denying tier.
+    let c = Decision::deny(10, 0, Nanos::from_secs(5), Nanos::from_secs(2));
+    let e = Decision::deny(20, 0, Nanos::from_secs(9), Nanos::from_secs(2));
+    let (i, d) = Decision::combine([a, c, e]).unwrap();
+    assert_eq!((i, d.limit, d.reset_after), (1, 10, Nanos::from_secs(5)));
+}

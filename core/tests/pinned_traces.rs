@@ -577,3 +577,13 @@ fn combined_tiers_break_exact_ties_toward_the_first_tier() {
     let (i, d) = Decision::combine([a, c, e]).unwrap();
     assert_eq!((i, d.limit, d.reset_after), (1, 10, Nanos::from_secs(5)));
 }
+
+#[test]
+fn whole_seconds_are_rounded_up_never_early() {
+    // What Retry-After and the reset header are rendered from.
+    assert_eq!(Nanos::ZERO.as_secs_ceil(), 0);
+    assert_eq!(Nanos::new(1).as_secs_ceil(), 1);
+    assert_eq!(Nanos::from_secs(1).as_secs_ceil(), 1);
+    assert_eq!(Nanos::new(1_000_000_001).as_secs_ceil(), 2);
+    assert_eq!(Nanos::MAX.as_secs_ceil(), u64::MAX / 1_000_000_000 + 1);
+}

@@ -587,3 +587,34 @@ fn whole_seconds_are_rounded_up_never_early() {
     assert_eq!(Nanos::new(1_000_000_001).as_secs_ceil(), 2);
     assert_eq!(Nanos::MAX.as_secs_ceil(), u64::MAX / 1_000_000_000 + 1);
 }
+
+#[test]
+fn a_share_of_a_leaky_bucket_may_leave_no_queue() {
+    let shaper = AlgorithmConfig::LeakyBucket {
+        amount: 10,
+        period: Nanos::from_secs(1),
+        queue: 1,
+    };
+    // A quarter: 2 per second, no one waiting (strict pacing), as documented.
+    assert_eq!(
+        shaper.share(1, 4),
+        AlgorithmConfig::LeakyBucket {
+            amount: 2,
+            period: Nanos::from_secs(1),
+            queue: 0,
+        }
+    );
+    assert_eq!(shaper.share(1, 4).build().unwrap().max_cost(), 1);
+    // The amounts that admit never drop below one.
+    let window = AlgorithmConfig::FixedWindow {
+        limit: 3,
+        window: Nanos::from_secs(1),
+    };
+    assert_eq!(
+        window.share(1, 10),
+        AlgorithmConfig::FixedWindow {
+            limit: 1,
+            window: Nanos::from_secs(1),
+        }
+    );
+}

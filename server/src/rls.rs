@@ -135,14 +135,12 @@ fn code(code: Code) -> i32 {
     }
 }
 
-/// A span of time as protobuf's `Duration`.
+/// A span of time as protobuf's `Duration`, in whole seconds rounded up, as the Go service
+/// answers `duration_until_reset` (`unit - now % unit`): Envoy reads only the seconds (into
+/// `X-RateLimit-Reset`), so a fraction cut off would say a window ends before it does.
 fn duration(span: Nanos) -> Duration {
-    let nanos = span.as_u64();
     Duration {
-        // Truncation: u64 seconds / 1e9 fits an i64, nanoseconds below 1e9 an i32.
-        #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
-        seconds: (nanos / 1_000_000_000) as i64,
-        #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
-        nanos: (nanos % 1_000_000_000) as i32,
+        seconds: i64::try_from(span.as_secs_ceil()).unwrap_or(i64::MAX),
+        nanos: 0,
     }
 }

@@ -328,6 +328,52 @@ fn response_headers_are_added_when_asked() {
     });
 }
 
+/// `duration_until_reset` is whole seconds, rounded up, as the Go service answers
+/// (`unit - now % unit`): Envoy reads only its `seconds` into `X-RateLimit-Reset`, so a
+/// fraction cut off there said 0 for every per-second limit, and a second early for the
+/// others.
+#[test]
+fn duration_until_reset_is_whole_seconds_rounded_up() {
+    let rules = r#"
+domain: edge
+descriptors:
+  - key: per_second
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000
+  - key: per_minute
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000
+"#;
+    let server = Server::start(rules, &[], &[]);
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        for _ in 0..5 {
+            let answer = client
+                .should_rate_limit(request(
+                    "edge",
+                    vec![
+                        descriptor(&[("per_second", "a")]),
+                        descriptor(&[("per_minute", "a")]),
+                    ],
+                    1,
+                ))
+                .await
+                .unwrap()
+                .into_inner();
+            let resets: Vec<_> = answer
+                .statuses
+                .iter()
+                .map(|s| s.duration_until_reset.unwrap())
+                .collect();
+            assert_eq!((resets[0].seconds, resets[0].nanos), (1, 0), "{resets:?}");
+            assert!((1..=60).contains(&resets[1].seconds), "{resets:?}");
+            assert_eq!(resets[1].nanos, 0, "{resets:?}");
+        }
+    });
+}
+
 #[test]
 fn sighup_reloads_the_rules_and_a_broken_file_keeps_the_old_ones() {
     let server = Server::start(RULES, &[], &[]);

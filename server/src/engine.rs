@@ -319,17 +319,21 @@ impl Engine {
         } else {
             Code::Ok
         };
-        for (batch, members, enforcing) in
-            [(&decided, &enforced, true), (&reported, &shadow, false)]
-        {
-            for (n, (i, _)) in members.iter().enumerate() {
+        for (batch, members, limiter, enforcing) in [
+            (&decided, &enforced, &self.enforced, true),
+            (&reported, &shadow, &self.shadow, false),
+        ] {
+            for (n, (i, request)) in members.iter().enumerate() {
                 let Some(limit) = limits[*i] else { continue };
-                let tiers: ArrayVec<&TierOutcome, MAX_TIERS> = match batch {
-                    Some(batch) => batch.tiers_of(n).collect(),
-                    None => ArrayVec::new(),
+                let mut s = match batch {
+                    Some(batch) => {
+                        let tiers: ArrayVec<&TierOutcome, MAX_TIERS> = batch.tiers_of(n).collect();
+                        let over = tiers.iter().any(|t| !t.decision.allowed);
+                        status(limit, &tiers, Some(over))
+                    }
+                    None => beyond_capacity(limiter, limit, request).await,
                 };
-                let over = batch.is_none() || tiers.iter().any(|t| !t.decision.allowed);
-                let mut s = status(limit, &tiers, Some(over));
+                let over = s.code == Code::OverLimit;
                 if over && !enforcing {
                     // Shadow mode: reported under the limit, never denying.
                     s.code = Code::Ok;
@@ -524,6 +528,28 @@ async fn decide_batch(
         // A kind of refusal this server does not know yet (the error is non-exhaustive).
         Err(other) => Err(Refusal::Undecidable(other.to_string())),
     }
+}
+
+/// The status of `request` under `limit`, a member of a batch refused whole because a
+/// member's cost is more than its limit can ever admit: over the limit if its own cost is,
+/// or if its limit would deny it now, else under it; either way with its state as it is (a
+/// read: nothing was taken).
+async fn beyond_capacity(limiter: &Limiter, limit: &Limit, request: &Request<'_>) -> Status {
+    let over = limiter
+        .peek(request)
+        .await
+        .map_or(true, |decision| !decision.allowed());
+    let state = limiter
+        .peek(&Request {
+            cost: 0,
+            ..*request
+        })
+        .await;
+    let tiers: ArrayVec<&TierOutcome, MAX_TIERS> = match &state {
+        Ok(state) => state.tiers().iter().collect(),
+        Err(_) => ArrayVec::new(),
+    };
+    status(limit, &tiers, Some(over))
 }
 
 /// The status of a descriptor under `limit` whose tiers answered `tiers` (`over`: whether

@@ -328,6 +328,84 @@ fn response_headers_are_added_when_asked() {
     });
 }
 
+/// A descriptor whose cost is more than its limit ever admits is over the limit alone, as
+/// in the Go service: the call's other descriptors are under theirs, reported with what
+/// they have (untaken, the call being refused whole), and each status says when its
+/// window ends. They were all reported over, with 0 remaining and no reset.
+#[test]
+fn a_cost_beyond_one_limit_leaves_the_others_under_theirs() {
+    let rules = r#"
+domain: edge
+descriptors:
+  - key: small
+    rate_limit:
+      unit: year
+      requests_per_unit: 10
+  - key: big
+    rate_limit:
+      unit: year
+      requests_per_unit: 100
+"#;
+    let server = Server::start(rules, &[], &[]);
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let mut heavy = descriptor(&[("small", "a")]);
+        heavy.hits_addend = Some(envoy_types::pb::google::protobuf::UInt64Value { value: 20 });
+        let answer = client
+            .should_rate_limit(request("edge", vec![heavy, descriptor(&[("big", "b")])], 1))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            summary(&answer),
+            (OVER, vec![(OVER, 10, Some(10)), (OK, 100, Some(100))])
+        );
+        assert!(
+            answer
+                .statuses
+                .iter()
+                .all(|s| s.duration_until_reset.is_some()),
+            "{answer:?}"
+        );
+        // Nothing was taken.
+        let after = client
+            .should_rate_limit(request(
+                "edge",
+                vec![descriptor(&[("small", "a")]), descriptor(&[("big", "b")])],
+                1,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            summary(&after),
+            (OK, vec![(OK, 9, Some(10)), (OK, 99, Some(100))])
+        );
+        // With a descriptor over its own limit beside it, both are over.
+        let spent = client
+            .should_rate_limit(request("edge", vec![descriptor(&[("small", "c")])], 10))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(summary(&spent), (OK, vec![(OK, 0, Some(10))]));
+        let mut heavy = descriptor(&[("big", "b")]);
+        heavy.hits_addend = Some(envoy_types::pb::google::protobuf::UInt64Value { value: 101 });
+        let both = client
+            .should_rate_limit(request(
+                "edge",
+                vec![descriptor(&[("small", "c")]), heavy],
+                1,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            summary(&both),
+            (OVER, vec![(OVER, 0, Some(10)), (OVER, 99, Some(100))])
+        );
+    });
+}
+
 /// `duration_until_reset` is whole seconds, rounded up, as the Go service answers
 /// (`unit - now % unit`): Envoy reads only its `seconds` into `X-RateLimit-Reset`, so a
 /// fraction cut off there said 0 for every per-second limit, and a second early for the

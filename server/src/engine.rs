@@ -569,7 +569,12 @@ fn status(limit: &Limit, tiers: &[&TierOutcome], over: Option<bool>) -> Status {
             .current_limit
             .map(|(requests, unit)| (limit.envoy_name.clone().unwrap_or_default(), requests, unit)),
         remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
-        reset_after: tightest.map(|t| t.decision.reset_after),
+        reset_after: tightest.map(|t| t.decision.reset_after).or_else(|| {
+            // A block has no state, but its unit's windows end as the Go service says.
+            let (_, unit) = limit.current_limit.filter(|_| limit.blocked)?;
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            Some(unit.until_window_end(now.unwrap_or_default()))
+        }),
         retry_after: tightest
             .filter(|t| !t.decision.allowed)
             .map(|t| t.decision.retry_after),

@@ -406,6 +406,34 @@ descriptors:
     });
 }
 
+/// A blocked descriptor (`requests_per_unit: 0`) says when its unit's window ends, as the
+/// Go service does: it had no `duration_until_reset`, which Envoy reads as 0.
+#[test]
+fn a_blocked_descriptor_says_when_its_window_ends() {
+    let server = Server::start(RULES, &[], &[]);
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let answer = client
+            .should_rate_limit(request("edge", vec![descriptor(&[("banned", "x")])], 1))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(summary(&answer), (OVER, vec![(OVER, 0, Some(0))]));
+        let reset = answer.statuses[0].duration_until_reset.unwrap();
+        // The year's window of Unix time, as `unit - now % unit` (a second either way).
+        let year = 365 * 86_400;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let expected = i64::try_from(year - now % year).unwrap();
+        assert!(
+            (reset.seconds - expected).abs() <= 1,
+            "{reset:?}, {expected}"
+        );
+    });
+}
+
 /// `duration_until_reset` is whole seconds, rounded up, as the Go service answers
 /// (`unit - now % unit`): Envoy reads only its `seconds` into `X-RateLimit-Reset`, so a
 /// fraction cut off there said 0 for every per-second limit, and a second early for the

@@ -72,6 +72,14 @@ impl Unit {
         }
     }
 
+    /// How long from `now` (since the Unix epoch) until its window ends, its windows of
+    /// Unix time starting at `now / seconds * seconds` as the Go service's.
+    pub(crate) fn until_window_end(self, now: std::time::Duration) -> Nanos {
+        let window = u128::from(self.seconds()) * 1_000_000_000;
+        // At most a year of nanoseconds: fits a u64.
+        Nanos::new(u64::try_from(window - now.as_nanos() % window).unwrap_or(u64::MAX))
+    }
+
     /// Its length as a tollgate window (`tollgate::policy::parse_duration` reads it as
     /// [`seconds`](Self::seconds)).
     pub(crate) const fn window(self) -> &'static str {

@@ -11,8 +11,10 @@
 //!
 //! Example: 20 000 distinct clients per minute, limited at 100 per minute (a key recovers
 //! within a minute) → about 20 000 limited keys at once; a capacity of 25 000 leaves
-//! headroom, costs 25 000 × 19.2 B ≈ 480 KB, and a flood of a million spoofed keys can
-//! neither grow that nor push out a limited client while idle entries remain to evict.
+//! headroom, costs 25 000 × 19.2 B ≈ 480 KB, and a flood of a million spoofed keys cannot
+//! grow that. It can push limited clients out (eviction weighs the entries in view, not
+//! the whole shard: see "What eviction costs"), which the
+//! [debt summary](KeyedLimiterBuilder::debt_summary) makes harmless.
 //!
 //! # How memory is bounded
 //!

@@ -24,8 +24,11 @@ use tollgate_core::InsufficientCapacity;
 #[non_exhaustive]
 pub enum KeyedError {
     /// The key is new and there is no room for it: with [`WhenFull::Refuse`](crate::WhenFull),
-    /// every entry it could replace is still limited. Fail closed: treat as a deny, and
-    /// consider a larger capacity.
+    /// its shard is full and every entry in view it could replace is still limited. The
+    /// capacity is divided among the shards, so a shard can be full while
+    /// [`len`](crate::KeyedLimiter::len) is still below the capacity (with many shards of
+    /// few keys each, noticeably). Fail closed: treat as a deny, and consider a larger
+    /// capacity or fewer shards.
     Full,
     /// The cost exceeds what the limit can ever admit at once; retrying cannot succeed.
     InsufficientCapacity(InsufficientCapacity),

@@ -137,8 +137,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn until_n_ready(&self, cost: u32) -> Result<Decision, InsufficientCapacity> {
-        until_admitted(|| self.check_n(cost)).await
+    pub async fn until_n_ready(&self, cost: u32) -> Result<Admitted, InsufficientCapacity> {
+        until_admitted(|| self.check_n(cost)).await.map(Admitted)
     }
 
     /// What a one-permit check would answer now; consumes nothing.

@@ -7,7 +7,7 @@ use tollgate_core::{Algorithm, Clock, Decision, InsufficientCapacity, Nanos, Pac
 use super::key::{mix, word_of};
 use super::table::Table;
 use super::{DefaultHashBuilder, KeyedError, KeyedLimiterBuilder};
-use crate::wait::{until_admitted, Jitter};
+use crate::wait::{until_admitted, Admitted, Jitter};
 use crate::MonotonicClock;
 
 /// A rate limiter per key (client id, IP address, API key…), holding at most
@@ -188,8 +188,8 @@ where
     /// assert!(start.elapsed() >= Duration::from_millis(5));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn until_key_ready(&self, key: &K) -> Result<Decision, KeyedError> {
-        until_admitted(|| self.check(key)).await
+    pub async fn until_key_ready(&self, key: &K) -> Result<Admitted, KeyedError> {
+        until_admitted(|| self.check(key)).await.map(Admitted)
     }
 
     /// [`until_key_ready`](Self::until_key_ready) with `jitter` added to each backoff, so
@@ -199,8 +199,11 @@ where
         &self,
         key: &K,
         jitter: Jitter,
-    ) -> Result<Decision, KeyedError> {
-        until_admitted(|| self.check(key)).with_jitter(jitter).await
+    ) -> Result<Admitted, KeyedError> {
+        until_admitted(|| self.check(key))
+            .with_jitter(jitter)
+            .await
+            .map(Admitted)
     }
 
     /// Waits until `cost` permits for `key` are admitted at once, as
@@ -224,8 +227,10 @@ where
     /// })?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub async fn until_key_n_ready(&self, key: &K, cost: u32) -> Result<Decision, KeyedError> {
-        until_admitted(|| self.check_n(key, cost)).await
+    pub async fn until_key_n_ready(&self, key: &K, cost: u32) -> Result<Admitted, KeyedError> {
+        until_admitted(|| self.check_n(key, cost))
+            .await
+            .map(Admitted)
     }
 
     /// What a one-permit check of `key` would answer now; consumes nothing and never

@@ -282,7 +282,9 @@ impl Connection {
 
     /// Runs `script` with `keys` and `args` (all in one slot): `FCALL` of its function; on
     /// `Function not found` the library is loaded on that server (`FUNCTION LOAD REPLACE`,
-    /// counted in `script_reloads`) and the call retried once. A server without Redis
+    /// counted in `script_reloads`) and the call retried once; if it is still not found
+    /// (a cluster's `ASK` sent it on to the master the slot is moving to), by
+    /// [`eval_sha`](Self::eval_sha) this once. A server without Redis
     /// Functions (`unknown command`) switches this connection to [`eval`](Self::eval_sha)
     /// for good.
     pub(crate) async fn eval(
@@ -306,7 +308,14 @@ impl Connection {
                     let mut load = redis::cmd("FUNCTION");
                     load.arg("LOAD").arg("REPLACE").arg(script.library());
                     match self.query_at(&load, keys.first().copied(), counters).await {
-                        Ok(_) => return self.query(&fcall, counters).await,
+                        Ok(_) => match self.query(&fcall, counters).await {
+                            // Still not found: the call went on to a node the load did not
+                            // reach (an `ASK` redirect to the master a slot is moving to,
+                            // which only the call follows). The script's body runs
+                            // wherever the call is sent.
+                            Err(e) if is_function_not_found(&e) => {}
+                            other => return other,
+                        },
                         Err(e) if is_unknown_command(&e) => {
                             self.eval_only.store(true, Ordering::Relaxed)
                         }

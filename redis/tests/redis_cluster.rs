@@ -214,3 +214,85 @@ fn cluster_listing_scans_every_master() {
         .iter()
         .all(|c| c.rule == "r" && c.decision.remaining() == 0));
 }
+
+/// `CLUSTER MYID` of `node`.
+fn node_id(node: &redis_support::server::RedisServer) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node.connection())
+        .expect("CLUSTER MYID")
+}
+
+/// A slot moving from one master to another (`CLUSTER SETSLOT … IMPORTING` on the target,
+/// `MIGRATING` on the source): a check of a key the source does not hold is redirected by
+/// `ASK` to the target, a master whose functions were flushed (or that never had the
+/// library: a node just added). The check is decided there, by Redis, not failed.
+#[test]
+fn cluster_check_redirected_by_ask_to_a_master_without_the_library_is_decided() {
+    let cluster = RedisCluster::start();
+    let store = RedisStore::new(
+        RedisTarget::Cluster(cluster.urls()),
+        RedisConfig::new("cask")
+            .unwrap()
+            .with_timeout(Duration::from_secs(5))
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    let policy = Policy::from_toml(
+        "[[rules]]\nname = \"r\"\nlimit = 2\nwindow = \"1h\"\n",
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store);
+    // A client on master 0, checked once: the library is loaded there.
+    let client = (0..)
+        .map(|i| format!("mover{i}"))
+        .find(|c| cluster.owner(&policy.backend().redis_key("r", "r", Some(c))) == 0)
+        .unwrap();
+    assert!(policy.allow(&client, "/", 1).unwrap().allowed());
+    // Another client of the same slot, never checked: its key is on no node.
+    let key = policy.backend().redis_key("r", "r", Some(&client));
+    let slot = cluster.slot(&key);
+    let other = (0..)
+        .map(|i| format!("other{i}"))
+        .find(|c| cluster.slot(&policy.backend().redis_key("r", "r", Some(c))) == slot)
+        .unwrap();
+    let (source, target) = (&cluster.nodes()[0], &cluster.nodes()[1]);
+    let _: String = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut target.connection())
+        .unwrap();
+    let _: String = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("IMPORTING")
+        .arg(node_id(source))
+        .query(&mut target.connection())
+        .unwrap();
+    let _: String = redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("MIGRATING")
+        .arg(node_id(target))
+        .query(&mut source.connection())
+        .unwrap();
+    // The migrating client's key is still on the source: decided there.
+    assert!(policy.allow(&client, "/", 1).unwrap().allowed());
+    assert!(!policy.allow(&client, "/", 1).unwrap().allowed());
+    // The new client's key is created on the target, through `ASK`.
+    for allowed in [true, true, false] {
+        let decision = policy.allow(&other, "/", 1).unwrap();
+        let stats = policy.backend().stats();
+        assert_eq!(decision.allowed(), allowed, "{stats:?}");
+    }
+    let other_key = policy.backend().redis_key("r", "r", Some(&other));
+    let mut con = target.connection();
+    let _: String = redis::cmd("ASKING").query(&mut con).unwrap();
+    let on_target: i64 = redis::cmd("EXISTS")
+        .arg(&other_key)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(on_target, 1, "{other_key} created on the importing master");
+    let stats = policy.backend().stats();
+    assert_eq!(stats.degraded, 0, "{stats:?}");
+}

@@ -194,14 +194,14 @@ impl Connection {
     }
 
     /// One `SCAN` page from `cursor` of the keys matching `pattern` (about `count` keys
-    /// examined): the next cursor (0: done) and the keys. On a cluster, of the master
-    /// serving `slot` (see [`masters`](Self::masters)); of the one server otherwise.
+    /// examined): the next cursor (0: done) and the keys. On a cluster, of the master at
+    /// `node` (see [`masters`](Self::masters)); of the one server otherwise.
     pub(crate) async fn scan_page(
         &self,
         cursor: u64,
         pattern: &str,
         count: usize,
-        slot: u16,
+        node: Option<&(String, u16)>,
         counters: &Counters,
     ) -> Result<(u64, Vec<String>), RedisError> {
         counters.round_trips.add(1);
@@ -212,22 +212,32 @@ impl Connection {
             .arg("COUNT")
             .arg(count);
         let mut handle = self.handle().await?;
-        let reply = match &mut handle {
-            Handle::Single(c) => cmd.query_async(c).await?,
-            Handle::Cluster(c) => {
-                let node = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+        let reply = match (&mut handle, node) {
+            // By address, not by slot: the client's slot map may be older than the
+            // `CLUSTER SLOTS` the masters were read from (a resharding it has not been
+            // redirected by), and would send the page to another master.
+            (Handle::Cluster(c), Some((host, port))) => {
+                let node = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
                 c.route_command(cmd, RoutingInfo::SingleNode(node)).await?
             }
+            (Handle::Single(c), _) => cmd.query_async(c).await?,
+            (Handle::Cluster(c), None) => cmd.query_async(c).await?,
         };
         Ok(redis::from_redis_value(reply)?)
     }
 
-    /// One slot of each master of the cluster (`CLUSTER SLOTS`), in slot order; `[0]` for
-    /// a single server (whatever slot: it has them all).
-    pub(crate) async fn masters(&self, counters: &Counters) -> Result<Vec<u16>, RedisError> {
+    /// The address of each master of the cluster (`CLUSTER SLOTS`), in the order of their
+    /// first slots; `[None]` for a single server.
+    pub(crate) async fn masters(
+        &self,
+        counters: &Counters,
+    ) -> Result<Vec<Option<(String, u16)>>, RedisError> {
         let mut handle = self.handle().await?;
         let Handle::Cluster(c) = &mut handle else {
-            return Ok(vec![0]);
+            return Ok(vec![None]);
         };
         counters.round_trips.add(1);
         let reply = c
@@ -267,17 +277,16 @@ impl Connection {
                 )))
             }
         };
-        let mut seen: Vec<&(String, u16)> = Vec::new();
-        let mut slots = Vec::new();
-        let mut sorted: Vec<_> = ranges.iter().collect();
+        let mut sorted = ranges;
         sorted.sort_by_key(|(start, _, _)| *start);
-        for (start, _end, master) in sorted {
-            if !seen.contains(&master) {
-                seen.push(master);
-                slots.push(*start);
+        let mut masters = Vec::new();
+        for (_start, _end, master) in sorted {
+            let master = Some(master);
+            if !masters.contains(&master) {
+                masters.push(master);
             }
         }
-        Ok(slots)
+        Ok(masters)
     }
 
     /// Runs `script` with `keys` and `args` (all in one slot): `FCALL` of its function; on

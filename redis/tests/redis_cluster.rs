@@ -296,3 +296,52 @@ fn cluster_check_redirected_by_ask_to_a_master_without_the_library_is_decided() 
     let stats = policy.backend().stats();
     assert_eq!(stats.degraded, 0, "{stats:?}");
 }
+
+/// A listing after a resharding this process's checks have not seen: slot 0 moved from
+/// the first master to the second (`CLUSTER SETSLOT 0 NODE`), so the second master's first
+/// slot in `CLUSTER SLOTS` is one the client's slot map still gives to the first. Every
+/// master is scanned all the same: the second master's clients are listed.
+#[test]
+fn cluster_listing_after_a_resharding_scans_every_master() {
+    let cluster = RedisCluster::start();
+    let config = RedisConfig::new("creshard")
+        .unwrap()
+        .with_deny_cache(0)
+        .with_timeout(Duration::from_secs(5))
+        .with_connect_timeout(Duration::from_secs(5));
+    let store = RedisStore::new(RedisTarget::Cluster(cluster.urls()), config).unwrap();
+    let policy = Policy::from_toml(
+        "[[rules]]\nname = \"r\"\nlimit = 1\nwindow = \"1h\"\n",
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store)
+    .with_limited_record(0);
+    let mut denied = BTreeSet::new();
+    for master in 0..3 {
+        let client = (0..)
+            .map(|i| format!("m{master}c{i}"))
+            .find(|c| cluster.owner(&policy.backend().redis_key("r", "r", Some(c))) == master)
+            .unwrap();
+        assert!(policy.allow(&client, "/", 1).unwrap().allowed());
+        assert!(!policy.allow(&client, "/", 1).unwrap().allowed());
+        denied.insert(client);
+    }
+    // Slot 0 (empty) from master 0 to master 1, told to every node.
+    let to = node_id(&cluster.nodes()[1]);
+    for node in cluster.nodes() {
+        let _: String = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(0)
+            .arg("NODE")
+            .arg(&to)
+            .query(&mut node.connection())
+            .unwrap();
+    }
+    let listed = policy
+        .limited(tollgate::policy::ListBounds::new(1000))
+        .unwrap();
+    assert!(listed.complete);
+    let listed: BTreeSet<String> = listed.clients.iter().map(|c| c.client.clone()).collect();
+    assert_eq!(listed, denied);
+}

@@ -73,7 +73,7 @@ impl RedisStore {
         // (a page may answer more than its `COUNT`): each at most `max_keys`.
         let (mut examined, mut answered) = (0usize, 0usize);
         let mut complete = true;
-        'masters: for slot in masters {
+        'masters: for node in &masters {
             let mut cursor = 0;
             loop {
                 if examined >= max_keys {
@@ -82,10 +82,13 @@ impl RedisStore {
                 }
                 let count = (max_keys - examined).min(PAGE);
                 examined += count;
-                let page =
-                    shared
-                        .connection
-                        .scan_page(cursor, &pattern, count, slot, &shared.counters);
+                let page = shared.connection.scan_page(
+                    cursor,
+                    &pattern,
+                    count,
+                    node.as_ref(),
+                    &shared.counters,
+                );
                 let (next, keys) = tokio::time::timeout(timeout, page)
                     .await
                     .map_err(timed_out)?

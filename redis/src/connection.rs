@@ -100,6 +100,16 @@ impl Connection {
                     // send the call again to a node that has it queued.
                     .response_timeout(super::store::SETTLE.max(config.timeout()))
                     .retries(2)
+                    // A `TRYAGAIN` (a multi-key call while its slot's keys are being
+                    // moved) or `CLUSTERDOWN` is retried after this wait: by default at
+                    // least 1.28 s, five times the default timeout, so a migration a few
+                    // ms long failed the call. Short, and within the timeout.
+                    .min_retry_wait(10)
+                    .max_retry_wait(
+                        u64::try_from(config.timeout().as_millis() / 4)
+                            .unwrap_or(u64::MAX)
+                            .max(11),
+                    )
                     .build()
                     .map_err(|e| BuildError::Url(e.to_string()))?;
                 Connector::Cluster(client)

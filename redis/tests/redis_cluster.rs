@@ -345,3 +345,92 @@ fn cluster_listing_after_a_resharding_scans_every_master() {
     let listed: BTreeSet<String> = listed.clients.iter().map(|c| c.client.clone()).collect();
     assert_eq!(listed, denied);
 }
+
+/// A check of a client whose keys are being moved (`MIGRATE`, one key already on the
+/// importing master, the other not yet): Redis answers `TRYAGAIN` until the migration
+/// ends, a few milliseconds later. The check waits for it within its timeout and is
+/// decided by Redis.
+#[test]
+fn cluster_check_retries_a_migrating_slots_tryagain_within_its_timeout() {
+    let cluster = RedisCluster::start();
+    let tiers = [
+        (
+            "second",
+            AlgorithmConfig::FixedWindow {
+                limit: 10,
+                window: Nanos::from_secs(3600),
+            },
+        ),
+        (
+            "hour",
+            AlgorithmConfig::FixedWindow {
+                limit: 100,
+                window: Nanos::from_secs(3600),
+            },
+        ),
+    ];
+    let store = RedisStore::new(
+        RedisTarget::Cluster(cluster.urls()),
+        RedisConfig::new("ctry")
+            .unwrap()
+            .with_timeout(Duration::from_millis(250))
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    let policy = Policy::new(one_rule(&tiers), MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    assert!(policy.allow("mover", "/", 1).unwrap().allowed());
+    let keys = ["second", "hour"].map(|t| policy.backend().redis_key("r", t, Some("mover")));
+    let slot = cluster.slot(&keys[0]);
+    let from = cluster.owner(&keys[0]);
+    let to = (from + 1) % 3;
+    let (source, target) = (&cluster.nodes()[from], &cluster.nodes()[to]);
+    let setslot = |node: &redis_support::server::RedisServer, state: &str, id: &str| {
+        let _: String = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(id)
+            .query(&mut node.connection())
+            .unwrap();
+    };
+    setslot(target, "IMPORTING", &node_id(source));
+    setslot(source, "MIGRATING", &node_id(target));
+    let migrate = |key: &str| {
+        let _: String = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(target.port())
+            .arg(key)
+            .arg(0)
+            .arg(5000)
+            .query(&mut source.connection())
+            .unwrap();
+    };
+    migrate(&keys[0]);
+    let target_id = node_id(target);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(5));
+            migrate(&keys[1]);
+            for node in [target, source] {
+                setslot(node, "NODE", &target_id);
+            }
+        });
+        let decision = policy.allow("mover", "/", 1).unwrap();
+        let stats = policy.backend().stats();
+        assert!(decision.allowed(), "{stats:?}");
+        assert_eq!(stats.degraded, 0, "{stats:?}");
+    });
+    let used: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            redis::cmd("GET")
+                .arg(k)
+                .query::<Option<String>>(&mut target.connection())
+                .unwrap()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(used.iter().all(|v| !v.is_empty()), "{used:?}");
+}

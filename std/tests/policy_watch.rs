@@ -1,6 +1,6 @@
 //! The rules-file watcher (feature `watch`): real files in a directory of the target's temp
 //! dir, real `notify`. A change (rewritten in place, renamed over, a ConfigMap's symlink
-//! swap) is applied; a broken file, one with no rules and a missing one keep the rules in
+//! swap, the file a symlink names in another directory) is applied; a broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
 //!
@@ -140,6 +140,38 @@ fn a_config_maps_symlink_swap_is_applied() {
     symlink("..v2", dir.join("..data_tmp")).unwrap();
     fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     wait_until("the new limit", || limit(&policy) == 5);
+}
+
+/// `rules.toml → /elsewhere/rules.toml` (a file kept in another directory, linked into the
+/// server's): an edit of that file, in place or renamed over it, is applied.
+#[cfg(unix)]
+#[test]
+fn a_symlink_into_another_directory_follows_its_file() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("symlink-elsewhere");
+    fs::create_dir(dir.join("etc")).unwrap();
+    fs::create_dir(dir.join("elsewhere")).unwrap();
+    let target = dir.join("elsewhere/rules.toml");
+    fs::write(&target, rules(2)).unwrap();
+    let path = dir.join("etc/rules.toml");
+    symlink(&target, &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    fs::write(&target, rules(5)).unwrap();
+    wait_until("the edit in place", || limit(&policy) == 5);
+    replace(&target, &rules(7));
+    wait_until("the file renamed over", || limit(&policy) == 7);
+    // Its directory's other files are not the rules file's.
+    let status = watch.status();
+    fs::write(dir.join("elsewhere/other.toml"), rules(9)).unwrap();
+    thread::sleep(DEBOUNCE * 20);
+    let after = watch.status();
+    assert_eq!(
+        (after.applied, after.unchanged),
+        (status.applied, status.unchanged),
+        "{after:?}"
+    );
 }
 
 #[test]

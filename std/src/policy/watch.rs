@@ -54,7 +54,9 @@ const MAX_DEBOUNCES: u32 = 10;
 /// only, except where the path is a symlink when the watch starts (a Kubernetes ConfigMap:
 /// `rules.toml → ..data/rules.toml`, updated by renaming a new `..data` symlink into
 /// place): then an event on any entry of the directory counts, since the file's content
-/// changes without an event naming it. Reads of the file (ours included) are not changes.
+/// changes without an event naming it; and when the symlink names a file in another
+/// directory, that directory is watched too, for that file (the one the symlink named when
+/// the watch started). Reads of the file (ours included) are not changes.
 ///
 /// # When it reloads
 ///
@@ -265,11 +267,18 @@ impl RulesFileBuilder {
             source,
         };
         let any_entry = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        // A symlink into another directory: an edit of the file it names is an event there
+        // only, so that directory is watched too (for that file).
+        let target = any_entry
+            .then(|| fs::canonicalize(&path).ok())
+            .flatten()
+            .filter(|target| target.parent() != fs::canonicalize(&dir).ok().as_deref());
 
         let (sender, receiver) = mpsc::channel();
         let events = sender.clone();
+        let (any_entry_of, watched) = (any_entry.then(|| dir.clone()), target.clone());
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<_>| {
-            if relevant(&event, &name, any_entry) {
+            if relevant(&event, &name, any_entry_of.as_deref(), watched.as_deref()) {
                 // Closed once the watch has stopped.
                 let _ = events.send(Message::Changed);
             }
@@ -278,6 +287,14 @@ impl RulesFileBuilder {
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|e| watch_error(Box::new(e)))?;
+        if let Some(target_dir) = target.as_deref().and_then(Path::parent) {
+            watcher
+                .watch(target_dir, RecursiveMode::NonRecursive)
+                .map_err(|e| WatchError::Watch {
+                    dir: target_dir.to_owned(),
+                    source: Box::new(e),
+                })?;
+        }
 
         let shared = Arc::new(Shared {
             policy,
@@ -301,9 +318,16 @@ impl RulesFileBuilder {
     }
 }
 
-/// Whether `event` may have changed the file `name` (`any_entry`: any entry of the
-/// directory may have). A lost event (an error, an overflowed queue) may have.
-fn relevant(event: &notify::Result<notify::Event>, name: &OsString, any_entry: bool) -> bool {
+/// Whether `event` may have changed the file `name`: an entry of that name, any entry of
+/// `any_entry_of` (the file's directory, when the file is a symlink), or the file `target`
+/// (where the symlink pointed, in another directory). A lost event (an error, an
+/// overflowed queue) may have.
+fn relevant(
+    event: &notify::Result<notify::Event>,
+    name: &OsString,
+    any_entry_of: Option<&Path>,
+    target: Option<&Path>,
+) -> bool {
     let Ok(event) = event else {
         return true;
     };
@@ -313,12 +337,12 @@ fn relevant(event: &notify::Result<notify::Event>, name: &OsString, any_entry: b
             return false;
         }
     }
-    any_entry
-        || event.need_rescan()
-        || event
-            .paths
-            .iter()
-            .any(|path| path.file_name() == Some(name.as_os_str()))
+    event.need_rescan()
+        || event.paths.iter().any(|path| {
+            path.file_name() == Some(name.as_os_str())
+                || any_entry_of.is_some_and(|dir| path.starts_with(dir))
+                || target == Some(path.as_path())
+        })
 }
 
 /// The watch thread: waits for a change, lets the burst settle, reloads; until told to

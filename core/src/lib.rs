@@ -59,22 +59,33 @@
 //! native type wherever 64-bit atomics exist. Elsewhere:
 //!
 //! - `thumbv7em-none-eabihf`, `riscv32imac-unknown-none-elf` (32-bit CAS only): builds as is,
-//!   using portable-atomic's lock-based fallback. For use from interrupt handlers enable the
-//!   `critical-section` feature instead (the fallback's lock is not interrupt-safe).
+//!   using portable-atomic's lock-based fallback. That lock is not interrupt-safe: a check
+//!   in an interrupt handler that preempts a check holding it spins for ever. This crate's
+//!   `critical-section` feature does not change it (portable-atomic uses `critical-section`
+//!   only on targets without CAS). To check from interrupt handlers, the final binary
+//!   enables portable-atomic's `unsafe-assume-single-core` feature on a single-core chip
+//!   (each atomic step masks interrupts), or `unsafe-assume-privileged` on a multi-core one
+//!   (the fallback's lock taken with interrupts masked); their safety contracts are the
+//!   binary's to keep, so this library does not forward them.
 //! - `thumbv6m-none-eabi` (no CAS at all): enable `critical-section` (and link a
-//!   `critical-section` implementation, e.g. from your HAL). On a single-core chip the final
-//!   binary may instead enable portable-atomic's own `unsafe-assume-single-core` feature
-//!   (its safety contract is the binary's to keep, so this library does not forward it).
+//!   `critical-section` implementation, e.g. from your HAL), which is interrupt-safe. On a
+//!   single-core chip the final binary may instead enable portable-atomic's
+//!   `unsafe-assume-single-core` feature (not together with `critical-section`).
 //!
 //! ```toml
+//! # thumbv6m:
 //! tollgate-core = { version = "0.1", features = ["critical-section"] }
+//! # thumbv7em / riscv32imac, single core, checks from interrupt handlers too:
+//! tollgate-core = "0.1"
+//! portable-atomic = { version = "1.11", features = ["unsafe-assume-single-core"] }
 //! ```
 //!
 //! ## Features
 //!
 //! - `reference`: plain, unpacked reference models (module `reference`, u128 arithmetic) used as oracles by
 //!   the tests, the fuzz targets and the loom models. Uses `alloc`.
-//! - `critical-section`: forwarded to portable-atomic, see above.
+//! - `critical-section`: forwarded to portable-atomic, see above (it only takes effect on
+//!   targets without CAS, such as `thumbv6m-none-eabi`).
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

@@ -2,7 +2,9 @@
 //!
 //! - Normal builds use `portable-atomic`, which is the native `core::sync::atomic` type on
 //!   targets with 64-bit atomics (zero cost) and an emulation elsewhere (thumbv7em,
-//!   riscv32imac: lock-based fallback; thumbv6m: the forwarded `critical-section` or
+//!   riscv32imac: lock-based fallback, not interrupt-safe unless the final binary enables
+//!   portable-atomic's `unsafe-assume-single-core` / `unsafe-assume-privileged`; thumbv6m:
+//!   the forwarded `critical-section` or
 //!   portable-atomic's `unsafe-assume-single-core`, enabled by the final binary, chooses).
 //! - `--cfg tollgate_loom` swaps in loom's checked atomics, so the loom models explore every
 //!   interleaving of the very code users run.

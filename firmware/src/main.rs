@@ -6,12 +6,14 @@
 //!   `unsafe`, 32 bytes of RAM (parameters and one atomic word).
 //! - Time comes from a tick count, converted to [`Nanos`] and passed to `check_at`: no clock
 //!   trait, no `std`.
-//! - A Cortex-M has no 64-bit atomics: with tollgate-core's `critical-section` feature and
-//!   cortex-m's single-core critical-section implementation, each atomic step on the state
+//! - A Cortex-M has no 64-bit atomics: with portable-atomic's `unsafe-assume-single-core`
+//!   feature (enabled by this binary: the chip has one core), each atomic step on the state
 //!   word masks interrupts for a few instructions, so a check may be interrupted by a check
-//!   in a handler (its compare-and-swap then fails and retries) but never torn. Without the
-//!   feature, portable-atomic's fallback takes a global lock that is not interrupt-safe: a
-//!   handler preempting its holder would spin on it for ever.
+//!   in a handler (its compare-and-swap then fails and retries) but never torn. Without it,
+//!   portable-atomic's fallback takes a global lock that is not interrupt-safe: a handler
+//!   preempting its holder would spin on it for ever. tollgate-core's `critical-section`
+//!   feature does not help here: portable-atomic uses it only on targets without 32-bit
+//!   compare-and-swap (thumbv6m), not on this Cortex-M4F.
 //!
 //! The trace both targets run: a simulated clock of 1 ms ticks, moved on by the SysTick
 //! handler (`on_cortex_m.rs`) only once `main` has checked at the current tick, so every

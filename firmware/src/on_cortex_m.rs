@@ -1,5 +1,14 @@
 //! The trace on a Cortex-M: `main` checking in a loop while the SysTick exception handler
 //! moves the simulated clock on and checks too, then the counts over semihosting.
+//!
+//! Before the trace, a contention phase: `main` takes permits from [`BULK`], a limiter
+//! that admits every check, so each of its checks is a compare-and-swap of the state word,
+//! while every SysTick exception takes one too. Most exceptions then land in the middle of
+//! one of `main`'s writes: if the 64-bit atomics were portable-atomic's lock-based fallback
+//! (what `thumbv7em` gets without `unsafe-assume-single-core`, also with tollgate-core's
+//! `critical-section` feature, which portable-atomic applies only to targets without
+//! compare-and-swap), the handler would spin for ever on the lock `main` holds, and QEMU
+//! would time out.
 
 use core::panic::PanicInfo;
 
@@ -11,6 +20,7 @@ use cortex_m_semihosting::hprintln;
 use crate::sync::{AtomicU32, Ordering};
 use crate::tally::{self, Tally};
 use crate::{accept_command, handler_checks_at, END_TICK, EXPECTED_ADMITTED};
+use tollgate_core::{Algorithm, Gcra, Limiter, Nanos};
 
 /// Core clock cycles between two SysTick exceptions: 1 ms of the board's 25 MHz (QEMU
 /// times SysTick by the host's clock, so how many checks `main` fits in between varies).
@@ -30,10 +40,27 @@ static HANDLER_ADMITTED: AtomicU32 = AtomicU32::new(0);
 /// The handler's checks that refused one.
 static HANDLER_DENIED: AtomicU32 = AtomicU32::new(0);
 
-/// Moves the clock one tick on once `main` has checked at the current one (so every tick
-/// sees a check), then checks at the new tick if it is one of the handler's.
+/// The contention phase's limiter: one permit per ns with a burst of 2^40, checked at
+/// [`BULK_NOW`], so every check is admitted and writes the state word.
+static BULK: Limiter<Gcra> = Limiter::new(match Gcra::from_interval(1, 1 << 40) {
+    Ok(gcra) => gcra,
+    Err(_) => panic!("invalid bulk rate"),
+});
+/// The one instant the contention phase checks at.
+const BULK_NOW: Nanos = Nanos::ZERO;
+/// How many permits `main` takes from [`BULK`] in the contention phase.
+const BULK_CHECKS: u32 = 50_000;
+/// Permits the handler took from [`BULK`].
+static BULK_HANDLER: AtomicU32 = AtomicU32::new(0);
+
+/// Takes one permit from [`BULK`] (every exception, whatever the phase), then moves the
+/// clock one tick on once `main` has checked at the current one (so every tick sees a
+/// check), and checks at the new tick if it is one of the handler's.
 #[exception]
 fn SysTick() {
+    if BULK.check_at(BULK_NOW).allowed {
+        BULK_HANDLER.fetch_add(1, Ordering::Relaxed);
+    }
     let now = NOW.load(Ordering::Relaxed);
     if now == END_TICK {
         return;
@@ -68,6 +95,29 @@ fn main() -> ! {
     systick.clear_current();
     systick.enable_interrupt();
     systick.enable_counter();
+
+    let mut bulk = 0u32;
+    for _ in 0..BULK_CHECKS {
+        if BULK.check_at(BULK_NOW).allowed {
+            bulk += 1;
+        }
+    }
+    let bulk_handler = BULK_HANDLER.load(Ordering::Relaxed);
+    // Every permit either context took is in the state word, none twice, none lost.
+    let bulk_used = BULK.algorithm().used(BULK.cell().load(), BULK_NOW);
+    hprintln!(
+        "contention: main took {} of {} permits, SysTick {} meanwhile; {} recorded",
+        bulk,
+        BULK_CHECKS,
+        bulk_handler,
+        bulk_used,
+    );
+    if bulk != BULK_CHECKS || bulk_handler == 0 {
+        fail("contention: main refused, or no SysTick exception during it");
+    }
+    if bulk_used < u64::from(bulk) + u64::from(bulk_handler) {
+        fail("contention: a permit taken was not recorded");
+    }
 
     let (mut main, mut interrupted) = (Tally::default(), 0u32);
     loop {

@@ -10,7 +10,9 @@ use crate::Nanos;
 ///
 /// Implementations should be monotonic, but the algorithms stay correct if they are not:
 /// a `now` older than what a state already holds is treated with `max`, never by a wrapping
-/// subtraction, so a late reader can only be refused, never over-admitted.
+/// subtraction, so a late reader can only be refused, never over-admitted. A clock that
+/// wraps (a 32-bit tick counter: a `u32` of milliseconds wraps every 49.7 days) is late
+/// after each wrap, so everything is refused until it climbs back: extend it to 64 bits.
 ///
 /// ```
 /// use tollgate_core::{Clock, Nanos};

@@ -132,3 +132,21 @@ fn reloads_reach_the_metrics_facade() {
         ])
     );
 }
+
+/// The rules gauge is set when a policy is built, not only on its first reload: a server
+/// that never reloads shows how many rules it runs.
+#[test]
+fn a_new_policy_sets_the_rules_gauge() {
+    let recorder = Collect::default();
+    let rules = "[[rules]]\nname = \"default\"\nlimit = 4\nwindow = \"1m\"\n\
+                 [[rules]]\nname = \"search\"\nendpoint = \"/search\"\nlimit = 1\nwindow = \"1s\"\n";
+    let policy = metrics::with_local_recorder(&recorder, || {
+        Policy::from_toml(rules, ManualClock::new()).unwrap()
+    });
+    assert_eq!(policy.rule_set().rules().len(), 2);
+    let totals = recorder.0.lock().unwrap().clone();
+    assert_eq!(
+        totals,
+        BTreeMap::from([("tollgate_policy_rules{}".to_owned(), 2)])
+    );
+}

@@ -4,10 +4,22 @@
 //!
 //! | event | `tracing` | `metrics` |
 //! |---|---|---|
+//! | a policy built | — | `tollgate_policy_rules` (gauge), so it shows before any reload |
 //! | a reload applied | `info`: the generation now in force, the rules in it, what changed ([`ReloadReport`]'s words) | `tollgate_policy_reloads_total{outcome="applied"}`; `tollgate_policy_rules` (gauge) |
 //! | a reload refused (the rules in force are kept) | `warn`: why | `tollgate_policy_reloads_total{outcome="refused"}` |
 
 use super::{PolicyConfigError, ReloadReport};
+
+/// Reports a policy built with `rules` rules.
+pub(super) fn built(rules: usize) {
+    #[cfg(feature = "metrics")]
+    {
+        // Precision: a rule count is far below 2^52.
+        #[allow(clippy::cast_precision_loss)]
+        metrics::gauge!("tollgate_policy_rules").set(rules as f64);
+    }
+    let _ = rules;
+}
 
 /// Reports the outcome of a reload: `Ok` with the generation now in force and how many
 /// rules it has, or the error that refused it.

@@ -108,6 +108,7 @@ impl<C: Clock> Policy<C> {
         let mut set = RuleSet::compile(&config)?;
         let mut registry = Registry::default();
         assign_ids(&mut registry, &mut set)?;
+        events::built(set.rules().len());
         let published = Published::new(Arc::new(set));
         Ok(Policy {
             clock,

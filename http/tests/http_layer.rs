@@ -694,16 +694,7 @@ async fn settlement_keeps_the_shadow_tiers_and_the_exempt_header() -> TestResult
             .cost(|_| 10)
             .headers(HeaderStyle::Draft10)
             .settle(Settle::from_extension());
-        let app = Router::new()
-            .route(
-                "/",
-                get(|| async {
-                    let mut response = Response::new(axum::body::Body::from("done"));
-                    response.extensions_mut().insert(TokensUsed(4));
-                    response
-                }),
-            )
-            .layer(layer);
+        let app = reporting_cost(4, layer);
         let addr = serve(app).await?;
         // Estimate 10, actual 4: both policies give 6 back.
         let r = send(addr, "/", &[("x-api-key", b"k")]).await?;
@@ -726,6 +717,21 @@ async fn settlement_keeps_the_shadow_tiers_and_the_exempt_header() -> TestResult
         );
     }
     Ok(())
+}
+
+/// An app whose handler at `/` reports `used` as the request's actual cost
+/// ([`TokensUsed`]), behind `layer`.
+fn reporting_cost(used: u32, layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route(
+            "/",
+            get(move || async move {
+                let mut response = Response::new(axum::body::Body::from("done"));
+                response.extensions_mut().insert(TokensUsed(used));
+                response
+            }),
+        )
+        .layer(layer)
 }
 
 /// A policy that counts the peeks it is asked for (the state read a settlement does to
@@ -770,16 +776,7 @@ async fn settlement_reads_the_state_again_only_for_headers() -> TestResult {
             .cost(|_| 40)
             .headers(style)
             .settle(Settle::from_extension());
-        let app = Router::new()
-            .route(
-                "/",
-                get(|| async {
-                    let mut response = Response::new(axum::body::Body::from("done"));
-                    response.extensions_mut().insert(TokensUsed(10));
-                    response
-                }),
-            )
-            .layer(layer);
+        let app = reporting_cost(10, layer);
         let addr = serve(app).await?;
         let r = send(addr, "/", &[("x-api-key", b"k")]).await?;
         assert_eq!(r.status, 200);

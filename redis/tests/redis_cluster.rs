@@ -172,23 +172,28 @@ async fn cluster_concurrent_tasks_admit_exactly_the_bound() {
     assert_eq!(policy.backend().stats().degraded, 0);
 }
 
-#[test]
-fn cluster_listing_scans_every_master() {
-    let cluster = RedisCluster::start();
-    let config = RedisConfig::new("clist")
+/// A policy of one rule (1 an hour) on `cluster` under `prefix`, with no deny cache and
+/// no in-process record of denials: only the scan of the masters finds its limited clients.
+fn listed_policy(cluster: &RedisCluster, prefix: &str) -> Policy<MonotonicClock, RedisStore> {
+    let config = RedisConfig::new(prefix)
         .unwrap()
         .with_deny_cache(0)
         .with_timeout(Duration::from_secs(5))
         .with_connect_timeout(Duration::from_secs(5));
     let store = RedisStore::new(RedisTarget::Cluster(cluster.urls()), config).unwrap();
-    let policy = Policy::from_toml(
+    Policy::from_toml(
         "[[rules]]\nname = \"r\"\nlimit = 1\nwindow = \"1h\"\n",
         MonotonicClock::new(),
     )
     .unwrap()
     .store(store)
-    // Only the scan finds them.
-    .with_limited_record(0);
+    .with_limited_record(0)
+}
+
+#[test]
+fn cluster_listing_scans_every_master() {
+    let cluster = RedisCluster::start();
+    let policy = listed_policy(&cluster, "clist");
     // Clients until their keys are on every master, each denied.
     let mut denied = BTreeSet::new();
     let mut owners = BTreeSet::new();
@@ -304,19 +309,7 @@ fn cluster_check_redirected_by_ask_to_a_master_without_the_library_is_decided() 
 #[test]
 fn cluster_listing_after_a_resharding_scans_every_master() {
     let cluster = RedisCluster::start();
-    let config = RedisConfig::new("creshard")
-        .unwrap()
-        .with_deny_cache(0)
-        .with_timeout(Duration::from_secs(5))
-        .with_connect_timeout(Duration::from_secs(5));
-    let store = RedisStore::new(RedisTarget::Cluster(cluster.urls()), config).unwrap();
-    let policy = Policy::from_toml(
-        "[[rules]]\nname = \"r\"\nlimit = 1\nwindow = \"1h\"\n",
-        MonotonicClock::new(),
-    )
-    .unwrap()
-    .store(store)
-    .with_limited_record(0);
+    let policy = listed_policy(&cluster, "creshard");
     let mut denied = BTreeSet::new();
     for master in 0..3 {
         let client = (0..)

@@ -112,20 +112,26 @@ fn two_servers_on_one_redis_admit_exactly_the_limit() {
     });
 }
 
+/// The arguments of a server on the Redis at `url`, its keys under `prefix`, with its
+/// admin routes on a listener of their own.
+fn admin_on_redis<'a>(url: &'a str, prefix: &'a str) -> [&'a str; 6] {
+    [
+        "--redis",
+        url,
+        "--redis-prefix",
+        prefix,
+        "--admin",
+        "127.0.0.1:0",
+    ]
+}
+
 /// An operator resets a client on one server: the state lives in Redis, so the other
 /// server sees it whole again too.
 #[test]
 fn a_reset_on_one_server_is_seen_by_the_fleet() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let args = [
-        "--redis",
-        url.as_str(),
-        "--redis-prefix",
-        "reset",
-        "--admin",
-        "127.0.0.1:0",
-    ];
+    let args = admin_on_redis(&url, "reset");
     let a = Server::start(RULES, &args, &[]);
     let b = Server::start_on(&a.rules, &args, &[]);
     let body =
@@ -235,14 +241,7 @@ fn a_client_one_server_limited_is_listed_by_the_other() {
 fn a_call_its_caller_gives_up_on_is_decided_whole() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let args = [
-        "--redis",
-        url.as_str(),
-        "--redis-prefix",
-        "gone",
-        "--admin",
-        "127.0.0.1:0",
-    ];
+    let args = admin_on_redis(&url, "gone");
     let server = Server::start(RULES, &args, &[]);
     let admin = server.admin.unwrap();
     let remaining = |account: &str| {

@@ -1,6 +1,7 @@
 //! The rules-file watcher (feature `watch`): real files in a directory of the target's temp
 //! dir, real `notify`. A change (rewritten in place, renamed over, a ConfigMap's symlink
-//! swap, the file a symlink names in another directory) is applied; a broken file, one with no rules and a missing one keep the rules in
+//! swap, the file a symlink names in another directory, a replaced directory) is applied; a
+//! broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
 //!
@@ -118,6 +119,38 @@ fn a_file_renamed_over_it_is_applied() {
     // And again: the watch follows the new file, not the inode it started on.
     replace(&path, &rules(11));
     wait_until("the second limit", || limit(&policy) == 11);
+}
+
+/// The rules file's whole directory replaced (`rm -rf conf; mv conf.new conf`, as a
+/// deploy of a config directory does): the new directory's file is applied, and so are
+/// edits to it afterwards (the watch follows the directory of that name, not the one it
+/// started on). Removed and not yet back: the missing file is counted, the rules kept.
+#[test]
+fn a_replaced_directory_is_followed() {
+    let root = TempDir::new("replaced-dir");
+    let conf = root.join("conf");
+    fs::create_dir_all(&conf).unwrap();
+    let path = conf.join("rules.toml");
+    fs::write(&path, rules(2)).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+    let staged = root.join("conf.new");
+    fs::create_dir_all(&staged).unwrap();
+    fs::write(staged.join("rules.toml"), rules(5)).unwrap();
+    fs::remove_dir_all(&conf).unwrap();
+    fs::rename(&staged, &conf).unwrap();
+    wait_until("the new directory's limit", || limit(&policy) == 5);
+    fs::write(&path, rules(8)).unwrap();
+    wait_until("an edit in the new directory", || limit(&policy) == 8);
+    // Gone for a while: counted, the rules kept; back: applied.
+    fs::remove_dir_all(&conf).unwrap();
+    wait_until("the missing file counted", || {
+        watch.status().unreadable >= 1
+    });
+    assert_eq!(limit(&policy), 8);
+    fs::create_dir_all(&conf).unwrap();
+    fs::write(&path, rules(3)).unwrap();
+    wait_until("the directory back", || limit(&policy) == 3);
 }
 
 /// A Kubernetes ConfigMap volume: `rules.toml → ..data/rules.toml`, `..data → ..v1`,

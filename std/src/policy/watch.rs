@@ -58,6 +58,11 @@ const MAX_DEBOUNCES: u32 = 10;
 /// directory, that directory is watched too, for that file (the one the symlink named when
 /// the watch started). Reads of the file (ours included) are not changes.
 ///
+/// The directory's parent is watched too, for the directory's own entry: a deploy that
+/// replaces the whole directory (`rm -rf conf; mv conf.new conf`) moves the watch to the
+/// new directory, then reads the file; a directory removed and not yet back counts the
+/// missing file, and is watched again when it comes back.
+///
 /// # When it reloads
 ///
 /// On its own thread, once the events have been quiet for the debounce
@@ -98,8 +103,6 @@ pub struct RulesFile {
     /// Stops the thread (and wakes it from a debounce).
     stop: Sender<Message>,
     thread: Option<JoinHandle<()>>,
-    /// Dropped first: no event is sent once the watch is being stopped.
-    watcher: Option<RecommendedWatcher>,
 }
 
 /// How to watch a rules file: [`RulesFile::builder`].
@@ -162,6 +165,9 @@ pub enum WatchError {
 enum Message {
     /// An event that may have changed the file.
     Changed,
+    /// The file's directory itself was created, removed or renamed (a deploy that replaces
+    /// the whole directory): the watch moves to the directory now of that name, then reads.
+    Replaced,
     /// Stop.
     Stop,
 }
@@ -170,6 +176,11 @@ enum Message {
 struct Shared {
     policy: Arc<dyn ReloadToml + Send + Sync>,
     path: PathBuf,
+    /// The file's directory, watched again when it is replaced.
+    dir: PathBuf,
+    /// The watch (`None` once stopping): taken by the thread to move to a replaced
+    /// directory, dropped by [`RulesFile`]'s drop.
+    watcher: Mutex<Option<RecommendedWatcher>>,
     /// The content last applied; held across a reload, so reloads happen one at a time.
     applied: Mutex<Option<String>>,
     status: Mutex<WatchStatus>,
@@ -228,7 +239,8 @@ impl fmt::Debug for RulesFile {
 
 impl Drop for RulesFile {
     fn drop(&mut self) {
-        drop(self.watcher.take());
+        // Dropped first: no event is sent once the watch is being stopped.
+        drop(self.shared.watcher().take());
         // The thread may have ended already (a panicking policy): nothing to tell then.
         let _ = self.stop.send(Message::Stop);
         if let Some(thread) = self.thread.take() {
@@ -277,16 +289,38 @@ impl RulesFileBuilder {
         let (sender, receiver) = mpsc::channel();
         let events = sender.clone();
         let (any_entry_of, watched) = (any_entry.then(|| dir.clone()), target.clone());
+        let own_dir = dir.clone();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<_>| {
-            if relevant(&event, &name, any_entry_of.as_deref(), watched.as_deref()) {
-                // Closed once the watch has stopped.
-                let _ = events.send(Message::Changed);
-            }
+            let message = if names(&event, &own_dir) {
+                Message::Replaced
+            } else if relevant(
+                &event,
+                (&name, own_dir.parent()),
+                any_entry_of.as_deref(),
+                watched.as_deref(),
+            ) {
+                Message::Changed
+            } else {
+                return;
+            };
+            // Closed once the watch has stopped.
+            let _ = events.send(message);
         })
         .map_err(|e| watch_error(Box::new(e)))?;
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|e| watch_error(Box::new(e)))?;
+        // The directory's own parent, for the directory's entry: a deploy that replaces the
+        // whole directory (`rm -rf conf; mv conf.new conf`) leaves the watch above on a
+        // directory that is gone.
+        if let Some(parent) = dir.parent() {
+            watcher
+                .watch(parent, RecursiveMode::NonRecursive)
+                .map_err(|e| WatchError::Watch {
+                    dir: parent.to_owned(),
+                    source: Box::new(e),
+                })?;
+        }
         if let Some(target_dir) = target.as_deref().and_then(Path::parent) {
             watcher
                 .watch(target_dir, RecursiveMode::NonRecursive)
@@ -299,6 +333,8 @@ impl RulesFileBuilder {
         let shared = Arc::new(Shared {
             policy,
             path,
+            dir: dir.clone(),
+            watcher: Mutex::new(Some(watcher)),
             applied: Mutex::new(None),
             status: Mutex::new(WatchStatus::default()),
         });
@@ -313,18 +349,26 @@ impl RulesFileBuilder {
             shared,
             stop: sender,
             thread: Some(thread),
-            watcher: Some(watcher),
         })
     }
 }
 
-/// Whether `event` may have changed the file `name`: an entry of that name, any entry of
+/// Whether `event` is about the directory `dir` itself (seen from its parent: created,
+/// removed, renamed), not about an entry in it.
+fn names(event: &notify::Result<notify::Event>, dir: &Path) -> bool {
+    event.as_ref().is_ok_and(|event| {
+        !matches!(event.kind, EventKind::Access(_)) && event.paths.iter().any(|path| path == dir)
+    })
+}
+
+/// Whether `event` may have changed the file `name`: an entry of that name (but in
+/// `above`, the directory's parent, watched for the directory alone), any entry of
 /// `any_entry_of` (the file's directory, when the file is a symlink), or the file `target`
 /// (where the symlink pointed, in another directory). A lost event (an error, an
 /// overflowed queue) may have.
 fn relevant(
     event: &notify::Result<notify::Event>,
-    name: &OsString,
+    (name, above): (&OsString, Option<&Path>),
     any_entry_of: Option<&Path>,
     target: Option<&Path>,
 ) -> bool {
@@ -339,7 +383,7 @@ fn relevant(
     }
     event.need_rescan()
         || event.paths.iter().any(|path| {
-            path.file_name() == Some(name.as_os_str())
+            (path.file_name() == Some(name.as_os_str()) && path.parent() != above)
                 || any_entry_of.is_some_and(|dir| path.starts_with(dir))
                 || target == Some(path.as_path())
         })
@@ -349,10 +393,11 @@ fn relevant(
 /// stop.
 fn run(shared: &Shared, messages: &Receiver<Message>, debounce: Duration) {
     loop {
-        match messages.recv() {
-            Ok(Message::Changed) => {}
+        let mut replaced = match messages.recv() {
+            Ok(Message::Changed) => false,
+            Ok(Message::Replaced) => true,
             Ok(Message::Stop) | Err(_) => return,
-        }
+        };
         let first = Instant::now();
         let latest = first + debounce * MAX_DEBOUNCES;
         let mut last = first;
@@ -364,9 +409,13 @@ fn run(shared: &Shared, messages: &Receiver<Message>, debounce: Duration) {
             }
             match messages.recv_timeout(due - now) {
                 Ok(Message::Changed) => last = Instant::now(),
+                Ok(Message::Replaced) => (replaced, last) = (true, Instant::now()),
                 Err(RecvTimeoutError::Timeout) => break,
                 Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             }
+        }
+        if replaced {
+            shared.watch_dir_again();
         }
         // The outcome is in the status, and reported as it happened.
         let _ = shared.reload(false);
@@ -418,6 +467,33 @@ impl Shared {
 
     fn status(&self) -> std::sync::MutexGuard<'_, WatchStatus> {
         self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn watcher(&self) -> std::sync::MutexGuard<'_, Option<RecommendedWatcher>> {
+        self.watcher.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves the watch of the file's directory to the directory now of that name (the old
+    /// one was replaced or removed). If there is none yet, the watch of its parent says when
+    /// it comes back; the read that follows counts the missing file meanwhile.
+    fn watch_dir_again(&self) {
+        let mut watcher = self.watcher();
+        let Some(watcher) = watcher.as_mut() else {
+            // Stopping.
+            return;
+        };
+        // The old directory's watch is gone with it, or still on it if it was renamed away.
+        let _ = watcher.unwatch(&self.dir);
+        if let Err(error) = watcher.watch(&self.dir, RecursiveMode::NonRecursive) {
+            #[cfg(feature = "tracing")]
+            tracing::warn!(
+                dir = %self.dir.display(),
+                %error,
+                "tollgate: the rules file's directory cannot be watched; \
+                 watching for it to come back"
+            );
+            let _ = error;
+        }
     }
 }
 

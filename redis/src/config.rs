@@ -95,9 +95,13 @@ impl RedisConfig {
         self
     }
 
-    /// Bound on one whole check (connecting, reloading a flushed script and the answer
-    /// included): no check waits longer for Redis before the failure policy answers. In
-    /// `(0, 1 h]` ([`MAX_WAIT`]).
+    /// Bound on each call to Redis (connecting, reloading a flushed script and the answer
+    /// included), after which the failure policy answers for it. In `(0, 1 h]`
+    /// ([`MAX_WAIT`]). A check makes its calls in turn: one for the client's tiers and one
+    /// for the global rules' tiers, if it has both (on a cluster, one per client of a
+    /// batch too), and when a later call denies, the earlier ones are given back and read
+    /// again. So a check against a stalled Redis can wait a few times this bound (each
+    /// failed call also starts its keys' retry backoff, which later checks skip Redis for).
     ///
     /// It is also the check's *deadline* on the server: every script call carries the
     /// instant, in the server's clock, after which the store will have given up on it

@@ -232,8 +232,10 @@ impl RedisStore {
                             let retry = Nanos::from_duration(retry_after);
                             Decision::deny(*limit, 0, retry, retry)
                         }
-                        // Fail open (a fallback policy answered above).
-                        _ => Decision::allow(*limit, limit.saturating_sub(cost), Nanos::ZERO),
+                        // (a fallback policy answered above)
+                        FailurePolicy::FailOpen | FailurePolicy::Fallback { .. } => {
+                            Decision::allow(*limit, limit.saturating_sub(cost), Nanos::ZERO)
+                        }
                     };
                 }
                 (!matches!(policy, FailurePolicy::FailClosed { .. }), false)

@@ -13,7 +13,9 @@ use crate::direct_cases::governor_quota;
 use crate::loops::{keyed, two_threads};
 use crate::Stopwatch;
 use crate::{CaseSpec, FloorTable, KeySet, KeyedCheck, Scale, TimedCase};
-use governor::clock::QuantaClock;
+use governor::clock::{QuantaClock, QuantaInstant};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DashMapStateStore;
 use governor::RateLimiter;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -91,6 +93,19 @@ fn governor_foldhash() -> impl KeyedCheck<u64> {
     )
 }
 
+/// [`governor_foldhash`] with its map allocated for `capacity` keys (`keyed_insert`), as
+/// tollgate's and the floor's tables are, so that its timed inserts, like theirs, do not
+/// grow (rehash) the map.
+fn governor_foldhash_sized(capacity: usize) -> impl KeyedCheck<u64> {
+    let state: DashMapStateStore<u64, foldhash::fast::RandomState> =
+        DashMapStateStore::with_capacity_and_hasher(capacity, Default::default());
+    RateLimiter::<_, _, _, NoOpMiddleware<QuantaInstant>>::new(
+        governor_quota(INTERVAL, BURST),
+        state,
+        QuantaClock::default(),
+    )
+}
+
 /// Checks every key once (inserting it) before timing.
 pub(crate) fn fill<C: KeyedCheck<u64> + ?Sized>(check: &C, keys: &KeySet) {
     for key in keys.u64s() {
@@ -165,7 +180,7 @@ pub(crate) fn check_fn<C: KeyedCheck<u64> + 'static>(
 /// dropping the tables happen outside the timed part.
 fn insert(name: &str) -> TimedCase {
     TimedCase::new(name)
-        .governor(insert_runner(|_| governor_foldhash()))
+        .governor(insert_runner(governor_foldhash_sized))
         .floor(insert_runner(floor))
         .tollgate(insert_runner(crate::tollgate_keyed::fresh_table))
 }

@@ -11,8 +11,9 @@
 //! - `bare`: a tonic service on envoy-types' generated `RateLimitService` that answers a
 //!   fixed OK without deciding anything (on its own multi-threaded tokio runtime, in a
 //!   thread of this process): what gRPC on loopback costs.
-//! - `bare, TCP_NODELAY`: the same with `TCP_NODELAY` on its accepted connections (which
-//!   tonic's `serve_with_incoming`, as the server and `bare` use it, does not set).
+//! - `bare, TCP_NODELAY`: the same with `TCP_NODELAY` on its accepted connections, as the
+//!   server sets it on its own (tonic's `serve_with_incoming`, as `bare` uses it, sets no
+//!   socket option): the transport ceiling the server is held to.
 //! - `in-process`: the real `tollgate-server` binary (found next to this executable) on a
 //!   one-domain config, its state in its own process.
 //! - `redis`: the same binary with `--redis`, on a `redis-server` started here on a free
@@ -322,8 +323,9 @@ impl RateLimitService for BareService {
 impl Bare {
     /// Starts it on a free loopback port, on a runtime of its own (tokio's default
     /// multi-threaded one, as the server's) in a thread that runs until the process ends.
-    /// Its accepted connections are left as the server leaves them (tonic's
-    /// `serve_with_incoming` sets no socket option), or, with `nodelay`, `TCP_NODELAY`.
+    /// Its accepted connections are left as tonic leaves them (`serve_with_incoming` sets
+    /// no socket option: Nagle on), or, with `nodelay`, `TCP_NODELAY`, as the server sets
+    /// it on every accepted connection.
     fn start(nodelay: bool) -> Bare {
         let answered = Arc::new(AtomicU64::new(0));
         let (sender, receiver) = std::sync::mpsc::channel();
@@ -646,7 +648,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// The medians of every case as a Markdown table, and the target's ratio.
 fn report(results: &[Vec<Vec<Figures>>], options: &Options) {
     let names = [
-        "bare tonic (transport ceiling)",
+        "bare tonic, Nagle on (tonic's default on a given listener)",
         "tollgate-server, in-process store",
         "tollgate-server, Redis store",
         "bare tonic, accepted sockets `TCP_NODELAY`",

@@ -129,6 +129,8 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
     assert_eq!(
         totals.lock().unwrap().clone(),
         std::collections::BTreeMap::from([
+            // The policy's rule count, set as it was built.
+            ("tollgate_policy_rules{}".to_owned(), 1),
             // Every decision counted; the failed clock sample counted, no round trip.
             ("tollgate_redis_clock_syncs_total{}".to_owned(), 1),
             ("tollgate_redis_decisions_total{}".to_owned(), 4),

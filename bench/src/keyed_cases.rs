@@ -94,11 +94,17 @@ fn governor_foldhash() -> impl KeyedCheck<u64> {
 }
 
 /// [`governor_foldhash`] with its map allocated for `capacity` keys (`keyed_insert`), as
-/// tollgate's and the floor's tables are, so that its timed inserts, like theirs, do not
-/// grow (rehash) the map.
+/// tollgate's table is, so that its timed inserts, like ours, do not grow (rehash) the map;
+/// and its memory touched once (filled with other keys, then cleared, which keeps the
+/// allocation), as our table's is when it is built, so that they do not take its pages'
+/// first faults either.
 fn governor_foldhash_sized(capacity: usize) -> impl KeyedCheck<u64> {
     let state: DashMapStateStore<u64, foldhash::fast::RandomState> =
         DashMapStateStore::with_capacity_and_hasher(capacity, Default::default());
+    for key in 0..capacity as u64 {
+        state.insert(key, Default::default());
+    }
+    state.clear();
     RateLimiter::<_, _, _, NoOpMiddleware<QuantaInstant>>::new(
         governor_quota(INTERVAL, BURST),
         state,

@@ -61,6 +61,8 @@ fn SysTick() {
     if BULK.check_at(BULK_NOW).allowed {
         BULK_HANDLER.fetch_add(1, Ordering::Relaxed);
     }
+    // Relaxed: the handler is NOW's one writer; what main did at `now` is ordered by
+    // MAIN_CHECKED's Release / Acquire below.
     let now = NOW.load(Ordering::Relaxed);
     if now == END_TICK {
         return;
@@ -121,6 +123,7 @@ fn main() -> ! {
 
     let (mut main, mut interrupted) = (Tally::default(), 0u32);
     loop {
+        // Relaxed: a tick only (the handler is NOW's one writer, and one core runs both).
         let tick = NOW.load(Ordering::Relaxed);
         main.count(accept_command(tick));
         // The handler ran in the middle of this check (a figure for the report: how often

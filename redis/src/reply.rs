@@ -50,6 +50,7 @@ fn parse_wait(value: &Value) -> Option<(bool, u64)> {
 /// ([`decode_into`]).
 #[cfg(any(test, fuzzing))]
 #[cfg_attr(not(fuzzing), allow(unreachable_pub))]
+#[doc(hidden)]
 pub fn decode_reply(limits: &[u64], reply: &Value) -> Option<Vec<Decision>> {
     let mut decisions = vec![Decision::allow(0, 0, Nanos::ZERO); limits.len()];
     decode_into(limits, reply, &mut decisions)?;

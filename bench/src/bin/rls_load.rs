@@ -268,7 +268,8 @@ impl Target<'_> {
     /// one of them). A call the server refused or failed takes nothing.
     fn answered(&self, runtime: &tokio::runtime::Runtime) -> (u64, u64) {
         match self {
-            Target::Bare(bare) => (bare.answered.load(Ordering::SeqCst), 0),
+            // Relaxed: a count, read after the calls that made it were answered.
+            Target::Bare(bare) => (bare.answered.load(Ordering::Relaxed), 0),
             Target::Server(server) => runtime.block_on(async {
                 let mut client = RateLimitServiceClient::connect(format!("http://{}", server.grpc))
                     .await
@@ -602,6 +603,7 @@ fn library_load(policy: &Policy<MonotonicClock>, threads: usize, length: Duratio
             .map(|_| {
                 let go = &go;
                 scope.spawn(move || {
+                    // Acquire: pairs with the starter's Release store of `go`.
                     while !go.load(Ordering::Acquire) {
                         std::hint::spin_loop();
                     }
@@ -622,6 +624,7 @@ fn library_load(policy: &Policy<MonotonicClock>, threads: usize, length: Duratio
                 })
             })
             .collect();
+        // Release: every thread starts after the setup above (pairs with their Acquire).
         go.store(true, Ordering::Release);
         workers
             .into_iter()

@@ -161,7 +161,15 @@ struct Inner {
     redis: RedisStore,
     config: LeaseConfig,
     slots: Box<[CachePadded<Slot>]>,
-    /// Checks per key per heat period, `[period: 32 | count: 32]`, indexed by key.
+    /// Checks per key per heat period, indexed by a hash of the key:
+    ///
+    /// ```text
+    /// 63            44 43       32 31                             0
+    /// [ period: 20   | tag: 12   | count: 32                      ]
+    /// ```
+    ///
+    /// (the period of 100 ms and a tag of the key's hash, compared for equality only;
+    /// see `heat.rs`).
     heat: Box<[AtomicU64]>,
     /// Checks within one heat period that make a key hot.
     hot_count: u64,

@@ -10,6 +10,7 @@ do
 local fixed = { fields = 2, args = 3 }
 ALGOS['fixed'] = fixed
 
+-- Mirrors FixedWindow::current (core/src/fixed_window.rs).
 -- The window in force given the stored one: the stored window if it is now's or later (a
 -- late caller keeps a window another caller already moved on, as in the core), else now's
 -- with count 0. Reads the call's time through window_of (never `now`): returns index,

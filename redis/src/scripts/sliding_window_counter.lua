@@ -35,6 +35,7 @@ local function swc_roll(st, window)
 end
 swc.roll = swc_roll
 
+-- Mirrors until_window (core/src/window.rs).
 -- (index + k)*W - now for k >= 1, where index = now's window + ahead and `into` is the
 -- offset into now's window: never negative, saturating.
 local function until_window(ahead, k, window, into)

@@ -305,10 +305,16 @@ impl RedisStore {
 ///   a bucket or sliding window that is not full refills at instants the decision does not
 ///   tell, so not at all.
 fn lasts(p: &PlannedTier<'_>, decision: &Decision) -> u64 {
-    let fixed = matches!(
-        p.tier.algorithm(),
-        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_))
-    );
+    let fixed = match p.tier.algorithm() {
+        AnyAlgorithm::Packed(PackedAlgorithm::FixedWindow(_)) => true,
+        AnyAlgorithm::Packed(
+            PackedAlgorithm::Gcra(_)
+            | PackedAlgorithm::TokenBucket(_)
+            | PackedAlgorithm::LeakyBucket(_)
+            | PackedAlgorithm::SlidingWindowCounter(_),
+        )
+        | AnyAlgorithm::Log(_) => false,
+    };
     let reset = decision.reset_after.as_u64();
     if !decision.allowed {
         if fixed || decision.remaining.saturating_add(1) >= u64::from(p.cost) {

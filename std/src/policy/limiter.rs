@@ -130,6 +130,7 @@ impl<C: Clock> Policy<C> {
     /// on. Off, every deny takes and compensates; only useful to exercise compensation in
     /// tests (the crate's own, and the loom models'), so it exists only in them.
     #[cfg(any(test, tollgate_loom))]
+    #[doc(hidden)]
     pub fn with_precheck(mut self, precheck: bool) -> Policy<C> {
         self.store = self.store.with_precheck(precheck);
         self

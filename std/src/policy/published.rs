@@ -469,6 +469,7 @@ impl<T> Published<T> {
                     // SAFETY: as in `try_reclaim`.
                     unsafe { (slot.release)(slot.ptr) };
                 }
+                // SeqCst: as `try_reclaim`'s store of FREE (a loom twin's fault only).
                 node.state.fetch_xor(RECLAIMING ^ FREE, Ordering::SeqCst);
             }
         }

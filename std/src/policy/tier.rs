@@ -96,7 +96,13 @@ impl Tier {
             return Err(PolicyConfigError::new(field("window"), "must be > 0"));
         }
         let kind = config.algorithm;
-        let uses_burst = matches!(kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket);
+        let uses_burst = match kind {
+            AlgorithmKind::Gcra | AlgorithmKind::TokenBucket => true,
+            AlgorithmKind::LeakyBucket
+            | AlgorithmKind::FixedWindow
+            | AlgorithmKind::SlidingWindowCounter
+            | AlgorithmKind::SlidingWindowLog => false,
+        };
         if config.burst.is_some() && !uses_burst {
             return Err(PolicyConfigError::new(
                 field("burst"),

@@ -120,6 +120,7 @@ impl InProcess {
     /// takes and compensates; only useful to exercise compensation in tests (the crate's
     /// own, and the loom models'), so it exists only in them.
     #[cfg(any(test, tollgate_loom))]
+    #[doc(hidden)]
     pub fn with_precheck(mut self, precheck: bool) -> InProcess {
         self.precheck = precheck;
         self

@@ -3,9 +3,9 @@
 # instrumentation, debug assertions on). Fails on the first crash, with the failing
 # input's Debug form and libFuzzer's report.
 #
-#   bash scripts/stages/fuzz.sh              # every target, FUZZ_SECONDS each (default 15)
+#   bash scripts/stages/fuzz.sh              # every target, FUZZ_SECONDS each (default 10)
 #
-# 15 s per target keeps the whole test command inside its 45-minute budget (11 targets).
+# 10 s per target keeps the whole test command inside its 45-minute budget (11 targets).
 #   FUZZ_SECONDS=300 bash scripts/stages/fuzz.sh gcra any_state
 #
 # Inputs per target: corpus/T/seeds (committed, small), regressions/T (committed inputs
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../fuzz"
 
-seconds="${FUZZ_SECONDS:-15}"
+seconds="${FUZZ_SECONDS:-10}"
 if [ "$#" -gt 0 ]; then targets=("$@"); else mapfile -t targets < <(cargo +nightly fuzz list); fi
 
 start=$(date +%s)

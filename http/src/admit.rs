@@ -65,13 +65,18 @@ pub(super) enum Verdict {
     Forward(Admitted),
     /// Answer it without calling the service.
     Answer(Response<Full<Bytes>>),
+    /// Pass it on as it came: admitted at once, with no fields to write, no permits to
+    /// give back or settle and no admission to expose.
+    Pass,
 }
 
 /// The layer's verdict on the policy's `decision` for a request with `headers`: the
 /// response that ends it (denied: 429; refused by a deny entry or a ban: 403; a cost
 /// beyond the limits: 413; for a gRPC call, the
 /// gRPC statuses of [`grpc`]), or, once the shadow rules are checked, what the admitted
-/// request carries on with.
+/// request carries on with ([`Verdict::Pass`] if nothing: the common path of a layer
+/// without headers, kept inline; the rest is out of line).
+#[inline(always)]
 pub(super) fn admit(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
@@ -79,6 +84,28 @@ pub(super) fn admit(
     client: &str,
     endpoint: &str,
     cost: u32,
+) -> Verdict {
+    match decision {
+        Ok(d) if d.allowed() => {
+            shared.counters.count(Outcome::Admitted);
+            events::decided(d, false);
+            if shared.plain() && d.delay() == Nanos::ZERO {
+                return Verdict::Pass;
+            }
+            forward(shared, d, client, endpoint, cost)
+        }
+        _ => refuse(shared, headers, decision, (client, endpoint, cost)),
+    }
+}
+
+/// [`admit`]'s answer to a request the policy did not admit: denied, refused, or costing
+/// more than the limits can admit.
+#[inline(never)]
+fn refuse(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    decision: Result<&PolicyDecision, InsufficientCapacity>,
+    (client, endpoint, cost): (&str, &str, u32),
 ) -> Verdict {
     let counters = &shared.counters;
     let decision = match decision {
@@ -95,40 +122,48 @@ pub(super) fn admit(
             return Verdict::Answer(cost_too_large(cost, e.max_cost));
         }
     };
-    if !decision.allowed() {
-        let ban = decision.is_ban();
-        if ban {
-            counters.count(Outcome::Refused);
-            events::refused(decision, endpoint);
-        } else {
-            counters.count(Outcome::Denied);
-            events::decided(decision, false);
-            events::denied(decision, endpoint);
-        }
-        let grpc = grpc::is_grpc(headers);
-        if let Some(answer) = &shared.on_denied {
-            let mut fields = HeaderMap::new();
-            shared
-                .style
-                .fields(decision, &[], client)
-                .insert_into(&mut fields);
-            let denial = Denial::new(decision, fields, grpc, client, endpoint);
-            return Verdict::Answer(answer(&denial));
-        }
-        let mut response = match (grpc, ban) {
-            (true, true) => grpc::permission_denied(decision),
-            (true, false) => grpc::resource_exhausted(decision),
-            (false, true) => forbidden(decision),
-            (false, false) => too_many_requests(decision),
-        };
+    let ban = decision.is_ban();
+    if ban {
+        counters.count(Outcome::Refused);
+        events::refused(decision, endpoint);
+    } else {
+        counters.count(Outcome::Denied);
+        events::decided(decision, false);
+        events::denied(decision, endpoint);
+    }
+    let grpc = grpc::is_grpc(headers);
+    if let Some(answer) = &shared.on_denied {
+        let mut fields = HeaderMap::new();
         shared
             .style
             .fields(decision, &[], client)
-            .insert_into(response.headers_mut());
-        return Verdict::Answer(response);
+            .insert_into(&mut fields);
+        let denial = Denial::new(decision, fields, grpc, client, endpoint);
+        return Verdict::Answer(answer(&denial));
     }
-    counters.count(Outcome::Admitted);
-    events::decided(decision, false);
+    let mut response = match (grpc, ban) {
+        (true, true) => grpc::permission_denied(decision),
+        (true, false) => grpc::resource_exhausted(decision),
+        (false, true) => forbidden(decision),
+        (false, false) => too_many_requests(decision),
+    };
+    shared
+        .style
+        .fields(decision, &[], client)
+        .insert_into(response.headers_mut());
+    Verdict::Answer(response)
+}
+
+/// [`admit`]'s verdict on an admitted request that carries something on: its fields, a
+/// charge to give back or settle, a delay, an admission, or the shadow rules' check.
+#[inline(never)]
+fn forward(
+    shared: &Arc<Shared>,
+    decision: &PolicyDecision,
+    client: &str,
+    endpoint: &str,
+    cost: u32,
+) -> Verdict {
     // Whether the shadow rules took permits (given back with the request's), and whether
     // they denied.
     let (mut shadow_taken, mut shadow_denied) = (false, false);

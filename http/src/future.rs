@@ -252,6 +252,7 @@ where
                             ResponseFuture::forward(&shared, admitted, request, &mut service)
                         }
                         Verdict::Answer(response) => ResponseFuture::answer(response),
+                        Verdict::Pass => ResponseFuture::pass(request, &mut service),
                     };
                     self.set(next);
                 }

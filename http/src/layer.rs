@@ -65,6 +65,19 @@ pub(super) struct Shared {
     pub(super) wiring_log: Arc<WiringLog>,
 }
 
+impl Shared {
+    /// Whether an admitted request without delay is passed on as it came: no fields, no
+    /// shadow rules, no admission, no settlement.
+    #[inline]
+    pub(super) fn plain(&self) -> bool {
+        matches!(self.style, HeaderStyle::None)
+            && self.shadow.is_none()
+            && !self.admission
+            && self.settle.is_none()
+            && self.exempt_header.is_none()
+    }
+}
+
 /// A tower [`Layer`] that checks every request against a policy before the service sees
 /// it.
 ///

@@ -148,6 +148,7 @@ where
                 ResponseFuture::forward(shared, admitted, request, &mut self.inner)
             }
             Verdict::Answer(response) => ResponseFuture::answer(response),
+            Verdict::Pass => ResponseFuture::pass(request, &mut self.inner),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! their cancellation, settlement from the response; the client keys of issue 27 item 9
 //! (`X-Forwarded-For` read as bytes, IPv4 behind NAT64 keyed by its IPv4), on the key
 //! extractor and end to end; tier names an sf-string cannot hold written as
-//! `RateLimitHeaders` writes them (issue 28 item 4).
+//! `RateLimitHeaders` writes them (issue 28 item 4); what a layer without headers still does.
 //!
 //! Limits use a `ManualClock` (time moves only when a test says so), so every sequence is
 //! exact; the leaky-bucket delay test uses the monotonic clock and real sleeps.
@@ -25,16 +25,16 @@ use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{Empty, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tollgate::policy::{Policy, PolicyCheck};
 use tollgate::{ManualClock, MonotonicClock, Nanos};
 use tollgate_http::{
-    ClientKey, Endpoint, HeaderStyle, OnBadKey, RateLimitLayer, Settle, ShadowSplit, TokensUsed,
-    TrustedProxies,
+    Admission, ClientKey, Endpoint, HeaderStyle, OnBadKey, RateLimitLayer, Settle, ShadowSplit,
+    TokensUsed, TrustedProxies,
 };
-use tower::ServiceExt;
+use tower::{Layer, Service, ServiceExt};
 
 use http_support::{from_peer, in_process, send, serve, BoxError};
 
@@ -621,6 +621,85 @@ async fn plain_hyper_service_behind_the_layer() -> TestResult {
         .header("ratelimit")
         .starts_with("\"api\";r=0;t=45;pk="));
     assert_eq!(replies[3].header("retry-after"), "45");
+    Ok(())
+}
+
+/// A layer without headers passes a plainly admitted request on as it came (no field, no
+/// extension; counted admitted), and still does what was asked or needed on the others:
+/// the admission exposed, the exempt header of a listed client, the shadow rules checked,
+/// a leaky bucket's delay waited out.
+#[tokio::test]
+async fn a_layer_without_headers_still_exposes_exempts_and_delays() -> TestResult {
+    let rules = "[[rules]]\nname = \"api\"\nlimit = 5\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n\n[[allow]]\nclient = \"192.0.2.9\"\n";
+    // Answers with the admission's remaining permits, if the request carried one.
+    let handler = tower::service_fn(|request: Request<Empty<Bytes>>| async move {
+        let mut response = Response::new(Empty::<Bytes>::new());
+        if let Some(admission) = request.extensions().get::<Admission>() {
+            response
+                .headers_mut()
+                .insert("x-remaining", admission.remaining.into());
+        }
+        Ok::<_, Infallible>(response)
+    });
+    let without_headers = |rules: &str| -> Result<RateLimitLayer, BoxError> {
+        Ok(RateLimitLayer::new(manual_policy(rules)?.0)
+            .headers(HeaderStyle::None)
+            .endpoint(Endpoint::constant("/")))
+    };
+
+    let plain = without_headers(rules)?;
+    for (peer, admitted) in [([192, 0, 2, 1], 1), ([192, 0, 2, 9], 2)] {
+        let reply = plain.layer(handler).oneshot(from_peer(peer)).await?;
+        assert_eq!(reply.status(), 200);
+        assert!(reply.headers().is_empty(), "{:?}", reply.headers());
+        assert_eq!(plain.stats().admitted, admitted);
+    }
+
+    let exposed = without_headers(rules)?.expose_admission();
+    let reply = exposed
+        .layer(handler)
+        .oneshot(from_peer([192, 0, 2, 1]))
+        .await?;
+    assert_eq!(reply.headers()["x-remaining"], "4");
+    assert_eq!(reply.headers().len(), 1);
+
+    let exempt = without_headers(rules)?.exempt_header(HeaderName::from_static("ratelimit-exempt"));
+    let reply = exempt
+        .layer(handler)
+        .oneshot(from_peer([192, 0, 2, 9]))
+        .await?;
+    assert_eq!(reply.headers()["ratelimit-exempt"], "allow");
+    let reply = exempt
+        .layer(handler)
+        .oneshot(from_peer([192, 0, 2, 1]))
+        .await?;
+    assert!(reply.headers().is_empty(), "{:?}", reply.headers());
+
+    // Shadow rules of one a minute: checked (and counted) on every admitted request.
+    let shadowed = without_headers(rules)?
+        .shadow(manual_policy("[[rules]]\nname = \"trial\"\nlimit = 1\nwindow = \"1m\"\n")?.0);
+    for _ in 0..2 {
+        let reply = shadowed
+            .layer(handler)
+            .oneshot(from_peer([192, 0, 2, 1]))
+            .await?;
+        assert!(reply.headers().is_empty(), "{:?}", reply.headers());
+    }
+    let stats = shadowed.stats();
+    assert_eq!((stats.admitted, stats.shadow_denied), (2, 1));
+
+    // One a second, five queued: the second request is held 1 s (its first poll waits).
+    let shaped = without_headers(
+        "[[rules]]\nname = \"shaped\"\nlimit = 1\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n",
+    )?;
+    let mut service = shaped.layer(handler);
+    let first = service.clone().oneshot(from_peer([192, 0, 2, 1])).await?;
+    assert_eq!(first.status(), 200);
+    let second = std::pin::pin!(service.call(from_peer([192, 0, 2, 1])));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(std::future::Future::poll(second, &mut cx).is_pending());
+    let stats = shaped.stats();
+    assert_eq!((stats.admitted, stats.delayed), (2, 1));
     Ok(())
 }
 

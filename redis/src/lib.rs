@@ -200,4 +200,4 @@ pub use leased::{LeaseStats, LeasedStore};
 pub use reply::decode_reply;
 pub use script::LuaScript;
 pub use stats::RedisStats;
-pub use store::{RedisStore, MAX_LOG_COST};
+pub use store::RedisStore;

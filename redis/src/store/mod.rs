@@ -28,10 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 pub(super) use tollgate::wait::finish;
 use tollgate::Nanos;
 
-/// The most permits one request may charge a sliding-log tier (the policy's
-/// [`MAX_LOG_COST`](tollgate::policy::MAX_LOG_COST), the same in every store).
-pub use tollgate::policy::MAX_LOG_COST;
-
 /// A [`Store`] in Redis or Redis Cluster: a [`Policy`](tollgate::policy::Policy) built from
 /// the same rules runs on it unchanged, shared by every process on the same target and
 /// prefix.

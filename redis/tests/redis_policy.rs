@@ -471,7 +471,9 @@ fn sliding_log_costs_above_the_cap_are_errors() {
     let policy = Policy::from_toml(rules, clock)
         .unwrap()
         .store(store(RedisTarget::Single(server.url()), "cap"));
-    assert!(policy.allow("a", "/", tollgate::policy::MAX_LOG_COST).is_ok());
+    assert!(policy
+        .allow("a", "/", tollgate::policy::MAX_LOG_COST)
+        .is_ok());
     assert!(policy
         .allow("a", "/", tollgate::policy::MAX_LOG_COST + 1)
         .is_err());

@@ -271,7 +271,7 @@ impl Engine {
                 // reported OK in shadow mode.
                 let over = costs[i] > 0 && !ask.descriptors[i].negative;
                 let enforced = over && !limit.shadow_mode;
-                statuses[i] = status(limit, &[], Some(enforced));
+                statuses[i] = self.blocked(limit, enforced);
                 code_blocked |= enforced;
                 continue;
             }
@@ -382,7 +382,7 @@ impl Engine {
         }
         if !limit.has_rule() {
             // Blocked: over the limit whatever the state (there is none).
-            let blocked = status(limit, &[], Some(!limit.shadow_mode));
+            let blocked = self.blocked(limit, !limit.shadow_mode);
             return Ok(Some(ClientState::stateless(blocked)));
         }
         let mut key = String::new();
@@ -476,6 +476,17 @@ impl Engine {
     }
 
     /// The policy `limit` is decided on.
+    /// The status of a descriptor under the blocked `limit` (`requests_per_unit: 0`,
+    /// `over` if enforced): no state, so its reset is the end of its unit's window now,
+    /// on the engine's clock, as the Go service reports it.
+    fn blocked(&self, limit: &Limit, over: bool) -> Status {
+        let mut status = status(limit, &[], Some(over));
+        if let Some((_, unit)) = limit.current_limit.filter(|_| limit.blocked) {
+            status.reset_after = Some(unit.until_window_end(self.limiter(limit).now()));
+        }
+        status
+    }
+
     fn limiter(&self, limit: &Limit) -> &Limiter {
         if limit.shadow_mode {
             &self.shadow
@@ -569,12 +580,8 @@ fn status(limit: &Limit, tiers: &[&TierOutcome], over: Option<bool>) -> Status {
             .current_limit
             .map(|(requests, unit)| (limit.envoy_name.clone().unwrap_or_default(), requests, unit)),
         remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
-        reset_after: tightest.map(|t| t.decision.reset_after).or_else(|| {
-            // A block has no state, but its unit's windows end as the Go service says.
-            let (_, unit) = limit.current_limit.filter(|_| limit.blocked)?;
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            Some(unit.until_window_end(now.unwrap_or_default()))
-        }),
+        // A blocked limit's, which has no state, is the caller's (`Engine::blocked`).
+        reset_after: tightest.map(|t| t.decision.reset_after),
         retry_after: tightest
             .filter(|t| !t.decision.allowed)
             .map(|t| t.decision.retry_after),

@@ -3,11 +3,11 @@
 //! leases — with the operations the service needs, each written once for every store.
 
 use tollgate::policy::{
-    BatchDecision, BatchError, LimitedClients, ListBounds, Policy, PolicyConfigError,
+    BatchDecision, BatchError, LimitedClients, ListBounds, Policy, PolicyCheck, PolicyConfigError,
     PolicyDecision, Request,
 };
-use tollgate::InsufficientCapacity;
 use tollgate::MonotonicClock;
+use tollgate::{InsufficientCapacity, Nanos};
 use tollgate_redis::{LeasedStore, RedisStore};
 
 /// A policy on its store.
@@ -41,6 +41,11 @@ impl Limiter {
             Limiter::InProcess(_) => false,
             Limiter::Redis(_) | Limiter::Leased(_) => true,
         }
+    }
+
+    /// Its policy's clock now (Unix time: see `tollgate::MonotonicClock`).
+    pub(crate) fn now(&self) -> Nanos {
+        with_policy!(self, policy => PolicyCheck::now(policy))
     }
 
     /// Every request of `requests` as one, all or nothing.

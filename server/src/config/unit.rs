@@ -3,7 +3,7 @@
 //! their values in the protocol (`RateLimitResponse.RateLimit.Unit`).
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as Proto;
-use tollgate::Nanos;
+use tollgate::{Algorithm, FixedWindow, Nanos};
 
 /// A unit of `requests_per_unit`. Serialized as the protocol spells it (`SECOND`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -72,12 +72,17 @@ impl Unit {
         }
     }
 
-    /// How long from `now` (since the Unix epoch) until its window ends, its windows of
-    /// Unix time starting at `now / seconds * seconds` as the Go service's.
-    pub(crate) fn until_window_end(self, now: std::time::Duration) -> Nanos {
-        let window = u128::from(self.seconds()) * 1_000_000_000;
-        // At most a year of nanoseconds: fits a u64.
-        Nanos::new(u64::try_from(window - now.as_nanos() % window).unwrap_or(u64::MAX))
+    /// How long from `now` (Unix time) until its window ends: the reset of a fresh fixed
+    /// window of this length (core's window arithmetic), whose windows start at multiples
+    /// of it, as the Go service's do.
+    pub(crate) fn until_window_end(self, now: Nanos) -> Nanos {
+        let window = Nanos::from_secs(self.seconds());
+        // A window of at most a year and a limit of one are always valid, and a cost of 0
+        // always fits: the fallback (a whole window) is never taken.
+        let fresh = FixedWindow::new(1, window)
+            .ok()
+            .and_then(|w| w.peek(0, now, 0).ok());
+        fresh.map_or(window, |outcome| outcome.decision.reset_after)
     }
 
     /// Its length as a tollgate window (`tollgate::policy::parse_duration` reads it as
@@ -113,5 +118,25 @@ impl Unit {
             Unit::Month => Proto::Month,
             Unit::Year => Proto::Year,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Unit;
+    use tollgate::Nanos;
+
+    /// Windows of Unix time: the rest of the current one, a whole one at its start.
+    #[test]
+    fn window_ends() {
+        let at = |secs: u64, unit: Unit| unit.until_window_end(Nanos::from_secs(secs));
+        assert_eq!(at(90, Unit::Minute), Nanos::from_secs(30));
+        assert_eq!(at(120, Unit::Minute), Nanos::from_secs(60));
+        assert_eq!(at(0, Unit::Second), Nanos::from_secs(1));
+        assert_eq!(
+            Unit::Day.until_window_end(Nanos::from_secs(86_400 * 3 + 1) + Nanos::new(1)),
+            Nanos::from_secs(86_399) - Nanos::new(1)
+        );
+        assert_eq!(at(0, Unit::Year), Nanos::from_secs(365 * 86_400));
     }
 }

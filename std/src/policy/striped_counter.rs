@@ -67,7 +67,10 @@ impl StripedCounter {
         // Relaxed: a statistic; readers need no ordering with other memory. A load and a
         // store, not a `fetch_add`: this thread alone writes its slot (a thread that
         // inherits a slot's id starts after the one that held it has exited).
-        slot.store(slot.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        slot.store(
+            slot.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
 
     /// The total so far (a sum of slots; concurrent adds may or may not be included).

@@ -23,7 +23,7 @@
 //! `tests/keyed_races.rs`: a lock-free lookup (peek, and the policy layer's
 //! `update_resident`) racing a cuckoo move of its key, and the exact-key pin handshake
 //! (with a key type whose contents loom tracks). Their broken twins run the same table
-//! with one protocol step switched off (`tollgate::keyed::LoomFault`, loom builds only).
+//! with one protocol step switched off (`tollgate::LoomFault`, loom builds only).
 //!
 //! The lease cell (`tollgate::lease::LeaseCell`: a hot key's leased permits, spent
 //! lock-free) is modelled directly in `tests/lease_cell.rs`: spends racing a refill and an

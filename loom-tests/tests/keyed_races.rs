@@ -1,5 +1,5 @@
 //! loom models of two races inside `tollgate`'s keyed table (issue 16, item 3), each with a
-//! broken twin that switches the protecting step off (`tollgate::keyed::LoomFault`) and
+//! broken twin that switches the protecting step off (`tollgate::LoomFault`) and
 //! must fail:
 //!
 //! 1. **A lookup racing a cuckoo move.** Key X sits in its first bucket, which is full, as
@@ -27,7 +27,7 @@ use std::hash::{Hash, Hasher};
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use tollgate::keyed::LoomFault;
+use tollgate::LoomFault;
 use tollgate::{KeyStorage, KeyedLimiter, MonotonicClock, Nanos, WhenFull};
 use tollgate_core::Gcra;
 use tollgate_loom_tests::{explore, FixedHasher};

@@ -12,7 +12,7 @@
 #![cfg(tollgate_loom)]
 
 use loom::sync::Arc;
-use tollgate::keyed::LoomFault;
+use tollgate::LoomFault;
 use tollgate::{KeyedLimiter, MonotonicClock, Nanos};
 use tollgate_core::Gcra;
 use tollgate_loom_tests::{explore, FixedHasher};

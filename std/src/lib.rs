@@ -121,11 +121,20 @@ mod rate_limiter;
 mod sync;
 pub mod wait;
 
-pub use clock::{CoarseClock, ManualClock, MonotonicClock, TscClock, UpkeepHandle};
-pub use keyed::{
-    DefaultHashBuilder, KeyStorage, KeyedBuildError, KeyedError, KeyedLimiter, KeyedLimiterBuilder,
-    KeyedStats, WhenFull,
-};
+// The clocks and the keyed limiter's items, at their one public path (the `clock` and
+// `keyed` modules hold their guides).
+pub use clock::coarse::{CoarseClock, UpkeepHandle};
+pub use clock::manual::ManualClock;
+pub use clock::monotonic::MonotonicClock;
+pub use clock::tsc::TscClock;
+pub use keyed::builder::{DefaultHashBuilder, KeyedLimiterBuilder, DEFAULT_CAPACITY};
+pub use keyed::config::{KeyStorage, WhenFull};
+pub use keyed::error::{KeyedBuildError, KeyedError};
+pub use keyed::limiter::{KeyedLimiter, KeyedStats};
+// The loom models' broken twins (loom builds only): a test hook, not the product's API.
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub use keyed::loom_fault::LoomFault;
 pub use rate_limiter::RateLimiter;
 
 pub mod policy;

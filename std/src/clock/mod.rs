@@ -31,14 +31,16 @@
 //! let ours = MonotonicClock::new().now().as_u64() / 1_000_000_000;
 //! assert!(ours.abs_diff(wall) <= 1);
 //! ```
+//!
+//! [`TscClock`]: crate::TscClock
+//! [`CoarseClock`]: crate::CoarseClock
+//! [`MonotonicClock`]: crate::MonotonicClock
+//! [`ManualClock`]: crate::ManualClock
 
-mod coarse;
-mod manual;
-mod monotonic;
-mod tsc;
+// The clocks are declared in these modules and re-exported at the crate root only (one path
+// each; `FnClock` at `policy::FnClock`); this module keeps the guide above.
+pub(crate) mod coarse;
+pub(crate) mod manual;
+pub(crate) mod monotonic;
+pub(crate) mod tsc;
 mod unix;
-
-pub use coarse::{CoarseClock, UpkeepHandle};
-pub use manual::{FnClock, ManualClock};
-pub use monotonic::MonotonicClock;
-pub use tsc::TscClock;

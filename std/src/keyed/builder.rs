@@ -9,8 +9,12 @@ use super::debt_summary::MAX_DEBTS;
 use super::key::is_word;
 use super::table::Geometry;
 use super::table::{Mode, Table};
-use super::{DefaultHashBuilder, KeyStorage, KeyedBuildError, KeyedLimiter, WhenFull};
+use super::{KeyStorage, KeyedBuildError, KeyedLimiter, WhenFull};
 use crate::MonotonicClock;
+
+/// The default hasher of non-integer keys: `foldhash`'s fast hasher, randomly seeded per
+/// limiter (so collisions and bucket choices cannot be predicted from outside).
+pub type DefaultHashBuilder = foldhash::fast::RandomState;
 
 /// The keys a table keeps state for unless told otherwise: a [`KeyedLimiterBuilder`]'s
 /// capacity, and each tier's in a policy whose rules set no `capacity`.

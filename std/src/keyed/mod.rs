@@ -99,26 +99,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod builder;
-mod config;
+// The public items are declared in these modules and re-exported at the crate root only
+// (one path each); this module keeps the guide above and the crate-internal paths.
+pub(crate) mod builder;
+pub(crate) mod config;
 mod debt_summary;
-mod error;
+pub(crate) mod error;
 mod key;
-mod limiter;
+pub(crate) mod limiter;
 #[cfg(tollgate_loom)]
-mod loom_fault;
+pub(crate) mod loom_fault;
 mod table;
 
 pub(crate) use debt_summary::DebtSummary;
 pub(crate) use table::{loss_of, Geometry, Judge, Loc, Mode, Seen, Table, Upsert};
 
-pub use builder::{KeyedLimiterBuilder, DEFAULT_CAPACITY};
-pub use config::{KeyStorage, WhenFull};
-pub use error::{KeyedBuildError, KeyedError};
-pub use limiter::{KeyedLimiter, KeyedStats};
+pub(crate) use builder::{DefaultHashBuilder, KeyedLimiterBuilder, DEFAULT_CAPACITY};
+pub(crate) use config::{KeyStorage, WhenFull};
+pub(crate) use error::{KeyedBuildError, KeyedError};
+pub(crate) use limiter::{KeyedLimiter, KeyedStats};
 #[cfg(tollgate_loom)]
-pub use loom_fault::LoomFault;
-
-/// The default hasher of non-integer keys: `foldhash`'s fast hasher, randomly seeded per
-/// limiter (so collisions and bucket choices cannot be predicted from outside).
-pub type DefaultHashBuilder = foldhash::fast::RandomState;
+pub(crate) use loom_fault::LoomFault;

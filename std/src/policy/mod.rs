@@ -87,7 +87,7 @@ mod until_ready;
 #[cfg(feature = "watch")]
 mod watch;
 
-pub use crate::clock::FnClock;
+pub use crate::clock::manual::FnClock;
 pub use batch::{BatchDecision, BatchError};
 pub use check::{PolicyCheck, Request};
 pub use config::{

@@ -153,11 +153,7 @@ impl HeaderStyle {
             }
             HeaderStyle::Legacy if !tiers.is_empty() => {
                 let d = &decision.decision;
-                Fields::Legacy([
-                    HeaderValue::from(d.limit),
-                    HeaderValue::from(d.remaining),
-                    HeaderValue::from(RateLimitHeaders::legacy_reset(d)),
-                ])
+                Fields::Legacy([d.limit, d.remaining, RateLimitHeaders::legacy_reset(d)])
             }
             HeaderStyle::Draft11
             | HeaderStyle::Draft10
@@ -177,8 +173,9 @@ pub(crate) enum Fields {
     None,
     /// `RateLimit-Policy`, `RateLimit`.
     Draft([HeaderValue; 2]),
-    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
-    Legacy([HeaderValue; 3]),
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`, as numbers (rendered into the response:
+    /// three values inline would make every request's future 40 bytes larger).
+    Legacy([u64; 3]),
     /// The header [`RateLimitLayer::exempt_header`](super::RateLimitLayer::exempt_header)
     /// names, on a request admitted without limits: `allow` or `unlimited`.
     Exempt(HeaderName, HeaderValue),
@@ -195,9 +192,9 @@ impl Fields {
                 headers.insert(RATELIMIT, limit);
             }
             Fields::Legacy([limit, remaining, reset]) => {
-                headers.insert(X_LIMIT, limit);
-                headers.insert(X_REMAINING, remaining);
-                headers.insert(X_RESET, reset);
+                headers.insert(X_LIMIT, HeaderValue::from(limit));
+                headers.insert(X_REMAINING, HeaderValue::from(remaining));
+                headers.insert(X_RESET, HeaderValue::from(reset));
             }
             Fields::Exempt(name, value) => {
                 headers.insert(name, value);

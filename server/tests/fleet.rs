@@ -184,14 +184,7 @@ fn a_reset_on_one_server_is_seen_by_the_fleet() {
 fn a_client_one_server_limited_is_listed_by_the_other() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let args = [
-        "--redis",
-        url.as_str(),
-        "--redis-prefix",
-        "listing",
-        "--admin",
-        "127.0.0.1:0",
-    ];
+    let args = admin_on_redis(&url, "listing");
     let a = Server::start(RULES, &args, &[]);
     let b = Server::start_on(&a.rules, &args, &[]);
     let body = |account: &str| {

@@ -2,8 +2,9 @@
 //! limiter, `tollgate_http::RateLimitLayer` with draft-11 headers and without headers, and
 //! `tower_governor` with its `use_headers()` and without — each answering
 //! `GET /users/{id}`, limits that never deny. One keep-alive hyper client connection per
-//! server; requests go round-robin over the servers (so machine noise hits them alike) and
-//! each round trip is timed.
+//! server; requests go round-robin over the servers (so machine noise hits them alike),
+//! each round starting one server further on (a server is measured slower right after
+//! another, so none always follows the same one), and each round trip is timed.
 //!
 //! ```text
 //! cargo run --release -p tollgate-bench --features http --bin http_loopback [requests per server]
@@ -113,8 +114,13 @@ async fn main() -> Result<(), BoxError> {
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(per_server); servers.len()];
     let warmup = per_server / 10;
+    let n = senders.len();
     for round in 0..per_server + warmup {
-        for (i, sender) in senders.iter_mut().enumerate() {
+        // Each round starts one server further on: no server always follows the same one
+        // (the one right after another is measured slower, whichever it is).
+        for k in 0..n {
+            let i = (round + k) % n;
+            let sender = &mut senders[i];
             let request = http::Request::get(format!("/users/{}", round % 100))
                 .header("host", "localhost")
                 .body(Empty::<Bytes>::new())?;

@@ -51,12 +51,16 @@ const MAX_DEBOUNCES: u32 = 10;
 /// The file's **directory**, not the file: a deploy or an editor that writes
 /// `rules.toml.tmp` and renames it over `rules.toml` replaces the file a watch on it would
 /// follow, and the watch would go quiet. Events are kept for entries of the file's name
-/// only, except where the path is a symlink when the watch starts (a Kubernetes ConfigMap:
+/// only, except where the path is a symlink (a Kubernetes ConfigMap:
 /// `rules.toml → ..data/rules.toml`, updated by renaming a new `..data` symlink into
 /// place): then an event on any entry of the directory counts, since the file's content
-/// changes without an event naming it; and when the symlink names a file in another
-/// directory, that directory is watched too, for that file (the one the symlink named when
-/// the watch started). Reads of the file (ours included) are not changes.
+/// changes without an event naming it; and when the symlink leads into another directory,
+/// that directory is watched too, for the entry there (each link of a chain, and the file at
+/// its end). The path is resolved again before each read, so the watch follows it when it
+/// leads elsewhere: a file replaced by a symlink (`ln -sf /srv/config/rules.toml
+/// rules.toml`), a symlink pointed at another file (`ln -sfn`), a link of a chain changed;
+/// a directory it no longer leads through is no longer watched. Reads of the file (ours
+/// included) are not changes.
 ///
 /// The directory's parent is watched too, for the directory's own entry: a deploy that
 /// replaces the whole directory (`rm -rf conf; mv conf.new conf`) moves the watch to the
@@ -161,6 +165,57 @@ pub enum WatchError {
     },
 }
 
+/// Where the rules file's path leads when it is a symlink (or a chain of them), and the
+/// directories watched for that: resolved when the watch starts and again before each read,
+/// so a file replaced by a symlink, a symlink pointed elsewhere, or a link of a chain
+/// changed moves the watch to where the path leads now.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Links {
+    /// The path is a symlink: an event on any entry of its directory counts (a ConfigMap's
+    /// `..data` swap changes the file it names without an event naming the path).
+    any_entry: bool,
+    /// The entries the path leads through, the links of a chain then the file at its end,
+    /// each as its directory's real path and its own name: an event on one of them counts.
+    entries: Vec<PathBuf>,
+    /// Their directories, watched for them: those the watch holds besides the file's own
+    /// directory and its parent (watched already, and for longer).
+    dirs: Vec<PathBuf>,
+}
+
+/// The longest chain of symlinks followed from the path (Linux's own limit); a longer one,
+/// or a loop, is followed that far.
+const MAX_LINKS: usize = 40;
+
+impl Links {
+    /// Follows `path`, link by link, to the file it names (or to where it stops: a missing
+    /// entry or directory).
+    fn resolve(path: &Path) -> Links {
+        let canonical = |dir: Option<&Path>| dir.and_then(|dir| fs::canonicalize(dir).ok());
+        let dir = path.parent();
+        let watched = [canonical(dir), canonical(dir.and_then(Path::parent))];
+        let mut links = Links::default();
+        let mut at = path.to_owned();
+        for _ in 0..MAX_LINKS {
+            // Not a symlink (or missing): the end.
+            let Ok(target) = fs::read_link(&at) else {
+                break;
+            };
+            links.any_entry = true;
+            // Relative to the link's directory (an absolute target replaces it).
+            let next = at.parent().unwrap_or(Path::new("")).join(target);
+            let (Some(name), Some(parent)) = (next.file_name(), canonical(next.parent())) else {
+                break;
+            };
+            at = parent.join(name);
+            if !watched.contains(&Some(parent.clone())) && !links.dirs.contains(&parent) {
+                links.dirs.push(parent);
+            }
+            links.entries.push(at.clone());
+        }
+        links
+    }
+}
+
 /// What the watch thread is told.
 enum Message {
     /// An event that may have changed the file.
@@ -181,6 +236,9 @@ struct Shared {
     /// The watch (`None` once stopping): taken by the thread to move to a replaced
     /// directory, dropped by [`RulesFile`]'s drop.
     watcher: Mutex<Option<RecommendedWatcher>>,
+    /// Where the path leads, shared with the watcher's callback; changed by
+    /// [`Shared::follow_links`] alone.
+    links: Arc<Mutex<Links>>,
     /// The content last applied; held across a reload, so reloads happen one at a time.
     applied: Mutex<Option<String>>,
     status: Mutex<WatchStatus>,
@@ -208,8 +266,10 @@ impl RulesFile {
     /// Reads the file and applies it now, whatever it holds (also the content last
     /// applied: the policy may have been reloaded from elsewhere since), returning what the
     /// reload changed or why the rules in force were kept. Counted in
-    /// [`status`](Self::status) as the watch's own reloads are. For a server's SIGHUP
-    /// handler; runs on the caller's thread, after a reload of the watch under way.
+    /// [`status`](Self::status) as the watch's own reloads are, and, as they do, it
+    /// resolves the path again (a symlink that now leads elsewhere is followed from then
+    /// on). For a server's SIGHUP handler; runs on the caller's thread, after a reload of
+    /// the watch under way.
     pub fn reload_now(&self) -> Result<ReloadReport, ReloadError> {
         self.shared
             .reload(true)
@@ -278,27 +338,18 @@ impl RulesFileBuilder {
             dir: dir.clone(),
             source,
         };
-        let any_entry = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
-        // A symlink into another directory: an edit of the file it names is an event there
-        // only, so that directory is watched too (for that file).
-        let target = any_entry
-            .then(|| fs::canonicalize(&path).ok())
-            .flatten()
-            .filter(|target| target.parent() != fs::canonicalize(&dir).ok().as_deref());
+        // Where the path leads, read by the callback to judge each event; resolved (and the
+        // directories it leads through watched) below, and again before each read.
+        let links = Arc::new(Mutex::new(Links::default()));
 
         let (sender, receiver) = mpsc::channel();
         let events = sender.clone();
-        let (any_entry_of, watched) = (any_entry.then(|| dir.clone()), target.clone());
+        let followed = Arc::clone(&links);
         let own_dir = dir.clone();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<_>| {
             let message = if names(&event, &own_dir) {
                 Message::Replaced
-            } else if relevant(
-                &event,
-                (&name, own_dir.parent()),
-                any_entry_of.as_deref(),
-                watched.as_deref(),
-            ) {
+            } else if relevant(&event, (&name, &own_dir), &lock(&followed)) {
                 Message::Changed
             } else {
                 return;
@@ -321,23 +372,19 @@ impl RulesFileBuilder {
                     source: Box::new(e),
                 })?;
         }
-        if let Some(target_dir) = target.as_deref().and_then(Path::parent) {
-            watcher
-                .watch(target_dir, RecursiveMode::NonRecursive)
-                .map_err(|e| WatchError::Watch {
-                    dir: target_dir.to_owned(),
-                    source: Box::new(e),
-                })?;
-        }
 
         let shared = Arc::new(Shared {
             policy,
             path,
             dir: dir.clone(),
             watcher: Mutex::new(Some(watcher)),
+            links,
             applied: Mutex::new(None),
             status: Mutex::new(WatchStatus::default()),
         });
+        // A symlink into another directory: an edit of the file it names is an event there
+        // only, so that directory is watched too (for that file).
+        shared.follow_links()?;
         let thread = thread::Builder::new()
             .name("tollgate-rules-watch".into())
             .spawn({
@@ -361,16 +408,14 @@ fn names(event: &notify::Result<notify::Event>, dir: &Path) -> bool {
     })
 }
 
-/// Whether `event` may have changed the file `name`: an entry of that name (but in
-/// `above`, the directory's parent, watched for the directory alone), any entry of
-/// `any_entry_of` (the file's directory, when the file is a symlink), or the file `target`
-/// (where the symlink pointed, in another directory). A lost event (an error, an
-/// overflowed queue) may have.
+/// Whether `event` may have changed the file `name` in `dir`: an entry of that name (but
+/// in the directory's parent, watched for the directory alone), any entry of `dir` (when
+/// the path is a symlink), or an entry the symlink leads through ([`Links::entries`]). A
+/// lost event (an error, an overflowed queue) may have.
 fn relevant(
     event: &notify::Result<notify::Event>,
-    (name, above): (&OsString, Option<&Path>),
-    any_entry_of: Option<&Path>,
-    target: Option<&Path>,
+    (name, dir): (&OsString, &Path),
+    links: &Links,
 ) -> bool {
     let Ok(event) = event else {
         return true;
@@ -383,9 +428,9 @@ fn relevant(
     }
     event.need_rescan()
         || event.paths.iter().any(|path| {
-            (path.file_name() == Some(name.as_os_str()) && path.parent() != above)
-                || any_entry_of.is_some_and(|dir| path.starts_with(dir))
-                || target == Some(path.as_path())
+            (path.file_name() == Some(name.as_os_str()) && path.parent() != dir.parent())
+                || (links.any_entry && path.starts_with(dir))
+                || links.entries.contains(path)
         })
 }
 
@@ -427,6 +472,17 @@ impl Shared {
     /// one last applied (unless `always`).
     fn reload(&self, always: bool) -> Result<Option<ReloadReport>, ReloadError> {
         let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+        // The path may lead elsewhere since the last read (a symlink put in its place, or
+        // pointed at another file): the next edit of the file it names now is seen.
+        if let Err(error) = self.follow_links() {
+            #[cfg(feature = "tracing")]
+            tracing::warn!(
+                %error,
+                "tollgate: the directory the rules file's symlink leads to cannot be watched; \
+                 its edits are not seen"
+            );
+            let _ = error;
+        }
         let text = match fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(error) => {
@@ -473,6 +529,44 @@ impl Shared {
         self.watcher.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Resolves the path again and moves the watches of the directories it leads through to
+    /// where it leads now ([`Links`]): the directories no longer on the way are no longer
+    /// watched, the new ones are. One that cannot be watched is left out (the error is
+    /// returned) and tried again at the next resolution.
+    fn follow_links(&self) -> Result<(), WatchError> {
+        let mut watcher = self.watcher();
+        let Some(watcher) = watcher.as_mut() else {
+            // Stopping.
+            return Ok(());
+        };
+        let mut now = Links::resolve(&self.path);
+        // Not held across the watcher's calls: they wait for its thread, which may be in
+        // the callback, waiting for this lock.
+        let before = lock(&self.links).clone();
+        if now == before {
+            return Ok(());
+        }
+        for dir in before.dirs.iter().filter(|dir| !now.dirs.contains(dir)) {
+            // Its watch may be gone with it already.
+            let _ = watcher.unwatch(dir);
+        }
+        let mut result = Ok(());
+        now.dirs.retain(|dir| {
+            before.dirs.contains(dir)
+                || watcher
+                    .watch(dir, RecursiveMode::NonRecursive)
+                    .map_err(|error| {
+                        result = Err(WatchError::Watch {
+                            dir: dir.clone(),
+                            source: Box::new(error),
+                        });
+                    })
+                    .is_ok()
+        });
+        *lock(&self.links) = now;
+        result
+    }
+
     /// Moves the watch of the file's directory to the directory now of that name (the old
     /// one was replaced or removed). If there is none yet, the watch of its parent says when
     /// it comes back; the read that follows counts the missing file meanwhile.
@@ -495,6 +589,11 @@ impl Shared {
             let _ = error;
         }
     }
+}
+
+/// Locks `mutex`, also one a panic left poisoned (as the watch's other locks are taken).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Reports a read of the rules file that failed (the policy never saw it, so its own

@@ -1,6 +1,7 @@
 //! The rules-file watcher (feature `watch`): real files in a directory of the target's temp
 //! dir, real `notify`. A change (rewritten in place, renamed over, a ConfigMap's symlink
-//! swap, the file a symlink names in another directory, a replaced directory) is applied; a
+//! swap, the file a symlink names in another directory, a file replaced by a symlink, a
+//! symlink pointed elsewhere, a chain of them, a replaced directory) is applied; a
 //! broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
@@ -205,6 +206,99 @@ fn a_symlink_into_another_directory_follows_its_file() {
         (status.applied, status.unchanged),
         "{after:?}"
     );
+}
+
+/// Makes `path` a symlink to `target` in one step: a new symlink renamed over it (what
+/// `ln -sfn` and a deploy do).
+#[cfg(unix)]
+fn relink(target: &Path, path: &Path) {
+    let tmp = path.with_extension("toml.link");
+    std::os::unix::fs::symlink(target, &tmp).unwrap();
+    fs::rename(&tmp, path).unwrap();
+}
+
+/// `rules.toml`, a plain file when the watch starts, replaced by a symlink to a file in
+/// another directory (`ln -sf /srv/config/rules.toml rules.toml`): that file is applied,
+/// and so are its edits afterwards.
+#[cfg(unix)]
+#[test]
+fn a_file_replaced_by_a_symlink_follows_its_target() {
+    let dir = TempDir::new("file-to-symlink");
+    fs::create_dir(dir.join("etc")).unwrap();
+    fs::create_dir(dir.join("elsewhere")).unwrap();
+    let path = dir.join("etc/rules.toml");
+    fs::write(&path, rules(2)).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let _watch = watch(&policy, &path);
+
+    let target = dir.join("elsewhere/rules.toml");
+    fs::write(&target, rules(5)).unwrap();
+    relink(&target, &path);
+    wait_until("the symlink's file", || limit(&policy) == 5);
+    fs::write(&target, rules(7)).unwrap();
+    wait_until("the edit in place", || limit(&policy) == 7);
+    replace(&target, &rules(9));
+    wait_until("the file renamed over", || limit(&policy) == 9);
+}
+
+/// `rules.toml → v1/rules.toml` pointed at a file in a third directory (`ln -sfn`): the new
+/// file's edits are applied, the old one's no longer read.
+#[cfg(unix)]
+#[test]
+fn a_retargeted_symlink_follows_its_new_target() {
+    let dir = TempDir::new("retargeted");
+    for sub in ["etc", "v1", "v2"] {
+        fs::create_dir(dir.join(sub)).unwrap();
+    }
+    let (old, new) = (dir.join("v1/rules.toml"), dir.join("v2/rules.toml"));
+    fs::write(&old, rules(2)).unwrap();
+    let path = dir.join("etc/rules.toml");
+    std::os::unix::fs::symlink(&old, &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    fs::write(&new, rules(5)).unwrap();
+    relink(&new, &path);
+    wait_until("the new target", || limit(&policy) == 5);
+    fs::write(&new, rules(7)).unwrap();
+    wait_until("the edit of the new target", || limit(&policy) == 7);
+    // The old target's directory is no longer watched: its edits read nothing.
+    let status = watch.status();
+    fs::write(&old, rules(9)).unwrap();
+    thread::sleep(DEBOUNCE * 20);
+    let after = watch.status();
+    assert_eq!(
+        (after.applied, after.unchanged),
+        (status.applied, status.unchanged),
+        "{after:?}"
+    );
+}
+
+/// A chain, `etc/rules.toml → a/rules.toml → b/rules.toml`: the file at its end is
+/// followed, and so is a change of the link in the middle (`a/rules.toml → c/rules.toml`).
+#[cfg(unix)]
+#[test]
+fn a_symlink_chain_is_followed_link_by_link() {
+    let dir = TempDir::new("chain");
+    for sub in ["etc", "a", "b", "c"] {
+        fs::create_dir(dir.join(sub)).unwrap();
+    }
+    let (middle, end) = (dir.join("a/rules.toml"), dir.join("b/rules.toml"));
+    fs::write(&end, rules(2)).unwrap();
+    std::os::unix::fs::symlink(&end, &middle).unwrap();
+    let path = dir.join("etc/rules.toml");
+    std::os::unix::fs::symlink(&middle, &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let _watch = watch(&policy, &path);
+
+    fs::write(&end, rules(5)).unwrap();
+    wait_until("the edit at the chain's end", || limit(&policy) == 5);
+    let other = dir.join("c/rules.toml");
+    fs::write(&other, rules(7)).unwrap();
+    relink(&other, &middle);
+    wait_until("the middle link changed", || limit(&policy) == 7);
+    fs::write(&other, rules(9)).unwrap();
+    wait_until("the edit at the new end", || limit(&policy) == 9);
 }
 
 #[test]

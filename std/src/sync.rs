@@ -232,9 +232,11 @@ impl<T> OnceSlot<T> {
     }
 }
 
-/// Plain `std` atomics for the policy layer: counters and state that
+/// Plain `std` atomics (and the lock of the striped counters' owner ids) for the policy
+/// layer: counters and state that
 /// the loom models do not cover (the rule-set swap is [`SwapCell`], which they do), so they stay on `std`'s types even under
 /// `--cfg tollgate_loom` (where the keyed table above switches to loom's).
 pub(crate) mod plain {
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use std::sync::{Mutex, PoisonError};
 }

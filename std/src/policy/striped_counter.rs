@@ -1,19 +1,22 @@
-//! [`StripedCounter`]: a counter split over per-thread, cache-padded slots, so threads
-//! counting the same event neither bounce one cache line between cores nor lock it; and
-//! the stripe index a thread is given, for the rule set's holds.
+//! [`StripedCounter`]: a counter split over cache-padded slots, each owned by one running
+//! thread (which adds to it without a locked instruction), so threads counting the same
+//! event neither bounce one cache line between cores nor lock it; and the stripe index a
+//! thread is given, for the rule set's holds.
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
-use thread_local::ThreadLocal;
 
-use crate::sync::plain::{AtomicU64, Ordering};
+use crate::sync::plain::{AtomicU64, Mutex, Ordering, PoisonError};
 
-/// A counter of events, incremented from many threads. Each thread adds to a slot of its
-/// own (cache-padded, so threads counting the same event do not bounce one line between
-/// cores), which no other thread writes: an add is a load and a store, no locked
-/// read-modify-write. Reading sums the slots. A thread's slot outlives it and passes to the
-/// next thread given its id, so no count is lost when threads come and go.
+/// A counter of events, incremented from many threads. A running thread holds an owner id
+/// (one per available core, handed out on its first add and given back as it ends) and adds
+/// to that id's slot, which no other thread writes meanwhile: a load and a store, no locked
+/// read-modify-write. A thread without one (all held, or its own given back: an add from
+/// another thread-local's destructor as the thread ends) adds to a shared stripe with a
+/// `fetch_add`. Reading sums both. A slot keeps its count when its id passes to another
+/// thread, so no count is lost when threads come and go.
 ///
 /// ```
 /// use tollgate::policy::StripedCounter;
@@ -22,9 +25,18 @@ use crate::sync::plain::{AtomicU64, Ordering};
 /// std::thread::scope(|s| { s.spawn(|| counter.add(3)); });
 /// assert_eq!(counter.get(), 5);
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StripedCounter {
-    slots: ThreadLocal<CachePadded<AtomicU64>>,
+    /// Indexed by owner id: written by the thread holding it only.
+    owned: Box<[CachePadded<AtomicU64>]>,
+    /// The threads without an owner id, each at its [`thread_stripe`].
+    shared: Box<[CachePadded<AtomicU64>]>,
+}
+
+impl Default for StripedCounter {
+    fn default() -> Self {
+        StripedCounter::new()
+    }
 }
 
 /// Stripes per counter: one per available core, rounded up to a power of two (at most 64).
@@ -54,29 +66,118 @@ pub(crate) fn thread_stripe() -> usize {
     })
 }
 
+/// A thread's owner id before its first add.
+const UNCLAIMED: usize = usize::MAX;
+/// A thread without an owner id: none was free, or it gave its own back as it ends.
+const NO_OWNER: usize = usize::MAX - 1;
+
+thread_local! {
+    /// This thread's owner id (or [`UNCLAIMED`], [`NO_OWNER`]). Without a destructor, so
+    /// still read, never destroyed, by adds from other thread-locals' destructors.
+    static OWNER: Cell<usize> = const { Cell::new(UNCLAIMED) };
+    /// Gives this thread's owner id back as it ends.
+    static RELEASE: Release = const { Release };
+}
+
+/// The owner ids not held by a running thread, and the next never handed out.
+struct Owners {
+    free: Vec<usize>,
+    next: usize,
+}
+
+/// Every counter's count of owned slots, and so of owner ids: fixed at first use.
+fn owner_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(stripe_count)
+}
+
+/// The owner ids: a slot's hand-over from a thread that ends to one that starts goes
+/// through this lock, so the new owner's first load sees the old owner's last store.
+static OWNERS: Mutex<Owners> = Mutex::new(Owners {
+    free: Vec::new(),
+    next: 0,
+});
+
+/// The destructor of [`RELEASE`].
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        // No owner from here on (before the id is free for another thread): a later add
+        // of this thread's, from another destructor, goes to a shared stripe.
+        let id = OWNER.with(|o| o.replace(NO_OWNER));
+        if id < NO_OWNER {
+            let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+            owners.free.push(id);
+        }
+    }
+}
+
+/// This thread's first add: takes a free owner id if there is one, once the destructor
+/// that gives it back is registered (a thread that cannot register it takes none).
+#[cold]
+fn claim() -> usize {
+    let id = if RELEASE.try_with(|_| ()).is_ok() {
+        let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+        match owners.free.pop() {
+            Some(id) => id,
+            None if owners.next < owner_count() => {
+                owners.next += 1;
+                owners.next - 1
+            }
+            None => NO_OWNER,
+        }
+    } else {
+        NO_OWNER
+    };
+    OWNER.with(|o| o.set(id));
+    id
+}
+
+/// `n` cache-padded zeros.
+fn zeroed(n: usize) -> Box<[CachePadded<AtomicU64>]> {
+    (0..n).map(|_| CachePadded::new(AtomicU64::new(0))).collect()
+}
+
 impl StripedCounter {
-    /// A zeroed counter (its slots are made as threads first add to it).
+    /// A zeroed counter.
     pub fn new() -> StripedCounter {
-        StripedCounter::default()
+        StripedCounter {
+            owned: zeroed(owner_count()),
+            shared: zeroed(stripe_count()),
+        }
     }
 
     /// Adds `n`.
     #[inline]
     pub fn add(&self, n: u64) {
-        let slot = self.slots.get_or_default();
-        // Relaxed: a statistic; readers need no ordering with other memory. A load and a
-        // store, not a `fetch_add`: this thread alone writes its slot (a thread that
-        // inherits a slot's id starts after the one that held it has exited).
-        slot.store(
-            slot.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
+        let mut id = OWNER.with(Cell::get);
+        if id == UNCLAIMED {
+            id = claim();
+        }
+        // Relaxed, here and below: a statistic; readers need no ordering with other
+        // memory (an owned slot's hand-over is ordered by the `OWNERS` lock).
+        match self.owned.get(id) {
+            // A load and a store, not a `fetch_add`: this thread alone writes the slot
+            // while it holds the id. (Under loom every model thread runs on one OS thread
+            // and shares its id; loom never switches between this load and store, which
+            // are not loom operations.)
+            Some(slot) => slot.store(
+                slot.load(Ordering::Relaxed).wrapping_add(n),
+                Ordering::Relaxed,
+            ),
+            None => {
+                let stripe = thread_stripe() & (self.shared.len() - 1);
+                self.shared[stripe].fetch_add(n, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The total so far (a sum of slots; concurrent adds may or may not be included).
     pub fn get(&self) -> u64 {
-        self.slots
+        self.owned
             .iter()
+            .chain(self.shared.iter())
             // Relaxed: see `add`.
             .map(|s| s.load(Ordering::Relaxed))
             .fold(0u64, u64::wrapping_add)
@@ -85,21 +186,22 @@ impl StripedCounter {
 
 #[cfg(test)]
 mod tests {
-    use super::StripedCounter;
+    use super::{owner_count, StripedCounter};
 
     /// Threads at once and one after another (the later ones given the ids, and so the
-    /// slots, of those that exited): every add counted once.
+    /// slots, of those that exited), more of them than owner ids: every add counted once.
     #[test]
     fn adds_from_threads_that_come_and_go_are_all_counted() {
         let counter = StripedCounter::new();
+        let threads = owner_count() + 3;
         for _ in 0..3 {
             std::thread::scope(|s| {
-                for _ in 0..4 {
+                for _ in 0..threads {
                     s.spawn(|| (0..1000).for_each(|_| counter.add(1)));
                 }
             });
         }
         counter.add(5);
-        assert_eq!(counter.get(), 12_005);
+        assert_eq!(counter.get(), 3 * threads as u64 * 1000 + 5);
     }
 }

@@ -475,7 +475,6 @@ impl Engine {
         })
     }
 
-    /// The policy `limit` is decided on.
     /// The status of a descriptor under the blocked `limit` (`requests_per_unit: 0`,
     /// `over` if enforced): no state, so its reset is the end of its unit's window now,
     /// on the engine's clock, as the Go service reports it.
@@ -487,6 +486,7 @@ impl Engine {
         status
     }
 
+    /// The policy `limit` is decided on.
     fn limiter(&self, limit: &Limit) -> &Limiter {
         if limit.shadow_mode {
             &self.shadow

@@ -136,7 +136,9 @@ fn claim() -> usize {
 
 /// `n` cache-padded zeros.
 fn zeroed(n: usize) -> Box<[CachePadded<AtomicU64>]> {
-    (0..n).map(|_| CachePadded::new(AtomicU64::new(0))).collect()
+    (0..n)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect()
 }
 
 impl StripedCounter {

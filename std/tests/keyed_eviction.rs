@@ -1,6 +1,9 @@
 //! Eviction policy: idle entries go first (losslessly), then the entry that loses least;
 //! `WhenFull::Refuse` fails closed with a typed error. All time is injected.
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::BuildHasherDefault;
+
 use tollgate::{Gcra, KeyedError, KeyedLimiter, Nanos, WhenFull};
 
 fn secs(s: u64) -> Nanos {
@@ -126,4 +129,75 @@ fn evict_idle_at_sweeps_the_whole_table() {
     assert_eq!(limiter.evict_idle_at(secs(3)), 0);
     assert_eq!(limiter.evict_idle_at(secs(5)), 2_000);
     assert!(limiter.is_empty());
+}
+
+/// A keyed limiter with a fixed hasher (a reproducible layout).
+type Fixed = KeyedLimiter<u64, Gcra, tollgate::MonotonicClock, BuildHasherDefault<DefaultHasher>>;
+
+/// A `Refuse` table of `capacity` keys in `shards` shards.
+fn refusing(capacity: usize, shards: usize) -> Fixed {
+    KeyedLimiter::builder(gcra())
+        .capacity(capacity)
+        .shards(shards)
+        .when_full(WhenFull::Refuse)
+        .hasher(BuildHasherDefault::<DefaultHasher>::default())
+        .build()
+        .unwrap()
+}
+
+/// Offers `keys` (each spending one permit at t = 0, so none is ever idle) to a `Refuse`
+/// table; asserts that a key is refused only once the table holds its capacity, and that
+/// nothing was evicted (every admitted key still resident, with its state).
+fn fill_until_refused(limiter: &Fixed, keys: impl Iterator<Item = u64>) -> Result<(), String> {
+    let capacity = limiter.capacity();
+    let mut admitted = Vec::new();
+    for key in keys {
+        match limiter.check_at(&key, secs(0)) {
+            Ok(decision) => {
+                assert!(decision.allowed);
+                admitted.push(key);
+            }
+            Err(KeyedError::Full) => {
+                if limiter.len() < capacity {
+                    return Err(format!(
+                        "key {key} refused at len {} of capacity {capacity} ({} shards)",
+                        limiter.len(),
+                        limiter.shards(),
+                    ));
+                }
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+        assert!(limiter.len() <= capacity);
+    }
+    assert_eq!(limiter.len(), capacity);
+    assert_eq!(admitted.len(), capacity);
+    let stats = limiter.stats();
+    assert_eq!((stats.idle_evictions, stats.pressure_evictions), (0, 0));
+    for key in admitted {
+        // One permit of ten spent, one more peeked at.
+        assert_eq!(limiter.peek_at(&key, secs(0)).remaining, 8, "key {key}");
+    }
+    Ok(())
+}
+
+/// Small shards: hashing never spreads keys evenly, and a shard beyond its 90 % share
+/// once found the shared pool spent while other shards left part of their shares unused:
+/// `Full` at 9 818 keys of 10 000 (1 024 shards), 4 092 of 4 096 (256), 999 of 1 000 (64).
+#[test]
+fn refuse_admits_live_keys_until_the_whole_capacity_is_used() {
+    for (capacity, shards, first) in [
+        (10_000, 1_024, 0),
+        (10_000, 1_024, 1_000_000_007),
+        (4_096, 256, 1_000_000_007),
+        (1_000, 64, 1_000_000_007),
+        (100, 8, 2_000_000_014),
+        (1_000, 1, 0),
+    ] {
+        let limiter = refusing(capacity, shards);
+        let keys = first..first + 3 * capacity as u64;
+        if let Err(message) = fill_until_refused(&limiter, keys) {
+            panic!("{message}");
+        }
+    }
 }

@@ -30,7 +30,8 @@
 //! The key quota is split between the shards (90 % of an even share each) and a shared pool
 //! (the rest) that a shard draws on once its share is used, because hashing never spreads
 //! keys perfectly evenly: a table holds its full capacity of distinct keys, not the quota of
-//! its emptiest shard. A new key lives in one of two 4-slot buckets of its shard; when both
+//! its emptiest shard (with [`WhenFull::Refuse`], a shard that finds the pool spent also
+//! moves another shard's unused share into it). A new key lives in one of two 4-slot buckets of its shard; when both
 //! are full, entries are moved to their other bucket (cuckoo hashing, up to two moves) before
 //! anything is evicted, so at 83 % slot occupancy a key practically always finds a place.
 //!
@@ -61,7 +62,11 @@
 //!    analogue of LRU: a key that has not been seen for a while is the one that has recovered
 //!    most, and it costs no write per lookup to track. A key hammering its limit has the
 //!    largest `reset_after` and is the last to go.
-//! 3. with [`WhenFull::Refuse`], nobody: the new key gets [`KeyedError::Full`].
+//! 3. with [`WhenFull::Refuse`], nobody: the new key gets [`KeyedError::Full`]. Before
+//!    refusing for want of quota (its shard's share and the pool spent), a shard takes an
+//!    unused unit of another shard's share into the pool, so the quota refuses only at the
+//!    capacity; full buckets (both of the key's, no one- or two-move path out) can refuse a
+//!    key short of it, most often with many small shards (see [`WhenFull::Refuse`]).
 //!
 //! Without more, an entry evicted under pressure is forgotten: its key comes back fresh,
 //! so a client that floods the table with other keys can launder its limit (as with

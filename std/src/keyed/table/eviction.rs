@@ -10,7 +10,7 @@ use super::{Loc, Mode, Table, SWEEP};
 use crate::keyed::debt_summary::DebtSummary;
 use crate::keyed::table::{Slot, BUCKET_SLOTS};
 use crate::keyed::WhenFull;
-use crate::sync::{lock, loom_sc_fence, wait_a_little, Ordering};
+use crate::sync::{lock, loom_sc_fence, try_lock, wait_a_little, Ordering};
 
 /// An idle entry (`None`) or how much evicting it would lose: `(reset_after, −remaining)`,
 /// compared lexicographically, smaller loses less.
@@ -312,7 +312,7 @@ impl<K> Table<K> {
     /// base, or by taking one unit from the shared pool. Under the shard lock.
     pub(super) fn reserve(&self, shard: &Shard) -> bool {
         let len = shard.len();
-        if len >= shard.base
+        if len >= shard.base()
             && self
                 .pool
                 .spare
@@ -330,10 +330,46 @@ impl<K> Table<K> {
     pub(super) fn release(&self, shard: &Shard) {
         let len = shard.len().saturating_sub(1);
         shard.set_len(len);
-        if len >= shard.base {
+        if len >= shard.base() {
             // Relaxed: see `reserve`.
             self.pool.spare.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The pool is spent (under shard `to`'s lock, whose base is spent too): moves one
+    /// unused unit of another shard's base (looking from `to` on) to the pool, so that a table short of its
+    /// capacity does not refuse a key because hashing sent more keys to one shard than its
+    /// share and the pool together (the other shards' unused bases are quota too). Whether
+    /// it did.
+    ///
+    /// The lender's lock is only tried, never waited for (we hold `to`'s: two shards
+    /// borrowing from each other must not deadlock), so a lender busy at that moment is
+    /// skipped; a single thread's inserts always find every unused unit. Reads each shard's
+    /// count once (no write) when none has a unit to lend, as at a full table: a refusal
+    /// there costs one pass over the shard headers.
+    pub(super) fn borrow(&self, to: usize) -> bool {
+        let n = self.shards.len();
+        for step in 1..n {
+            let lender = &self.shards[(to + step) % n];
+            // A hint (relaxed counts, re-read under the lender's lock).
+            if lender.len() >= lender.base() {
+                continue;
+            }
+            let Some(guard) = try_lock(&lender.lock) else {
+                continue;
+            };
+            let base = lender.base();
+            if lender.len() < base {
+                // Under the lender's lock: it keeps `len ≤ base` (the unit leaves it unused),
+                // and the quota (bases + pool units in use + pool) stays the capacity.
+                lender.set_base(base - 1);
+                drop(guard);
+                // Relaxed: see `reserve`.
+                self.pool.spare.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
     }
 
     /// A free slot of bucket `g` (under the shard lock).
@@ -353,7 +389,7 @@ impl<K> Table<K> {
     /// Whether `shard` could count one more key (a hint; [`Table::reserve`] decides).
     pub(super) fn quota_left(&self, shard: &Shard) -> bool {
         // Relaxed: a hint, re-checked by `reserve`.
-        shard.len() < shard.base || self.pool.spare.load(Ordering::Relaxed) > 0
+        shard.len() < shard.base() || self.pool.spare.load(Ordering::Relaxed) > 0
     }
 
     /// The other candidate bucket of the entry in slot `idx` (under the shard lock).
@@ -493,6 +529,7 @@ impl<K> Table<K> {
         let candidates = (loc.g1 * BUCKET_SLOTS..(loc.g1 + 1) * BUCKET_SLOTS)
             .chain(loc.g2 * BUCKET_SLOTS..(loc.g2 + 1) * BUCKET_SLOTS);
         let rounds = self.buckets_per_shard * BUCKET_SLOTS / SWEEP + 16;
+        let mut borrowed = false;
         for _ in 0..rounds {
             let mut free = self.free_candidate(loc);
             if free.is_none() && self.quota_left(shard) {
@@ -542,6 +579,15 @@ impl<K> Table<K> {
                 }
             }
             if self.policy == WhenFull::Refuse {
+                // Nothing idle to take the place of. If it is the quota that is spent (this
+                // shard's base and the pool) while other shards leave part of theirs
+                // unused, borrow a unit and look again (displacement included): only a
+                // table at its capacity, or a shard with no slot to bring into the key's
+                // buckets, refuses.
+                if !borrowed && !self.quota_left(shard) && self.borrow(loc.shard) {
+                    borrowed = true;
+                    continue;
+                }
                 return None;
             }
             if let Some((idx, _)) = best {

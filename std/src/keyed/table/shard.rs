@@ -19,8 +19,11 @@ pub(crate) struct Shard {
     pub(crate) lock: Mutex<ShardLocal>,
     /// Keys resident in this shard; written under `lock`, read lock-free by `len()`.
     pub(crate) len: AtomicUsize,
-    /// The keys this shard may hold before drawing on the table's shared pool.
-    pub(crate) base: usize,
+    /// The keys this shard may hold before drawing on the table's shared pool. Starts at
+    /// the geometry's share; lowered by one (its unit moved to the pool) when another shard
+    /// finds the pool spent under [`WhenFull::Refuse`](crate::WhenFull::Refuse) while this
+    /// one holds fewer keys (`Table::borrow`). Written only under this shard's lock.
+    pub(crate) base: AtomicUsize,
     /// Move sequence: bumped (to odd) before a cuckoo move takes an entry out of its slot
     /// and again (to even) once it is published in its new one, under the lock. A lock-free
     /// lookup that finds nothing trusts "absent" only if this was even before its probe and
@@ -39,7 +42,7 @@ impl Shard {
         Shard {
             lock: Mutex::new(ShardLocal::default()),
             len: AtomicUsize::new(0),
-            base,
+            base: AtomicUsize::new(base),
             moves: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
             idle_evictions: AtomicU64::new(0),
@@ -61,6 +64,21 @@ impl Shard {
     pub(crate) fn len(&self) -> usize {
         // Relaxed: a count, publishes nothing.
         self.len.load(Ordering::Relaxed)
+    }
+
+    /// The keys this shard may hold without the pool (exact under the lock, a hint
+    /// otherwise).
+    #[inline]
+    pub(crate) fn base(&self) -> usize {
+        // Relaxed: only written under the shard lock, which orders it with `len`.
+        self.base.load(Ordering::Relaxed)
+    }
+
+    /// Sets the base (under the lock).
+    #[inline]
+    pub(crate) fn set_base(&self, base: usize) {
+        // Relaxed: see `base`.
+        self.base.store(base, Ordering::Relaxed)
     }
 
     /// Sets the resident count (under the lock).

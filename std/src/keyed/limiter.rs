@@ -398,6 +398,15 @@ where
             .update_resident(self.ident(key), |state| (None, state))
     }
 
+    /// The key quota's parts: each shard's `(len, base)` and the shared pool's spare units,
+    /// so a loom model can check that the quota is conserved, `Σ max(len, base) + spare =
+    /// capacity` (`--cfg tollgate_loom` only; read it with no thread inserting).
+    #[cfg(tollgate_loom)]
+    #[doc(hidden)]
+    pub fn loom_quota(&self) -> (Vec<(usize, usize)>, usize) {
+        self.table.quota_parts()
+    }
+
     /// The shard and the two candidate buckets (indices within the shard) of `key`, so a
     /// loom model can pick keys that collide (`--cfg tollgate_loom` only).
     #[cfg(tollgate_loom)]

@@ -355,8 +355,14 @@ impl<K> Table<K> {
             if lender.len() >= lender.base() {
                 continue;
             }
-            let Some(guard) = try_lock(&lender.lock) else {
-                continue;
+            let guard = if self.borrow_lock_enabled() {
+                let Some(guard) = try_lock(&lender.lock) else {
+                    continue;
+                };
+                Some(guard)
+            } else {
+                // A loom broken twin only (`LoomFault::BorrowWithoutLock`).
+                None
             };
             let base = lender.base();
             if lender.len() < base {

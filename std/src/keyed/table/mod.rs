@@ -216,6 +216,19 @@ impl<K> Table<K> {
         }
     }
 
+    /// Whether `borrow` takes the lender's lock (always, except in a loom broken twin).
+    #[inline(always)]
+    fn borrow_lock_enabled(&self) -> bool {
+        #[cfg(tollgate_loom)]
+        {
+            self.fault != Some(super::LoomFault::BorrowWithoutLock)
+        }
+        #[cfg(not(tollgate_loom))]
+        {
+            true
+        }
+    }
+
     /// Switches a protocol step off (loom broken twins only).
     #[cfg(tollgate_loom)]
     pub(crate) fn inject(&mut self, fault: super::LoomFault) {
@@ -231,6 +244,15 @@ impl<K> Table<K> {
         let loc = self.locate(h);
         let base = loc.shard * self.buckets_per_shard;
         (loc.shard, [loc.g1 - base, loc.g2 - base])
+    }
+
+    /// The key quota's parts (loom models only): each shard's `(len, base)` and the
+    /// pool's spare units.
+    #[cfg(tollgate_loom)]
+    pub(crate) fn quota_parts(&self) -> (Vec<(usize, usize)>, usize) {
+        let shards = self.shards.iter().map(|s| (s.len(), s.base())).collect();
+        // Relaxed: read after the model's threads were joined.
+        (shards, self.pool.spare.load(Ordering::Relaxed))
     }
 
     /// Resident keys.

@@ -24,6 +24,9 @@
 //! `update_resident`) racing a cuckoo move of its key, and the exact-key pin handshake
 //! (with a key type whose contents loom tracks). Their broken twins run the same table
 //! with one protocol step switched off (`tollgate::LoomFault`, loom builds only).
+//! `tests/keyed_summary.rs` races two debt-summary records, and `tests/keyed_borrow.rs`
+//! `WhenFull::Refuse`'s quota borrow (a shard taking another shard's unused unit) against
+//! the lender's own insert, the same way.
 //!
 //! The lease cell (`tollgate::lease::LeaseCell`: a hot key's leased permits, spent
 //! lock-free) is modelled directly in `tests/lease_cell.rs`: spends racing a refill and an

@@ -24,11 +24,11 @@ use tollgate_core::InsufficientCapacity;
 #[non_exhaustive]
 pub enum KeyedError {
     /// The key is new and there is no room for it: with [`WhenFull::Refuse`](crate::WhenFull),
-    /// its shard is full and every entry in view it could replace is still limited. The
-    /// capacity is divided among the shards, so a shard can be full while
-    /// [`len`](crate::KeyedLimiter::len) is still below the capacity (with many shards of
-    /// few keys each, noticeably). Fail closed: treat as a deny, and consider a larger
-    /// capacity or fewer shards.
+    /// no idle entry can make room and either the table holds its capacity, or both of the
+    /// key's buckets are full with no one- or two-move way out (possible while
+    /// [`len`](crate::KeyedLimiter::len) is below the capacity, noticeably with many shards
+    /// of few keys each: see [`WhenFull::Refuse`](crate::WhenFull::Refuse)). Fail closed:
+    /// treat as a deny, and consider a larger capacity or fewer shards.
     Full,
     /// The cost exceeds what the limit can ever admit at once; retrying cannot succeed.
     InsufficientCapacity(InsufficientCapacity),

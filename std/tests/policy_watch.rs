@@ -485,3 +485,28 @@ fn a_failed_read_is_a_warning() {
     );
     assert_eq!(watch.status().unreadable, 1);
 }
+
+/// `etc/rules.toml → srv/rules.toml`, and `srv` replaced as a whole (`rm -rf srv; mv
+/// srv.new srv`): the watch of `srv` went with the old directory, so the new one's edits
+/// are seen only if the watch is armed again on the directory now of that name.
+#[cfg(unix)]
+#[test]
+fn a_replaced_directory_a_symlink_leads_into_is_followed() {
+    let dir = TempDir::new("symlink-dir-replaced");
+    for sub in ["etc", "srv", "srv.new"] {
+        fs::create_dir(dir.join(sub)).unwrap();
+    }
+    let target = dir.join("srv/rules.toml");
+    fs::write(&target, rules(2)).unwrap();
+    let path = dir.join("etc/rules.toml");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let _watch = watch(&policy, &path);
+
+    fs::write(dir.join("srv.new/rules.toml"), rules(5)).unwrap();
+    fs::remove_dir_all(dir.join("srv")).unwrap();
+    fs::rename(dir.join("srv.new"), dir.join("srv")).unwrap();
+    wait_until("the new directory's file", || limit(&policy) == 5);
+    fs::write(&target, rules(7)).unwrap();
+    wait_until("an edit in the new directory", || limit(&policy) == 7);
+}

@@ -180,6 +180,24 @@ struct Links {
     /// Their directories, watched for them: those the watch holds besides the file's own
     /// directory and its parent (watched already, and for longer).
     dirs: Vec<PathBuf>,
+    /// Which directory each of `dirs` was when resolved (its device and inode, on Unix): one
+    /// replaced under the same name (`rm -rf srv; mv srv.new srv`) took its watch with it,
+    /// so a change here arms the watch again on the directory now of that name.
+    ids: Vec<Option<(u64, u64)>>,
+}
+
+/// The identity of directory `dir` (device, inode), where the platform gives one.
+fn dir_id(dir: &Path) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        None
+    }
 }
 
 /// The longest chain of symlinks followed from the path (Linux's own limit); a longer one,
@@ -208,6 +226,7 @@ impl Links {
             };
             at = parent.join(name);
             if !watched.contains(&Some(parent.clone())) && !links.dirs.contains(&parent) {
+                links.ids.push(dir_id(&parent));
                 links.dirs.push(parent);
             }
             links.entries.push(at.clone());
@@ -546,13 +565,23 @@ impl Shared {
         if now == before {
             return Ok(());
         }
-        for dir in before.dirs.iter().filter(|dir| !now.dirs.contains(dir)) {
+        // The same directory as before: the same name, and the same directory behind it.
+        let same = |links: &Links, i: usize, other: &Links| {
+            other
+                .dirs
+                .iter()
+                .zip(&other.ids)
+                .any(|(dir, id)| *dir == links.dirs[i] && *id == links.ids[i])
+        };
+        for i in (0..before.dirs.len()).filter(|&i| !same(&before, i, &now)) {
             // Its watch may be gone with it already.
-            let _ = watcher.unwatch(dir);
+            let _ = watcher.unwatch(&before.dirs[i]);
         }
         let mut result = Ok(());
-        now.dirs.retain(|dir| {
-            before.dirs.contains(dir)
+        let mut keep = Vec::with_capacity(now.dirs.len());
+        for i in 0..now.dirs.len() {
+            let dir = &now.dirs[i];
+            let ok = same(&now, i, &before)
                 || watcher
                     .watch(dir, RecursiveMode::NonRecursive)
                     .map_err(|error| {
@@ -561,8 +590,13 @@ impl Shared {
                             source: Box::new(error),
                         });
                     })
-                    .is_ok()
-        });
+                    .is_ok();
+            keep.push(ok);
+        }
+        let mut keep = keep.into_iter();
+        let mut kept = keep.clone();
+        now.dirs.retain(|_| keep.next().unwrap_or(false));
+        now.ids.retain(|_| kept.next().unwrap_or(false));
         *lock(&self.links) = now;
         result
     }

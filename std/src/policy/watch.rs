@@ -179,24 +179,30 @@ struct Links {
     entries: Vec<PathBuf>,
     /// Their directories, watched for them: those the watch holds besides the file's own
     /// directory and its parent (watched already, and for longer).
-    dirs: Vec<PathBuf>,
-    /// Which directory each of `dirs` was when resolved (its device and inode, on Unix): one
-    /// replaced under the same name (`rm -rf srv; mv srv.new srv`) took its watch with it,
-    /// so a change here arms the watch again on the directory now of that name.
-    ids: Vec<Option<(u64, u64)>>,
+    dirs: Vec<WatchedDir>,
 }
 
-/// The identity of directory `dir` (device, inode), where the platform gives one.
-fn dir_id(dir: &Path) -> Option<(u64, u64)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        None
+/// A directory a symlink leads into, as resolved: its path, and which directory that was
+/// (its device and inode, on Unix). One replaced under the same name (`rm -rf srv; mv
+/// srv.new srv`) took its watch with it: a changed identity arms the watch again on the
+/// directory now of that name.
+#[derive(Clone, Debug, PartialEq)]
+struct WatchedDir {
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+}
+
+impl WatchedDir {
+    /// `path` as it is now.
+    fn of(path: PathBuf) -> WatchedDir {
+        #[cfg(unix)]
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            fs::metadata(&path).ok().map(|m| (m.dev(), m.ino()))
+        };
+        #[cfg(not(unix))]
+        let id = None;
+        WatchedDir { path, id }
     }
 }
 
@@ -225,9 +231,10 @@ impl Links {
                 break;
             };
             at = parent.join(name);
-            if !watched.contains(&Some(parent.clone())) && !links.dirs.contains(&parent) {
-                links.ids.push(dir_id(&parent));
-                links.dirs.push(parent);
+            if !watched.contains(&Some(parent.clone()))
+                && !links.dirs.iter().any(|d| d.path == parent)
+            {
+                links.dirs.push(WatchedDir::of(parent));
             }
             links.entries.push(at.clone());
         }
@@ -565,38 +572,25 @@ impl Shared {
         if now == before {
             return Ok(());
         }
-        // The same directory as before: the same name, and the same directory behind it.
-        let same = |links: &Links, i: usize, other: &Links| {
-            other
-                .dirs
-                .iter()
-                .zip(&other.ids)
-                .any(|(dir, id)| *dir == links.dirs[i] && *id == links.ids[i])
-        };
-        for i in (0..before.dirs.len()).filter(|&i| !same(&before, i, &now)) {
+        // Unwatched unless still the same directory (the same name, the same directory
+        // behind it); watched unless it was already.
+        for dir in before.dirs.iter().filter(|d| !now.dirs.contains(d)) {
             // Its watch may be gone with it already.
-            let _ = watcher.unwatch(&before.dirs[i]);
+            let _ = watcher.unwatch(&dir.path);
         }
         let mut result = Ok(());
-        let mut keep = Vec::with_capacity(now.dirs.len());
-        for i in 0..now.dirs.len() {
-            let dir = &now.dirs[i];
-            let ok = same(&now, i, &before)
+        now.dirs.retain(|dir| {
+            before.dirs.contains(dir)
                 || watcher
-                    .watch(dir, RecursiveMode::NonRecursive)
+                    .watch(&dir.path, RecursiveMode::NonRecursive)
                     .map_err(|error| {
                         result = Err(WatchError::Watch {
-                            dir: dir.clone(),
+                            dir: dir.path.clone(),
                             source: Box::new(error),
                         });
                     })
-                    .is_ok();
-            keep.push(ok);
-        }
-        let mut keep = keep.into_iter();
-        let mut kept = keep.clone();
-        now.dirs.retain(|_| keep.next().unwrap_or(false));
-        now.ids.retain(|_| kept.next().unwrap_or(false));
+                    .is_ok()
+        });
         *lock(&self.links) = now;
         result
     }

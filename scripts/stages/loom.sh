@@ -30,5 +30,7 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
 export RUST_BACKTRACE=0
 
 start=$(date +%s)
+# The code compiled only under the loom cfg (its atomics, its hooks) is linted too.
+cargo clippy -p tollgate -p tollgate-loom-tests --tests -- -D warnings
 cargo test --release -p tollgate-loom-tests -- --nocapture "$@"
 echo "loom stage: $(( $(date +%s) - start )) s (LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS)"

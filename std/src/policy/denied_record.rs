@@ -149,7 +149,7 @@ impl DeniedRecord {
     }
 
     /// The bytes the record holds: its slots and its names' allocations.
-    #[cfg(test)]
+    #[cfg(all(test, not(tollgate_loom)))]
     fn footprint(&self) -> usize {
         self.slots.get().map_or(0, Slots::footprint)
     }
@@ -254,7 +254,7 @@ impl Slots {
     }
 
     /// [`DeniedRecord::footprint`] of these slots.
-    #[cfg(test)]
+    #[cfg(all(test, not(tollgate_loom)))]
     fn footprint(&self) -> usize {
         let names: usize = self
             .names

@@ -71,25 +71,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// Locks `mutex` if no one holds it (`None` otherwise), ignoring poisoning as [`lock`]
-/// does. Never blocks: the keyed table takes a second shard's lock this way while holding
-/// its own, so two shards doing so at once cannot deadlock.
-#[inline]
-pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    #[cfg(not(tollgate_loom))]
-    {
-        match mutex.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-    #[cfg(tollgate_loom)]
-    {
-        mutex.try_lock().ok()
-    }
-}
-
 /// A hot-swappable shared value: readers take the current `Arc<T>`, a writer replaces it;
 /// what the policy's rule-set reload swaps.
 ///

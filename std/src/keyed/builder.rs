@@ -67,8 +67,9 @@ impl<K, A> KeyedLimiterBuilder<K, A> {
 }
 
 impl<K, A, C, S> KeyedLimiterBuilder<K, A, C, S> {
-    /// The most keys resident at once (default 100 000). Memory is allocated for exactly
-    /// this many at [`build`](Self::build) and never grows.
+    /// The most keys resident at once (default 100 000, at most 2³² − 1 and what the
+    /// address space holds: [`KeyedBuildError::CapacityTooLarge`] beyond). Memory is
+    /// allocated for exactly this many at [`build`](Self::build) and never grows.
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self

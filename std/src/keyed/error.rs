@@ -65,7 +65,8 @@ impl std::error::Error for KeyedError {}
 pub enum KeyedBuildError {
     /// A capacity of zero keys.
     ZeroCapacity,
-    /// The capacity (or the table it needs) does not fit in this machine's address space.
+    /// The capacity is above 2³² − 1 keys, or the table it needs does not fit in this
+    /// machine's address space.
     CapacityTooLarge {
         /// The largest capacity accepted.
         max: usize,

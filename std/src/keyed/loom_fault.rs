@@ -16,8 +16,8 @@ pub enum LoomFault {
     /// The debt summary's records do not take its record lock (two records racing from
     /// two shards can interleave their load-and-store merges into one cell and lose one).
     SummaryLostUpdate,
-    /// `Table::borrow` (under `WhenFull::Refuse`) lowers the lender's base without taking
-    /// the lender's lock, so it can race the lender's own `reserve` (which read the old
-    /// base) and the quota counts one unit twice.
-    BorrowWithoutLock,
+    /// `Table::borrow` (under `WhenFull::Refuse`) lowers the lender's base with a load and
+    /// a store instead of one read-modify-write of its quota word, so an insert the lender
+    /// counted in between is lost and the quota counts one unit twice.
+    LendByLoadStore,
 }

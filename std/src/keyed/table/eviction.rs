@@ -10,7 +10,7 @@ use super::{Loc, Mode, Table, SWEEP};
 use crate::keyed::debt_summary::DebtSummary;
 use crate::keyed::table::{Slot, BUCKET_SLOTS};
 use crate::keyed::WhenFull;
-use crate::sync::{lock, loom_sc_fence, try_lock, wait_a_little, Ordering};
+use crate::sync::{lock, loom_sc_fence, wait_a_little, Ordering};
 
 /// An idle entry (`None`) or how much evicting it would lose: `(reset_after, −remaining)`,
 /// compared lexicographically, smaller loses less.
@@ -311,65 +311,48 @@ impl<K> Table<K> {
     /// Counts one more resident key in `shard` if the quota allows: within the shard's
     /// base, or by taking one unit from the shared pool. Under the shard lock.
     pub(super) fn reserve(&self, shard: &Shard) -> bool {
-        let len = shard.len();
-        if len >= shard.base()
-            && self
-                .pool
-                .spare
-                // Relaxed: a counter; the RMW alone keeps it exact, nothing is published.
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_err()
+        if shard.take_base_unit() {
+            return true;
+        }
+        // The base is spent, and stays spent: only this lock's holder raises `len`, and a
+        // borrower lowers `base` only while it is above `len`.
+        if self
+            .pool
+            .spare
+            // Relaxed: a counter; the RMW alone keeps it exact, nothing is published.
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_err()
         {
             return false;
         }
-        shard.set_len(len + 1);
+        shard.add_pool_unit();
         true
     }
 
     /// Counts one resident key less in `shard`, returning a pool unit if it held one.
     pub(super) fn release(&self, shard: &Shard) {
-        let len = shard.len().saturating_sub(1);
-        shard.set_len(len);
-        if len >= shard.base() {
+        if shard.remove_one() {
             // Relaxed: see `reserve`.
             self.pool.spare.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// The pool is spent (under shard `to`'s lock, whose base is spent too): moves one
-    /// unused unit of another shard's base (looking from `to` on) to the pool, so that a table short of its
-    /// capacity does not refuse a key because hashing sent more keys to one shard than its
-    /// share and the pool together (the other shards' unused bases are quota too). Whether
-    /// it did.
+    /// unused unit of another shard's base (looking from `to` on) to the pool, so that a
+    /// table short of its capacity does not refuse a key because hashing sent more keys to
+    /// one shard than its share and the pool together (the other shards' unused bases are
+    /// quota too). Whether it did.
     ///
-    /// The lender's lock is only tried, never waited for (we hold `to`'s: two shards
-    /// borrowing from each other must not deadlock), so a lender busy at that moment is
-    /// skipped; a single thread's inserts always find every unused unit. Reads each shard's
-    /// count once (no write) when none has a unit to lend, as at a full table: a refusal
-    /// there costs one pass over the shard headers.
+    /// No lender's lock is taken: a lender's `len` and `base` are one word, lowered by one
+    /// read-modify-write only while `base` is above `len` (`Shard::lend`), so a lender busy
+    /// inserting is lent from all the same, and two shards borrowing from each other cannot
+    /// deadlock. Reads each shard's word once (no write) when none has a unit to lend, as
+    /// at a full table: a refusal there costs one pass over the shard headers.
     pub(super) fn borrow(&self, to: usize) -> bool {
         let n = self.shards.len();
         for step in 1..n {
             let lender = &self.shards[(to + step) % n];
-            // A hint (relaxed counts, re-read under the lender's lock).
-            if lender.len() >= lender.base() {
-                continue;
-            }
-            let guard = if self.borrow_lock_enabled() {
-                let Some(guard) = try_lock(&lender.lock) else {
-                    continue;
-                };
-                Some(guard)
-            } else {
-                // A loom broken twin only (`LoomFault::BorrowWithoutLock`).
-                None
-            };
-            let base = lender.base();
-            if lender.len() < base {
-                // Under the lender's lock: it keeps `len ≤ base` (the unit leaves it unused),
-                // and the quota (bases + pool units in use + pool) stays the capacity.
-                lender.set_base(base - 1);
-                drop(guard);
+            if self.lend(lender) {
                 // Relaxed: see `reserve`.
                 self.pool.spare.fetch_add(1, Ordering::Relaxed);
                 return true;
@@ -394,8 +377,9 @@ impl<K> Table<K> {
 
     /// Whether `shard` could count one more key (a hint; [`Table::reserve`] decides).
     pub(super) fn quota_left(&self, shard: &Shard) -> bool {
+        let (len, base) = shard.quota();
         // Relaxed: a hint, re-checked by `reserve`.
-        shard.len() < shard.base() || self.pool.spare.load(Ordering::Relaxed) > 0
+        len < base || self.pool.spare.load(Ordering::Relaxed) > 0
     }
 
     /// The other candidate bucket of the entry in slot `idx` (under the shard lock).
@@ -535,7 +519,6 @@ impl<K> Table<K> {
         let candidates = (loc.g1 * BUCKET_SLOTS..(loc.g1 + 1) * BUCKET_SLOTS)
             .chain(loc.g2 * BUCKET_SLOTS..(loc.g2 + 1) * BUCKET_SLOTS);
         let rounds = self.buckets_per_shard * BUCKET_SLOTS / SWEEP + 16;
-        let mut borrowed = false;
         for _ in 0..rounds {
             let mut free = self.free_candidate(loc);
             if free.is_none() && self.quota_left(shard) {
@@ -590,8 +573,7 @@ impl<K> Table<K> {
                 // unused, borrow a unit and look again (displacement included): only a
                 // table at its capacity, or a shard with no slot to bring into the key's
                 // buckets, refuses.
-                if !borrowed && !self.quota_left(shard) && self.borrow(loc.shard) {
-                    borrowed = true;
+                if !self.quota_left(shard) && self.borrow(loc.shard) {
                     continue;
                 }
                 return None;

@@ -173,8 +173,17 @@ fn pow2_floor(value: usize) -> usize {
 }
 
 impl Geometry {
-    /// The largest accepted capacity (keeps every size computation far from overflow).
-    pub(crate) const MAX_CAPACITY: usize = (isize::MAX as usize) / 64;
+    /// The largest accepted capacity: keeps every size computation far from overflow, and
+    /// a shard's key count and base within the 32 bits each its quota word gives them.
+    pub(crate) const MAX_CAPACITY: usize = {
+        let sizes = (isize::MAX as usize) / 64;
+        let counts = u32::MAX as usize;
+        if sizes < counts {
+            sizes
+        } else {
+            counts
+        }
+    };
 
     /// Sizes a table for `capacity` keys, with `shards` shards if given (rounded down to a
     /// power of two, at most [`MAX_SHARDS`] and at most the capacity).

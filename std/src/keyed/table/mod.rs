@@ -216,17 +216,15 @@ impl<K> Table<K> {
         }
     }
 
-    /// Whether `borrow` takes the lender's lock (always, except in a loom broken twin).
+    /// Lends one unit of `lender`'s base to the pool ([`Shard::lend`]; a load and a store
+    /// in a loom broken twin).
     #[inline(always)]
-    fn borrow_lock_enabled(&self) -> bool {
+    fn lend(&self, lender: &Shard) -> bool {
         #[cfg(tollgate_loom)]
-        {
-            self.fault != Some(super::LoomFault::BorrowWithoutLock)
+        if self.fault == Some(super::LoomFault::LendByLoadStore) {
+            return lender.lend_by_load_store();
         }
-        #[cfg(not(tollgate_loom))]
-        {
-            true
-        }
+        lender.lend()
     }
 
     /// Switches a protocol step off (loom broken twins only).
@@ -250,7 +248,7 @@ impl<K> Table<K> {
     /// pool's spare units.
     #[cfg(tollgate_loom)]
     pub(crate) fn quota_parts(&self) -> (Vec<(usize, usize)>, usize) {
-        let shards = self.shards.iter().map(|s| (s.len(), s.base())).collect();
+        let shards = self.shards.iter().map(Shard::quota).collect();
         // Relaxed: read after the model's threads were joined.
         (shards, self.pool.spare.load(Ordering::Relaxed))
     }
@@ -492,6 +490,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A shard inserting beyond its base and the pool borrows another shard's unused unit
+    /// even while that shard's lock is held (its insert lock busy): the borrow is one
+    /// read-modify-write of the lender's quota word, no lock. Before, a busy lender was
+    /// skipped and the key refused with the table half empty.
+    #[test]
+    fn refuse_borrows_from_a_busy_shard() {
+        use super::super::table::Geometry;
+        use super::{Mode, Table, Upsert};
+        let geometry = Geometry::new(2, Some(2)).unwrap();
+        let table: Table<u64> = Table::new(geometry, Mode::Word, WhenFull::Refuse, 7);
+        let table = &table;
+        let in_shard = |s: usize| {
+            (0..1_000u64)
+                .map(tollgate_core::hash::splitmix64)
+                .filter(move |&h| table.locate(h).shard == s)
+        };
+        let mut zero = in_shard(0);
+        let (a, c) = (zero.next().unwrap(), zero.next().unwrap());
+        let insert =
+            |h: u64| table.upsert(h, &Words, Nanos::ZERO, || true, || 0, |_| (Some(1), ()));
+        assert_eq!(insert(a), Upsert::Done(()));
+        let busy = crate::sync::lock(&table.shards[1].lock);
+        assert_eq!(
+            insert(c),
+            Upsert::Done(()),
+            "refused with shard 1's unit unused"
+        );
+        drop(busy);
+        assert_eq!(table.shards[0].quota(), (2, 1));
+        assert_eq!(table.shards[1].quota(), (0, 0));
+        // The table is full: shard 1's next key is refused.
+        let b = in_shard(1).next().unwrap();
+        assert_eq!(insert(b), Upsert::Full);
+        assert_eq!(table.len(), 2);
     }
 
     #[test]

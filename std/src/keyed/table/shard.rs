@@ -17,13 +17,24 @@ pub(crate) struct Shard {
     /// Serialises inserts, evictions and removals in this shard (never taken by a lookup
     /// of a resident key).
     pub(crate) lock: Mutex<ShardLocal>,
-    /// Keys resident in this shard; written under `lock`, read lock-free by `len()`.
-    pub(crate) len: AtomicUsize,
-    /// The keys this shard may hold before drawing on the table's shared pool. Starts at
-    /// the geometry's share; lowered by one (its unit moved to the pool) when another shard
-    /// finds the pool spent under [`WhenFull::Refuse`](crate::WhenFull::Refuse) while this
-    /// one holds fewer keys (`Table::borrow`). Written only under this shard's lock.
-    pub(crate) base: AtomicUsize,
+    /// The shard's key quota: the keys resident in it (`len`) and the keys it may hold
+    /// before drawing on the table's shared pool (`base`), in one word so that another
+    /// shard can lower `base` without this shard's lock (`Table::borrow`, under
+    /// [`WhenFull::Refuse`](crate::WhenFull::Refuse)) and this shard's own `reserve` sees
+    /// both at once:
+    ///
+    /// ```text
+    ///  63                 32 31                  0
+    /// +---------------------+---------------------+
+    /// |        base         |         len         |
+    /// +---------------------+---------------------+
+    /// ```
+    ///
+    /// `len` changes only under `lock` (an insert's `reserve`, an eviction's or removal's
+    /// `release`); `base` only ever falls, by one, when it is above `len` (`lend`). Every
+    /// change is one read-modify-write of the word. Both halves fit: a table holds at most
+    /// `u32::MAX` keys (`Geometry::MAX_CAPACITY`).
+    quota: AtomicU64,
     /// Move sequence: bumped (to odd) before a cuckoo move takes an entry out of its slot
     /// and again (to even) once it is published in its new one, under the lock. A lock-free
     /// lookup that finds nothing trusts "absent" only if this was even before its probe and
@@ -41,8 +52,7 @@ impl Shard {
     pub(crate) fn new(base: usize) -> Shard {
         Shard {
             lock: Mutex::new(ShardLocal::default()),
-            len: AtomicUsize::new(0),
-            base: AtomicUsize::new(base),
+            quota: AtomicU64::new(pack(0, base)),
             moves: AtomicU64::new(0),
             inserts: AtomicU64::new(0),
             idle_evictions: AtomicU64::new(0),
@@ -62,31 +72,98 @@ impl Shard {
     /// Resident keys (relaxed snapshot).
     #[inline]
     pub(crate) fn len(&self) -> usize {
+        self.quota().0
+    }
+
+    /// `(len, base)`, read at one instant (see the field).
+    #[inline]
+    pub(crate) fn quota(&self) -> (usize, usize) {
         // Relaxed: a count, publishes nothing.
-        self.len.load(Ordering::Relaxed)
+        unpack(self.quota.load(Ordering::Relaxed))
     }
 
-    /// The keys this shard may hold without the pool (exact under the lock, a hint
-    /// otherwise).
+    /// Counts one more resident key if the shard is below its base (under the lock).
+    /// Whether it did.
     #[inline]
-    pub(crate) fn base(&self) -> usize {
-        // Relaxed: only written under the shard lock, which orders it with `len`.
-        self.base.load(Ordering::Relaxed)
+    pub(crate) fn take_base_unit(&self) -> bool {
+        // Relaxed: the read-modify-write alone keeps the word exact; nothing is published.
+        self.quota
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                let (len, base) = unpack(word);
+                (len < base).then_some(word + 1)
+            })
+            .is_ok()
     }
 
-    /// Sets the base (under the lock).
+    /// Counts one more resident key beyond the base: one the caller took from the pool
+    /// (under the lock).
     #[inline]
-    pub(crate) fn set_base(&self, base: usize) {
-        // Relaxed: see `base`.
-        self.base.store(base, Ordering::Relaxed)
+    pub(crate) fn add_pool_unit(&self) {
+        // Relaxed: see `take_base_unit`. `len` stays below 2³² (the capacity's bound), so
+        // the carry never reaches `base`.
+        self.quota.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Sets the resident count (under the lock).
+    /// Counts one resident key less (under the lock): whether that key held a pool unit
+    /// (the count left is at or above the base), for the caller to give back. Nothing if
+    /// the shard held none.
     #[inline]
-    pub(crate) fn set_len(&self, len: usize) {
-        // Relaxed: see `len`.
-        self.len.store(len, Ordering::Relaxed)
+    pub(crate) fn remove_one(&self) -> bool {
+        // Relaxed: see `take_base_unit`.
+        match self
+            .quota
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                (unpack(word).0 > 0).then(|| word - 1)
+            }) {
+            Ok(before) => {
+                let (len, base) = unpack(before);
+                len > base
+            }
+            Err(_) => false,
+        }
     }
+
+    /// Gives one unit of the base to the pool if the shard holds fewer keys than its base
+    /// (any thread, no lock: the one read-modify-write orders it with this shard's own
+    /// `take_base_unit`). Whether it did.
+    #[inline]
+    pub(crate) fn lend(&self) -> bool {
+        // Relaxed: see `take_base_unit`.
+        self.quota
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                let (len, base) = unpack(word);
+                (len < base).then(|| word - (1 << 32))
+            })
+            .is_ok()
+    }
+
+    /// [`lend`](Self::lend) as a plain load and store (a loom broken twin only,
+    /// `LoomFault::LendByLoadStore`): an insert counted between the two is lost.
+    #[cfg(tollgate_loom)]
+    pub(crate) fn lend_by_load_store(&self) -> bool {
+        let word = self.quota.load(Ordering::Relaxed);
+        let (len, base) = unpack(word);
+        if len >= base {
+            return false;
+        }
+        self.quota.store(word - (1 << 32), Ordering::Relaxed);
+        true
+    }
+}
+
+/// The quota word of `len` keys under `base` (see [`Shard`]'s `quota`).
+#[inline]
+fn pack(len: usize, base: usize) -> u64 {
+    // Both below 2³² (the capacity's bound).
+    ((base as u64) << 32) | len as u64
+}
+
+/// `(len, base)` of a quota word.
+#[inline]
+fn unpack(word: u64) -> (usize, usize) {
+    // Truncation: each half is below 2³², and fits a `usize` where the capacity does.
+    #[allow(clippy::cast_possible_truncation)]
+    ((word & u64::from(u32::MAX)) as usize, (word >> 32) as usize)
 }
 
 /// The capacity not assigned to any shard's base, on its own cache line (only inserts into

@@ -95,15 +95,19 @@ impl RedisConfig {
         self
     }
 
-    /// Bound on each call to Redis (connecting, reloading a flushed script and the answer
-    /// included), after which the failure policy answers for it. In `(0, 1 h]`
-    /// ([`MAX_WAIT`]). A check makes its calls in turn: one for the client's tiers and one
-    /// for the global rules' tiers, if it has both (on a cluster, one per client of a
-    /// batch too), and when a later call denies, the earlier ones are given back and read
-    /// again. So a check against a stalled Redis can wait a few times this bound (each
-    /// failed call also starts its keys' retry backoff, which later checks skip Redis for).
+    /// Bound on each operation's calls to Redis (connecting, reloading a flushed script
+    /// and the answers included), after which the failure policy answers for them. In
+    /// `(0, 1 h]` ([`MAX_WAIT`]). An operation may make several calls, in turn: a check
+    /// makes one for the client's tiers and one for the global rules' tiers, if it has
+    /// both (on a cluster, one per client of a batch too), and when a later call denies,
+    /// the earlier ones are given back and read again. They share this bound, counted from
+    /// the operation's start: each call waits for what the earlier ones left, and a call
+    /// with nothing left is not sent (answered by the failure policy as
+    /// [`FailureCause::Timeout`](super::FailureCause::Timeout)). So a check waits at most
+    /// about this long, however slow Redis is (each failed call also starts its keys' retry
+    /// backoff, which later checks skip Redis for).
     ///
-    /// It is also the check's *deadline* on the server: every script call carries the
+    /// It is also the operation's *deadline* on the server: every script call carries the
     /// instant, in the server's clock, after which the store will have given up on it
     /// (less a tenth of the timeout and the uncertainty of the store's estimate of that
     /// clock, see "Deadlines" on [`RedisStore`](super::RedisStore)); a call that reaches

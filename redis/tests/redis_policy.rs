@@ -930,6 +930,73 @@ fn a_first_check_over_a_slower_link_is_decided_by_redis() {
     assert_eq!(first.remaining(), 9);
 }
 
+/// A check's calls share one timeout. With a client rule and a global rule (two calls per
+/// check) and a Redis each of whose round trips takes 60 % of the timeout (a delaying
+/// proxy, slowed once the server's clock was sampled), the first call is answered and the
+/// second is given what is left, not a timeout of its own: the check goes to the failure
+/// policy (fail closed) as a timeout instead of waiting 1.2 timeouts for an admit. Before,
+/// every call had the whole timeout, and a check of N calls could wait N timeouts.
+#[test]
+fn a_checks_calls_share_one_timeout() {
+    let server = RedisServer::start();
+    let upstream = format!("127.0.0.1:{}", server.port()).parse().unwrap();
+    let proxy =
+        DelayProxy::start("127.0.0.1:0".parse().unwrap(), upstream, Duration::ZERO).unwrap();
+    let timeout = Duration::from_secs(1);
+    let config = RedisConfig::new("budget")
+        .unwrap()
+        .with_deny_cache(0)
+        .with_timeout(timeout)
+        .with_connect_timeout(timeout)
+        // Every check goes to Redis, failed calls or not.
+        .with_retry_backoff(Duration::ZERO)
+        .with_failure_policy(closed())
+        .unwrap();
+    let store = RedisStore::new(
+        RedisTarget::Single(format!("redis://{}", proxy.addr())),
+        config,
+    )
+    .unwrap();
+    let rules = r#"
+        [[rules]]
+        name = "client"
+        limit = 100
+        window = "1m"
+
+        [[rules]]
+        name = "everyone"
+        endpoint = "/"
+        limit = 1000
+        window = "1m"
+        per = "global"
+    "#;
+    let policy = Policy::from_toml(rules, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    // Fast: both calls answered by Redis.
+    let first = policy.allow("a", "/", 1).unwrap();
+    let fast = policy.backend().stats();
+    assert!(first.allowed(), "{first:?}");
+    assert_eq!(first.tiers().len(), 2);
+    assert_eq!((fast.redis_decisions, fast.degraded), (2, 0), "{fast:?}");
+    // Each round trip now takes 600 ms of the 1 s: one call fits, two do not.
+    proxy.set_one_way(Duration::from_millis(300));
+    let slow = policy.allow("a", "/", 1).unwrap();
+    let after = policy.backend().stats();
+    assert!(
+        !slow.allowed(),
+        "the check's time ran out: fail closed: {slow:?}"
+    );
+    assert!(
+        after.redis_decisions - fast.redis_decisions <= 1,
+        "the second call was answered after the check's time: {after:?}"
+    );
+    assert_eq!(
+        after.last_failure,
+        Some(tollgate_redis::FailureCause::Timeout)
+    );
+}
+
 /// Rules of the deny cache tests: a GCRA burst of 2 per second (a permit every 500 ms)
 /// and a fixed minute window that admits throughout (the clocks start 20 s into a minute).
 const HOT_RULES: &str = r#"

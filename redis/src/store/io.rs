@@ -45,6 +45,25 @@ pub(crate) enum Io {
     Async,
 }
 
+/// An operation's time: one timeout from its start, shared by all its calls (a check's
+/// calls for the client's and the global tiers, a denied check's give-backs), so that an
+/// operation waits at most the timeout whatever its number of calls. A call started with
+/// nothing left is not sent ([`FailureCause::Timeout`]), and every call's deadline on the
+/// server is the operation's.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Budget {
+    started: Instant,
+}
+
+impl Budget {
+    /// The budget of an operation starting now.
+    pub(super) fn start() -> Budget {
+        Budget {
+            started: Instant::now(),
+        }
+    }
+}
+
 /// Why a script call has no answer, and whether it may have run all the same.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) struct Failure {
@@ -99,8 +118,15 @@ pub(super) fn deadline_quantum_ms(timeout: Duration) -> u64 {
 }
 
 impl RedisStore {
-    /// Runs `call` as `op` by `io`: the reply, or why Redis could not answer.
-    pub(super) async fn call(&self, call: &Call, op: Mode, io: Io) -> Result<Value, FailureCause> {
+    /// Runs `call` as `op` by `io`, within what is left of `budget`: the reply, or why
+    /// Redis could not answer.
+    pub(super) async fn call(
+        &self,
+        call: &Call,
+        op: Mode,
+        io: Io,
+        budget: Budget,
+    ) -> Result<Value, FailureCause> {
         let shared = &self.shared;
         if shared.backing_off(call.tag) {
             return Err(FailureCause::Backoff);
@@ -115,17 +141,17 @@ impl RedisStore {
             Io::Blocking => match (runtime, tokio::runtime::Handle::try_current()) {
                 // A plain thread: drive the call on it (the store's own runtime: no
                 // hand-off to the I/O thread and back).
-                (IoRuntime::Own(runtime), Err(_)) => runtime.block_on(shared.eval(&script)),
+                (IoRuntime::Own(runtime), Err(_)) => runtime.block_on(shared.eval(&script, budget)),
                 // A plain thread, a given (multi-threaded) runtime, whose workers drive
                 // the I/O while this thread polls the call.
-                (IoRuntime::Given(handle), Err(_)) => handle.block_on(shared.eval(&script)),
+                (IoRuntime::Given(handle), Err(_)) => handle.block_on(shared.eval(&script, budget)),
                 // A worker of a multi-threaded runtime blocking on the given one: it hands
                 // its other tasks to another thread first, so that blocking cannot starve
                 // the runtime that would answer (the given runtime may be this one).
                 (IoRuntime::Given(handle), Ok(current))
                     if current.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
                 {
-                    tokio::task::block_in_place(|| handle.block_on(shared.eval(&script)))
+                    tokio::task::block_in_place(|| handle.block_on(shared.eval(&script, budget)))
                 }
                 // Inside an async runtime, where blocking on another runtime is refused:
                 // the call runs on the store's runtime and this thread waits for its answer.
@@ -135,7 +161,7 @@ impl RedisStore {
                     let (tx, rx) = mpsc::sync_channel(1);
                     handle.spawn(async move {
                         let script = call.script(task.mode(op));
-                        let eval = task.eval(&script);
+                        let eval = task.eval(&script, budget);
                         // The receiver waits for this send; it is gone only if the caller
                         // panicked.
                         let _ = tx.send(eval.await);
@@ -151,7 +177,7 @@ impl RedisStore {
             // be this task's own: then nothing leaves this runtime). No task is spawned
             // per call.
             Io::Async => {
-                let mut eval = pin!(shared.eval(&script));
+                let mut eval = pin!(shared.eval(&script, budget));
                 std::future::poll_fn(|cx| {
                     let _context = handle.enter();
                     eval.as_mut().poll(cx)
@@ -173,21 +199,26 @@ impl RedisStore {
 }
 
 impl Shared {
-    /// One script call within the configured timeout: the reply, or why there is none.
-    async fn eval(self: &Arc<Self>, script: &ScriptArgs<'_>) -> Result<Value, Failure> {
-        self.eval_for(script, self.config.timeout()).await
+    /// One script call of an operation with `budget`: the reply, or why there is none.
+    async fn eval(
+        self: &Arc<Self>,
+        script: &ScriptArgs<'_>,
+        budget: Budget,
+    ) -> Result<Value, Failure> {
+        self.eval_for(script, budget.started, self.config.timeout())
+            .await
     }
 
-    /// One script call, waiting at most `wait` for its answer. Its deadline is the
-    /// configured timeout's whatever `wait` is (see "Deadlines" on [`RedisStore`]): a
-    /// longer wait only hears how a late call ended.
+    /// One script call of an operation that `started`, waiting for its answer until
+    /// `wait` after that start (not sent if that has passed). Its deadline is the
+    /// configured timeout's after that start whatever `wait` is (see "Deadlines" on
+    /// [`RedisStore`]): a longer wait only hears how a late call ended.
     pub(super) async fn eval_for(
         self: &Arc<Self>,
         script: &ScriptArgs<'_>,
+        started: Instant,
         wait: Duration,
     ) -> Result<Value, Failure> {
-        // One clock read for the deadline and the timeout's timer.
-        let started = Instant::now();
         let start = self.local_at(started);
         let run = async {
             let deadline = self.deadline(script.keys().first().copied(), start).await?;
@@ -204,6 +235,10 @@ impl Shared {
         let Some(end) = started.checked_add(wait) else {
             return run.await;
         };
+        if Instant::now() >= end {
+            // The operation's earlier calls took its time: this one is not sent.
+            return Err(Failure::before(FailureCause::Timeout));
+        }
         match tokio::time::timeout_at(end.into(), run).await {
             Ok(result) => result,
             Err(_elapsed) => Err(Failure {

@@ -3,7 +3,7 @@
 //! ([`LeaseReply`], [`PendingLease`]) for the [`LeasedStore`](crate::LeasedStore).
 
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::call::Mode;
 use super::RedisStore;
@@ -110,7 +110,7 @@ impl RedisStore {
         let tag = call.tag;
         runtime.handle().spawn(async move {
             let script = call.script(task.mode(op));
-            let result = task.eval_for(&script, SETTLE).await;
+            let result = task.eval_for(&script, Instant::now(), SETTLE).await;
             let cause = result.as_ref().err().map(|f| f.cause);
             let reply = match result {
                 Ok(reply) => {

@@ -140,7 +140,8 @@ use tollgate::Nanos;
 /// is kept only if it took at most a quarter of the timeout (if the first is not, another
 /// is sent at once: the first `TIME` on a new connection also waits for its setup).
 /// Each call's deadline is its
-/// start plus the upper bound of the offset between the clocks plus the timeout, less a
+/// operation's start (the calls of one check share one timeout, see
+/// [`RedisConfig::with_timeout`]) plus the upper bound of the offset between the clocks plus the timeout, less a
 /// tenth of the timeout, twice the sample's uncertainty (its round trip) and 200 ppm of
 /// the sample's age for drift, rounded down to a step of at most a twentieth of the
 /// timeout (a power of two ms, so that calls sent close together share one argument the

@@ -4,7 +4,7 @@
 
 use super::call::{Call, Mode};
 use super::denies::Identity;
-use super::io::Io;
+use super::io::{Budget, Io};
 use super::RedisStore;
 use crate::reply::decode_into;
 use crate::{FailureCause, FailurePolicy};
@@ -24,6 +24,7 @@ impl RedisStore {
         io: Io,
     ) -> bool {
         let shared = &self.shared;
+        let budget = Budget::start();
         shared.counters.decisions.add(1);
         let calls = self.calls(plan, now);
         // The deny cache first (see "Deny cache" on `RedisStore`), looked up only if a deny
@@ -55,13 +56,13 @@ impl RedisStore {
             if denied {
                 // An earlier group denied: this one only reports.
                 clean &= self
-                    .decide(plan, call, Mode::PeekDenied, now, outcomes, io)
+                    .decide(plan, call, Mode::PeekDenied, now, outcomes, io, budget)
                     .await
                     .1;
                 continue;
             }
             let (all, redis) = self
-                .decide(plan, call, Mode::Check, now, outcomes, io)
+                .decide(plan, call, Mode::Check, now, outcomes, io, budget)
                 .await;
             clean &= redis;
             if all {
@@ -80,10 +81,10 @@ impl RedisStore {
                 // refund now, it keeps the permits: the strict side too (they return with
                 // the window or the drain).
                 if redis {
-                    clean &= self.call(call, Mode::Refund, io).await.is_ok();
+                    clean &= self.call(call, Mode::Refund, io, budget).await.is_ok();
                 }
                 clean &= self
-                    .decide(plan, call, Mode::PeekDenied, now, outcomes, io)
+                    .decide(plan, call, Mode::PeekDenied, now, outcomes, io, budget)
                     .await
                     .1;
             }
@@ -110,10 +111,11 @@ impl RedisStore {
         // Not answered from the deny cache: a peek reports the admitting tiers with the
         // request counted, a denied check without.
         self.shared.counters.decisions.add(1);
+        let budget = Budget::start();
         let mut clean = true;
         for call in self.calls(plan, now).iter() {
             clean &= self
-                .decide(plan, call, Mode::Peek, now, outcomes, io)
+                .decide(plan, call, Mode::Peek, now, outcomes, io, budget)
                 .await
                 .1;
         }
@@ -122,22 +124,25 @@ impl RedisStore {
 
     /// [`Op::Refund`], by `io`.
     async fn refund_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let budget = Budget::start();
         let calls = self.calls(plan, now);
         for call in calls.iter() {
             // A refund Redis cannot take is dropped: the strict side (the permits come back
             // with the window or the drain).
-            let _ = self.call(call, Mode::Refund, io).await;
+            let _ = self.call(call, Mode::Refund, io, budget).await;
         }
         self.shared.denies.invalidate(calls.iter());
     }
 
     /// [`Op::Charge`], by `io`.
     async fn charge_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let budget = Budget::start();
         let calls = self.calls(plan, now);
         for call in calls.iter() {
-            if let (Err(_), Some(fallback)) =
-                (self.call(call, Mode::Charge, io).await, &self.fallback)
-            {
+            if let (Err(_), Some(fallback)) = (
+                self.call(call, Mode::Charge, io, budget).await,
+                &self.fallback,
+            ) {
                 // Work done during an outage counts against the local share.
                 fallback.run(
                     plan,
@@ -157,9 +162,10 @@ impl RedisStore {
     /// take is a failure like any other (counted, its `tracing` event): the key keeps its
     /// state there.
     pub(crate) async fn reset_io(&self, plan: &Plan<'_>, now: Nanos, io: Io) {
+        let budget = Budget::start();
         let calls = self.calls(plan, now);
         for call in calls.iter() {
-            let _ = self.call(call, Mode::Reset, io).await;
+            let _ = self.call(call, Mode::Reset, io, budget).await;
             if let Some(fallback) = &self.fallback {
                 fallback.run(
                     plan,
@@ -174,8 +180,10 @@ impl RedisStore {
         self.shared.denies.invalidate(calls.iter());
     }
 
-    /// Runs a check or peek `call`, writing each covered tier's decision: whether every
-    /// tier admitted, and whether Redis decided (`false`: the failure policy answered).
+    /// Runs a check or peek `call` within what is left of `budget`, writing each covered
+    /// tier's decision: whether every tier admitted, and whether Redis decided (`false`:
+    /// the failure policy answered).
+    #[allow(clippy::too_many_arguments)]
     async fn decide(
         &self,
         plan: &Plan<'_>,
@@ -184,8 +192,9 @@ impl RedisStore {
         now: Nanos,
         outcomes: &mut [TierOutcome],
         io: Io,
+        budget: Budget,
     ) -> (bool, bool) {
-        let reply = self.call(call, op, io).await;
+        let reply = self.call(call, op, io, budget).await;
         // (after the await: not kept in the future while Redis answers)
         let mut limits = [0; MAX_TIERS];
         for (limit, &i) in limits.iter_mut().zip(call.tiers()) {

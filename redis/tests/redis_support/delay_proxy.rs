@@ -6,7 +6,9 @@
 //! is closed after the same delay: both sockets are shut down, and the four threads end.
 //!
 //! A round trip through it takes the upstream's time plus twice the one-way delay (plus
-//! the sleeps' overshoot, some tens of µs on Linux).
+//! the sleeps' overshoot, some tens of µs on Linux). The delay can be changed while it
+//! runs ([`DelayProxy::set_one_way`]): chunks read from then on are held back by the new
+//! one.
 #![allow(dead_code)]
 
 use std::io::{self, Read, Write};
@@ -31,6 +33,8 @@ struct Shared {
     sockets: Mutex<Vec<TcpStream>>,
     /// Connections accepted so far.
     accepted: AtomicU64,
+    /// The one-way delay, in ns.
+    one_way_ns: AtomicU64,
 }
 
 impl DelayProxy {
@@ -49,12 +53,13 @@ impl DelayProxy {
             stop: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
             accepted: AtomicU64::new(0),
+            one_way_ns: AtomicU64::new(nanos(one_way)),
         });
         let accept = {
             let shared = Arc::clone(&shared);
             thread::Builder::new()
                 .name("delay-proxy".into())
-                .spawn(move || accept_loop(&listener, upstream, one_way, &shared))?
+                .spawn(move || accept_loop(&listener, upstream, &shared))?
         };
         Ok(DelayProxy {
             addr,
@@ -66,6 +71,15 @@ impl DelayProxy {
     /// The address it listens on.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Holds every chunk read from now on (both directions, every connection) by
+    /// `one_way`.
+    pub(crate) fn set_one_way(&self, one_way: Duration) {
+        // Relaxed: read per chunk; nothing else is published with it.
+        self.shared
+            .one_way_ns
+            .store(nanos(one_way), Ordering::Relaxed);
     }
 
     /// Connections accepted so far.
@@ -94,12 +108,12 @@ impl Drop for DelayProxy {
     }
 }
 
-fn accept_loop(
-    listener: &TcpListener,
-    upstream: SocketAddr,
-    one_way: Duration,
-    shared: &Arc<Shared>,
-) {
+/// `d` in ns (saturating).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn accept_loop(listener: &TcpListener, upstream: SocketAddr, shared: &Arc<Shared>) {
     // Relaxed: see `Drop`.
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
@@ -109,7 +123,7 @@ fn accept_loop(
                 // Connecting may take a while (an unreachable upstream): not on this thread.
                 let _ = thread::Builder::new()
                     .name("delay-proxy-conn".into())
-                    .spawn(move || connect(client, upstream, one_way, &shared));
+                    .spawn(move || connect(client, upstream, &shared));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 thread::sleep(Duration::from_millis(2));
@@ -120,7 +134,7 @@ fn accept_loop(
 }
 
 /// Connects `client` to the upstream and starts its two directions.
-fn connect(client: TcpStream, upstream: SocketAddr, one_way: Duration, shared: &Shared) {
+fn connect(client: TcpStream, upstream: SocketAddr, shared: &Arc<Shared>) {
     let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(5)) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
@@ -146,28 +160,30 @@ fn connect(client: TcpStream, upstream: SocketAddr, one_way: Duration, shared: &
         return;
     };
     for (from, to) in directions {
-        pump(from, to, one_way);
+        pump(from, to, Arc::clone(shared));
     }
 }
 
 /// One direction: a reader thread stamps each chunk with its due time and queues it; a
 /// writer thread sends it when due. The end of the stream (or an error) is queued too:
 /// when it is due, both sockets are shut down.
-fn pump(mut from: TcpStream, mut to: TcpStream, one_way: Duration) {
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
     let (tx, rx) = mpsc::channel::<(Instant, Option<Vec<u8>>)>();
     let _ = thread::Builder::new()
         .name("delay-proxy-read".into())
         .spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
+            // Relaxed: see `set_one_way`.
+            let one_way = || Duration::from_nanos(shared.one_way_ns.load(Ordering::Relaxed));
             loop {
                 match from.read(&mut buf) {
                     Ok(0) | Err(_) => {
-                        let _ = tx.send((Instant::now() + one_way, None));
+                        let _ = tx.send((Instant::now() + one_way(), None));
                         return;
                     }
                     Ok(n) => {
                         if tx
-                            .send((Instant::now() + one_way, Some(buf[..n].to_vec())))
+                            .send((Instant::now() + one_way(), Some(buf[..n].to_vec())))
                             .is_err()
                         {
                             return;
@@ -240,6 +256,23 @@ mod tests {
         // A lower bound only: the proxy never sends a chunk before it is due.
         assert!(rtts.iter().all(|&rtt| rtt >= 2 * one_way), "{rtts:?}");
         assert_eq!(p.accepted(), 1);
+    }
+
+    #[test]
+    fn a_changed_delay_holds_back_what_is_read_from_then_on() {
+        let p = proxy(Duration::ZERO);
+        let mut c = TcpStream::connect(p.addr()).unwrap();
+        c.set_nodelay(true).unwrap();
+        let one_way = Duration::from_millis(25);
+        p.set_one_way(one_way);
+        let began = Instant::now();
+        c.write_all(b"abc").unwrap();
+        let mut back = [0u8; 3];
+        c.read_exact(&mut back).unwrap();
+        let rtt = began.elapsed();
+        assert_eq!(&back, b"abc");
+        // A lower bound only, as above.
+        assert!(rtt >= 2 * one_way, "{rtt:?}");
     }
 
     #[test]

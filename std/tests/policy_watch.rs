@@ -1,7 +1,9 @@
 //! The rules-file watcher (feature `watch`): real files in a directory of the target's temp
 //! dir, real `notify`. A change (rewritten in place, renamed over, a ConfigMap's symlink
 //! swap, the file a symlink names in another directory, a file replaced by a symlink, a
-//! symlink pointed elsewhere, a chain of them, a replaced directory) is applied; a
+//! symlink pointed elsewhere, a chain of them, a replaced directory, one a symlink leads
+//! into removed and back, a symlinked directory above switched to another release) is
+//! applied; a
 //! broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
@@ -509,4 +511,60 @@ fn a_replaced_directory_a_symlink_leads_into_is_followed() {
     wait_until("the new directory's file", || limit(&policy) == 5);
     fs::write(&target, rules(7)).unwrap();
     wait_until("an edit in the new directory", || limit(&policy) == 7);
+}
+
+/// A release layout (`current → releases/v1`, the rules in `current/config/rules.toml`): a
+/// deploy points `current` at the next release in one step (a new symlink renamed over
+/// it). The change is an event in `current`'s own directory, above the file's directory
+/// and its parent: the new release's file is applied, then its edits, and the old
+/// release's are no longer read.
+#[cfg(unix)]
+#[test]
+fn a_directory_symlink_above_the_file_switched_to_another_release_is_followed() {
+    let dir = TempDir::new("release-switch");
+    for release in ["v1", "v2"] {
+        fs::create_dir_all(dir.join(&format!("releases/{release}/config"))).unwrap();
+    }
+    fs::write(dir.join("releases/v1/config/rules.toml"), rules(2)).unwrap();
+    fs::write(dir.join("releases/v2/config/rules.toml"), rules(5)).unwrap();
+    std::os::unix::fs::symlink("releases/v1", dir.join("current")).unwrap();
+    let path = dir.join("current/config/rules.toml");
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    let tmp = dir.join("current.new");
+    std::os::unix::fs::symlink("releases/v2", &tmp).unwrap();
+    fs::rename(&tmp, dir.join("current")).unwrap();
+    wait_until("the next release's file", || limit(&policy) == 5);
+    fs::write(dir.join("releases/v2/config/rules.toml"), rules(7)).unwrap();
+    wait_until("an edit in the next release", || limit(&policy) == 7);
+    assert_not_read(&watch, &dir.join("releases/v1/config/rules.toml"));
+}
+
+/// The same replacement with a read between its two steps (the watch sees the directory
+/// gone, counts the missing file, and stops watching it): the directory's return is seen
+/// from the directory above it, and its file, then its edits, are applied.
+#[cfg(unix)]
+#[test]
+fn a_directory_a_symlink_leads_into_removed_then_back_is_followed() {
+    let dir = TempDir::new("symlink-dir-gone");
+    for sub in ["etc", "srv", "srv.new"] {
+        fs::create_dir(dir.join(sub)).unwrap();
+    }
+    let target = dir.join("srv/rules.toml");
+    fs::write(&target, rules(2)).unwrap();
+    let path = dir.join("etc/rules.toml");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    fs::write(dir.join("srv.new/rules.toml"), rules(5)).unwrap();
+    fs::remove_dir_all(dir.join("srv")).unwrap();
+    wait_until("the missing file counted", || {
+        watch.status().unreadable >= 1
+    });
+    fs::rename(dir.join("srv.new"), dir.join("srv")).unwrap();
+    wait_until("the directory's file, back", || limit(&policy) == 5);
+    fs::write(&target, rules(7)).unwrap();
+    wait_until("an edit in the directory, back", || limit(&policy) == 7);
 }

@@ -65,7 +65,12 @@ const MAX_DEBOUNCES: u32 = 10;
 /// The directory's parent is watched too, for the directory's own entry: a deploy that
 /// replaces the whole directory (`rm -rf conf; mv conf.new conf`) moves the watch to the
 /// new directory, then reads the file; a directory removed and not yet back counts the
-/// missing file, and is watched again when it comes back.
+/// missing file, and is watched again when it comes back (so is a directory a symlink
+/// leads into: the nearest directory above it that exists is watched for its return). A
+/// symlinked directory higher on the path (a release layout:
+/// `/srv/app/current/config/rules.toml`, `current → releases/v1`) has its own directory
+/// watched for its entry: a deploy that points it at the next release moves the watches
+/// there, then reads the file.
 ///
 /// # When it reloads
 ///
@@ -177,8 +182,14 @@ struct Links {
     /// The entries the path leads through, the links of a chain then the file at its end,
     /// each as its directory's real path and its own name: an event on one of them counts.
     entries: Vec<PathBuf>,
-    /// Their directories, watched for them: those the watch holds besides the file's own
-    /// directory and its parent (watched already, and for longer).
+    /// The directories above the file's own directory's parent on its path that are
+    /// symlinks (a release layout's `current → releases/v1`), each as its directory's real
+    /// path and its own name: pointing one elsewhere moves the file's directory, with an
+    /// event only there, so an event naming one moves the watch as a replaced directory
+    /// does.
+    above: Vec<PathBuf>,
+    /// The directories watched for all these entries: those the watch holds besides the
+    /// file's own directory and its parent (watched already, and for longer).
     dirs: Vec<WatchedDir>,
 }
 
@@ -218,6 +229,24 @@ impl Links {
         let dir = path.parent();
         let watched = [canonical(dir), canonical(dir.and_then(Path::parent))];
         let mut links = Links::default();
+        let watch = |links: &mut Links, parent: PathBuf| {
+            if !watched.contains(&Some(parent.clone()))
+                && !links.dirs.iter().any(|d| d.path == parent)
+            {
+                links.dirs.push(WatchedDir::of(parent));
+            }
+        };
+        // Symlinked directories above the directory's parent (a switch of the parent
+        // itself, or of the directory, is an event in a directory watched already).
+        for above in dir.iter().flat_map(|dir| dir.ancestors().skip(1)) {
+            if !fs::symlink_metadata(above).is_ok_and(|m| m.file_type().is_symlink()) {
+                continue;
+            }
+            if let (Some(name), Some(parent)) = (above.file_name(), canonical(above.parent())) {
+                links.above.push(parent.join(name));
+                watch(&mut links, parent);
+            }
+        }
         let mut at = path.to_owned();
         for _ in 0..MAX_LINKS {
             // Not a symlink (or missing): the end.
@@ -227,19 +256,35 @@ impl Links {
             links.any_entry = true;
             // Relative to the link's directory (an absolute target replaces it).
             let next = at.parent().unwrap_or(Path::new("")).join(target);
-            let (Some(name), Some(parent)) = (next.file_name(), canonical(next.parent())) else {
+            let Some(name) = next.file_name() else {
+                break;
+            };
+            let Some(parent) = canonical(next.parent()) else {
+                // The directory it leads into is missing (removed, its replacement not yet
+                // renamed into place): the directory above the missing part is watched for
+                // its entry, so that its return is seen.
+                if let Some((above, missing)) = next.parent().and_then(missing_entry) {
+                    watch(&mut links, above.clone());
+                    links.entries.push(above.join(missing));
+                }
                 break;
             };
             at = parent.join(name);
-            if !watched.contains(&Some(parent.clone()))
-                && !links.dirs.iter().any(|d| d.path == parent)
-            {
-                links.dirs.push(WatchedDir::of(parent));
-            }
+            watch(&mut links, parent.clone());
             links.entries.push(at.clone());
         }
         links
     }
+}
+
+/// Where the missing directory `dir` would come back: the nearest directory above it that
+/// exists (its real path) and the name of the missing entry there; `None` if nothing
+/// above it exists.
+fn missing_entry(dir: &Path) -> Option<(PathBuf, OsString)> {
+    dir.ancestors().find_map(|missing| {
+        let above = fs::canonicalize(missing.parent()?).ok()?;
+        Some((above, missing.file_name()?.to_owned()))
+    })
 }
 
 /// What the watch thread is told.
@@ -373,13 +418,17 @@ impl RulesFileBuilder {
         let followed = Arc::clone(&links);
         let own_dir = dir.clone();
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<_>| {
-            let message = if names(&event, &own_dir) {
+            let links = lock(&followed);
+            let message = if names(&event, &own_dir)
+                || links.above.iter().any(|above| names(&event, above))
+            {
                 Message::Replaced
-            } else if relevant(&event, (&name, &own_dir), &lock(&followed)) {
+            } else if relevant(&event, (&name, &own_dir), &links) {
                 Message::Changed
             } else {
                 return;
             };
+            drop(links);
             // Closed once the watch has stopped.
             let _ = events.send(message);
         })
@@ -595,26 +644,33 @@ impl Shared {
         result
     }
 
-    /// Moves the watch of the file's directory to the directory now of that name (the old
-    /// one was replaced or removed). If there is none yet, the watch of its parent says when
-    /// it comes back; the read that follows counts the missing file meanwhile.
+    /// Moves the watches of the file's directory and its parent to the directories now of
+    /// those names (the directory was replaced or removed, or a symlinked directory above
+    /// it points elsewhere: [`Links::above`]). If there is none yet, the watch of its parent
+    /// says when it comes back; the read that follows counts the missing file meanwhile.
     fn watch_dir_again(&self) {
         let mut watcher = self.watcher();
         let Some(watcher) = watcher.as_mut() else {
             // Stopping.
             return;
         };
-        // The old directory's watch is gone with it, or still on it if it was renamed away.
-        let _ = watcher.unwatch(&self.dir);
-        if let Err(error) = watcher.watch(&self.dir, RecursiveMode::NonRecursive) {
-            #[cfg(feature = "tracing")]
-            tracing::warn!(
-                dir = %self.dir.display(),
-                %error,
-                "tollgate: the rules file's directory cannot be watched; \
-                 watching for it to come back"
-            );
-            let _ = error;
+        for dir in [Some(self.dir.as_path()), self.dir.parent()]
+            .into_iter()
+            .flatten()
+        {
+            // The old directory's watch is gone with it, or still on it if it was renamed
+            // away.
+            let _ = watcher.unwatch(dir);
+            if let Err(error) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+                #[cfg(feature = "tracing")]
+                tracing::warn!(
+                    dir = %dir.display(),
+                    %error,
+                    "tollgate: the rules file's directory (or its parent) cannot be watched; \
+                     watching for it to come back"
+                );
+                let _ = error;
+            }
         }
     }
 }

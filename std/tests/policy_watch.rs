@@ -2,8 +2,8 @@
 //! dir, real `notify`. A change (rewritten in place, renamed over, a ConfigMap's symlink
 //! swap, the file a symlink names in another directory, a file replaced by a symlink, a
 //! symlink pointed elsewhere, a chain of them, a replaced directory, one a symlink leads
-//! into removed and back, a symlinked directory above switched to another release) is
-//! applied; a
+//! into removed and back, a symlinked directory above switched to another release, a
+//! link into the parent on a path through a symlinked directory) is applied; a
 //! broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
@@ -567,4 +567,25 @@ fn a_directory_a_symlink_leads_into_removed_then_back_is_followed() {
     wait_until("the directory's file, back", || limit(&policy) == 5);
     fs::write(&target, rules(7)).unwrap();
     wait_until("an edit in the directory, back", || limit(&policy) == 7);
+}
+
+/// A path through a symlinked directory (`alias → the test's directory`) whose file is a
+/// symlink to a file in the directory's parent (`alias/etc/rules.toml → ../rules.toml`):
+/// the parent is watched by the name the path gives it, and its events name the file that
+/// way, not by its real path; the file's edits are applied.
+#[cfg(unix)]
+#[test]
+fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
+    let dir = TempDir::new("aliased-parent");
+    let real = dir.join("real");
+    fs::create_dir_all(real.join("etc")).unwrap();
+    fs::write(real.join("rules.toml"), rules(2)).unwrap();
+    std::os::unix::fs::symlink("../rules.toml", real.join("etc/rules.toml")).unwrap();
+    std::os::unix::fs::symlink(&real, dir.join("alias")).unwrap();
+    let path = dir.join("alias/etc/rules.toml");
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let _watch = watch(&policy, &path);
+
+    fs::write(real.join("rules.toml"), rules(5)).unwrap();
+    wait_until("an edit of the file in the parent", || limit(&policy) == 5);
 }

@@ -271,6 +271,16 @@ impl Links {
             };
             at = parent.join(name);
             watch(&mut links, parent.clone());
+            // In the file's directory or its parent, watched by the names the path gives
+            // them (which may differ from their real paths, through a symlinked directory
+            // on the way): their events name the entry that way.
+            for (real, named) in watched.iter().zip([dir, dir.and_then(Path::parent)]) {
+                if let (Some(real), Some(named)) = (real, named) {
+                    if *real == parent && named != real.as_path() {
+                        links.entries.push(named.join(name));
+                    }
+                }
+            }
             links.entries.push(at.clone());
         }
         links

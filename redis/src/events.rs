@@ -5,9 +5,9 @@
 //! | event | `tracing` | `metrics` |
 //! |---|---|---|
 //! | a call answered by the failure policy (Redis slow, down, erring; a backoff; a fallback that could not decide) | | `tollgate_redis_failures_total{cause}` (`timeout`, `connection`, `server`, `backoff`, `expired`, `fallback_unavailable`: [`RedisStats::failures`](super::RedisStats)'s causes) |
-//! | Redis unreachable or slow: a group of keys starts backing off | `warn`: the cause and the backoff; at most once per group per backoff | |
+//! | Redis unreachable or slow: the store becomes degraded (a group of keys starts backing off, none having failed for the recovery time) | `warn`: the prefix, the cause and the backoff; once, until it recovers | `tollgate_redis_degraded{prefix}` = 1 |
 //! | an error answered by the server, or a fallback that could not decide | `debug`: the cause | |
-//! | Redis failed, and has not answered since (set at the failure, cleared by its next answer) | `info` when it answers again | `tollgate_redis_degraded{prefix}` (gauge: 1 while degraded, 0 once it answers) |
+//! | Redis recovered: it answers, and no call has failed for twice the backoff plus the timeout (so a cluster with one master down stays degraded, not flapping with every call the others answer) | `info` | `tollgate_redis_degraded{prefix}` = 0 |
 //!
 //! | a fleet rules follower applied a published version | `info`: prefix, version, what changed | `tollgate_fleet_rules_total{prefix,outcome="applied"}`, gauge `tollgate_fleet_rules_version{prefix}` |
 //! | the policy refused a published version (the rules in force kept) | `warn`: the version, the one kept, the error | `tollgate_fleet_rules_total{prefix,outcome="refused"}` |
@@ -58,34 +58,32 @@ pub(crate) fn failed(cause: FailureCause) {
     let _ = cause;
 }
 
-/// Reports that a group of keys backs off Redis for `backoff` after a failure by `cause`
-/// (at most once per group per backoff: calls meanwhile skip Redis).
+/// Reports that the store with key prefix `prefix` is degraded: Redis failed by `cause`,
+/// and the failed call's keys skip it for `backoff` (told once, until it recovers).
 #[inline]
-pub(crate) fn backing_off(cause: FailureCause, backoff: Duration) {
+pub(crate) fn degraded(prefix: &str, cause: FailureCause, backoff: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("tollgate_redis_degraded", "prefix" => prefix.to_owned()).set(1.0);
     #[cfg(feature = "tracing")]
     tracing::warn!(
+        prefix,
         ?cause,
         backoff_ms = backoff.as_millis(),
-        "tollgate-redis: Redis failed; its keys answered by the failure policy until the backoff ends"
+        "tollgate-redis: Redis failed; the failed calls' keys are answered by the failure \
+         policy, each group until its backoff ends"
     );
-    let _ = (cause, backoff);
+    let _ = (prefix, cause, backoff);
 }
 
-/// Reports that the store with key prefix `prefix` is `degraded` (Redis failed and has not
-/// answered since) or answers again.
+/// Reports that the store with key prefix `prefix` recovered: Redis answers, and has not
+/// failed for the recovery time.
 #[inline]
-pub(crate) fn degraded(prefix: &str, degraded: bool) {
+pub(crate) fn recovered(prefix: &str) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!("tollgate_redis_degraded", "prefix" => prefix.to_owned()).set(if degraded {
-        1.0
-    } else {
-        0.0
-    });
+    metrics::gauge!("tollgate_redis_degraded", "prefix" => prefix.to_owned()).set(0.0);
     #[cfg(feature = "tracing")]
-    if !degraded {
-        tracing::info!(prefix, "tollgate-redis: Redis answers again");
-    }
-    let _ = (prefix, degraded);
+    tracing::info!(prefix, "tollgate-redis: Redis answers again");
+    let _ = prefix;
 }
 
 /// Reports that a fleet rules follower of `prefix` applied published `version`.

@@ -20,8 +20,8 @@
 //! - Listing the clients a store keeps state for, behind
 //!   [`Policy::limited`](tollgate::policy::Policy::limited).
 //!
-//! Features: `tracing` (default: a warning when Redis fails, once per backoff, and an event
-//! when it answers again) and `metrics` (failures, the degraded state, [`RedisStats`] and a
+//! Features: `tracing` (default: a warning when the store becomes degraded, once until it
+//! recovers, and an event when it recovers) and `metrics` (failures, the degraded state, [`RedisStats`] and a
 //! leased store's counts through the `metrics` facade). The guide is the repository's
 //! `docs/redis.md`.
 //!

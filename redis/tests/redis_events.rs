@@ -1,5 +1,6 @@
 //! A Redis store tells the operator when Redis fails: one `warn` event when a group of
-//! keys starts backing off (not one per call), an `info` event when Redis answers again,
+//! keys starts backing off (once, until it recovers: not per call, nor per backoff, nor
+//! flapping while one master of a cluster is down), an `info` event when it recovers,
 //! and, with the `metrics` feature, every call answered by the failure policy in
 //! `tollgate_redis_failures_total{cause}` and the `tollgate_redis_degraded{prefix}` gauge.
 //! Redis is first a closed loopback port, then a real server killed and restarted; then
@@ -14,7 +15,7 @@ mod redis_support;
 use std::sync::Arc;
 
 use events_support::Events;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tollgate::policy::Policy;
 use tollgate::MonotonicClock;
@@ -84,7 +85,7 @@ mod recorder {
 }
 
 #[test]
-fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
+fn a_redis_failure_is_told_once_until_it_recovers_and_every_degraded_call_counted() {
     let warnings = Arc::new(Events::at_least(tracing::Level::INFO));
     tracing::subscriber::set_global_default(Arc::clone(&warnings)).unwrap();
     #[cfg(feature = "metrics")]
@@ -185,7 +186,23 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
         served(&live)
     });
     assert!(recovered, "Redis decides again after the restart");
-    assert!(served(&live));
+    // Told recovered once no call has failed for twice the backoff plus the timeout.
+    let answers_again = |prefix: &str| {
+        warnings
+            .seen()
+            .iter()
+            .filter(|e| e.contains("Redis answers again") && e.contains(prefix))
+            .count()
+    };
+    let started = Instant::now();
+    while answers_again("prefix=\"events-live\"") == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never told recovered"
+        );
+        assert!(served(&live));
+        std::thread::sleep(Duration::from_millis(25));
+    }
     #[cfg(feature = "metrics")]
     assert_eq!(
         totals
@@ -271,4 +288,85 @@ fn a_redis_failure_is_told_once_per_backoff_and_every_degraded_call_counted() {
         }
         assert!(reported("tollgate_redis_round_trips_total{}") > 0);
     }
+
+    // A cluster with one master frozen (`SIGSTOP`) while the others answer: the store is
+    // told degraded once and stays so while that master's keys keep failing (before, every
+    // call another master answered told it recovered, and the next failure degraded again:
+    // a flapping gauge, and an `info` and a `warn` per backoff), then recovers once.
+    let cluster = redis_support::server::RedisCluster::start();
+    let store = RedisStore::new(
+        RedisTarget::Cluster(cluster.urls()),
+        RedisConfig::new("events-part")
+            .unwrap()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(Duration::from_millis(200))
+            .with_retry_backoff(Duration::from_millis(500))
+            .with_failure_policy(FailurePolicy::FailOpen)
+            .unwrap()
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    let part = Policy::from_toml(
+        "[[rules]]\nname = \"default\"\nlimit = 100000\nwindow = \"1m\"\n",
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store);
+    let clients: Vec<String> = (0..12).map(|i| format!("client{i}")).collect();
+    // Connected to every master, answered by each.
+    for client in &clients {
+        part.allow(client, "/", 1).unwrap();
+    }
+    let told = |what: &str| {
+        warnings
+            .seen()
+            .iter()
+            .filter(|e| e.contains(what) && e.contains("prefix=\"events-part\""))
+            .count()
+    };
+    assert_eq!(told("Redis failed"), 0);
+    cluster.nodes()[0].sigstop();
+    let before = part.backend().stats();
+    let frozen = Instant::now();
+    while frozen.elapsed() < Duration::from_millis(2500) {
+        for client in &clients {
+            assert!(part.allow(client, "/", 1).unwrap().allowed());
+        }
+    }
+    let during = part.backend().stats();
+    cluster.nodes()[0].sigcont();
+    assert!(
+        during.redis_decisions > before.redis_decisions && during.degraded > before.degraded,
+        "some calls answered by the other masters, some failed: {during:?}"
+    );
+    assert_eq!(told("Redis failed"), 1, "{:#?}", warnings.seen());
+    assert_eq!(told("Redis answers again"), 0, "{:#?}", warnings.seen());
+    #[cfg(feature = "metrics")]
+    assert_eq!(
+        totals
+            .lock()
+            .unwrap()
+            .get("tollgate_redis_degraded{prefix=events-part}"),
+        Some(&1)
+    );
+    let thawed = Instant::now();
+    while told("Redis answers again") == 0 {
+        assert!(
+            thawed.elapsed() < Duration::from_secs(30),
+            "never told recovered"
+        );
+        for client in &clients {
+            part.allow(client, "/", 1).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(told("Redis failed"), 1);
+    #[cfg(feature = "metrics")]
+    assert_eq!(
+        totals
+            .lock()
+            .unwrap()
+            .get("tollgate_redis_degraded{prefix=events-part}"),
+        Some(&0)
+    );
 }

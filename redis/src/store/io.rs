@@ -349,27 +349,34 @@ impl Shared {
         // An unreachable or slow server: back off this call's group of hash tags (all
         // of them on a single node).
         let backoff = u64::try_from(self.config.retry_backoff().as_nanos()).unwrap_or(u64::MAX);
-        // Relaxed: see `backing_off`. Told once per backoff (calls meanwhile skip Redis; two
-        // failing at once may both tell it).
+        // Relaxed: see `backing_off`.
         let now = self.local_now();
-        let previous = self
-            .backoff_of(tag)
-            .swap(now.saturating_add(backoff), Ordering::Relaxed);
-        if previous <= now {
-            events::backing_off(cause, self.config.retry_backoff());
-        }
-        // Relaxed: a report's state; no data is published with it.
+        self.backoff_of(tag)
+            .store(now.saturating_add(backoff), Ordering::Relaxed);
+        // Relaxed: a report's state; no data is published with it. Told once, as the store
+        // becomes degraded (not once per group per backoff: a master that stays down
+        // fails again every backoff, for each group of keys it holds).
+        self.last_failure.store(now, Ordering::Relaxed);
         if !self.degraded.swap(true, Ordering::Relaxed) {
-            events::degraded(self.config.prefix(), true);
+            events::degraded(self.config.prefix(), cause, self.config.retry_backoff());
         }
     }
 
-    /// Redis answered a call: if it had failed since its last answer, it is back.
+    /// Redis answered a call: if it is degraded and has not failed for the recovery time,
+    /// it is back. (A failure racing this can be told recovered a moment early; the next
+    /// failure tells it degraded again.)
     #[inline]
     fn answered(&self) {
-        // Relaxed: see `failed`. The load first: the common case writes nothing.
-        if self.degraded.load(Ordering::Relaxed) && self.degraded.swap(false, Ordering::Relaxed) {
-            events::degraded(self.config.prefix(), false);
+        // Relaxed: see `failed`. The load first: the common case writes nothing, and reads
+        // the clock only while degraded.
+        if self.degraded.load(Ordering::Relaxed)
+            && self
+                .local_now()
+                .saturating_sub(self.last_failure.load(Ordering::Relaxed))
+                >= self.recovery_ns
+            && self.degraded.swap(false, Ordering::Relaxed)
+        {
+            events::recovered(self.config.prefix());
         }
     }
 }

@@ -296,9 +296,18 @@ struct Shared {
     /// cluster): local ns (since `epoch`) before which Redis is not tried again for the
     /// tags of that group; 0: no backoff.
     backoff_until: Box<[AtomicU64]>,
-    /// Whether Redis failed (a backoff began) and has not answered since: what the
-    /// `tollgate_redis_degraded` gauge and the recovery event report.
+    /// Whether Redis failed (a backoff began) and has not yet answered with no failure for
+    /// [`recovery_ns`](Self::recovery_ns): what the `tollgate_redis_degraded` gauge, the
+    /// failure's `warn` and the recovery event report.
     degraded: AtomicBool,
+    /// Local ns (since `epoch`) of the last failure that began a backoff.
+    last_failure: AtomicU64,
+    /// How long Redis must go without such a failure, answering, to count as recovered:
+    /// twice the retry backoff plus the timeout. A part that stays down (a cluster master,
+    /// of the 64 backoff groups' keys) fails again at most a backoff and a timeout after
+    /// its last failure while traffic reaches it, so the store does not flap between
+    /// degraded and recovered with every call the other masters answer.
+    recovery_ns: u64,
     /// Each [`Mode`]'s mode argument ([`Shared::mode`]).
     modes: [String; 6],
     /// Denies of checks, answered locally until their retry time (see "Deny cache" on
@@ -399,6 +408,12 @@ impl RedisStore {
                     .map(|_| AtomicU64::new(0))
                     .collect(),
                 degraded: AtomicBool::new(false),
+                last_failure: AtomicU64::new(0),
+                // Validated: at most an hour each.
+                recovery_ns: u64::try_from(
+                    (2 * (config.retry_backoff() + config.timeout())).as_nanos(),
+                )
+                .unwrap_or(u64::MAX),
                 modes: Mode::modes(config.ttl_slack_ms()),
                 denies: Denies::new(&config),
                 // Validated: at most an hour.

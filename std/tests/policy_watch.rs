@@ -589,3 +589,33 @@ fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
     fs::write(real.join("rules.toml"), rules(5)).unwrap();
     wait_until("an edit of the file in the parent", || limit(&policy) == 5);
 }
+
+/// `a_directory_a_symlink_leads_into_removed_then_back_is_followed` on a path through a
+/// symlinked directory (`alias → real`, `alias/etc/rules.toml → ../srv/rules.toml`): the
+/// missing `srv` is watched for from the file's parent, whose watch names its events by
+/// the path's name for it (`alias/srv`), not its real path (`real/srv`).
+#[cfg(unix)]
+#[test]
+fn a_directory_removed_then_back_through_a_symlinked_directory_is_followed() {
+    let dir = TempDir::new("aliased-dir-gone");
+    let real = dir.join("real");
+    for sub in ["etc", "srv", "srv.new"] {
+        fs::create_dir_all(real.join(sub)).unwrap();
+    }
+    fs::write(real.join("srv/rules.toml"), rules(2)).unwrap();
+    std::os::unix::fs::symlink("../srv/rules.toml", real.join("etc/rules.toml")).unwrap();
+    std::os::unix::fs::symlink(&real, dir.join("alias")).unwrap();
+    let path = dir.join("alias/etc/rules.toml");
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    fs::write(real.join("srv.new/rules.toml"), rules(5)).unwrap();
+    fs::remove_dir_all(real.join("srv")).unwrap();
+    wait_until("the missing file counted", || {
+        watch.status().unreadable >= 1
+    });
+    fs::rename(real.join("srv.new"), real.join("srv")).unwrap();
+    wait_until("the directory's file, back", || limit(&policy) == 5);
+    fs::write(real.join("srv/rules.toml"), rules(7)).unwrap();
+    wait_until("an edit in the directory, back", || limit(&policy) == 7);
+}

@@ -4,7 +4,7 @@
 //! How it watches, when it reloads, what it keeps and how to call it on SIGHUP: see
 //! [`RulesFile`].
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::fs;
 use std::io;
@@ -236,6 +236,21 @@ impl Links {
                 links.dirs.push(WatchedDir::of(parent));
             }
         };
+        // An entry `name` of the directory whose real path is `parent`, kept for the events
+        // that name it. In the file's directory or its parent, also under the name the path
+        // gives that directory (which may differ from its real path, through a symlinked
+        // directory on the way): their watches name their events that way.
+        let named = [dir, dir.and_then(Path::parent)];
+        let entry = |links: &mut Links, parent: &Path, name: &OsStr| {
+            for (real, named) in watched.iter().zip(named) {
+                if let (Some(real), Some(named)) = (real, named) {
+                    if real == parent && named != real.as_path() {
+                        links.entries.push(named.join(name));
+                    }
+                }
+            }
+            links.entries.push(parent.join(name));
+        };
         // Symlinked directories above the directory's parent (a switch of the parent
         // itself, or of the directory, is an event in a directory watched already).
         for above in dir.iter().flat_map(|dir| dir.ancestors().skip(1)) {
@@ -265,23 +280,13 @@ impl Links {
                 // its entry, so that its return is seen.
                 if let Some((above, missing)) = next.parent().and_then(missing_entry) {
                     watch(&mut links, above.clone());
-                    links.entries.push(above.join(missing));
+                    entry(&mut links, &above, &missing);
                 }
                 break;
             };
             at = parent.join(name);
             watch(&mut links, parent.clone());
-            // In the file's directory or its parent, watched by the names the path gives
-            // them (which may differ from their real paths, through a symlinked directory
-            // on the way): their events name the entry that way.
-            for (real, named) in watched.iter().zip([dir, dir.and_then(Path::parent)]) {
-                if let (Some(real), Some(named)) = (real, named) {
-                    if *real == parent && named != real.as_path() {
-                        links.entries.push(named.join(name));
-                    }
-                }
-            }
-            links.entries.push(at.clone());
+            entry(&mut links, &parent, name);
         }
         links
     }

@@ -663,13 +663,19 @@ impl Shared {
     /// those names (the directory was replaced or removed, or a symlinked directory above
     /// it points elsewhere: [`Links::above`]). If there is none yet, the watch of its parent
     /// says when it comes back; the read that follows counts the missing file meanwhile.
+    ///
+    /// The parent first: while its watch is re-armed its events are not seen, and the
+    /// directory's return (`mv conf.new conf`) is one. Landing in that gap, it is seen by
+    /// the directory's watch armed next; the other way round, the directory's watch failed
+    /// (still missing), then its return fell in the parent's gap, and nothing watched the
+    /// directory again (the read that follows applies the file, but not its later edits).
     fn watch_dir_again(&self) {
         let mut watcher = self.watcher();
         let Some(watcher) = watcher.as_mut() else {
             // Stopping.
             return;
         };
-        for dir in [Some(self.dir.as_path()), self.dir.parent()]
+        for dir in [self.dir.parent(), Some(self.dir.as_path())]
             .into_iter()
             .flatten()
         {

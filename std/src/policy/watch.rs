@@ -182,10 +182,11 @@ struct Links {
     /// The entries the path leads through, the links of a chain then the file at its end,
     /// each as its directory's real path and its own name: an event on one of them counts.
     entries: Vec<PathBuf>,
-    /// The directories above the file's own directory's parent on its path that are
+    /// The directories on the path from the file's directory's parent up that are
     /// symlinks (a release layout's `current → releases/v1`), each as its directory's real
     /// path and its own name: pointing one elsewhere moves the file's directory, with an
-    /// event only there, so an event naming one moves the watch as a replaced directory
+    /// event only in that symlink's own directory (for the parent: the grandparent, not
+    /// watched otherwise), so an event naming one moves the watch as a replaced directory
     /// does.
     above: Vec<PathBuf>,
     /// The directories watched for all these entries: those the watch holds besides the
@@ -251,8 +252,9 @@ impl Links {
             }
             links.entries.push(parent.join(name));
         };
-        // Symlinked directories above the directory's parent (a switch of the parent
-        // itself, or of the directory, is an event in a directory watched already).
+        // Symlinked directories from the directory's parent up (a switch of the directory
+        // itself is an event in its parent, watched already; one of the parent is an event
+        // in the grandparent, which is not).
         for above in dir.iter().flat_map(|dir| dir.ancestors().skip(1)) {
             if !fs::symlink_metadata(above).is_ok_and(|m| m.file_type().is_symlink()) {
                 continue;

@@ -13,7 +13,8 @@
 //!
 //! ## The deadline
 //!
-//! A call started at local `t` with a timeout `T` (the store gives up at `t + T`) carries
+//! A call whose operation started at local `t` with a timeout `T` (the store gives up at
+//! `t + T`; the calls of one operation share it) carries
 //!
 //! > `deadline = t + hi + T − margin`, `margin = T/10 + 2u + age/5000 + 1 µs`
 //!
@@ -26,7 +27,8 @@
 //!   timeout (and `u`) before the store gave up, time for its answer to come back. A call
 //!   that waited in a stalled server's buffer past that is refused and changes nothing;
 //! - **no healthy call refused**: a call the server runs within `T·9/10 − 2u − 2·age/5000`
-//!   of being sent is accepted.
+//!   of its operation's start is accepted (a call started `T·9/10` or more after it is
+//!   not sent at all: it would be refused).
 //!
 //! The store then rounds the deadline down to a step of at most `T/20` (see
 //! `deadline_quantum_ms`), which only refuses more: a healthy call is accepted if the

@@ -102,10 +102,12 @@ impl RedisConfig {
     /// both (on a cluster, one per client of a batch too), and when a later call denies,
     /// the earlier ones are given back and read again. They share this bound, counted from
     /// the operation's start: each call waits for what the earlier ones left, and a call
-    /// with nothing left is not sent (answered by the failure policy as
-    /// [`FailureCause::Timeout`](super::FailureCause::Timeout)). So a check waits at most
-    /// about this long, however slow Redis is (each failed call also starts its keys' retry
-    /// backoff, which later checks skip Redis for).
+    /// left less than a tenth of it is not sent (its deadline on the server, below, has
+    /// passed; the failure policy answers it, as
+    /// [`FailureCause::Timeout`](super::FailureCause::Timeout), and nothing backs off). So a
+    /// check waits at most about this long, however slow Redis is (each failed call also
+    /// starts its keys' retry backoff, which later checks skip Redis for). A give-back left
+    /// unsent keeps its permits taken (the strict side).
     ///
     /// It is also the operation's *deadline* on the server: every script call carries the
     /// instant, in the server's clock, after which the store will have given up on it

@@ -997,6 +997,78 @@ fn a_checks_calls_share_one_timeout() {
     );
 }
 
+/// A call of a check sent when less than a tenth of the timeout is left carries a deadline
+/// the server has passed already: the script refuses it (`TGEXPIRED`), which says nothing
+/// of the server's clock or health. So it is not sent, and, as nothing failed (Redis
+/// answered every call sent), no backoff follows it. Here the check's first call takes 91 %
+/// of the timeout (a delaying proxy, made fast again while its answer is on the way back),
+/// so its second is left 9 %: before, it was sent, refused as expired (the clock estimate
+/// dropped, `expired` counted) and every check skipped Redis for the retry backoff.
+#[test]
+fn a_call_left_too_little_time_is_not_sent_and_backs_nothing_off() {
+    let server = RedisServer::start();
+    let upstream = format!("127.0.0.1:{}", server.port()).parse().unwrap();
+    let proxy =
+        DelayProxy::start("127.0.0.1:0".parse().unwrap(), upstream, Duration::ZERO).unwrap();
+    let timeout = Duration::from_secs(1);
+    let config = RedisConfig::new("tail")
+        .unwrap()
+        .with_deny_cache(0)
+        .with_timeout(timeout)
+        .with_connect_timeout(timeout)
+        .with_retry_backoff(Duration::from_secs(600))
+        .with_failure_policy(closed())
+        .unwrap();
+    let store = RedisStore::new(
+        RedisTarget::Single(format!("redis://{}", proxy.addr())),
+        config,
+    )
+    .unwrap();
+    let rules = r#"
+        [[rules]]
+        name = "client"
+        limit = 100
+        window = "1m"
+
+        [[rules]]
+        name = "everyone"
+        endpoint = "/"
+        limit = 1000
+        window = "1m"
+        per = "global"
+    "#;
+    let policy = Policy::from_toml(rules, tollgate::MonotonicClock::new())
+        .unwrap()
+        .store(store);
+    assert!(policy.allow("a", "/", 1).unwrap().allowed());
+    let fast = policy.backend().stats();
+    assert_eq!((fast.redis_decisions, fast.degraded), (2, 0), "{fast:?}");
+    // The first call's round trip: 455 ms each way; its answer is held by the proxy from
+    // about 455 ms on, so the delay dropped at 700 ms leaves that answer due at 910 ms and
+    // lets the second call through at once.
+    proxy.set_one_way(Duration::from_millis(455));
+    let slow = std::thread::scope(|s| {
+        let check = s.spawn(|| policy.allow("a", "/", 1).unwrap());
+        std::thread::sleep(Duration::from_millis(700));
+        proxy.set_one_way(Duration::ZERO);
+        check.join().unwrap()
+    });
+    let after = policy.backend().stats();
+    assert!(!slow.allowed(), "the check's time ran out: {slow:?}");
+    assert_eq!(
+        (after.expired, after.last_failure),
+        (fast.expired, Some(tollgate_redis::FailureCause::Timeout)),
+        "a call was sent past its deadline on the server: {after:?}"
+    );
+    let next = policy.allow("a", "/", 1).unwrap();
+    let last = policy.backend().stats();
+    assert!(
+        next.allowed(),
+        "backed off after a call left unsent: {next:?}"
+    );
+    assert_eq!(last.redis_decisions, after.redis_decisions + 2, "{last:?}");
+}
+
 /// Rules of the deny cache tests: a GCRA burst of 2 per second (a permit every 500 ms)
 /// and a fixed minute window that admits throughout (the clocks start 20 s into a minute).
 const HOT_RULES: &str = r#"

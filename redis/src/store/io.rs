@@ -47,9 +47,10 @@ pub(crate) enum Io {
 
 /// An operation's time: one timeout from its start, shared by all its calls (a check's
 /// calls for the client's and the global tiers, a denied check's give-backs), so that an
-/// operation waits at most the timeout whatever its number of calls. A call started with
-/// nothing left is not sent ([`FailureCause::Timeout`]), and every call's deadline on the
-/// server is the operation's.
+/// operation waits at most the timeout whatever its number of calls. Every call's deadline
+/// on the server is the operation's, at most nine tenths of the timeout after its start: a
+/// call started later is not sent (the script would refuse it as expired), and answered as
+/// a [`FailureCause::Timeout`] that backs nothing off (nothing failed).
 #[derive(Copy, Clone, Debug)]
 pub(super) struct Budget {
     started: Instant,
@@ -71,6 +72,9 @@ pub(super) struct Failure {
     /// It may have reached the script (a timeout, a connection lost with it in flight):
     /// whether it changed anything is not known.
     pub(super) maybe_ran: bool,
+    /// Not sent because its operation's earlier calls took its time ([`Budget`]): says
+    /// nothing of the server, so it backs nothing off.
+    pub(super) unsent: bool,
 }
 
 impl Failure {
@@ -79,6 +83,16 @@ impl Failure {
         Failure {
             cause,
             maybe_ran: false,
+            unsent: false,
+        }
+    }
+
+    /// A call not sent: its operation's time was spent ([`Budget`]).
+    fn out_of_time() -> Failure {
+        Failure {
+            cause: FailureCause::Timeout,
+            maybe_ran: false,
+            unsent: true,
         }
     }
 
@@ -95,6 +109,7 @@ impl Failure {
                 | FailureCause::Expired
                 | FailureCause::FallbackUnavailable => false,
             },
+            unsent: false,
         }
     }
 }
@@ -190,6 +205,10 @@ impl RedisStore {
                 shared.answered();
                 Ok(reply)
             }
+            Err(failure) if failure.unsent => {
+                shared.unsent();
+                Err(failure.cause)
+            }
             Err(failure) => {
                 shared.failed(call.tag, failure.cause);
                 Err(failure.cause)
@@ -210,9 +229,10 @@ impl Shared {
     }
 
     /// One script call of an operation that `started`, waiting for its answer until
-    /// `wait` after that start (not sent if that has passed). Its deadline is the
-    /// configured timeout's after that start whatever `wait` is (see "Deadlines" on
-    /// [`RedisStore`]): a longer wait only hears how a late call ended.
+    /// `wait` after that start. Its deadline is the configured timeout's after that start
+    /// whatever `wait` is (see "Deadlines" on [`RedisStore`]): a longer wait only hears how
+    /// a late call ended. Not sent once nine tenths of the timeout have passed since that
+    /// start: the deadline has passed too.
     pub(super) async fn eval_for(
         self: &Arc<Self>,
         script: &ScriptArgs<'_>,
@@ -232,18 +252,26 @@ impl Shared {
                 .await
                 .map_err(|e| Failure::of(&e))
         };
+        // The deadline is at least a tenth of the timeout before the operation's end (see
+        // `ServerClock::deadline_us`): past that, the script would only refuse the call as
+        // expired, and the refusal would drop the clock's estimate and back off keys whose
+        // server is fine. The operation's earlier calls took its time: not sent.
+        let timeout = self.config.timeout();
+        if started
+            .checked_add(timeout - timeout / 10)
+            .is_some_and(|last| Instant::now() >= last)
+        {
+            return Err(Failure::out_of_time());
+        }
         let Some(end) = started.checked_add(wait) else {
             return run.await;
         };
-        if Instant::now() >= end {
-            // The operation's earlier calls took its time: this one is not sent.
-            return Err(Failure::before(FailureCause::Timeout));
-        }
         match tokio::time::timeout_at(end.into(), run).await {
             Ok(result) => result,
             Err(_elapsed) => Err(Failure {
                 cause: FailureCause::Timeout,
                 maybe_ran: true,
+                unsent: false,
             }),
         }
     }
@@ -360,6 +388,14 @@ impl Shared {
         if !self.degraded.swap(true, Ordering::Relaxed) {
             events::degraded(self.config.prefix(), cause, self.config.retry_backoff());
         }
+    }
+
+    /// Counts a call not sent for lack of time ([`Failure::out_of_time`]): answered by the
+    /// failure policy like a failed one, but Redis did not fail, so nothing backs off and
+    /// the store is not reported degraded.
+    pub(super) fn unsent(&self) {
+        Counters::bump(&self.counters.degraded);
+        self.counters.failed(FailureCause::Timeout);
     }
 
     /// Redis answered a call: if it is degraded and has not failed for the recovery time,

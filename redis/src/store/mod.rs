@@ -51,9 +51,11 @@ use tollgate::Nanos;
 /// a check also run in one round trip. A check with both kinds takes **two round trips**:
 /// the client's tiers first (a client over its own limit never touches the hot global keys),
 /// then, if they admitted, the global tiers; if a global tier denies, the client's tiers get
-/// their permits back by the core's refund (a second script call). Between the two calls,
-/// another check of the same client may see those permits taken: the error is on the
-/// strict side, never over a limit. Refund is exact for windows and logs, and for the
+/// their permits back by the core's refund (a second script call), within what is left of
+/// the check's timeout (a refund left too little is not sent, and the permits stay taken
+/// until the window or the drain returns them). Between the two calls, another check of
+/// the same client may see those permits taken: the error is on the strict side, never
+/// over a limit. Refund is exact for windows and logs, and for the
 /// buckets unless the key drained to idle in between.
 ///
 /// A plan of several clients' tiers (a batch, `Policy::check_all`) is one call for all of

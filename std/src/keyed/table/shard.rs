@@ -48,7 +48,7 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    /// An empty shard allowed `cap` keys.
+    /// An empty shard that may hold `base` keys before drawing on the pool.
     pub(crate) fn new(base: usize) -> Shard {
         Shard {
             lock: Mutex::new(ShardLocal::default()),

@@ -22,7 +22,12 @@
 //! changed: the quota counts the unit twice, and the table holds (or counts) three keys at
 //! capacity 2.
 //!
-//! 344 executions at bound 3 (the default), 1 390 at bound 8.
+//! A second race: the insert into shard 0 against the removal of shard 1's only key (which
+//! frees the unit the insert borrows), with the same checks (6 executions). It has no broken
+//! twin: a lend proceeds only once it reads the removal's count, so a load and a store
+//! cannot lose the removal's update; against an insert they can (the first twin).
+//!
+//! 344 executions at bound 3 (the default), 1 390 at bound 8 (the insert race).
 //!
 //! Prints its execution count and wall time; bounded by `LOOM_MAX_PREEMPTIONS` (default 3).
 #![cfg(tollgate_loom)]
@@ -152,6 +157,38 @@ fn borrow_races_lender_insert(fault: Option<LoomFault>) {
 fn keyed_borrow_races_lender_insert() {
     model("keyed/borrow vs the lender's insert", || {
         borrow_races_lender_insert(None)
+    });
+}
+
+/// A thread inserts `c` (shard 0: must borrow shard 1's unit) while the model's thread
+/// removes `b`, shard 1's only key (freeing the unit `c` needs). `c` is admitted only through a borrow
+/// after the removal; either way the count matches the keys and the quota is conserved.
+fn borrow_races_lender_removal(fault: Option<LoomFault>) {
+    let (limiter, a, c, b) = setup(fault);
+    assert!(insert(&limiter, b), "b fills shard 1's base");
+    let limiter = Arc::new(limiter);
+    let inserter = {
+        let limiter = Arc::clone(&limiter);
+        loom::thread::spawn(move || insert(&limiter, c))
+    };
+    assert!(limiter.remove(&b));
+    assert_within_capacity(&limiter);
+    let c_in = inserter.join().unwrap();
+    let resident = [a, b, c].iter().filter(|k| limiter.contains(k)).count();
+    assert!(
+        resident <= CAPACITY,
+        "table over capacity: {resident} keys resident, capacity {CAPACITY}"
+    );
+    assert_eq!(resident, limiter.len(), "the count drifted from the keys");
+    assert_quota(&limiter);
+    assert!(limiter.contains(&a) && !limiter.contains(&b));
+    assert_eq!(limiter.contains(&c), c_in, "c admitted {c_in}, resident?");
+}
+
+#[test]
+fn keyed_borrow_races_lender_removal() {
+    model("keyed/borrow vs the lender's removal", || {
+        borrow_races_lender_removal(None)
     });
 }
 

@@ -103,6 +103,17 @@ fn assert_within_capacity(limiter: &WordTable) {
     );
 }
 
+/// Of `keys`, those resident are at most the capacity (panics with "over capacity") and
+/// as many as the table counts (panics with "drifted").
+fn assert_resident(limiter: &WordTable, keys: [u64; 3]) {
+    let resident = keys.iter().filter(|k| limiter.contains(k)).count();
+    assert!(
+        resident <= CAPACITY,
+        "table over capacity: {resident} keys resident, capacity {CAPACITY}"
+    );
+    assert_eq!(resident, limiter.len(), "the count drifted from the keys");
+}
+
 /// With no insert running: `len ≤ capacity`, every shard's count is what `len` sums, and
 /// the quota is conserved: `Σ max(len, base)` (bases plus pool units in use) plus the
 /// pool's spare units is the capacity.
@@ -136,12 +147,7 @@ fn borrow_races_lender_insert(fault: Option<LoomFault>) {
     // While the lender's insert may still run.
     assert_within_capacity(&limiter);
     let b_in = lender.join().unwrap();
-    let resident = [a, b, c].iter().filter(|k| limiter.contains(k)).count();
-    assert!(
-        resident <= CAPACITY,
-        "table over capacity: {resident} keys resident, capacity {CAPACITY}"
-    );
-    assert_eq!(resident, limiter.len(), "the count drifted from the keys");
+    assert_resident(&limiter, [a, b, c]);
     assert_quota(&limiter);
     assert!(limiter.contains(&a), "a resident key was lost");
     assert_eq!(limiter.contains(&c), c_in, "c admitted {c_in}, resident?");
@@ -174,12 +180,7 @@ fn borrow_races_lender_removal(fault: Option<LoomFault>) {
     assert!(limiter.remove(&b));
     assert_within_capacity(&limiter);
     let c_in = inserter.join().unwrap();
-    let resident = [a, b, c].iter().filter(|k| limiter.contains(k)).count();
-    assert!(
-        resident <= CAPACITY,
-        "table over capacity: {resident} keys resident, capacity {CAPACITY}"
-    );
-    assert_eq!(resident, limiter.len(), "the count drifted from the keys");
+    assert_resident(&limiter, [a, b, c]);
     assert_quota(&limiter);
     assert!(limiter.contains(&a) && !limiter.contains(&b));
     assert_eq!(limiter.contains(&c), c_in, "c admitted {c_in}, resident?");

@@ -84,6 +84,35 @@ mod recorder {
     }
 }
 
+/// A policy of one rule of `limit` a minute per client on a store of `target` and `prefix`
+/// with `timeout` and `backoff`, failing open, without a deny cache.
+fn fail_open(
+    target: RedisTarget,
+    prefix: &str,
+    timeout: Duration,
+    backoff: Duration,
+    limit: u32,
+) -> Policy<MonotonicClock, RedisStore> {
+    let store = RedisStore::new(
+        target,
+        RedisConfig::new(prefix)
+            .unwrap()
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_timeout(timeout)
+            .with_retry_backoff(backoff)
+            .with_failure_policy(FailurePolicy::FailOpen)
+            .unwrap()
+            .with_deny_cache(0),
+    )
+    .unwrap();
+    Policy::from_toml(
+        &format!("[[rules]]\nname = \"default\"\nlimit = {limit}\nwindow = \"1m\"\n"),
+        MonotonicClock::new(),
+    )
+    .unwrap()
+    .store(store)
+}
+
 #[test]
 fn a_redis_failure_is_told_once_until_it_recovers_and_every_degraded_call_counted() {
     let warnings = Arc::new(Events::at_least(tracing::Level::INFO));
@@ -146,24 +175,13 @@ fn a_redis_failure_is_told_once_until_it_recovers_and_every_degraded_call_counte
 
     // A real server: answering, killed (degraded), restarted (answering again, told once).
     let mut server = redis_support::server::RedisServer::start();
-    let store = RedisStore::new(
+    let live = fail_open(
         RedisTarget::Single(server.url()),
-        RedisConfig::new("events-live")
-            .unwrap()
-            .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(Duration::from_secs(1))
-            .with_retry_backoff(Duration::from_millis(50))
-            .with_failure_policy(FailurePolicy::FailOpen)
-            .unwrap()
-            .with_deny_cache(0),
-    )
-    .unwrap();
-    let live = Policy::from_toml(
-        "[[rules]]\nname = \"default\"\nlimit = 1000\nwindow = \"1m\"\n",
-        MonotonicClock::new(),
-    )
-    .unwrap()
-    .store(store);
+        "events-live",
+        Duration::from_secs(1),
+        Duration::from_millis(50),
+        1000,
+    );
     let served = |policy: &Policy<MonotonicClock, RedisStore>| {
         let before = policy.backend().stats().redis_decisions;
         assert!(policy.allow("acct", "/", 1).unwrap().allowed());
@@ -294,24 +312,13 @@ fn a_redis_failure_is_told_once_until_it_recovers_and_every_degraded_call_counte
     // call another master answered told it recovered, and the next failure degraded again:
     // a flapping gauge, and an `info` and a `warn` per backoff), then recovers once.
     let cluster = redis_support::server::RedisCluster::start();
-    let store = RedisStore::new(
+    let part = fail_open(
         RedisTarget::Cluster(cluster.urls()),
-        RedisConfig::new("events-part")
-            .unwrap()
-            .with_connect_timeout(Duration::from_secs(1))
-            .with_timeout(Duration::from_millis(200))
-            .with_retry_backoff(Duration::from_millis(500))
-            .with_failure_policy(FailurePolicy::FailOpen)
-            .unwrap()
-            .with_deny_cache(0),
-    )
-    .unwrap();
-    let part = Policy::from_toml(
-        "[[rules]]\nname = \"default\"\nlimit = 100000\nwindow = \"1m\"\n",
-        MonotonicClock::new(),
-    )
-    .unwrap()
-    .store(store);
+        "events-part",
+        Duration::from_millis(200),
+        Duration::from_millis(500),
+        100_000,
+    );
     let clients: Vec<String> = (0..12).map(|i| format!("client{i}")).collect();
     // Connected to every master, answered by each.
     for client in &clients {

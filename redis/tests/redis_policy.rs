@@ -930,26 +930,29 @@ fn a_first_check_over_a_slower_link_is_decided_by_redis() {
     assert_eq!(first.remaining(), 9);
 }
 
-/// A check's calls share one timeout. With a client rule and a global rule (two calls per
-/// check) and a Redis each of whose round trips takes 60 % of the timeout (a delaying
-/// proxy, slowed once the server's clock was sampled), the first call is answered and the
-/// second is given what is left, not a timeout of its own: the check goes to the failure
-/// policy (fail closed) as a timeout instead of waiting 1.2 timeouts for an admit. Before,
-/// every call had the whole timeout, and a check of N calls could wait N timeouts.
-#[test]
-fn a_checks_calls_share_one_timeout() {
+/// A policy of a client rule and a global rule (two calls per check) on a Redis behind a
+/// delaying proxy (no delay yet), with `timeout` and `backoff`, failing closed, whose
+/// first check was answered by Redis (both calls; the server's clock sampled): the server
+/// (keep it), the proxy, the policy.
+fn two_calls_behind_a_proxy(
+    prefix: &str,
+    timeout: Duration,
+    backoff: Duration,
+) -> (
+    RedisServer,
+    DelayProxy,
+    Policy<tollgate::MonotonicClock, RedisStore>,
+) {
     let server = RedisServer::start();
     let upstream = format!("127.0.0.1:{}", server.port()).parse().unwrap();
     let proxy =
         DelayProxy::start("127.0.0.1:0".parse().unwrap(), upstream, Duration::ZERO).unwrap();
-    let timeout = Duration::from_secs(1);
-    let config = RedisConfig::new("budget")
+    let config = RedisConfig::new(prefix)
         .unwrap()
         .with_deny_cache(0)
         .with_timeout(timeout)
         .with_connect_timeout(timeout)
-        // Every check goes to Redis, failed calls or not.
-        .with_retry_backoff(Duration::ZERO)
+        .with_retry_backoff(backoff)
         .with_failure_policy(closed())
         .unwrap();
     let store = RedisStore::new(
@@ -973,12 +976,26 @@ fn a_checks_calls_share_one_timeout() {
     let policy = Policy::from_toml(rules, tollgate::MonotonicClock::new())
         .unwrap()
         .store(store);
-    // Fast: both calls answered by Redis.
     let first = policy.allow("a", "/", 1).unwrap();
     let fast = policy.backend().stats();
     assert!(first.allowed(), "{first:?}");
     assert_eq!(first.tiers().len(), 2);
     assert_eq!((fast.redis_decisions, fast.degraded), (2, 0), "{fast:?}");
+    (server, proxy, policy)
+}
+
+/// A check's calls share one timeout. With a client rule and a global rule (two calls per
+/// check) and a Redis each of whose round trips takes 60 % of the timeout (a delaying
+/// proxy, slowed once the server's clock was sampled), the first call is answered and the
+/// second is given what is left, not a timeout of its own: the check goes to the failure
+/// policy (fail closed) as a timeout instead of waiting 1.2 timeouts for an admit. Before,
+/// every call had the whole timeout, and a check of N calls could wait N timeouts.
+#[test]
+fn a_checks_calls_share_one_timeout() {
+    // Every check goes to Redis, failed calls or not (no backoff).
+    let (_server, proxy, policy) =
+        two_calls_behind_a_proxy("budget", Duration::from_secs(1), Duration::ZERO);
+    let fast = policy.backend().stats();
     // Each round trip now takes 600 ms of the 1 s: one call fits, two do not.
     proxy.set_one_way(Duration::from_millis(300));
     let slow = policy.allow("a", "/", 1).unwrap();
@@ -1006,50 +1023,17 @@ fn a_checks_calls_share_one_timeout() {
 /// dropped, `expired` counted) and every check skipped Redis for the retry backoff.
 #[test]
 fn a_call_left_too_little_time_is_not_sent_and_backs_nothing_off() {
-    let server = RedisServer::start();
-    let upstream = format!("127.0.0.1:{}", server.port()).parse().unwrap();
-    let proxy =
-        DelayProxy::start("127.0.0.1:0".parse().unwrap(), upstream, Duration::ZERO).unwrap();
-    let timeout = Duration::from_secs(1);
-    let config = RedisConfig::new("tail")
-        .unwrap()
-        .with_deny_cache(0)
-        .with_timeout(timeout)
-        .with_connect_timeout(timeout)
-        .with_retry_backoff(Duration::from_secs(600))
-        .with_failure_policy(closed())
-        .unwrap();
-    let store = RedisStore::new(
-        RedisTarget::Single(format!("redis://{}", proxy.addr())),
-        config,
-    )
-    .unwrap();
-    let rules = r#"
-        [[rules]]
-        name = "client"
-        limit = 100
-        window = "1m"
-
-        [[rules]]
-        name = "everyone"
-        endpoint = "/"
-        limit = 1000
-        window = "1m"
-        per = "global"
-    "#;
-    let policy = Policy::from_toml(rules, tollgate::MonotonicClock::new())
-        .unwrap()
-        .store(store);
-    assert!(policy.allow("a", "/", 1).unwrap().allowed());
+    let (_server, proxy, policy) =
+        two_calls_behind_a_proxy("tail", Duration::from_secs(2), Duration::from_secs(600));
     let fast = policy.backend().stats();
-    assert_eq!((fast.redis_decisions, fast.degraded), (2, 0), "{fast:?}");
-    // The first call's round trip: 455 ms each way; its answer is held by the proxy from
-    // about 455 ms on, so the delay dropped at 700 ms leaves that answer due at 910 ms and
-    // lets the second call through at once.
-    proxy.set_one_way(Duration::from_millis(455));
+    // The first call's round trip: 910 ms each way; its answer is held by the proxy from
+    // about 910 ms on, so the delay dropped at 1.4 s leaves that answer due at 1.82 s (the
+    // first call answered 180 ms before the timeout) and lets the second call through at
+    // once.
+    proxy.set_one_way(Duration::from_millis(910));
     let slow = std::thread::scope(|s| {
         let check = s.spawn(|| policy.allow("a", "/", 1).unwrap());
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(Duration::from_millis(1400));
         proxy.set_one_way(Duration::ZERO);
         check.join().unwrap()
     });

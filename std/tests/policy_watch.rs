@@ -488,29 +488,64 @@ fn a_failed_read_is_a_warning() {
     assert_eq!(watch.status().unreadable, 1);
 }
 
-/// `etc/rules.toml → srv/rules.toml`, and `srv` replaced as a whole (`rm -rf srv; mv
-/// srv.new srv`): the watch of `srv` went with the old directory, so the new one's edits
-/// are seen only if the watch is armed again on the directory now of that name.
+/// `etc/rules.toml → ../srv/rules.toml` in a directory `real`, watched through `alias`
+/// (a symlink to `real`) if `aliased`, and `srv` replaced as a whole (`rm -rf srv; mv
+/// srv.new srv`), with a read between the two steps if `read_between` (the watch sees `srv`
+/// gone, counts the missing file and stops watching it). The new directory's file is
+/// applied, then its edits:
+/// - the old directory took its watch with it: the watch is armed again on the directory
+///   now of that name (its identity changed);
+/// - read between: the missing `srv` is watched for from the directory above it, and its
+///   return seen;
+/// - aliased: that directory is the file's parent, whose watch names its events by the
+///   path's name for it (`alias/srv`), not its real path (`real/srv`).
+#[cfg(unix)]
+fn a_replaced_directory_a_symlink_leads_into(test: &str, aliased: bool, read_between: bool) {
+    let dir = TempDir::new(test);
+    let real = dir.join("real");
+    for sub in ["etc", "srv", "srv.new"] {
+        fs::create_dir_all(real.join(sub)).unwrap();
+    }
+    fs::write(real.join("srv/rules.toml"), rules(2)).unwrap();
+    std::os::unix::fs::symlink("../srv/rules.toml", real.join("etc/rules.toml")).unwrap();
+    let path = if aliased {
+        std::os::unix::fs::symlink(&real, dir.join("alias")).unwrap();
+        dir.join("alias/etc/rules.toml")
+    } else {
+        real.join("etc/rules.toml")
+    };
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    fs::write(real.join("srv.new/rules.toml"), rules(5)).unwrap();
+    fs::remove_dir_all(real.join("srv")).unwrap();
+    if read_between {
+        wait_until("the missing file counted", || {
+            watch.status().unreadable >= 1
+        });
+    }
+    fs::rename(real.join("srv.new"), real.join("srv")).unwrap();
+    wait_until("the new directory's file", || limit(&policy) == 5);
+    fs::write(real.join("srv/rules.toml"), rules(7)).unwrap();
+    wait_until("an edit in the new directory", || limit(&policy) == 7);
+}
+
 #[cfg(unix)]
 #[test]
 fn a_replaced_directory_a_symlink_leads_into_is_followed() {
-    let dir = TempDir::new("symlink-dir-replaced");
-    for sub in ["etc", "srv", "srv.new"] {
-        fs::create_dir(dir.join(sub)).unwrap();
-    }
-    let target = dir.join("srv/rules.toml");
-    fs::write(&target, rules(2)).unwrap();
-    let path = dir.join("etc/rules.toml");
-    std::os::unix::fs::symlink(&target, &path).unwrap();
-    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
-    let _watch = watch(&policy, &path);
+    a_replaced_directory_a_symlink_leads_into("symlink-dir-replaced", false, false);
+}
 
-    fs::write(dir.join("srv.new/rules.toml"), rules(5)).unwrap();
-    fs::remove_dir_all(dir.join("srv")).unwrap();
-    fs::rename(dir.join("srv.new"), dir.join("srv")).unwrap();
-    wait_until("the new directory's file", || limit(&policy) == 5);
-    fs::write(&target, rules(7)).unwrap();
-    wait_until("an edit in the new directory", || limit(&policy) == 7);
+#[cfg(unix)]
+#[test]
+fn a_directory_a_symlink_leads_into_removed_then_back_is_followed() {
+    a_replaced_directory_a_symlink_leads_into("symlink-dir-gone", false, true);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_directory_removed_then_back_through_a_symlinked_directory_is_followed() {
+    a_replaced_directory_a_symlink_leads_into("aliased-dir-gone", true, true);
 }
 
 /// A release layout (`current → releases/v1`, the rules in `current/config/rules.toml`): a
@@ -541,34 +576,6 @@ fn a_directory_symlink_above_the_file_switched_to_another_release_is_followed() 
     assert_not_read(&watch, &dir.join("releases/v1/config/rules.toml"));
 }
 
-/// The same replacement with a read between its two steps (the watch sees the directory
-/// gone, counts the missing file, and stops watching it): the directory's return is seen
-/// from the directory above it, and its file, then its edits, are applied.
-#[cfg(unix)]
-#[test]
-fn a_directory_a_symlink_leads_into_removed_then_back_is_followed() {
-    let dir = TempDir::new("symlink-dir-gone");
-    for sub in ["etc", "srv", "srv.new"] {
-        fs::create_dir(dir.join(sub)).unwrap();
-    }
-    let target = dir.join("srv/rules.toml");
-    fs::write(&target, rules(2)).unwrap();
-    let path = dir.join("etc/rules.toml");
-    std::os::unix::fs::symlink(&target, &path).unwrap();
-    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
-    let watch = watch(&policy, &path);
-
-    fs::write(dir.join("srv.new/rules.toml"), rules(5)).unwrap();
-    fs::remove_dir_all(dir.join("srv")).unwrap();
-    wait_until("the missing file counted", || {
-        watch.status().unreadable >= 1
-    });
-    fs::rename(dir.join("srv.new"), dir.join("srv")).unwrap();
-    wait_until("the directory's file, back", || limit(&policy) == 5);
-    fs::write(&target, rules(7)).unwrap();
-    wait_until("an edit in the directory, back", || limit(&policy) == 7);
-}
-
 /// A path through a symlinked directory (`alias → the test's directory`) whose file is a
 /// symlink to a file in the directory's parent (`alias/etc/rules.toml → ../rules.toml`):
 /// the parent is watched by the name the path gives it, and its events name the file that
@@ -588,34 +595,4 @@ fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
 
     fs::write(real.join("rules.toml"), rules(5)).unwrap();
     wait_until("an edit of the file in the parent", || limit(&policy) == 5);
-}
-
-/// `a_directory_a_symlink_leads_into_removed_then_back_is_followed` on a path through a
-/// symlinked directory (`alias → real`, `alias/etc/rules.toml → ../srv/rules.toml`): the
-/// missing `srv` is watched for from the file's parent, whose watch names its events by
-/// the path's name for it (`alias/srv`), not its real path (`real/srv`).
-#[cfg(unix)]
-#[test]
-fn a_directory_removed_then_back_through_a_symlinked_directory_is_followed() {
-    let dir = TempDir::new("aliased-dir-gone");
-    let real = dir.join("real");
-    for sub in ["etc", "srv", "srv.new"] {
-        fs::create_dir_all(real.join(sub)).unwrap();
-    }
-    fs::write(real.join("srv/rules.toml"), rules(2)).unwrap();
-    std::os::unix::fs::symlink("../srv/rules.toml", real.join("etc/rules.toml")).unwrap();
-    std::os::unix::fs::symlink(&real, dir.join("alias")).unwrap();
-    let path = dir.join("alias/etc/rules.toml");
-    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
-    let watch = watch(&policy, &path);
-
-    fs::write(real.join("srv.new/rules.toml"), rules(5)).unwrap();
-    fs::remove_dir_all(real.join("srv")).unwrap();
-    wait_until("the missing file counted", || {
-        watch.status().unreadable >= 1
-    });
-    fs::rename(real.join("srv.new"), real.join("srv")).unwrap();
-    wait_until("the directory's file, back", || limit(&policy) == 5);
-    fs::write(real.join("srv/rules.toml"), rules(7)).unwrap();
-    wait_until("an edit in the directory, back", || limit(&policy) == 7);
 }

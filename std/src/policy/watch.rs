@@ -69,8 +69,9 @@ const MAX_DEBOUNCES: u32 = 10;
 /// leads into: the nearest directory above it that exists is watched for its return). A
 /// symlinked directory higher on the path (a release layout:
 /// `/srv/app/current/config/rules.toml`, `current → releases/v1`) has its own directory
-/// watched for its entry: a deploy that points it at the next release moves the watches
-/// there, then reads the file.
+/// watched for its entry (unless that directory is the root: a top-level symlink such as
+/// macOS's `/etc` is taken as fixed): a deploy that points it at the next release moves the
+/// watches there, then reads the file.
 ///
 /// # When it reloads
 ///
@@ -260,8 +261,13 @@ impl Links {
                 continue;
             }
             if let (Some(name), Some(parent)) = (above.file_name(), canonical(above.parent())) {
-                links.above.push(parent.join(name));
-                watch(&mut links, parent);
+                // Not a top-level link (macOS's `/etc → private/etc`): no deploy switches
+                // one, and a watch of the root is costly where the system watches
+                // recursively (FSEvents).
+                if parent.parent().is_some() {
+                    links.above.push(parent.join(name));
+                    watch(&mut links, parent);
+                }
             }
         }
         let mut at = path.to_owned();

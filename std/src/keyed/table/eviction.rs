@@ -311,7 +311,7 @@ impl<K> Table<K> {
     /// Counts one more resident key in `shard` if the quota allows: within the shard's
     /// base, or by taking one unit from the shared pool. Under the shard lock.
     pub(super) fn reserve(&self, shard: &Shard) -> bool {
-        if shard.take_base_unit() {
+        if shard.take_base_unit(self.lends()) {
             return true;
         }
         // The base is spent, and stays spent: only this lock's holder raises `len`, and a
@@ -325,13 +325,13 @@ impl<K> Table<K> {
         {
             return false;
         }
-        shard.add_pool_unit();
+        shard.add_pool_unit(self.lends());
         true
     }
 
     /// Counts one resident key less in `shard`, returning a pool unit if it held one.
     pub(super) fn release(&self, shard: &Shard) {
-        if shard.remove_one() {
+        if shard.remove_one(self.lends()) {
             // Relaxed: see `reserve`.
             self.pool.spare.fetch_add(1, Ordering::Relaxed);
         }

@@ -216,6 +216,13 @@ impl<K> Table<K> {
         }
     }
 
+    /// Whether shards lend quota to each other without their locks (`WhenFull::Refuse`:
+    /// `Table::borrow`), so that a shard's own quota changes must be read-modify-writes.
+    #[inline(always)]
+    fn lends(&self) -> bool {
+        self.policy == WhenFull::Refuse
+    }
+
     /// Lends one unit of `lender`'s base to the pool ([`Shard::lend`]; a load and a store
     /// in a loom broken twin).
     #[inline(always)]

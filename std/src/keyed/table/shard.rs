@@ -31,8 +31,9 @@ pub(crate) struct Shard {
     /// ```
     ///
     /// `len` changes only under `lock` (an insert's `reserve`, an eviction's or removal's
-    /// `release`); `base` only ever falls, by one, when it is above `len` (`lend`). Every
-    /// change is one read-modify-write of the word. Both halves fit: a table holds at most
+    /// `release`); `base` only ever falls, by one, when it is above `len` (`lend`, under
+    /// `Refuse` only). Under `Refuse` every change is one read-modify-write of the word;
+    /// otherwise nothing lends, and the lock holder writes it with a load and a store. Both halves fit: a table holds at most
     /// `u32::MAX` keys (`Geometry::MAX_CAPACITY`).
     quota: AtomicU64,
     /// Move sequence: bumped (to odd) before a cuckoo move takes an entry out of its slot
@@ -82,39 +83,50 @@ impl Shard {
         unpack(self.quota.load(Ordering::Relaxed))
     }
 
-    /// Counts one more resident key if the shard is below its base (under the lock).
-    /// Whether it did.
+    /// Changes the quota word by `f` (under the lock): one read-modify-write if other
+    /// shards may `lend` from this one (`lent`: under `WhenFull::Refuse`, a borrower lowers
+    /// `base` without the lock), else a load and a store (the lock holder is the word's
+    /// only writer). The word before, or the one `f` refused.
     #[inline]
-    pub(crate) fn take_base_unit(&self) -> bool {
-        // Relaxed: the read-modify-write alone keeps the word exact; nothing is published.
-        self.quota
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
-                let (len, base) = unpack(word);
-                (len < base).then_some(word + 1)
-            })
-            .is_ok()
+    fn update(&self, lent: bool, f: impl Fn(u64) -> Option<u64>) -> Result<u64, u64> {
+        // Relaxed: the read-modify-write (or the lock, when it is the only writer) alone
+        // keeps the word exact; nothing is published with it.
+        if lent {
+            return self
+                .quota
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, f);
+        }
+        let word = self.quota.load(Ordering::Relaxed);
+        let new = f(word).ok_or(word)?;
+        self.quota.store(new, Ordering::Relaxed);
+        Ok(word)
+    }
+
+    /// Counts one more resident key if the shard is below its base (under the lock;
+    /// `lent` as for `update`). Whether it did.
+    #[inline]
+    pub(crate) fn take_base_unit(&self, lent: bool) -> bool {
+        self.update(lent, |word| {
+            let (len, base) = unpack(word);
+            (len < base).then_some(word + 1)
+        })
+        .is_ok()
     }
 
     /// Counts one more resident key beyond the base: one the caller took from the pool
-    /// (under the lock).
+    /// (under the lock; `lent` as for `update`).
     #[inline]
-    pub(crate) fn add_pool_unit(&self) {
-        // Relaxed: see `take_base_unit`. `len` stays below 2³² (the capacity's bound), so
-        // the carry never reaches `base`.
-        self.quota.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn add_pool_unit(&self, lent: bool) {
+        // `len` stays below 2³² (the capacity's bound), so the carry never reaches `base`.
+        let _ = self.update(lent, |word| Some(word + 1));
     }
 
-    /// Counts one resident key less (under the lock): whether that key held a pool unit
-    /// (the count left is at or above the base), for the caller to give back. Nothing if
-    /// the shard held none.
+    /// Counts one resident key less (under the lock; `lent` as for `update`): whether that
+    /// key held a pool unit (the count left is at or above the base), for the caller to
+    /// give back. Nothing if the shard held none.
     #[inline]
-    pub(crate) fn remove_one(&self) -> bool {
-        // Relaxed: see `take_base_unit`.
-        match self
-            .quota
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
-                (unpack(word).0 > 0).then(|| word - 1)
-            }) {
+    pub(crate) fn remove_one(&self, lent: bool) -> bool {
+        match self.update(lent, |word| (unpack(word).0 > 0).then(|| word - 1)) {
             Ok(before) => {
                 let (len, base) = unpack(before);
                 len > base
@@ -128,7 +140,7 @@ impl Shard {
     /// `take_base_unit`). Whether it did.
     #[inline]
     pub(crate) fn lend(&self) -> bool {
-        // Relaxed: see `take_base_unit`.
+        // Relaxed: see `update`.
         self.quota
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
                 let (len, base) = unpack(word);

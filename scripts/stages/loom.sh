@@ -12,7 +12,7 @@
 # (should_panic) that switches the protecting step off through tollgate::LoomFault.
 # And loom-tests/tests/keyed_borrow.rs: WhenFull::Refuse's quota borrow (Table::borrow) racing
 # the lender shard's own insert (len ≤ capacity, the quota conserved), with a broken twin
-# (should_panic) through tollgate::LoomFault::LendByLoadStore.
+# (should_panic) through tollgate::LoomFault::LendByLoadStore and LenderLoadStore.
 # And loom-tests/tests/lease_cell.rs: tollgate::lease::LeaseCell, a spend racing a refill and
 # an expiry, and a spend racing the cell's hand-off to another key, each with a broken twin
 # (should_panic) through tollgate::lease::LeaseFault (spend as load + store; no owner

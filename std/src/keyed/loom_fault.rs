@@ -20,4 +20,8 @@ pub enum LoomFault {
     /// a store instead of one read-modify-write of its quota word, so an insert the lender
     /// counted in between is lost and the quota counts one unit twice.
     LendByLoadStore,
+    /// A `Refuse` table's shards count their own keys with a load and a store of the
+    /// quota word (as tables that never lend do), so a borrower's lowering of the base
+    /// between the two is overwritten and the quota counts one unit twice.
+    LenderLoadStore,
 }

@@ -220,6 +220,10 @@ impl<K> Table<K> {
     /// `Table::borrow`), so that a shard's own quota changes must be read-modify-writes.
     #[inline(always)]
     fn lends(&self) -> bool {
+        #[cfg(tollgate_loom)]
+        if self.fault == Some(super::LoomFault::LenderLoadStore) {
+            return false;
+        }
         self.policy == WhenFull::Refuse
     }
 

@@ -268,6 +268,21 @@ mod tests {
         assert_eq!(Geometry::new(0, None), Err(KeyedBuildError::ZeroCapacity));
         assert!(Geometry::new(usize::MAX, None).is_err());
     }
+
+    /// A shard's key count and base share one 64-bit word, 32 bits each
+    /// (`Shard::quota`): the capacity stops where a count would not fit.
+    #[test]
+    fn the_capacity_fits_a_shards_32_bit_counts() {
+        let max = Geometry::MAX_CAPACITY;
+        assert!(u32::try_from(max).is_ok(), "{max}");
+        assert!(Geometry::new(max, Some(1)).is_ok());
+        assert_eq!(
+            Geometry::new(max + 1, Some(1)),
+            Err(KeyedBuildError::CapacityTooLarge { max })
+        );
+        let g = Geometry::new(max, None).unwrap();
+        assert!((0..g.shards).all(|shard| u32::try_from(g.shard_base(shard)).is_ok()));
+    }
 }
 
 /// Slots per bucket: one bucket is one cache line.

@@ -70,19 +70,20 @@ pub(super) enum Verdict {
     Pass,
 }
 
-/// The layer's verdict on the policy's `decision` for a request with `headers`: the
+/// The layer's verdict on the policy's `decision` for a request with `headers` (on the
+/// endpoint `endpoint` names, asked only where it is reported or kept): the
 /// response that ends it (denied: 429; refused by a deny entry or a ban: 403; a cost
 /// beyond the limits: 413; for a gRPC call, the
 /// gRPC statuses of [`grpc`]), or, once the shadow rules are checked, what the admitted
 /// request carries on with ([`Verdict::Pass`] if nothing: the common path of a layer
 /// without headers, kept inline; the rest is out of line).
 #[inline(always)]
-pub(super) fn admit(
+pub(super) fn admit<'e>(
     shared: &Arc<Shared>,
     headers: &HeaderMap,
     decision: Result<&PolicyDecision, InsufficientCapacity>,
     client: &str,
-    endpoint: &str,
+    endpoint: &dyn Fn() -> &'e str,
     cost: u32,
 ) -> Verdict {
     match decision {
@@ -94,7 +95,7 @@ pub(super) fn admit(
             }
             forward(shared, d, client, endpoint, cost)
         }
-        _ => refuse(shared, headers, decision, (client, endpoint, cost)),
+        _ => refuse(shared, headers, decision, (client, endpoint(), cost)),
     }
 }
 
@@ -157,11 +158,11 @@ fn refuse(
 /// [`admit`]'s verdict on an admitted request that carries something on: its fields, a
 /// charge to give back or settle, a delay, an admission, or the shadow rules' check.
 #[inline(never)]
-fn forward(
+fn forward<'e>(
     shared: &Arc<Shared>,
     decision: &PolicyDecision,
     client: &str,
-    endpoint: &str,
+    endpoint: &dyn Fn() -> &'e str,
     cost: u32,
 ) -> Verdict {
     // Whether the shadow rules took permits (given back with the request's), and whether
@@ -170,7 +171,7 @@ fn forward(
     let fields = match &shared.shadow {
         None => fields(shared, decision, &[], client),
         Some(shadow) => {
-            let request = (client, endpoint, cost);
+            let request = (client, endpoint(), cost);
             shadowed(
                 shared,
                 &**shadow,
@@ -194,7 +195,7 @@ fn forward(
         Box::new(Charge {
             shared: Arc::clone(shared),
             client: client.to_owned(),
-            endpoint: endpoint.to_owned(),
+            endpoint: endpoint().to_owned(),
             cost,
             shadow_taken,
         })
@@ -243,7 +244,7 @@ fn shadowed(
 ) -> Fields {
     let mut shadow_decision = PolicyDecision::empty();
     let checked = shadow
-        .check_now(client, endpoint, cost, &mut shadow_decision)
+        .check_now(client, &|| endpoint, cost, &mut shadow_decision)
         .map(|()| &shadow_decision);
     *taken = matches!(&checked, Ok(d) if d.allowed());
     *denied = !*taken;

@@ -31,13 +31,13 @@ pub(super) trait Check: Send + Sync {
     /// `op` for `cost` permits of `client` on `endpoint` at the policy's clock, blocking.
     fn run_now(&self, op: Op, client: &str, endpoint: &str, cost: u32) -> Answered;
 
-    /// The check of `cost` permits of `client` on `endpoint` at the policy's clock,
-    /// blocking, into `decision` ([`PolicyCheck::allow_into`]: the request's one decision,
-    /// never moved).
-    fn check_now(
+    /// The check of `cost` permits of `client` on the endpoint `endpoint` names (asked only
+    /// if the rules read it) at the policy's clock, blocking, into `decision`
+    /// ([`PolicyCheck::allow_into_with`]: the request's one decision, never moved).
+    fn check_now<'e>(
         &self,
         client: &str,
-        endpoint: &str,
+        endpoint: &dyn Fn() -> &'e str,
         cost: u32,
         decision: &mut PolicyDecision,
     ) -> Result<(), InsufficientCapacity>;
@@ -59,14 +59,14 @@ pub(super) trait Check: Send + Sync {
 
 impl<P: PolicyCheck + Send> Check for P {
     #[inline]
-    fn check_now(
+    fn check_now<'e>(
         &self,
         client: &str,
-        endpoint: &str,
+        endpoint: &dyn Fn() -> &'e str,
         cost: u32,
         decision: &mut PolicyDecision,
     ) -> Result<(), InsufficientCapacity> {
-        PolicyCheck::allow_into(self, client, endpoint, cost, decision)
+        PolicyCheck::allow_into_with(self, client, endpoint, cost, decision)
     }
 
     #[inline]
@@ -93,10 +93,10 @@ impl<P: PolicyCheck + Send + 'static> Check for Awaited<P> {
         self.0.run_now(op, client, endpoint, cost)
     }
 
-    fn check_now(
+    fn check_now<'e>(
         &self,
         client: &str,
-        endpoint: &str,
+        endpoint: &dyn Fn() -> &'e str,
         cost: u32,
         decision: &mut PolicyDecision,
     ) -> Result<(), InsufficientCapacity> {

@@ -4,6 +4,7 @@
 
 use core::fmt;
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -200,6 +201,41 @@ impl Endpoint {
             Fallback::RawPath => Cow::Borrowed(head.uri.path()),
             Fallback::Constant(c) => Cow::Borrowed(&**c),
         })
+    }
+}
+
+/// A request's endpoint, named on first use and kept: the policy asks for it only if its
+/// rules select by endpoint, and the layer only on a path that reports or keeps it (a
+/// denial, a charge, a shadow check).
+pub(crate) struct Named<'a> {
+    endpoint: &'a Endpoint,
+    head: &'a Head<'a>,
+    name: OnceCell<Cow<'a, str>>,
+}
+
+impl<'a> Named<'a> {
+    /// The endpoint of `head` under `endpoint`, not named yet.
+    #[inline]
+    pub(crate) fn new(endpoint: &'a Endpoint, head: &'a Head<'a>) -> Named<'a> {
+        Named {
+            endpoint,
+            head,
+            name: OnceCell::new(),
+        }
+    }
+
+    /// The endpoint, named on the first call.
+    #[inline]
+    pub(crate) fn get(&self) -> &str {
+        self.name.get_or_init(|| self.endpoint.extract(self.head))
+    }
+
+    /// The endpoint, owned.
+    pub(crate) fn into_owned(self) -> String {
+        match self.name.into_inner() {
+            Some(name) => name.into_owned(),
+            None => self.endpoint.extract(self.head).into_owned(),
+        }
     }
 }
 

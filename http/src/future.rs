@@ -245,7 +245,7 @@ where
                         request.headers(),
                         decision.as_ref().map_err(|e| *e),
                         &deciding.client,
-                        &deciding.endpoint,
+                        &|| deciding.endpoint.as_str(),
                         deciding.cost,
                     ) {
                         Verdict::Forward(admitted) => {

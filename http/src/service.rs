@@ -14,6 +14,7 @@ use tower_service::Service;
 use super::admit::{admit, Verdict};
 use super::error::KeyError;
 use super::events;
+use super::extract::Named;
 use super::future::{Deciding, ResponseFuture};
 use super::grpc;
 use super::layer::{OnBadKey, Shared};
@@ -108,7 +109,8 @@ where
                     }
                 }
             };
-            let endpoint = shared.endpoint.extract(&head);
+            // Named only where it is read (see `Named`).
+            let endpoint = Named::new(&shared.endpoint, &head);
             let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
             let timer = events::CheckTimer::start();
             if shared.policy.awaited() {
@@ -136,6 +138,7 @@ where
             }
             // The request's one decision, written in place (never moved).
             let mut decision = PolicyDecision::empty();
+            let endpoint = || endpoint.get();
             let checked = shared
                 .policy
                 .check_now(&client, &endpoint, cost, &mut decision)

@@ -1364,3 +1364,34 @@ async fn no_peer_address_is_the_servers_error() -> TestResult {
     );
     Ok(())
 }
+
+/// The endpoint is named only where it is read, and once per request: never for a request
+/// the rules admit without looking at it, once for a rule set that selects by endpoint
+/// (the policy's reading and the denial's report share it).
+#[tokio::test]
+async fn the_endpoint_is_named_once_and_only_where_read() -> TestResult {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (policy, _clock) = manual_policy(
+        "[[rules]]\nname = \"default\"\nlimit = 2\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
+    )?;
+    let named = Arc::new(AtomicUsize::new(0));
+    let counting = Arc::clone(&named);
+    let endpoint = Endpoint::custom(move |head| {
+        counting.fetch_add(1, Ordering::Relaxed);
+        Some(head.uri.path().to_owned())
+    });
+    let app = Router::new()
+        .route("/a", get(|| async { "a" }))
+        .layer(RateLimitLayer::new(Arc::clone(&policy)).endpoint(endpoint));
+    let addr = serve(app).await?;
+    assert_eq!(statuses(addr, "/a", &[], 3).await?, [200, 200, 429]);
+    // Only the denial, which reports it.
+    assert_eq!(named.load(Ordering::Relaxed), 1);
+    policy.reload_toml(
+        "[[rules]]\nname = \"a\"\nendpoint = \"/a\"\nlimit = 1\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
+    )?;
+    assert_eq!(statuses(addr, "/a", &[], 2).await?, [200, 429]);
+    // Once per request: the policy's reading, and the denial's report of the same name.
+    assert_eq!(named.load(Ordering::Relaxed), 3);
+    Ok(())
+}

@@ -283,6 +283,46 @@ pub trait PolicyCheck: Sync {
         }
     }
 
+    /// [`allow_into`](Self::allow_into), the endpoint named by `endpoint` only if the rules
+    /// in force read it: for a caller whose endpoint costs work to name (a router's route
+    /// template, looked up per request), which rules that select no endpoint then skip. A
+    /// [`Policy`](super::Policy) calls `endpoint` at most once, and only when its rule set
+    /// has an `endpoint` or `prefix` rule; by default it is named first, then checked.
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// use tollgate::policy::{FnClock, Policy, PolicyCheck, PolicyDecision};
+    /// use tollgate::Nanos;
+    /// let named = Cell::new(0);
+    /// let endpoint = || {
+    ///     named.set(named.get() + 1);
+    ///     "/search"
+    /// };
+    /// let policy = Policy::from_toml(
+    ///     "[[rules]]\nname = \"d\"\nlimit = 1\nwindow = \"1s\"\n",
+    ///     FnClock(|| Nanos::ZERO),
+    /// )?;
+    /// let mut decision = PolicyDecision::empty();
+    /// policy.allow_into_with("a", endpoint, 1, &mut decision)?;
+    /// assert!(decision.allowed());
+    /// assert_eq!(named.get(), 0, "no rule reads the endpoint");
+    /// policy.reload_toml(
+    ///     "[[rules]]\nname = \"s\"\nendpoint = \"/search\"\nlimit = 1\nwindow = \"1s\"\n",
+    /// )?;
+    /// policy.allow_into_with("a", endpoint, 1, &mut decision)?;
+    /// assert_eq!(named.get(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn allow_into_with<E: AsRef<str>>(
+        &self,
+        client: &str,
+        endpoint: impl FnOnce() -> E,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        self.allow_into(client, endpoint().as_ref(), cost, decision)
+    }
+
     /// Gives `cost` permits back now.
     fn refund(&self, client: &str, endpoint: &str, cost: u32) {
         self.refund_at(&Request::new(client, endpoint, cost), self.now())
@@ -426,6 +466,17 @@ macro_rules! forward_policy_check {
                 decision: &mut PolicyDecision,
             ) -> Result<(), InsufficientCapacity> {
                 (**self).allow_into(client, endpoint, cost, decision)
+            }
+
+            #[inline]
+            fn allow_into_with<E: AsRef<str>>(
+                &self,
+                client: &str,
+                endpoint: impl FnOnce() -> E,
+                cost: u32,
+                decision: &mut PolicyDecision,
+            ) -> Result<(), InsufficientCapacity> {
+                (**self).allow_into_with(client, endpoint, cost, decision)
             }
         }
     )+};

@@ -651,8 +651,35 @@ impl<C: Clock + Sync, S: Store> PolicyCheck for Policy<C, S> {
         cost: u32,
         decision: &mut PolicyDecision,
     ) -> Result<(), InsufficientCapacity> {
-        let request = Request::new(client, endpoint, cost);
-        self.decide_into(Op::Check, &request, || self.clock.now(), decision)
+        self.allow_into_with(client, || endpoint, cost, decision)
+    }
+
+    // The endpoint is named once the set is held, if the set reads it (else the request's
+    // endpoint is "", which such a set never looks at).
+    #[inline]
+    fn allow_into_with<E: AsRef<str>>(
+        &self,
+        client: &str,
+        endpoint: impl FnOnce() -> E,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        let mut named = None;
+        decide_body!(
+            self,
+            decision,
+            1,
+            true,
+            |set, plan| {
+                let endpoint = if set.reads_endpoints() {
+                    AsRef::<str>::as_ref(&*named.insert(endpoint()))
+                } else {
+                    ""
+                };
+                plan_request(plan, set, &Request::new(client, endpoint, cost))
+            },
+            |plan, outcomes| self.store.run(Op::Check, &plan, self.clock.now(), outcomes)
+        )
     }
 }
 

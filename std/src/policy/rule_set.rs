@@ -219,6 +219,13 @@ impl RuleSet {
         &self.listings
     }
 
+    /// Whether any rule selects by endpoint (an `endpoint` or `prefix`): else no request's
+    /// endpoint changes which rules it matches.
+    #[inline(always)]
+    pub(crate) fn reads_endpoints(&self) -> bool {
+        !(self.by_endpoint.is_empty() && self.by_prefix.is_empty())
+    }
+
     /// Whether the set has any list entry or special rule (else no check needs to look
     /// for one).
     #[inline(always)]

@@ -3,7 +3,8 @@
 //! swap, the file a symlink names in another directory, a file replaced by a symlink, a
 //! symlink pointed elsewhere, a chain of them, a replaced directory, one a symlink leads
 //! into removed and back, a symlinked directory above switched to another release, a
-//! link into the parent on a path through a symlinked directory) is applied; a
+//! link into the parent on a path through a symlinked directory, a symlinked directory on
+//! the way a link leads switched to another release) is applied; a
 //! broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
@@ -595,4 +596,34 @@ fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
 
     fs::write(real.join("rules.toml"), rules(5)).unwrap();
     wait_until("an edit of the file in the parent", || limit(&policy) == 5);
+}
+
+/// A file that is a symlink into a release layout (`conf/rules.toml →
+/// ../srv/current/config/rules.toml`, `current → releases/v1`): a deploy points `current`
+/// at the next release in one step, which changes the file the link leads to with an
+/// event only in `current`'s own directory, off the file's path. The next release's file
+/// is applied, then its edits, and the old release's are no longer read.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_directory_on_a_links_way_switched_to_another_release_is_followed() {
+    let dir = TempDir::new("link-release-switch");
+    for release in ["v1", "v2"] {
+        fs::create_dir_all(dir.join(&format!("srv/releases/{release}/config"))).unwrap();
+    }
+    fs::write(dir.join("srv/releases/v1/config/rules.toml"), rules(2)).unwrap();
+    fs::write(dir.join("srv/releases/v2/config/rules.toml"), rules(5)).unwrap();
+    std::os::unix::fs::symlink("releases/v1", dir.join("srv/current")).unwrap();
+    fs::create_dir_all(dir.join("conf")).unwrap();
+    let path = dir.join("conf/rules.toml");
+    std::os::unix::fs::symlink("../srv/current/config/rules.toml", &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+
+    let tmp = dir.join("srv/current.new");
+    std::os::unix::fs::symlink("releases/v2", &tmp).unwrap();
+    fs::rename(&tmp, dir.join("srv/current")).unwrap();
+    wait_until("the next release's file", || limit(&policy) == 5);
+    fs::write(dir.join("srv/releases/v2/config/rules.toml"), rules(7)).unwrap();
+    wait_until("an edit in the next release", || limit(&policy) == 7);
+    assert_not_read(&watch, &dir.join("srv/releases/v1/config/rules.toml"));
 }

@@ -71,7 +71,9 @@ const MAX_DEBOUNCES: u32 = 10;
 /// `/srv/app/current/config/rules.toml`, `current → releases/v1`) has its own directory
 /// watched for its entry (unless that directory is the root: a top-level symlink such as
 /// macOS's `/etc` is taken as fixed): a deploy that points it at the next release moves the
-/// watches there, then reads the file.
+/// watches there, then reads the file. So does a symlinked directory on the way to where a
+/// symlink leads (`rules.toml → /srv/app/current/config/rules.toml`): switched, it is a
+/// change, and the read that follows resolves the links again.
 ///
 /// # When it reloads
 ///
@@ -256,19 +258,9 @@ impl Links {
         // Symlinked directories from the directory's parent up (a switch of the directory
         // itself is an event in its parent, watched already; one of the parent is an event
         // in the grandparent, which is not).
-        for above in dir.iter().flat_map(|dir| dir.ancestors().skip(1)) {
-            if !fs::symlink_metadata(above).is_ok_and(|m| m.file_type().is_symlink()) {
-                continue;
-            }
-            if let (Some(name), Some(parent)) = (above.file_name(), canonical(above.parent())) {
-                // Not a top-level link (macOS's `/etc → private/etc`): no deploy switches
-                // one, and a watch of the root is costly where the system watches
-                // recursively (FSEvents).
-                if parent.parent().is_some() {
-                    links.above.push(parent.join(name));
-                    watch(&mut links, parent);
-                }
-            }
+        for (parent, name) in dir.iter().flat_map(|dir| symlinked_dirs(dir, 1)) {
+            links.above.push(parent.join(name));
+            watch(&mut links, parent);
         }
         let mut at = path.to_owned();
         for _ in 0..MAX_LINKS {
@@ -282,6 +274,15 @@ impl Links {
             let Some(name) = next.file_name() else {
                 break;
             };
+            // Symlinked directories on the way to the target (`/srv/app/current/config`,
+            // `current → releases/v1`), its own directory included: pointing one elsewhere
+            // changes the file the chain leads to, with an event only in that symlink's own
+            // directory, watched for it. Such an event is a change: the read that follows
+            // resolves the chain again.
+            for (parent, name) in next.parent().iter().flat_map(|dir| symlinked_dirs(dir, 0)) {
+                watch(&mut links, parent.clone());
+                entry(&mut links, &parent, &name);
+            }
             let Some(parent) = canonical(next.parent()) else {
                 // The directory it leads into is missing (removed, its replacement not yet
                 // renamed into place): the directory above the missing part is watched for
@@ -298,6 +299,21 @@ impl Links {
         }
         links
     }
+}
+
+/// The symlinks among `dir` and the directories above it (but the first `skip`), each as
+/// its directory's real path and its own name. Not a top-level link (macOS's
+/// `/etc → private/etc`): no deploy switches one, and a watch of the root is costly where
+/// the system watches recursively (FSEvents).
+fn symlinked_dirs(dir: &Path, skip: usize) -> impl Iterator<Item = (PathBuf, OsString)> + '_ {
+    dir.ancestors().skip(skip).filter_map(|above| {
+        if !fs::symlink_metadata(above).is_ok_and(|m| m.file_type().is_symlink()) {
+            return None;
+        }
+        let parent = fs::canonicalize(above.parent()?).ok()?;
+        parent.parent()?;
+        Some((parent, above.file_name()?.to_owned()))
+    })
 }
 
 /// Where the missing directory `dir` would come back: the nearest directory above it that

@@ -558,23 +558,37 @@ fn a_directory_removed_then_back_through_a_symlinked_directory_is_followed() {
 #[test]
 fn a_directory_symlink_above_the_file_switched_to_another_release_is_followed() {
     let dir = TempDir::new("release-switch");
-    for release in ["v1", "v2"] {
-        fs::create_dir_all(dir.join(&format!("releases/{release}/config"))).unwrap();
-    }
-    fs::write(dir.join("releases/v1/config/rules.toml"), rules(2)).unwrap();
-    fs::write(dir.join("releases/v2/config/rules.toml"), rules(5)).unwrap();
-    std::os::unix::fs::symlink("releases/v1", dir.join("current")).unwrap();
+    releases(&dir.0);
     let path = dir.join("current/config/rules.toml");
     let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
     let watch = watch(&policy, &path);
+    next_release_is_followed(&dir.0, &policy, &watch);
+}
 
-    let tmp = dir.join("current.new");
+/// A release layout in `root`: `releases/v1` and `releases/v2`, each with
+/// `config/rules.toml` (limits 2 and 5), and `current → releases/v1`.
+#[cfg(unix)]
+fn releases(root: &Path) {
+    for (release, limit) in [("v1", 2), ("v2", 5)] {
+        let config = root.join(format!("releases/{release}/config"));
+        fs::create_dir_all(&config).unwrap();
+        fs::write(config.join("rules.toml"), rules(limit)).unwrap();
+    }
+    std::os::unix::fs::symlink("releases/v1", root.join("current")).unwrap();
+}
+
+/// Points the release layout's `current` in `root` at `v2` in one step (a new symlink
+/// renamed over it, as a deploy does), then checks that `watch` applies v2's file, then its
+/// edits, and no longer reads v1's.
+#[cfg(unix)]
+fn next_release_is_followed(root: &Path, policy: &Policy<ManualClock>, watch: &RulesFile) {
+    let tmp = root.join("current.new");
     std::os::unix::fs::symlink("releases/v2", &tmp).unwrap();
-    fs::rename(&tmp, dir.join("current")).unwrap();
-    wait_until("the next release's file", || limit(&policy) == 5);
-    fs::write(dir.join("releases/v2/config/rules.toml"), rules(7)).unwrap();
-    wait_until("an edit in the next release", || limit(&policy) == 7);
-    assert_not_read(&watch, &dir.join("releases/v1/config/rules.toml"));
+    fs::rename(&tmp, root.join("current")).unwrap();
+    wait_until("the next release's file", || limit(policy) == 5);
+    fs::write(root.join("releases/v2/config/rules.toml"), rules(7)).unwrap();
+    wait_until("an edit in the next release", || limit(policy) == 7);
+    assert_not_read(watch, &root.join("releases/v1/config/rules.toml"));
 }
 
 /// A path through a symlinked directory (`alias → the test's directory`) whose file is a
@@ -607,23 +621,12 @@ fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
 #[test]
 fn a_symlinked_directory_on_a_links_way_switched_to_another_release_is_followed() {
     let dir = TempDir::new("link-release-switch");
-    for release in ["v1", "v2"] {
-        fs::create_dir_all(dir.join(&format!("srv/releases/{release}/config"))).unwrap();
-    }
-    fs::write(dir.join("srv/releases/v1/config/rules.toml"), rules(2)).unwrap();
-    fs::write(dir.join("srv/releases/v2/config/rules.toml"), rules(5)).unwrap();
-    std::os::unix::fs::symlink("releases/v1", dir.join("srv/current")).unwrap();
+    let srv = dir.join("srv");
+    releases(&srv);
     fs::create_dir_all(dir.join("conf")).unwrap();
     let path = dir.join("conf/rules.toml");
     std::os::unix::fs::symlink("../srv/current/config/rules.toml", &path).unwrap();
     let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
     let watch = watch(&policy, &path);
-
-    let tmp = dir.join("srv/current.new");
-    std::os::unix::fs::symlink("releases/v2", &tmp).unwrap();
-    fs::rename(&tmp, dir.join("srv/current")).unwrap();
-    wait_until("the next release's file", || limit(&policy) == 5);
-    fs::write(dir.join("srv/releases/v2/config/rules.toml"), rules(7)).unwrap();
-    wait_until("an edit in the next release", || limit(&policy) == 7);
-    assert_not_read(&watch, &dir.join("srv/releases/v1/config/rules.toml"));
+    next_release_is_followed(&srv, &policy, &watch);
 }

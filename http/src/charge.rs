@@ -78,7 +78,7 @@ impl Charge {
     /// awaited and a tokio runtime is at hand (a drop cannot wait), else here.
     pub(super) fn give_back(self: Box<Self>) {
         self.shared.counters.count(Outcome::Cancelled);
-        if self.shared.policy.awaited() {
+        if self.shared.awaited {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move { self.run(Op::Refund, self.cost).await });
                 return;

@@ -52,7 +52,7 @@ impl<'a> Head<'a> {
     /// or its `MockConnectInfo`; tonic's `TcpConnectInfo` (a tonic server over TCP or TLS,
     /// whose TLS connections carry it too, with this crate's `tonic` feature); or a bare
     /// `SocketAddr` extension (what a plain hyper server can insert per connection).
-    #[inline]
+    #[inline(always)]
     pub fn peer(&self) -> Option<SocketAddr> {
         use axum::extract::connect_info::{ConnectInfo, MockConnectInfo};
         if let Some(ConnectInfo(addr)) = self.extensions.get::<ConnectInfo<SocketAddr>>() {

@@ -283,7 +283,7 @@ where
                         if let Some(settle) = &charge.shared.settle {
                             if let Some(actual) = settle.actual(&mut response) {
                                 // The fields report the settled cost, not the estimate.
-                                if charge.shared.policy.awaited() {
+                                if charge.shared.awaited {
                                     let settled =
                                         Box::pin(async move { charge.settle(actual).await });
                                     self.as_mut().project().state.set(State::Settling {

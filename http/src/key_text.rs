@@ -3,7 +3,7 @@
 
 use core::fmt::{self, Write as _};
 use core::ops::Deref;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use arrayvec::ArrayString;
 
@@ -92,8 +92,9 @@ impl<'a> KeyText<'a> {
         KeyText(Repr::Owned(text))
     }
 
-    /// `ip` as `Display` writes it, inline; IPv4 without the `fmt` machinery (per request).
-    #[inline]
+    /// `ip` as `Display` writes it, inline; IPv4 without the `fmt` machinery, in the
+    /// caller (per request), IPv6 out of line.
+    #[inline(always)]
     pub(crate) fn address(ip: IpAddr) -> KeyText<'a> {
         match ip {
             IpAddr::V4(v4) => {
@@ -118,16 +119,20 @@ impl<'a> KeyText<'a> {
                 let len = len as u8;
                 KeyText(Repr::V4 { text, len })
             }
-            IpAddr::V6(v6) => {
-                let mut out = ArrayString::<ADDRESS_LEN>::new();
-                // At most ADDRESS_LEN bytes, so the write cannot fail; were it to, the
-                // address is kept whole, allocated.
-                if write!(out, "{v6}").is_err() {
-                    return KeyText::owned(v6.to_string());
-                }
-                KeyText(Repr::Address(out))
-            }
+            IpAddr::V6(v6) => KeyText::v6(v6),
         }
+    }
+
+    /// [`address`](Self::address) of an IPv6 address.
+    #[inline(never)]
+    fn v6(v6: Ipv6Addr) -> KeyText<'a> {
+        let mut out = ArrayString::<ADDRESS_LEN>::new();
+        // At most ADDRESS_LEN bytes, so the write cannot fail; were it to, the address is
+        // kept whole, allocated.
+        if write!(out, "{v6}").is_err() {
+            return KeyText::owned(v6.to_string());
+        }
+        KeyText(Repr::Address(out))
     }
 
     /// The key as a `str`.

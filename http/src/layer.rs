@@ -41,6 +41,9 @@ type CostFn = dyn Fn(&Head<'_>) -> u32 + Send + Sync;
 pub(super) struct Shared {
     /// The policy checked.
     pub(super) policy: Arc<dyn Check>,
+    /// Whether its checks are awaited (its [`Check::awaited`], asked once: not a call per
+    /// request).
+    pub(super) awaited: bool,
     /// The shadow rules, if any.
     pub(super) shadow: Option<Arc<dyn Check>>,
     /// Whether the shadow rules' tiers are written into responses' rate-limit fields.
@@ -212,6 +215,7 @@ impl RateLimitLayer {
     fn with_check(policy: Arc<dyn Check>) -> RateLimitLayer {
         RateLimitLayer {
             shared: Arc::new(Shared {
+                awaited: policy.awaited(),
                 policy,
                 shadow: None,
                 shadow_headers: false,

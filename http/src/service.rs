@@ -113,7 +113,7 @@ where
             let endpoint = Named::new(&shared.endpoint, &head);
             let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
             let timer = events::CheckTimer::start();
-            if shared.policy.awaited() {
+            if shared.awaited {
                 // The check is awaited in the response future, with the readied service
                 // and the request; this service takes the readied one's place.
                 let (client, endpoint) = (client.into_owned(), endpoint.into_owned());

@@ -173,3 +173,74 @@ fn selectors_that_could_never_match_are_load_errors() {
         "{text}"
     );
 }
+
+/// `allow_into_with` decides as `allow` does, whatever the rules (client rules, a ban, an
+/// unlimited rule, deny and allow entries, endpoint and prefix rules), and names the
+/// endpoint once if the rules select by it, never otherwise.
+#[test]
+fn allow_into_with_decides_as_allow_and_names_the_endpoint_only_if_read() {
+    use std::cell::Cell;
+    use tollgate::policy::{PolicyCheck, PolicyDecision};
+    let without = r#"
+        [[rules]]
+        name = "default"
+        limit = 2
+        window = "1m"
+        algorithm = "fixed_window"
+        [[rules]]
+        name = "vip"
+        client = "vip"
+        limit = 3
+        window = "1m"
+        [[rules]]
+        name = "banned"
+        client = "bad"
+        limit = 0
+        reason = "no"
+        [[rules]]
+        name = "internal"
+        client = "job"
+        unlimited = true
+        [[deny]]
+        client = "fraud"
+        [[allow]]
+        client = "probe"
+    "#;
+    let exact = format!(
+        "{without}\n[[rules]]\nname = \"s\"\nendpoint = \"/s\"\nlimit = 1\nwindow = \"1m\"\n"
+    );
+    let prefix = format!(
+        "{without}\n[[rules]]\nname = \"p\"\nprefix = \"/p\"\nlimit = 1\nwindow = \"1m\"\n"
+    );
+    for (rules, reads) in [(without.to_owned(), false), (exact, true), (prefix, true)] {
+        let clock = || FnClock(|| Nanos::ZERO);
+        let lazy = Policy::from_toml(&rules, clock()).unwrap();
+        let eager = Policy::from_toml(&rules, clock()).unwrap();
+        let mut decision = PolicyDecision::empty();
+        for _ in 0..4 {
+            for client in ["a", "vip", "bad", "job", "fraud", "probe"] {
+                for endpoint in ["/s", "/p/x", "/", ""] {
+                    let named = Cell::new(0);
+                    let name = || {
+                        named.set(named.get() + 1);
+                        endpoint
+                    };
+                    let got = lazy.allow_into_with(client, name, 1, &mut decision);
+                    let want = eager.allow(client, endpoint, 1).unwrap();
+                    got.unwrap();
+                    let seen = |d: &PolicyDecision| {
+                        (
+                            d.allowed(),
+                            d.is_ban(),
+                            d.limit(),
+                            d.remaining(),
+                            d.listing().is_some(),
+                        )
+                    };
+                    assert_eq!(seen(&decision), seen(&want), "{client} {endpoint} {rules}");
+                    assert_eq!(named.get(), usize::from(reads), "{client} {endpoint}");
+                }
+            }
+        }
+    }
+}

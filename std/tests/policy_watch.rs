@@ -4,7 +4,8 @@
 //! symlink pointed elsewhere, a chain of them, a replaced directory, one a symlink leads
 //! into removed and back, a symlinked directory above switched to another release, a
 //! link into the parent on a path through a symlinked directory, a symlinked directory on
-//! the way a link leads switched to another release) is applied; a
+//! the way a link leads switched to another release, a link's target directory switched, a
+//! ConfigMap swap in the directory a link leads into) is applied; a
 //! broken file, one with no rules and a missing one keep the rules in
 //! force and are counted; the content last applied is not applied again; `reload_now`
 //! applies at once; a dropped watch stops and releases the policy.
@@ -629,4 +630,57 @@ fn a_symlinked_directory_on_a_links_way_switched_to_another_release_is_followed(
     let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
     let watch = watch(&policy, &path);
     next_release_is_followed(&srv, &policy, &watch);
+}
+
+/// A link whose target's own directory is a symlink switched to another release
+/// (`conf/rules.toml → ../srv/config/rules.toml`, `srv/config → releases/v1/config`): the
+/// switch, an event only in `srv`, is followed.
+#[cfg(unix)]
+#[test]
+fn a_links_target_directory_switched_to_another_release_is_followed() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("link-target-dir-switch");
+    let srv = dir.join("srv");
+    for (release, limit) in [("v1", 2), ("v2", 5)] {
+        let config = srv.join(format!("releases/{release}/config"));
+        fs::create_dir_all(&config).unwrap();
+        fs::write(config.join("rules.toml"), rules(limit)).unwrap();
+    }
+    symlink("releases/v1/config", srv.join("config")).unwrap();
+    fs::create_dir_all(dir.join("conf")).unwrap();
+    let path = dir.join("conf/rules.toml");
+    symlink("../srv/config/rules.toml", &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+    symlink("releases/v2/config", srv.join("config.new")).unwrap();
+    fs::rename(srv.join("config.new"), srv.join("config")).unwrap();
+    wait_until("the next release's file", || limit(&policy) == 5);
+    fs::write(srv.join("releases/v2/config/rules.toml"), rules(7)).unwrap();
+    wait_until("an edit in the next release", || limit(&policy) == 7);
+    assert_not_read(&watch, &srv.join("releases/v1/config/rules.toml"));
+}
+
+/// A link into a ConfigMap volume mounted elsewhere (`conf/rules.toml → ../cm/rules.toml`,
+/// `cm/rules.toml → ..data/rules.toml`, `..data → ..v1`): the volume's `..data` swap, an
+/// event only in `cm` naming `..data`, is followed (the old version left in place).
+#[cfg(unix)]
+#[test]
+fn a_config_maps_swap_a_link_leads_into_is_applied() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("link-configmap");
+    let cm = dir.join("cm");
+    fs::create_dir_all(cm.join("..v1")).unwrap();
+    fs::write(cm.join("..v1/rules.toml"), rules(2)).unwrap();
+    symlink("..v1", cm.join("..data")).unwrap();
+    symlink("..data/rules.toml", cm.join("rules.toml")).unwrap();
+    fs::create_dir_all(dir.join("conf")).unwrap();
+    let path = dir.join("conf/rules.toml");
+    symlink("../cm/rules.toml", &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let _watch = watch(&policy, &path);
+    fs::create_dir(cm.join("..v2")).unwrap();
+    fs::write(cm.join("..v2/rules.toml"), rules(5)).unwrap();
+    symlink("..v2", cm.join("..data_tmp")).unwrap();
+    fs::rename(cm.join("..data_tmp"), cm.join("..data")).unwrap();
+    wait_until("the new limit", || limit(&policy) == 5);
 }

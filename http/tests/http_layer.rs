@@ -1395,3 +1395,33 @@ async fn the_endpoint_is_named_once_and_only_where_read() -> TestResult {
     assert_eq!(named.load(Ordering::Relaxed), 3);
     Ok(())
 }
+
+/// Enforced rules that select no endpoint, shadow rules that do: the shadow check still
+/// sees the request's endpoint, and the endpoint is named once per admitted request (the
+/// shadow check's and the settlement's charge share it).
+#[tokio::test]
+async fn a_shadow_check_reads_the_endpoint_the_enforced_rules_skip() -> TestResult {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (policy, clock) = manual_policy(
+        "[[rules]]\nname = \"default\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
+    )?;
+    let shadow = Policy::from_toml(
+        "[[rules]]\nname = \"a\"\nendpoint = \"/\"\nlimit = 1\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
+        clock,
+    )?;
+    let named = Arc::new(AtomicUsize::new(0));
+    let counting = Arc::clone(&named);
+    let endpoint = Endpoint::custom(move |head| {
+        counting.fetch_add(1, Ordering::Relaxed);
+        Some(head.uri.path().to_owned())
+    });
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .shadow(shadow)
+        .endpoint(endpoint)
+        .settle(Settle::from_extension());
+    let addr = serve(reporting_cost(1, layer.clone())).await?;
+    assert_eq!(statuses(addr, "/", &[], 3).await?, [200, 200, 200]);
+    assert_eq!(layer.stats().shadow_denied, 2);
+    assert_eq!(named.load(Ordering::Relaxed), 3);
+    Ok(())
+}

@@ -10,7 +10,7 @@
 //! | a refusal (a deny entry or a ban) | `debug`: the endpoint, the entry or rule by its place in the rules file (`deny[0]`, `rules[2]`), its kind and its reason | |
 //! | a missing or malformed key | `debug`: what is wrong | |
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
-//! | how long the policy took to decide a checked request (awaited or not) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
+//! | how long the policy took to decide a checked request (awaited or not; the endpoint's lookup included when the rules read it) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
 //!
 //! `delayed` and `shadow_denied` requests are also `admitted`, and so are `cancelled` ones
 //! dropped during their delay (one dropped while its awaited check was in flight is

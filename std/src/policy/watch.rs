@@ -246,14 +246,20 @@ impl Links {
         // directory on the way): their watches name their events that way.
         let named = [dir, dir.and_then(Path::parent)];
         let entry = |links: &mut Links, parent: &Path, name: &OsStr| {
+            let mut add = |path: PathBuf| {
+                // Once (each link of a chain finds the same symlinked directories).
+                if !links.entries.contains(&path) {
+                    links.entries.push(path);
+                }
+            };
             for (real, named) in watched.iter().zip(named) {
                 if let (Some(real), Some(named)) = (real, named) {
                     if real == parent && named != real.as_path() {
-                        links.entries.push(named.join(name));
+                        add(named.join(name));
                     }
                 }
             }
-            links.entries.push(parent.join(name));
+            add(parent.join(name));
         };
         // Symlinked directories from the directory's parent up (a switch of the directory
         // itself is an event in its parent, watched already; one of the parent is an event

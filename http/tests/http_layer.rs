@@ -1365,21 +1365,27 @@ async fn no_peer_address_is_the_servers_error() -> TestResult {
     Ok(())
 }
 
+/// An endpoint (the raw path) that counts how often it is named.
+fn counting_endpoint() -> (Arc<std::sync::atomic::AtomicUsize>, Endpoint) {
+    let named = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting = Arc::clone(&named);
+    let endpoint = Endpoint::custom(move |head| {
+        counting.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(head.uri.path().to_owned())
+    });
+    (named, endpoint)
+}
+
 /// The endpoint is named only where it is read, and once per request: never for a request
 /// the rules admit without looking at it, once for a rule set that selects by endpoint
 /// (the policy's reading and the denial's report share it).
 #[tokio::test]
 async fn the_endpoint_is_named_once_and_only_where_read() -> TestResult {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     let (policy, _clock) = manual_policy(
         "[[rules]]\nname = \"default\"\nlimit = 2\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
     )?;
-    let named = Arc::new(AtomicUsize::new(0));
-    let counting = Arc::clone(&named);
-    let endpoint = Endpoint::custom(move |head| {
-        counting.fetch_add(1, Ordering::Relaxed);
-        Some(head.uri.path().to_owned())
-    });
+    let (named, endpoint) = counting_endpoint();
     let app = Router::new()
         .route("/a", get(|| async { "a" }))
         .layer(RateLimitLayer::new(Arc::clone(&policy)).endpoint(endpoint));
@@ -1401,7 +1407,7 @@ async fn the_endpoint_is_named_once_and_only_where_read() -> TestResult {
 /// shadow check's and the settlement's charge share it).
 #[tokio::test]
 async fn a_shadow_check_reads_the_endpoint_the_enforced_rules_skip() -> TestResult {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     let (policy, clock) = manual_policy(
         "[[rules]]\nname = \"default\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
     )?;
@@ -1409,12 +1415,7 @@ async fn a_shadow_check_reads_the_endpoint_the_enforced_rules_skip() -> TestResu
         "[[rules]]\nname = \"a\"\nendpoint = \"/\"\nlimit = 1\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
         clock,
     )?;
-    let named = Arc::new(AtomicUsize::new(0));
-    let counting = Arc::clone(&named);
-    let endpoint = Endpoint::custom(move |head| {
-        counting.fetch_add(1, Ordering::Relaxed);
-        Some(head.uri.path().to_owned())
-    });
+    let (named, endpoint) = counting_endpoint();
     let layer = RateLimitLayer::new(Arc::clone(&policy))
         .shadow(shadow)
         .endpoint(endpoint)

@@ -163,21 +163,35 @@ fn a_replaced_directory_is_followed() {
 #[cfg(unix)]
 #[test]
 fn a_config_maps_symlink_swap_is_applied() {
-    use std::os::unix::fs::symlink;
     let dir = TempDir::new("configmap");
-    fs::create_dir(dir.join("..v1")).unwrap();
-    fs::write(dir.join("..v1/rules.toml"), rules(2)).unwrap();
-    symlink("..v1", dir.join("..data")).unwrap();
+    config_map(&dir.0);
     let path = dir.join("rules.toml");
-    symlink("..data/rules.toml", &path).unwrap();
     let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
     let _watch = watch(&policy, &path);
+    config_map_update(&dir.0, &policy);
+}
 
+/// A ConfigMap volume in `dir`: `rules.toml → ..data/rules.toml`, `..data → ..v1`, whose
+/// file has limit 2.
+#[cfg(unix)]
+fn config_map(dir: &Path) {
+    use std::os::unix::fs::symlink;
+    fs::create_dir_all(dir.join("..v1")).unwrap();
+    fs::write(dir.join("..v1/rules.toml"), rules(2)).unwrap();
+    symlink("..v1", dir.join("..data")).unwrap();
+    symlink("..data/rules.toml", dir.join("rules.toml")).unwrap();
+}
+
+/// Updates the ConfigMap volume in `dir` as the kubelet does (`..v2` written, a new
+/// `..data` symlink renamed over the old one) to limit 5, and waits for `policy` to have it.
+#[cfg(unix)]
+fn config_map_update(dir: &Path, policy: &Policy<ManualClock>) {
+    use std::os::unix::fs::symlink;
     fs::create_dir(dir.join("..v2")).unwrap();
     fs::write(dir.join("..v2/rules.toml"), rules(5)).unwrap();
     symlink("..v2", dir.join("..data_tmp")).unwrap();
     fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
-    wait_until("the new limit", || limit(&policy) == 5);
+    wait_until("the new limit", || limit(policy) == 5);
 }
 
 /// `rules.toml → /elsewhere/rules.toml` (a file kept in another directory, linked into the
@@ -559,33 +573,38 @@ fn a_directory_removed_then_back_through_a_symlinked_directory_is_followed() {
 #[test]
 fn a_directory_symlink_above_the_file_switched_to_another_release_is_followed() {
     let dir = TempDir::new("release-switch");
-    releases(&dir.0);
+    releases(&dir.0, "current", "");
     let path = dir.join("current/config/rules.toml");
     let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
     let watch = watch(&policy, &path);
-    next_release_is_followed(&dir.0, &policy, &watch);
+    next_release_is_followed((&dir.0, "current", ""), &policy, &watch);
 }
 
 /// A release layout in `root`: `releases/v1` and `releases/v2`, each with
-/// `config/rules.toml` (limits 2 and 5), and `current → releases/v1`.
+/// `config/rules.toml` (limits 2 and 5), and the symlink `link` to `releases/v1` (with
+/// `below`: to that directory in it).
 #[cfg(unix)]
-fn releases(root: &Path) {
+fn releases(root: &Path, link: &str, below: &str) {
     for (release, limit) in [("v1", 2), ("v2", 5)] {
         let config = root.join(format!("releases/{release}/config"));
         fs::create_dir_all(&config).unwrap();
         fs::write(config.join("rules.toml"), rules(limit)).unwrap();
     }
-    std::os::unix::fs::symlink("releases/v1", root.join("current")).unwrap();
+    std::os::unix::fs::symlink(format!("releases/v1{below}"), root.join(link)).unwrap();
 }
 
-/// Points the release layout's `current` in `root` at `v2` in one step (a new symlink
-/// renamed over it, as a deploy does), then checks that `watch` applies v2's file, then its
-/// edits, and no longer reads v1's.
+/// Points the release layout's `link` in `root` at `v2` (and `below` in it) in one step (a
+/// new symlink renamed over it, as a deploy does), then checks that `watch` applies v2's
+/// file, then its edits, and no longer reads v1's.
 #[cfg(unix)]
-fn next_release_is_followed(root: &Path, policy: &Policy<ManualClock>, watch: &RulesFile) {
-    let tmp = root.join("current.new");
-    std::os::unix::fs::symlink("releases/v2", &tmp).unwrap();
-    fs::rename(&tmp, root.join("current")).unwrap();
+fn next_release_is_followed(
+    (root, link, below): (&Path, &str, &str),
+    policy: &Policy<ManualClock>,
+    watch: &RulesFile,
+) {
+    let tmp = root.join(format!("{link}.new"));
+    std::os::unix::fs::symlink(format!("releases/v2{below}"), &tmp).unwrap();
+    fs::rename(&tmp, root.join(link)).unwrap();
     wait_until("the next release's file", || limit(policy) == 5);
     fs::write(root.join("releases/v2/config/rules.toml"), rules(7)).unwrap();
     wait_until("an edit in the next release", || limit(policy) == 7);
@@ -613,6 +632,18 @@ fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
     wait_until("an edit of the file in the parent", || limit(&policy) == 5);
 }
 
+/// `conf/rules.toml` in `dir`, a symlink to `target`, watched, and the policy (limit 2) it
+/// reloads.
+#[cfg(unix)]
+fn watched_link(dir: &TempDir, target: &str) -> (Arc<Policy<ManualClock>>, RulesFile) {
+    fs::create_dir_all(dir.join("conf")).unwrap();
+    let path = dir.join("conf/rules.toml");
+    std::os::unix::fs::symlink(target, &path).unwrap();
+    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
+    let watch = watch(&policy, &path);
+    (policy, watch)
+}
+
 /// A file that is a symlink into a release layout (`conf/rules.toml →
 /// ../srv/current/config/rules.toml`, `current → releases/v1`): a deploy points `current`
 /// at the next release in one step, which changes the file the link leads to with an
@@ -623,13 +654,9 @@ fn a_link_into_the_parent_through_a_symlinked_directory_is_followed() {
 fn a_symlinked_directory_on_a_links_way_switched_to_another_release_is_followed() {
     let dir = TempDir::new("link-release-switch");
     let srv = dir.join("srv");
-    releases(&srv);
-    fs::create_dir_all(dir.join("conf")).unwrap();
-    let path = dir.join("conf/rules.toml");
-    std::os::unix::fs::symlink("../srv/current/config/rules.toml", &path).unwrap();
-    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
-    let watch = watch(&policy, &path);
-    next_release_is_followed(&srv, &policy, &watch);
+    releases(&srv, "current", "");
+    let (policy, watch) = watched_link(&dir, "../srv/current/config/rules.toml");
+    next_release_is_followed((&srv, "current", ""), &policy, &watch);
 }
 
 /// A link whose target's own directory is a symlink switched to another release
@@ -638,26 +665,11 @@ fn a_symlinked_directory_on_a_links_way_switched_to_another_release_is_followed(
 #[cfg(unix)]
 #[test]
 fn a_links_target_directory_switched_to_another_release_is_followed() {
-    use std::os::unix::fs::symlink;
     let dir = TempDir::new("link-target-dir-switch");
     let srv = dir.join("srv");
-    for (release, limit) in [("v1", 2), ("v2", 5)] {
-        let config = srv.join(format!("releases/{release}/config"));
-        fs::create_dir_all(&config).unwrap();
-        fs::write(config.join("rules.toml"), rules(limit)).unwrap();
-    }
-    symlink("releases/v1/config", srv.join("config")).unwrap();
-    fs::create_dir_all(dir.join("conf")).unwrap();
-    let path = dir.join("conf/rules.toml");
-    symlink("../srv/config/rules.toml", &path).unwrap();
-    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
-    let watch = watch(&policy, &path);
-    symlink("releases/v2/config", srv.join("config.new")).unwrap();
-    fs::rename(srv.join("config.new"), srv.join("config")).unwrap();
-    wait_until("the next release's file", || limit(&policy) == 5);
-    fs::write(srv.join("releases/v2/config/rules.toml"), rules(7)).unwrap();
-    wait_until("an edit in the next release", || limit(&policy) == 7);
-    assert_not_read(&watch, &srv.join("releases/v1/config/rules.toml"));
+    releases(&srv, "config", "/config");
+    let (policy, watch) = watched_link(&dir, "../srv/config/rules.toml");
+    next_release_is_followed((&srv, "config", "/config"), &policy, &watch);
 }
 
 /// A link into a ConfigMap volume mounted elsewhere (`conf/rules.toml → ../cm/rules.toml`,
@@ -666,21 +678,9 @@ fn a_links_target_directory_switched_to_another_release_is_followed() {
 #[cfg(unix)]
 #[test]
 fn a_config_maps_swap_a_link_leads_into_is_applied() {
-    use std::os::unix::fs::symlink;
     let dir = TempDir::new("link-configmap");
     let cm = dir.join("cm");
-    fs::create_dir_all(cm.join("..v1")).unwrap();
-    fs::write(cm.join("..v1/rules.toml"), rules(2)).unwrap();
-    symlink("..v1", cm.join("..data")).unwrap();
-    symlink("..data/rules.toml", cm.join("rules.toml")).unwrap();
-    fs::create_dir_all(dir.join("conf")).unwrap();
-    let path = dir.join("conf/rules.toml");
-    symlink("../cm/rules.toml", &path).unwrap();
-    let policy = Arc::new(Policy::from_toml(&rules(2), ManualClock::new()).unwrap());
-    let _watch = watch(&policy, &path);
-    fs::create_dir(cm.join("..v2")).unwrap();
-    fs::write(cm.join("..v2/rules.toml"), rules(5)).unwrap();
-    symlink("..v2", cm.join("..data_tmp")).unwrap();
-    fs::rename(cm.join("..data_tmp"), cm.join("..data")).unwrap();
-    wait_until("the new limit", || limit(&policy) == 5);
+    config_map(&cm);
+    let (policy, _watch) = watched_link(&dir, "../cm/rules.toml");
+    config_map_update(&cm, &policy);
 }

@@ -33,8 +33,8 @@ pub(crate) struct Shard {
     /// `len` changes only under `lock` (an insert's `reserve`, an eviction's or removal's
     /// `release`); `base` only ever falls, by one, when it is above `len` (`lend`, under
     /// `Refuse` only). Under `Refuse` every change is one read-modify-write of the word;
-    /// otherwise nothing lends, and the lock holder writes it with a load and a store. Both halves fit: a table holds at most
-    /// `u32::MAX` keys (`Geometry::MAX_CAPACITY`).
+    /// otherwise nothing lends, and the lock holder writes it with a load and a store.
+    /// Both halves fit: a table holds at most `u32::MAX` keys (`Geometry::MAX_CAPACITY`).
     quota: AtomicU64,
     /// Move sequence: bumped (to odd) before a cuckoo move takes an entry out of its slot
     /// and again (to even) once it is published in its new one, under the lock. A lock-free

@@ -74,12 +74,19 @@ enum Repr<'a> {
     /// An IPv4 address's text, `text[..len]`: only ASCII digits and dots, written by
     /// [`KeyText::address`] alone, in place (no copy, no validation per request).
     V4 {
-        text: [u8; 16],
+        text: V4Text,
         len: u8,
     },
     Address(ArrayString<ADDRESS_LEN>),
     Owned(String),
 }
+
+/// An IPv4 address's text, word-aligned: it is stored with one 16-byte write and read and
+/// moved in aligned words, never in pieces that straddle the writes (which would stall
+/// each read on the store buffer; the text at an odd offset after the enum's tag did).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct V4Text([u8; 16]);
 
 impl<'a> KeyText<'a> {
     /// `text`, lent by the request (or the layer: a fallback key).
@@ -98,26 +105,28 @@ impl<'a> KeyText<'a> {
     pub(crate) fn address(ip: IpAddr) -> KeyText<'a> {
         match ip {
             IpAddr::V4(v4) => {
-                // One word per octet (its digits and a dot), each written right after the
-                // last octet's digits and dot: at most 15 bytes kept ("255.255.255.255"),
-                // the last octet's dot beyond them.
-                let mut text = [0u8; 16];
-                let mut len = 0;
+                // One word per octet (its digits and a dot), each placed right after the
+                // last octet's digits and dot, in a register: at most 15 bytes kept
+                // ("255.255.255.255"), the last octet's dot beyond them. The text is then
+                // stored at once (see `V4Text`).
+                let mut text = 0u128;
+                let mut len = 0u32;
                 for octet in v4.octets() {
                     let (word, digits) = OCTETS[usize::from(octet)];
                     // `len` is at most 12 here (three octets of three digits and a dot), so
-                    // the four bytes fit in the sixteen.
-                    if let Some(slot) = text.get_mut(len..len + 4) {
-                        slot.copy_from_slice(&word.to_le_bytes());
-                    }
-                    len += usize::from(digits) + 1;
+                    // the word's four bytes end at bit 128 at the latest.
+                    text |= u128::from(word) << (len * 8);
+                    len += u32::from(digits) + 1;
                 }
                 // The last octet's dot is not part of the address.
                 let len = len - 1;
                 // Truncation: at most 15.
                 #[allow(clippy::cast_possible_truncation)]
                 let len = len as u8;
-                KeyText(Repr::V4 { text, len })
+                KeyText(Repr::V4 {
+                    text: V4Text(text.to_le_bytes()),
+                    len,
+                })
             }
             IpAddr::V6(v6) => KeyText::v6(v6),
         }
@@ -140,7 +149,7 @@ impl<'a> KeyText<'a> {
         match &self.0 {
             Repr::Borrowed(text) => text,
             Repr::V4 { text, len } => {
-                let bytes = text.get(..usize::from(*len)).unwrap_or_default();
+                let bytes = text.0.get(..usize::from(*len)).unwrap_or_default();
                 // SAFETY: `KeyText::address` alone writes `V4`, with ASCII digits and dots
                 // in `text[..len]`: valid UTF-8.
                 unsafe { core::str::from_utf8_unchecked(bytes) }

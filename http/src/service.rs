@@ -76,7 +76,12 @@ where
                 shared.counters.count(Outcome::Skipped);
                 return ResponseFuture::pass(request, &mut self.inner);
             }
-            let client = match shared.key.extract(&head) {
+            // The key is borrowed where it was written, never moved: a copy of a key just
+            // written byte by byte reads it back in words that straddle those writes, and
+            // stalls on each.
+            let extracted = shared.key.extract(&head);
+            let fallback;
+            let client = match &extracted {
                 Ok(key) => key,
                 Err(KeyError::NoPeerAddress) => {
                     // The server's wiring, not the client's doing: a 500, and the operator
@@ -93,7 +98,7 @@ where
                 }
                 Err(e) => {
                     shared.counters.count(Outcome::BadKey);
-                    events::bad_key(&e);
+                    events::bad_key(e);
                     match &shared.on_bad_key {
                         OnBadKey::Reject if grpc::is_grpc(head.headers) => {
                             return ResponseFuture::answer(grpc::refusal(
@@ -105,7 +110,10 @@ where
                         OnBadKey::Reject => {
                             return ResponseFuture::answer(bad_request(&e.to_string()))
                         }
-                        OnBadKey::Fallback(key) => KeyText::borrowed(key.as_str()),
+                        OnBadKey::Fallback(key) => {
+                            fallback = KeyText::borrowed(key.as_str());
+                            &fallback
+                        }
                     }
                 }
             };
@@ -116,7 +124,7 @@ where
             if shared.awaited {
                 // The check is awaited in the response future, with the readied service
                 // and the request; this service takes the readied one's place.
-                let (client, endpoint) = (client.into_owned(), endpoint.into_owned());
+                let (client, endpoint) = (client.as_str().to_owned(), endpoint.into_owned());
                 let answer = Arc::clone(&shared.policy).run(
                     Op::Check,
                     client.clone(),
@@ -141,10 +149,10 @@ where
             let endpoint = || endpoint.get();
             let checked = shared
                 .policy
-                .check_now(&client, &endpoint, cost, &mut decision)
+                .check_now(client, &endpoint, cost, &mut decision)
                 .map(|()| &decision);
             timer.checked();
-            admit(shared, head.headers, checked, &client, &endpoint, cost)
+            admit(shared, head.headers, checked, client, &endpoint, cost)
         };
         match verdict {
             Verdict::Forward(admitted) => {

@@ -119,6 +119,9 @@ pin_project! {
         // Boxed: only delayed requests pay for the room it takes.
         Waiting { wait: Box<Waiting<S, B>> },
         Calling { #[pin] future: F },
+        // The inner service's call, its response passed on as it comes (no fields to
+        // write, nothing to settle).
+        Passing { #[pin] future: F },
         // An awaited settlement, with the response it completes.
         Settling { settled: Settled, response: Option<R> },
     }
@@ -142,7 +145,7 @@ where
     /// A future calling the readied `inner` with `request`, unchecked and unchanged.
     pub(super) fn pass(request: Request<B>, inner: &mut S) -> ResponseFuture<S, B> {
         ResponseFuture {
-            state: State::Calling {
+            state: State::Passing {
                 future: inner.call(request),
             },
             fields: Fields::default(),
@@ -304,6 +307,11 @@ where
                         std::mem::take(this.fields).insert_into(response.headers_mut());
                     }
                     return Poll::Ready(Ok(response.map(Either::Left)));
+                }
+                StateProj::Passing { future } => {
+                    return future
+                        .poll(cx)
+                        .map(|answer| answer.map(|response| response.map(Either::Left)));
                 }
                 StateProj::Settling { settled, response } => {
                     let Poll::Ready(after) = settled.as_mut().poll(cx) else {

@@ -90,7 +90,7 @@ pub(super) fn admit<'e>(
         Ok(d) if d.allowed() => {
             shared.counters.count(Outcome::Admitted);
             events::decided(d, false);
-            if shared.plain() && d.delay() == Nanos::ZERO {
+            if shared.plain && d.delay() == Nanos::ZERO {
                 return Verdict::Pass;
             }
             forward(shared, d, client, endpoint, cost)

@@ -72,7 +72,7 @@ where
         // (a charge to refund or settle, or an awaited check's key) is copied out.
         let verdict = {
             let head = Head::of(&request);
-            if shared.skip.matches(&head) {
+            if shared.skips && shared.skip.matches(&head) {
                 shared.counters.count(Outcome::Skipped);
                 return ResponseFuture::pass(request, &mut self.inner);
             }

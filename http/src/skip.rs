@@ -54,12 +54,13 @@ impl Skip {
         Ok(())
     }
 
+    /// Whether no request passes unchecked.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.methods.is_empty() && self.prefixes.is_empty()
+    }
+
     /// Whether the request with `head` passes unchecked.
-    #[inline]
     pub(crate) fn matches(&self, head: &Head<'_>) -> bool {
-        if self.methods.is_empty() && self.prefixes.is_empty() {
-            return false;
-        }
         self.methods.contains(head.method) || {
             let path = head.uri.path();
             self.prefixes.iter().any(|p| p.matches(path))

@@ -244,7 +244,10 @@ pub const MAX_KEY_LEN: usize = 256;
 
 type KeyFn = dyn Fn(&Head<'_>) -> Result<String, KeyError> + Send + Sync;
 
+/// `repr(u8)`: the tag, then each source's fields (the default source's prefix right after
+/// the tag, in its layer's first cache line: see `Shared`).
 #[derive(Clone)]
+#[repr(u8)]
 enum KeySource {
     Peer(IpPrefix),
     Header(HeaderName),
@@ -362,11 +365,19 @@ impl ClientKey {
     /// The client key of the request `head` (borrowed from it where it can be).
     #[inline]
     pub fn extract<'a>(&self, head: &Head<'a>) -> Result<KeyText<'a>, KeyError> {
+        // The default source inline, the others out of line: a match of all four compiles
+        // to a jump table, one more cache line for a request that finds the caches cold.
+        if let KeySource::Peer(prefix) = &self.source {
+            return peer_key(prefix, head);
+        }
+        self.read(head)
+    }
+
+    /// [`extract`](Self::extract), of any source.
+    #[inline(never)]
+    fn read<'a>(&self, head: &Head<'a>) -> Result<KeyText<'a>, KeyError> {
         match &self.source {
-            KeySource::Peer(prefix) => {
-                let peer = head.peer().ok_or(KeyError::NoPeerAddress)?;
-                Ok(KeyText::address(prefix.mask(peer.ip())))
-            }
+            KeySource::Peer(prefix) => peer_key(prefix, head),
             KeySource::Header(name) => {
                 let mut values = head.headers.get_all(name).iter();
                 let value = values.next().ok_or(KeyError::Missing("key header"))?;
@@ -399,6 +410,13 @@ impl ClientKey {
             KeySource::Custom(f) => f(head).map(KeyText::owned),
         }
     }
+}
+
+/// The key of the peer of the request `head`, by `prefix`.
+#[inline(always)]
+fn peer_key<'a>(prefix: &IpPrefix, head: &Head<'a>) -> Result<KeyText<'a>, KeyError> {
+    let peer = head.peer().ok_or(KeyError::NoPeerAddress)?;
+    Ok(KeyText::address(prefix.mask(peer.ip())))
 }
 
 #[cfg(test)]

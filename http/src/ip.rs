@@ -41,17 +41,21 @@ use super::CidrError;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+// `repr(C)`, the lengths first and nothing aligned beyond a byte: an IPv4 key reads
+// `v4` alone, which sits right after its source's tag in its layer's first cache line (see
+// `ClientKey` and the layer's `Shared`).
+#[repr(C)]
 pub struct IpPrefix {
     v4: u8,
     v6: u8,
     nat64: Option<Nat64Prefix>,
 }
 
-/// A network-specific NAT64 prefix (RFC 6052): the prefix bits and their length (32, 40,
-/// 48, 56, 64 or 96).
+/// A network-specific NAT64 prefix (RFC 6052): the prefix bits (big-endian bytes: see
+/// `IpPrefix`) and their length (32, 40, 48, 56, 64 or 96).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Nat64Prefix {
-    bits: u128,
+    bits: [u8; 16],
     len: u8,
 }
 
@@ -59,7 +63,7 @@ impl Nat64Prefix {
     /// The IPv4 address `v6` embeds under this prefix (RFC 6052 §2.2: 32 bits right after
     /// the prefix, skipping bits 64..72, which must be zero).
     fn embedded(&self, v6: Ipv6Addr) -> Option<Ipv4Addr> {
-        if mask128(u128::from(v6), self.len) != self.bits {
+        if mask128(u128::from(v6), self.len) != u128::from_be_bytes(self.bits) {
             return None;
         }
         let octets = v6.octets();
@@ -142,7 +146,7 @@ impl IpPrefix {
             return Err(err("a NAT64 prefix is a /32, /40, /48, /56, /64 or /96"));
         }
         self.nat64 = Some(Nat64Prefix {
-            bits: u128::from(addr),
+            bits: u128::from(addr).to_be_bytes(),
             len: cidr.len,
         });
         Ok(self)

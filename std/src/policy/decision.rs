@@ -390,14 +390,11 @@ impl core::fmt::Debug for PolicyDecision {
 /// };
 /// assert_eq!(label.name, "burst");
 /// ```
+// `repr(C)`, the quota first: what a check copies into each outcome, at the head of its
+// tier's first cache line (see `Tier`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct TierLabel {
-    /// The rule the tier belongs to.
-    pub rule: RuleId,
-    /// That rule's name.
-    pub rule_name: Cow<'static, str>,
-    /// The tier's name (the policy name in `RateLimit` headers).
-    pub name: Cow<'static, str>,
     /// What the tier advertises as its quota: the most it admits at once (the burst of
     /// GCRA and the token bucket, the queue plus one of the leaky bucket, the limit of the
     /// windows), which a decision's `remaining` counts down from. The `q` of
@@ -411,6 +408,12 @@ pub struct TierLabel {
     /// denials are nobody's own doing, so [`AdaptivePenalty`](super::AdaptivePenalty)
     /// does not count them against the client.
     pub shared: bool,
+    /// The rule the tier belongs to.
+    pub rule: RuleId,
+    /// That rule's name.
+    pub rule_name: Cow<'static, str>,
+    /// The tier's name (the policy name in `RateLimit` headers).
+    pub name: Cow<'static, str>,
 }
 
 /// One tier's answer, with what headers need to describe it: the tier's [`TierLabel`]

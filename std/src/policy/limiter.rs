@@ -86,17 +86,21 @@ use super::{
 /// Renaming a rule or tier starts it fresh; removing one drops its state. A changed
 /// `capacity` (or laundering guard) is a changed tier: it gets a table of the new size, and
 /// each key's state is carried over to it as above.
+// Laid out for a check that finds the caches cold: what every check reads first (the
+// clock, the set in force: one cache line for `TscClock`; then the store), the rest after;
+// aligned to a line, so that those never share one with the `Arc`'s counts.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Policy<C, S = InProcess> {
     clock: C,
-    registry: Mutex<Registry>,
-    store: S,
     /// The set in force, and every replaced set still held by a check or a decision (see
     /// `published`).
     published: Published<RuleSet>,
+    store: S,
     /// The (rule, client) pairs checks denied recently: the listing's candidates (see
     /// `denied_record`).
     denied: DeniedRecord,
+    registry: Mutex<Registry>,
     /// A reload step switched off for a loom model's broken twin.
     #[cfg(tollgate_loom)]
     fault: Option<super::PolicyFault>,

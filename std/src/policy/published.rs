@@ -83,13 +83,16 @@ const PHASE: u32 = 0b11;
 /// Set when the node's owner is dropped: whoever makes it FREE then hands it to the pool.
 const ORPHAN: u32 = 0b100;
 
-/// The set in force, and every set still held (see the module docs).
+/// The set in force, and every set still held (see the module docs). `current` first: what
+/// a check reads (`repr(C)`, so that it leads its owner's first cache line).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Published<T> {
     /// The CURRENT node.
     current: AtomicPtr<Generation>,
-    /// The nodes this owner uses, reused once FREE; touched by publishes and by the drop.
-    nodes: Mutex<Nodes>,
+    /// The nodes this owner uses, reused once FREE; touched by publishes and by the drop
+    /// (boxed: `current` alone shares its owner's first cache line).
+    nodes: Box<Mutex<Nodes>>,
     /// Shares `&T` between threads and drops it on any thread, as an `Arc<T>` would.
     _sets: PhantomData<Arc<T>>,
 }
@@ -128,16 +131,19 @@ impl NodeRef {
 #[cfg(not(tollgate_loom))]
 static POOL: std::sync::Mutex<Vec<NodeRef>> = std::sync::Mutex::new(Vec::new());
 
-/// One generation: a set, its number and the holds on it (see the module docs).
+/// One generation: a set, its number and the holds on it (see the module docs). A check
+/// reads `holds`, `state` and `set_ptr`: with the node on a cache line of its own
+/// (`repr(C)`, aligned), that is one line.
+#[repr(C, align(64))]
 pub(crate) struct Generation {
     holds: Box<[CachePadded<AtomicU64>]>,
+    /// The set's pointer, for checks (a copy of `set`'s, published with it).
+    set_ptr: AtomicPtr<()>,
     /// The phase (FREE, CURRENT, RETIRED, RECLAIMING) and the ORPHAN bit.
     state: AtomicU32,
     /// The set held (from `Arc::into_raw`) and how to drop it: written by the publisher while
     /// the node is FREE and its own, taken by the claimer while RECLAIMING.
     set: UnsafeCell<Option<Slot>>,
-    /// The set's pointer, for checks (a copy of `set`'s, published with it).
-    set_ptr: AtomicPtr<()>,
     /// The set's generation number (written by publishes, read by publishes, under the
     /// owner's lock).
     number: AtomicU64,
@@ -308,10 +314,10 @@ impl<T> Published<T> {
         node.get().state.store(CURRENT, Ordering::Relaxed);
         Published {
             current: AtomicPtr::new(node.0.as_ptr()),
-            nodes: Mutex::new(Nodes {
+            nodes: Box::new(Mutex::new(Nodes {
                 all: vec![node],
                 next: 1,
-            }),
+            })),
             _sets: PhantomData,
         }
     }

@@ -36,18 +36,23 @@ pub const MAX_LOG_COST: u32 = 4096;
 /// assert_eq!((tier.name(), tier.quota(), tier.window()), ("burst", 10, tollgate::Nanos::from_secs(1)));
 /// # Ok::<(), tollgate::policy::PolicyConfigError>(())
 /// ```
+// What a check reads first (`repr(C)`, each tier on cache lines of its own): its cost
+// bound, its state, its label's quota (see `TierLabel`), in one line.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Tier {
+    max_cost: u64,
+    /// Which keyed state it is checked against.
+    state: Arc<StateId>,
+    /// Its name, and what headers and metrics say about it (relabelled if its rule's id
+    /// changes); decisions point to it.
+    label: TierLabel,
     kind: AlgorithmKind,
     quota: u64,
     window: Nanos,
     /// The configuration the algorithm was built from.
     config: AlgorithmConfig,
     algorithm: AnyAlgorithm,
-    max_cost: u64,
-    /// Its name, and what headers and metrics say about it (relabelled if its rule's id
-    /// changes); decisions point to it.
-    label: TierLabel,
     /// A fingerprint of its rule's name and its own (the tier's identity by name, for a
     /// store that keys per-process state by it: the leased store).
     names: u64,
@@ -56,8 +61,6 @@ pub struct Tier {
     /// Whether a table for it keeps the debts of keys evicted under pressure (its rule's
     /// laundering guard).
     launder_guard: bool,
-    /// Which keyed state it is checked against.
-    state: Arc<StateId>,
 }
 
 impl Tier {

@@ -91,19 +91,51 @@ mod take;
 use generations::Lineage;
 pub(crate) use take::Prepared;
 
-/// The per-process hasher of policy keys: random, except under loom, whose models must
-/// replay the same table layout in every execution.
+/// The per-process seeds of policy keys' fingerprints (foldhash's), random (under loom,
+/// whose models must replay the same table layout in every execution, fixed). Kept together
+/// with their `OnceLock`'s state on one cache line of their own (a check that finds the
+/// caches cold reads one line for them, not foldhash's global seed behind its own lock).
 #[cfg(not(tollgate_loom))]
-type FingerprintHasher = foldhash::fast::RandomState;
-#[cfg(tollgate_loom)]
-type FingerprintHasher = foldhash::fast::FixedState;
+struct Seeds {
+    per_hasher: u64,
+    shared: foldhash::SharedSeed,
+}
+
+/// [`Seeds`], once, on a cache line of their own.
+#[cfg(not(tollgate_loom))]
+#[repr(align(64))]
+struct SeedLine(OnceLock<Seeds>);
+
+#[cfg(not(tollgate_loom))]
+impl Seeds {
+    fn random() -> Seeds {
+        use std::hash::BuildHasher;
+        // std's `RandomState` is keyed from the operating system's randomness.
+        let random = std::hash::RandomState::new();
+        Seeds {
+            per_hasher: random.hash_one(0u8),
+            shared: foldhash::SharedSeed::from_u64(random.hash_one(1u8)),
+        }
+    }
+}
 
 /// The 64-bit identity under which every tier store keeps `key`'s state.
+#[cfg(not(tollgate_loom))]
 #[inline]
 pub(crate) fn fingerprint(key: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    static SEEDS: SeedLine = SeedLine(OnceLock::new());
+    let seeds = SEEDS.0.get_or_init(Seeds::random);
+    let mut hasher = foldhash::fast::FoldHasher::with_seed(seeds.per_hasher, &seeds.shared);
+    key.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The 64-bit identity under which every tier store keeps `key`'s state: fixed under loom.
+#[cfg(tollgate_loom)]
+pub(crate) fn fingerprint(key: &str) -> u64 {
     use std::hash::BuildHasher;
-    static HASHER: OnceLock<FingerprintHasher> = OnceLock::new();
-    HASHER.get_or_init(FingerprintHasher::default).hash_one(key)
+    foldhash::fast::FixedState::default().hash_one(key)
 }
 
 /// What a [`TierStore::take`] recorded, and in which store (the one asked, or a successor

@@ -96,19 +96,25 @@ pub(crate) struct Loc {
 }
 
 /// The keyed table. See the module docs for the protocol.
+///
+/// `repr(C)`: what a lookup reads (the buckets, where a fingerprint's shard and buckets
+/// are, the state mask's seed) first, in 40 bytes that share a line with what precedes
+/// the table in its owner (see the policy store's `Cells`).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Table<K> {
     buckets: Box<[Bucket]>,
-    /// One cell per slot in [`Mode::Exact`], empty otherwise.
-    keys: Box<[KeyCell<K>]>,
-    shards: Box<[Shard]>,
-    /// Capacity beyond the shards' bases, shared.
-    pool: Box<QuotaPool>,
     shard_bits: u32,
     /// `63 − shard_bits`: how far `h >> 1` shifts right to leave the shard (precomputed for
     /// `locate`).
     shard_shift: u32,
     buckets_per_shard: usize,
+    mask_seed: u64,
+    /// One cell per slot in [`Mode::Exact`], empty otherwise.
+    keys: Box<[KeyCell<K>]>,
+    shards: Box<[Shard]>,
+    /// Capacity beyond the shards' bases, shared.
+    pool: Box<QuotaPool>,
     /// ⌈2⁶⁴ / buckets_per_shard⌉: divides a bucket index (< 2³²) by `buckets_per_shard`
     /// with one multiplication (Lemire's exact fast division).
     bucket_divisor: u64,
@@ -117,7 +123,6 @@ pub(crate) struct Table<K> {
     capacity: usize,
     mode: Mode,
     policy: WhenFull,
-    mask_seed: u64,
     /// The debts of entries evicted under pressure, which new keys inherit (opt-in: see
     /// [`DebtSummary`]): written only by pressure evictions, read only by inserts and by
     /// peeks of absent keys. Never touched by a check of a resident key.

@@ -147,7 +147,13 @@ pub struct TakeReceipt {
 }
 
 /// Where a store keeps its keys' state.
+///
+/// `repr(C)`, and the logs boxed, for a check that finds the caches cold: in a
+/// [`TierStore`] (whose `cells` come first, on a line of their own), the tag and the
+/// table's fields a lookup reads share the first line, and the algorithm shares the third
+/// with the `OnceLock`'s state, which follows the cells (two lines, not four).
 #[derive(Debug)]
+#[repr(C)]
 enum Cells {
     /// Single-word algorithms: the lock-free keyed table.
     Words {
@@ -156,7 +162,7 @@ enum Cells {
     },
     /// The sliding window log.
     Logs {
-        cells: LogCells,
+        cells: Box<LogCells>,
         params: SlidingWindowLog,
     },
 }
@@ -182,15 +188,17 @@ enum Cells {
 /// assert_eq!(store.peek(7, Nanos::ZERO, 0)?.remaining, 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+// The key states first, each store on lines of its own (see `Cells`).
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct TierStore {
-    algorithm: AnyAlgorithm,
-    /// The table's shape for its capacity (validated by `new`).
-    geometry: Geometry,
     /// Built on first use, so validating a config, or a reload that keeps this tier (and
     /// so adopts the old store), allocates nothing for it. Under loom, built by `new`
     /// (a lazy initialisation would be invisible to the model checker).
     cells: OnceLock<Cells>,
+    algorithm: AnyAlgorithm,
+    /// The table's shape for its capacity (validated by `new`).
+    geometry: Geometry,
     /// Whether its table keeps the debts of keys evicted under pressure (a single-word
     /// tier's debt summary, sized for one capacity of debts).
     launder_guard: bool,
@@ -283,7 +291,7 @@ impl TierStore {
                 }
             }
             AnyAlgorithm::Log(params) => Cells::Logs {
-                cells: LogCells::new(params, self.geometry),
+                cells: Box::new(LogCells::new(params, self.geometry)),
                 params,
             },
         })

@@ -22,8 +22,18 @@ const BANNED: Decision = Decision::deny(0, 0, Nanos::MAX, Nanos::MAX);
 /// No listing decided the request.
 const UNLISTED: u32 = u32::MAX;
 
-/// A tier's decision before the store writes it.
-const NO_DECISION: Decision = Decision::allow(0, 0, Nanos::ZERO);
+/// A tier's decision before the store writes it: all zeros, so that writing it takes no
+/// constant from memory (a line a check from a cold cache would fetch). Never read: a store
+/// writes every tier's decision before the check combines them (were one left, it would
+/// deny).
+const NO_DECISION: Decision = Decision {
+    allowed: false,
+    limit: 0,
+    remaining: 0,
+    reset_after: Nanos::ZERO,
+    retry_after: Nanos::ZERO,
+    delay: Nanos::ZERO,
+};
 
 /// The most tiers one request can be checked against (two rules of up to four tiers).
 pub const MAX_TIERS: usize = 8;
@@ -160,14 +170,17 @@ impl PolicyDecision {
     /// ```
     #[inline(always)]
     pub fn empty() -> PolicyDecision {
-        PolicyDecision {
-            decision: NO_RULE,
+        let mut empty = PolicyDecision {
+            decision: NO_DECISION,
             tiers: [const { MaybeUninit::uninit() }; MAX_TIERS],
             len: 0,
             tightest: u8::MAX,
             listing: UNLISTED,
             set: None,
-        }
+        };
+        // Field by field (see `clear`).
+        empty.clear();
+        empty
     }
 
     /// Makes this decision [`empty`](Self::empty) again, in place (the hold on a rule set
@@ -175,7 +188,15 @@ impl PolicyDecision {
     /// leaves.
     #[inline(always)]
     pub(crate) fn clear(&mut self) {
-        self.decision = NO_RULE;
+        // `NO_RULE`, field by field: stores of immediates, where a copy of the constant
+        // would read it from memory (a line a check from a cold cache would fetch).
+        let d = &mut self.decision;
+        d.allowed = true;
+        d.limit = u64::MAX;
+        d.remaining = u64::MAX;
+        d.reset_after = Nanos::ZERO;
+        d.retry_after = Nanos::ZERO;
+        d.delay = Nanos::ZERO;
         self.len = 0;
         self.tightest = u8::MAX;
         self.listing = UNLISTED;
@@ -542,6 +563,23 @@ impl TierOutcome {
 mod tests {
     use super::*;
     use crate::policy::PolicyDecision;
+
+    /// `clear` writes `NO_RULE` field by field: it must stay that constant, and `empty`
+    /// (built on it) too.
+    #[test]
+    fn empty_and_cleared_decisions_are_no_rules() {
+        let mut decision = PolicyDecision::empty();
+        assert_eq!(decision.decision, NO_RULE);
+        assert_eq!(
+            (decision.len, decision.tightest, decision.listing),
+            (0, u8::MAX, UNLISTED)
+        );
+        decision.decision = BANNED;
+        decision.listing = 3;
+        decision.clear();
+        assert_eq!(decision.decision, NO_RULE);
+        assert_eq!(decision.listing, UNLISTED);
+    }
 
     /// What the docs promise: a decision cheap enough to return by value.
     #[test]

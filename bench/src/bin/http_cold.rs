@@ -31,12 +31,16 @@ use tower_service::Service;
 /// Calls per contender per round.
 const CALLS: u32 = 2_000;
 
-/// One contender: its name and a runner of `CALLS` cold calls, answering their median (ns).
-type Contender = (&'static str, Box<dyn FnMut(&mut [u8]) -> u64>);
+/// A runner of `CALLS` cold calls, given the buffer to write before each, answering their
+/// median (ns).
+type Runner = Box<dyn FnMut(&mut [u8]) -> u64>;
+
+/// One contender: its name and its runner.
+type Contender = (&'static str, Runner);
 
 /// A runner of cold calls of `service` (see the module docs), every client called twice
 /// first, so every key is resident.
-fn runner<S, B>(mut service: S) -> Box<dyn FnMut(&mut [u8]) -> u64>
+fn runner<S, B>(mut service: S) -> Runner
 where
     S: Service<Request<Body>, Response = Response<B>> + 'static,
 {

@@ -70,23 +70,21 @@ fn median(values: &mut [u64]) -> u64 {
     values.get(values.len() / 2).copied().unwrap_or(0)
 }
 
+/// The next argument as a count above zero, `default` if there is none; `None` if it is
+/// not one.
+fn count(arg: Option<String>, default: usize) -> Option<usize> {
+    match arg.map(|a| a.parse()) {
+        None => Some(default),
+        Some(Ok(n)) if n > 0 => Some(n),
+        Some(_) => None,
+    }
+}
+
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
-    let rounds: usize = match args.next().map(|a| a.parse()) {
-        None => 15,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("usage: http_cold [rounds > 0] [MiB written before each call > 0]");
-            return ExitCode::from(2);
-        }
-    };
-    let mib: usize = match args.next().map(|a| a.parse()) {
-        None => 4,
-        Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("usage: http_cold [rounds > 0] [MiB written before each call > 0]");
-            return ExitCode::from(2);
-        }
+    let (Some(rounds), Some(mib)) = (count(args.next(), 15), count(args.next(), 4)) else {
+        eprintln!("usage: http_cold [rounds > 0] [MiB written before each call > 0]");
+        return ExitCode::from(2);
     };
     let mut buffer = vec![0u8; mib << 20];
     let mut contenders: Vec<Contender> = vec![

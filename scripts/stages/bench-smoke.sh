@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Benchmark smoke test: the `compare` command of docs/benchmarks.md works from a fresh clone and its
-# JSON holds every case docs/benchmarks.md and issue 6 name, and `http_compare` (the HTTP layer
-# against tower_governor) prints its three rows. Figures are not checked (noisy machine); the
-# criterion benches are only compiled, with the `http` feature (the clippy stage already
-# type-checks them without it: a second optimised build of the crate took ~2 min).
+# Benchmark smoke test: the `compare` command of docs/benchmarks.md works from a fresh clone
+# and its JSON holds every case docs/benchmarks.md and issue 6 name; `http_compare` (the HTTP
+# layer against tower_governor) prints its three rows; `http_cold` and `http_loopback` (the
+# same from a cold cache and over loopback, a few calls each) print a figure per contender.
+# Figures are not checked (noisy machine); the criterion benches are only compiled, with the
+# `http` feature (the clippy stage already type-checks them without it: a second optimised
+# build of the crate took ~2 min).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo bench -p tollgate-bench --features http --no-run
@@ -25,4 +27,12 @@ cargo run --release -p tollgate-bench --features http --bin http_compare -- --qu
 for row in http_admit_draft11 http_admit_no_headers http_deny; do
     grep -Eq "^$row +ns +[0-9.]+ +[0-9.]+" target/http_compare.txt \
         || { echo "http_compare: no figures for $row" >&2; exit 1; }
+done
+cargo run --release -p tollgate-bench --features http --bin http_cold -- 1 1 | tee target/http_cold.txt
+cargo run --release -p tollgate-bench --features http --bin http_loopback -- 200 | tee target/http_loopback.txt
+for row in none tollgate_draft11 governor_headers tollgate_no_headers governor; do
+    grep -Eq "^$row +[0-9]+ ns" target/http_cold.txt \
+        || { echo "http_cold: no figure for $row" >&2; exit 1; }
+    grep -Eq "^$row +median +[0-9.]+ µs" target/http_loopback.txt \
+        || { echo "http_loopback: no figure for $row" >&2; exit 1; }
 done

@@ -270,6 +270,26 @@ mod tests {
         assert!(matches!(key.0, Repr::Address(_)));
     }
 
+    /// Every value of each octet, in each position, with the other three drawn from the
+    /// digit counts' boundaries: every pattern of one-, two- and three-digit octets, each
+    /// octet's text at every offset it can start at.
+    #[test]
+    fn every_octet_in_every_position_reads_as_display_writes_it() {
+        const EDGES: [u8; 6] = [0, 9, 10, 99, 100, 255];
+        for x in 0..=255u8 {
+            for a in EDGES {
+                for b in EDGES {
+                    for c in EDGES {
+                        for octets in [[x, a, b, c], [a, x, b, c], [a, b, x, c], [a, b, c, x]] {
+                            let ip = IpAddr::V4(octets.into());
+                            assert_eq!(KeyText::address(ip).as_str(), ip.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn every_address_reads_as_display_writes_it(v4 in proptest::num::u32::ANY, v6 in proptest::num::u128::ANY) {

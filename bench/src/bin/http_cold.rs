@@ -115,7 +115,8 @@ fn main() -> ExitCode {
     for ((name, _), m) in contenders.iter().zip(&mut medians) {
         let ns = median(m);
         let delta = base.map_or(String::new(), |b: u64| {
-            format!("  (+{} ns)", ns.saturating_sub(b))
+            // Signed: a contender may come out faster than no limiter in a noisy run.
+            format!("  ({:+} ns)", i128::from(ns) - i128::from(b))
         });
         println!("{name:<22} {ns:>6} ns{delta}");
         base.get_or_insert(ns);

@@ -84,7 +84,8 @@ const PHASE: u32 = 0b11;
 const ORPHAN: u32 = 0b100;
 
 /// The set in force, and every set still held (see the module docs). `current` first: what
-/// a check reads (`repr(C)`, so that it leads its owner's first cache line).
+/// a check reads (`repr(C)`, so that it shares its owner's first cache line with what
+/// precedes it there: the clock, in `Policy`).
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Published<T> {

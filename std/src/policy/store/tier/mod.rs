@@ -151,7 +151,8 @@ pub struct TakeReceipt {
 /// `repr(C)`, and the logs boxed, for a check that finds the caches cold: in a
 /// [`TierStore`] (whose `cells` come first, on a line of their own), the tag and the
 /// table's fields a lookup reads share the first line, and the algorithm shares the third
-/// with the `OnceLock`'s state, which follows the cells (two lines, not four).
+/// with the `OnceLock`'s state where std lays the `OnceLock` out with its value first, as
+/// rustc does today (two lines, not four; its layout is std's to change).
 #[derive(Debug)]
 #[repr(C)]
 enum Cells {

@@ -117,6 +117,7 @@ pub mod engine {
 pub mod clock;
 pub mod keyed;
 pub mod lease;
+mod prefetch;
 mod rate_limiter;
 mod sync;
 pub mod wait;

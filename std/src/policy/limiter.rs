@@ -10,6 +10,7 @@ use super::events;
 use super::planning::{plan_request, record_plan};
 use super::published::{Active, Published};
 use super::rule_ids::{assign_ids, Registry};
+use super::warm::Warm;
 use super::{
     InProcess, Op, Plan, PolicyCheck, PolicyConfig, PolicyConfigError, PolicyDecision,
     ReloadReport, ReloadStep, Request, RuleId, RuleSet, Store,
@@ -97,6 +98,8 @@ pub struct Policy<C, S = InProcess> {
     /// `published`).
     published: Published<RuleSet>,
     store: S,
+    /// The lines a check reads past the first few, fetched together (see `warm`).
+    warm: Warm,
     /// The (rule, client) pairs checks denied recently: the listing's candidates (see
     /// `denied_record`).
     denied: DeniedRecord,
@@ -118,6 +121,7 @@ impl<C: Clock> Policy<C> {
             clock,
             registry: Mutex::new(registry),
             store: InProcess::new(),
+            warm: Warm::new(),
             published,
             denied: DeniedRecord::new(DEFAULT_LIMITED_RECORD),
             #[cfg(tollgate_loom)]
@@ -156,6 +160,8 @@ impl<C, S> Policy<C, S> {
             clock: self.clock,
             registry: self.registry,
             store,
+            // The lines of the old store's tables are not this one's.
+            warm: Warm::new(),
             published: self.published,
             denied: self.denied,
             #[cfg(tollgate_loom)]
@@ -702,6 +708,8 @@ macro_rules! decide_body {
         |$set:ident, $filling:ident| $fill:expr,
         |$plan:ident, $outcomes:ident| $run:expr
     ) => {{
+        // Before the set is entered: what the chain will read is on its way meanwhile.
+        $policy.warm().fetch();
         let set = $policy.active_set();
         $decision.clear();
         // The plan borrows the set, which the decision takes after it.
@@ -730,6 +738,7 @@ macro_rules! decide_body {
                 return Err(e);
             }
             $decision.settle($divisor);
+            $policy.warm().follow(&set, &$plan);
             if $note && !$decision.allowed() {
                 $policy.note_denied(&$plan, $decision.tiers());
             }
@@ -745,6 +754,12 @@ impl<C, S> Policy<C, S> {
     /// The rule set in force, held until the returned value drops (see the `published`
     /// module docs). Held across an awaited store call too: a reload meanwhile does not
     /// wait, and the set lives until the call is done.
+    /// The lines a check reads past the first few (see `warm`).
+    #[inline(always)]
+    pub(super) fn warm(&self) -> &Warm {
+        &self.warm
+    }
+
     #[inline]
     pub(super) fn active_set(&self) -> Active<'_, RuleSet> {
         self.published.enter()

@@ -84,6 +84,7 @@ mod striped_counter;
 pub mod structured_fields;
 mod tier;
 mod until_ready;
+mod warm;
 #[cfg(feature = "watch")]
 mod watch;
 

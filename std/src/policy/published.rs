@@ -526,6 +526,41 @@ pub(crate) struct Active<'a, T> {
     _hold: Hold<T>,
 }
 
+#[cfg(not(tollgate_loom))]
+impl<T> Active<'_, T> {
+    /// The holds of the node held: where a check's hold lands, for a check on any thread
+    /// to find its own stripe's line (see [`Holds::line`]).
+    #[inline]
+    pub(crate) fn holds(&self) -> Holds {
+        let holds = &self._hold.node.holds;
+        Holds {
+            first: holds.as_ptr().cast(),
+            mask: holds.len() - 1,
+        }
+    }
+}
+
+/// Where the holds of a node lie: the first stripe's address and the stripe mask (see
+/// [`Active::holds`]).
+#[cfg(not(tollgate_loom))]
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Holds {
+    pub(crate) first: *const u8,
+    pub(crate) mask: usize,
+}
+
+#[cfg(not(tollgate_loom))]
+impl Holds {
+    /// The address of the calling thread's stripe (what [`Generation::hold`] counts on);
+    /// only an address, to prefetch: the node may be gone.
+    #[inline(always)]
+    pub(crate) fn line(self) -> *const u8 {
+        let stripe = thread_stripe() & self.mask;
+        self.first
+            .wrapping_add(stripe * core::mem::size_of::<CachePadded<AtomicU64>>())
+    }
+}
+
 impl<T> core::ops::Deref for Active<'_, T> {
     type Target = T;
     #[inline(always)]

@@ -77,6 +77,16 @@ impl StateId {
     }
 
     /// The first table, if it is store `store`'s.
+    /// Where a check of this state reads first (its `first` slot), and the table of the
+    /// first store that checks it, if one has (a policy's own store: see `policy::warm`).
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn warm_lines(&self) -> (*const u8, Option<&TierStore>) {
+        (
+            core::ptr::addr_of!(self.first).cast(),
+            self.first.get().map(|(_, table)| &**table),
+        )
+    }
+
     #[inline]
     fn first_of(&self, store: u64) -> Option<TableRef<'_>> {
         match self.first.get() {

@@ -127,16 +127,7 @@ impl<K> Table<K> {
 /// Hints the CPU to start loading the cache line at `bucket`.
 #[inline(always)]
 fn prefetch_bucket(bucket: *const Bucket) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, reads nothing the program can observe and writes
-    // nothing, whatever the address (it is a bucket of the table anyway).
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            bucket.cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bucket;
+    crate::prefetch::prefetch(bucket.cast());
 }
 
 /// Slots per resident key, as a fraction: `SLOTS_PER_KEY_NUM / SLOTS_PER_KEY_DEN` = 1.2.

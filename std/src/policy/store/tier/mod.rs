@@ -277,6 +277,16 @@ impl TierStore {
 
     /// The key states, allocated on first use.
     #[inline]
+    /// The bytes a check reads first (its `cells`, with the word that says they are
+    /// built): their address and length (see `policy::warm`).
+    #[cfg(not(tollgate_loom))]
+    pub(crate) fn warm_bytes(&self) -> (*const u8, usize) {
+        (
+            core::ptr::addr_of!(self.cells).cast(),
+            core::mem::size_of::<OnceLock<Cells>>(),
+        )
+    }
+
     fn cells(&self) -> &Cells {
         self.cells.get_or_init(|| match self.algorithm {
             AnyAlgorithm::Packed(packed) => {

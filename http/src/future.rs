@@ -26,6 +26,9 @@ use super::RateLimitBody;
 use tollgate::wait::finish;
 use tollgate::wait::Delay;
 
+/// The charge of a request passed on, spent from then on (kept for settling).
+type Spent = Option<Box<Charge>>;
+
 /// A delay being waited out.
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -91,6 +94,63 @@ impl<S, B> Drop for Deciding<S, B> {
                 let _ = policy.run(Op::Refund, client, endpoint, cost).await;
             }
         });
+    }
+}
+
+impl<S, B> Deciding<S, B> {
+    /// The future that follows the answer, once it came (`None`: polled after
+    /// completion). Out of line, as [`Waiting::call`] is: the in-process path's states stay
+    /// compact.
+    #[inline(never)]
+    fn next<ResBody>(&mut self, cx: &mut Context<'_>) -> Poll<Option<ResponseFuture<S, B>>>
+    where
+        S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+    {
+        let Poll::Ready(answer) = self.answer.as_mut().poll(cx) else {
+            return Poll::Pending;
+        };
+        let (Some(mut service), Some(request)) = (self.inner.take(), self.request.take()) else {
+            return Poll::Ready(None);
+        };
+        self.timer.checked();
+        let decision = decided(answer);
+        let shared = Arc::clone(&self.shared);
+        Poll::Ready(Some(
+            match admit(
+                &shared,
+                request.headers(),
+                decision.as_ref().map_err(|e| *e),
+                &self.client,
+                &|| self.endpoint.as_str(),
+                self.cost,
+            ) {
+                Verdict::Forward(admitted) => {
+                    ResponseFuture::forward(&shared, admitted, request, &mut service)
+                }
+                Verdict::Answer(response) => ResponseFuture::answer(response),
+                Verdict::Pass => ResponseFuture::pass(request, &mut service),
+            },
+        ))
+    }
+}
+
+impl<S, B> Waiting<S, B> {
+    /// The inner service's call, once the delay is over (`None`: polled after
+    /// completion), and the charge it spends from then on (kept for settling).
+    #[inline(never)]
+    fn call(&mut self, cx: &mut Context<'_>) -> Poll<Option<(S::Future, Spent)>>
+    where
+        S: Service<Request<B>>,
+    {
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let (Some(mut service), Some(request)) = (self.inner.take(), self.request.take()) else {
+            return Poll::Ready(None);
+        };
+        // Forwarded: the permits are spent from here on.
+        let charge = self.held.release();
+        Poll::Ready(Some((service.call(request), charge)))
     }
 }
 
@@ -230,46 +290,15 @@ where
                         None => Poll::Pending,
                     };
                 }
-                StateProj::Deciding { deciding } => {
-                    let Poll::Ready(answer) = deciding.answer.as_mut().poll(cx) else {
-                        return Poll::Pending;
-                    };
-                    let (Some(mut service), Some(request)) =
-                        (deciding.inner.take(), deciding.request.take())
-                    else {
-                        // Polled after completion.
-                        return Poll::Pending;
-                    };
-                    deciding.timer.checked();
-                    let decision = decided(answer);
-                    let shared = Arc::clone(&deciding.shared);
-                    let next = match admit(
-                        &shared,
-                        request.headers(),
-                        decision.as_ref().map_err(|e| *e),
-                        &deciding.client,
-                        &|| deciding.endpoint.as_str(),
-                        deciding.cost,
-                    ) {
-                        Verdict::Forward(admitted) => {
-                            ResponseFuture::forward(&shared, admitted, request, &mut service)
-                        }
-                        Verdict::Answer(response) => ResponseFuture::answer(response),
-                        Verdict::Pass => ResponseFuture::pass(request, &mut service),
-                    };
-                    self.set(next);
-                }
+                StateProj::Deciding { deciding } => match deciding.next(cx) {
+                    Poll::Ready(Some(next)) => self.set(next),
+                    // Polled after completion, or the answer is still to come.
+                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                },
                 StateProj::Waiting { wait } => {
-                    if wait.sleep.as_mut().poll(cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    let (Some(mut service), Some(req)) = (wait.inner.take(), wait.request.take())
-                    else {
+                    let Poll::Ready(Some((future, charge))) = wait.call(cx) else {
                         return Poll::Pending;
                     };
-                    // Forwarded: the permits are spent from here on (kept for settling).
-                    let charge = wait.held.release();
-                    let future = service.call(req);
                     let mut this = self.as_mut().project();
                     if this.charge.is_none() {
                         *this.charge = charge.filter(|c| c.shared.settle.is_some());

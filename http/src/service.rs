@@ -54,6 +54,76 @@ impl<S> RateLimit<S> {
     }
 }
 
+/// The future of an awaited check of `cost` permits of `client` on `endpoint` (see
+/// [`RateLimitLayer::awaited`](super::RateLimitLayer::awaited)), started at `timer`: the
+/// check runs in it, with the readied service `inner` and the request; a clone of the
+/// service takes the readied one's place. Out of line: an in-process check's path stays
+/// compact.
+#[inline(never)]
+fn awaited<S, B, ResBody>(
+    inner: &mut S,
+    shared: &Arc<Shared>,
+    request: Request<B>,
+    client: String,
+    endpoint: String,
+    cost: u32,
+    timer: events::CheckTimer,
+) -> ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+{
+    let answer = Arc::clone(&shared.policy).run(Op::Check, client.clone(), endpoint.clone(), cost);
+    let clone = inner.clone();
+    let ready = std::mem::replace(inner, clone);
+    ResponseFuture::deciding(Deciding {
+        answer,
+        shared: Arc::clone(shared),
+        inner: Some(ready),
+        request: Some(request),
+        client,
+        endpoint,
+        cost,
+        timer,
+    })
+}
+
+/// The answer to a request without a peer address: the server's wiring, not the client's
+/// doing — a 500 (gRPC `INTERNAL`), counted, and the operator told how to fix it.
+#[cold]
+#[inline(never)]
+fn no_peer_address(shared: &Shared, headers: &http::HeaderMap) -> Response<Full<Bytes>> {
+    shared.counters.count(Outcome::NoPeerAddress);
+    let total = shared.counters.no_peer_address.get();
+    shared.wiring_log.no_peer_address(total);
+    let detail = KeyError::NoPeerAddress.to_string();
+    if grpc::is_grpc(headers) {
+        grpc::refusal(grpc::Code::Internal, &detail, None)
+    } else {
+        server_error(&detail)
+    }
+}
+
+/// Counts and tells of a request whose key could not be read (`e`).
+#[cold]
+#[inline(never)]
+fn count_bad_key(shared: &Shared, e: &KeyError) {
+    shared.counters.count(Outcome::BadKey);
+    events::bad_key(e);
+}
+
+/// The answer to a request whose key could not be read (`e`), refused: a 400 (gRPC
+/// `INVALID_ARGUMENT`), counted.
+#[cold]
+#[inline(never)]
+fn bad_key(shared: &Shared, headers: &http::HeaderMap, e: &KeyError) -> Response<Full<Bytes>> {
+    count_bad_key(shared, e);
+    if grpc::is_grpc(headers) {
+        grpc::refusal(grpc::Code::InvalidArgument, &e.to_string(), None)
+    } else {
+        bad_request(&e.to_string())
+    }
+}
+
 impl<S, B, ResBody> Service<Request<B>> for RateLimit<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>> + Clone,
@@ -84,65 +154,34 @@ where
             let client = match &extracted {
                 Ok(key) => key,
                 Err(KeyError::NoPeerAddress) => {
-                    // The server's wiring, not the client's doing: a 500, and the operator
-                    // is told how to fix it.
-                    shared.counters.count(Outcome::NoPeerAddress);
-                    let total = shared.counters.no_peer_address.get();
-                    shared.wiring_log.no_peer_address(total);
-                    let detail = KeyError::NoPeerAddress.to_string();
-                    return ResponseFuture::answer(if grpc::is_grpc(head.headers) {
-                        grpc::refusal(grpc::Code::Internal, &detail, None)
-                    } else {
-                        server_error(&detail)
-                    });
+                    return ResponseFuture::answer(no_peer_address(shared, head.headers));
                 }
-                Err(e) => {
-                    shared.counters.count(Outcome::BadKey);
-                    events::bad_key(e);
-                    match &shared.on_bad_key {
-                        OnBadKey::Reject if grpc::is_grpc(head.headers) => {
-                            return ResponseFuture::answer(grpc::refusal(
-                                grpc::Code::InvalidArgument,
-                                &e.to_string(),
-                                None,
-                            ))
-                        }
-                        OnBadKey::Reject => {
-                            return ResponseFuture::answer(bad_request(&e.to_string()))
-                        }
-                        OnBadKey::Fallback(key) => {
-                            fallback = KeyText::borrowed(key.as_str());
-                            &fallback
-                        }
+                Err(e) => match &shared.on_bad_key {
+                    OnBadKey::Reject => {
+                        return ResponseFuture::answer(bad_key(shared, head.headers, e));
                     }
-                }
+                    OnBadKey::Fallback(key) => {
+                        count_bad_key(shared, e);
+                        fallback = KeyText::borrowed(key.as_str());
+                        &fallback
+                    }
+                },
             };
             // Named only where it is read (see `Named`).
             let endpoint = Named::new(&shared.endpoint, &head);
             let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
             let timer = events::CheckTimer::start();
             if shared.awaited {
-                // The check is awaited in the response future, with the readied service
-                // and the request; this service takes the readied one's place.
                 let (client, endpoint) = (client.as_str().to_owned(), endpoint.into_owned());
-                let answer = Arc::clone(&shared.policy).run(
-                    Op::Check,
-                    client.clone(),
-                    endpoint.clone(),
-                    cost,
-                );
-                let clone = self.inner.clone();
-                let ready = std::mem::replace(&mut self.inner, clone);
-                return ResponseFuture::deciding(Deciding {
-                    answer,
-                    shared: Arc::clone(shared),
-                    inner: Some(ready),
-                    request: Some(request),
+                return awaited(
+                    &mut self.inner,
+                    shared,
+                    request,
                     client,
                     endpoint,
                     cost,
                     timer,
-                });
+                );
             }
             // The request's one decision, written in place (never moved).
             let mut decision = PolicyDecision::empty();

@@ -166,7 +166,7 @@ pin_project! {
         #[pin]
         state: State<S, B, S::Future, S::Response>,
         fields: Fields,
-        charge: Option<Box<Charge>>,
+        charge: Spent,
     }
 }
 

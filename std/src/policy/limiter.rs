@@ -88,7 +88,8 @@ use super::{
 /// `capacity` (or laundering guard) is a changed tier: it gets a table of the new size, and
 /// each key's state is carried over to it as above.
 // Laid out for a check that finds the caches cold: what every check reads first (the
-// clock, the set in force: one cache line for `TscClock`; then the store), the rest after;
+// clock, the set in force: one cache line for `TscClock`; then the store, and the warm
+// hints on lines of their own, fetched with the first: see `warm`), the rest after;
 // aligned to a line, so that those never share one with the `Arc`'s counts.
 #[derive(Debug)]
 #[repr(C, align(64))]
@@ -751,15 +752,15 @@ macro_rules! decide_body {
 pub(super) use decide_body;
 
 impl<C, S> Policy<C, S> {
-    /// The rule set in force, held until the returned value drops (see the `published`
-    /// module docs). Held across an awaited store call too: a reload meanwhile does not
-    /// wait, and the set lives until the call is done.
     /// The lines a check reads past the first few (see `warm`).
     #[inline(always)]
     pub(super) fn warm(&self) -> &Warm {
         &self.warm
     }
 
+    /// The rule set in force, held until the returned value drops (see the `published`
+    /// module docs). Held across an awaited store call too: a reload meanwhile does not
+    /// wait, and the set lives until the call is done.
     #[inline]
     pub(super) fn active_set(&self) -> Active<'_, RuleSet> {
         self.published.enter()

@@ -137,7 +137,7 @@ static POOL: std::sync::Mutex<Vec<NodeRef>> = std::sync::Mutex::new(Vec::new());
 /// (`repr(C)`, aligned), that is one line.
 #[repr(C, align(64))]
 pub(crate) struct Generation {
-    holds: Box<[CachePadded<AtomicU64>]>,
+    holds: Box<[Stripe]>,
     /// The set's pointer, for checks (a copy of `set`'s, published with it).
     set_ptr: AtomicPtr<()>,
     /// The phase (FREE, CURRENT, RETIRED, RECLAIMING) and the ORPHAN bit.
@@ -145,8 +145,8 @@ pub(crate) struct Generation {
     /// The set held (from `Arc::into_raw`) and how to drop it: written by the publisher while
     /// the node is FREE and its own, taken by the claimer while RECLAIMING.
     set: UnsafeCell<Option<Slot>>,
-    /// The set's generation number (written by publishes, read by publishes, under the
-    /// owner's lock).
+    /// The set's generation number (written by publishes, read by publishes under the
+    /// owner's lock, and by checks as the key of their hints: `policy::warm`).
     number: AtomicU64,
 }
 
@@ -214,7 +214,7 @@ impl Generation {
     /// [`release`]: Self::release
     #[inline(always)]
     fn hold(&self) -> usize {
-        let stripe = thread_stripe() & (self.holds.len() - 1);
+        let stripe = stripe_among(self.holds.len());
         // SeqCst: in the total order of the module docs.
         self.holds[stripe].fetch_add(1, Ordering::SeqCst);
         stripe
@@ -526,38 +526,55 @@ pub(crate) struct Active<'a, T> {
     _hold: Hold<T>,
 }
 
+/// One stripe of a node's holds (a thread's count of holds on the node's set).
+pub(crate) type Stripe = CachePadded<AtomicU64>;
+
+/// The calling thread's stripe among `stripes` (a power of two): where its holds count.
+#[inline(always)]
+fn stripe_among(stripes: usize) -> usize {
+    thread_stripe() & (stripes - 1)
+}
+
 #[cfg(not(tollgate_loom))]
 impl<T> Active<'_, T> {
-    /// The holds of the node held: where a check's hold lands, for a check on any thread
-    /// to find its own stripe's line (see [`Holds::line`]).
+    /// The holds of the node held, for a check on any thread to find its own stripe (see
+    /// [`Holds::line`]).
     #[inline]
     pub(crate) fn holds(&self) -> Holds {
         let holds = &self._hold.node.holds;
         Holds {
-            first: holds.as_ptr().cast(),
-            mask: holds.len() - 1,
+            first: holds.as_ptr(),
+            stripes: holds.len(),
         }
+    }
+
+    /// The number of the set held (its generation: unique among the sets of its owner).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        // Relaxed: the number was written before the set was published, which the hold's
+        // `enter` read; a hint's key (see `policy::warm`) needs no more.
+        self._hold.node.number.load(Ordering::Relaxed)
     }
 }
 
-/// Where the holds of a node lie: the first stripe's address and the stripe mask (see
-/// [`Active::holds`]).
+/// Where a node's holds lie (see [`Active::holds`]).
 #[cfg(not(tollgate_loom))]
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Holds {
-    pub(crate) first: *const u8,
-    pub(crate) mask: usize,
+    /// The first stripe.
+    pub(crate) first: *const Stripe,
+    /// How many stripes there are (a power of two).
+    pub(crate) stripes: usize,
 }
 
 #[cfg(not(tollgate_loom))]
 impl Holds {
-    /// The address of the calling thread's stripe (what [`Generation::hold`] counts on);
-    /// only an address, to prefetch: the node may be gone.
+    /// The address of the calling thread's stripe, which its hold counts on
+    /// (`Generation::hold`): an address to prefetch, never read through (nodes are never
+    /// freed, but the node may hold another set by then).
     #[inline(always)]
     pub(crate) fn line(self) -> *const u8 {
-        let stripe = thread_stripe() & self.mask;
-        self.first
-            .wrapping_add(stripe * core::mem::size_of::<CachePadded<AtomicU64>>())
+        self.first.wrapping_add(stripe_among(self.stripes)).cast()
     }
 }
 
@@ -622,6 +639,19 @@ impl<T> Drop for Hold<T> {
 mod tests {
     use super::*;
     use std::sync::Weak;
+
+    /// The stripe `Holds::line` names is the one this thread's hold counted on.
+    #[cfg(not(tollgate_loom))]
+    #[test]
+    fn the_holds_line_is_the_stripe_this_threads_hold_counts_on() {
+        let published = Published::new(Arc::new(1u32));
+        let active = published.enter();
+        let hold = &active._hold;
+        let counted: *const Stripe = &hold.node.holds[hold.stripe];
+        assert_eq!(active.holds().line(), counted.cast::<u8>());
+        // SeqCst: as every read of the holds.
+        assert_eq!(hold.node.holds[hold.stripe].load(Ordering::SeqCst), 1);
+    }
 
     /// A reload returns while a check holds the old set; the old set is reclaimed when the
     /// check (or a hold cloned from it) lets go, and its node is then reused.

@@ -76,7 +76,6 @@ impl StateId {
         }
     }
 
-    /// The first table, if it is store `store`'s.
     /// Where a check of this state reads first (its `first` slot), and the table of the
     /// first store that checks it, if one has (a policy's own store: see `policy::warm`).
     #[cfg(not(tollgate_loom))]
@@ -87,6 +86,7 @@ impl StateId {
         )
     }
 
+    /// The first table, if it is store `store`'s.
     #[inline]
     fn first_of(&self, store: u64) -> Option<TableRef<'_>> {
         match self.first.get() {

@@ -127,7 +127,7 @@ impl<K> Table<K> {
 /// Hints the CPU to start loading the cache line at `bucket`.
 #[inline(always)]
 fn prefetch_bucket(bucket: *const Bucket) {
-    crate::prefetch::prefetch(bucket.cast());
+    crate::prefetch::line(bucket.cast());
 }
 
 /// Slots per resident key, as a fraction: `SLOTS_PER_KEY_NUM / SLOTS_PER_KEY_DEN` = 1.2.

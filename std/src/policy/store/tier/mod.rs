@@ -275,8 +275,6 @@ impl TierStore {
         store
     }
 
-    /// The key states, allocated on first use.
-    #[inline]
     /// The bytes a check reads first (its `cells`, with the word that says they are
     /// built): their address and length (see `policy::warm`).
     #[cfg(not(tollgate_loom))]
@@ -287,6 +285,8 @@ impl TierStore {
         )
     }
 
+    /// The key states, allocated on first use.
+    #[inline]
     fn cells(&self) -> &Cells {
         self.cells.get_or_init(|| match self.algorithm {
             AnyAlgorithm::Packed(packed) => {

@@ -60,7 +60,7 @@ impl<S> RateLimit<S> {
 /// service takes the readied one's place. Out of line: an in-process check's path stays
 /// compact.
 #[inline(never)]
-fn awaited<S, B, ResBody>(
+fn awaited<S: Service<Request<B>> + Clone, B>(
     inner: &mut S,
     shared: &Arc<Shared>,
     request: Request<B>,
@@ -68,10 +68,7 @@ fn awaited<S, B, ResBody>(
     endpoint: String,
     cost: u32,
     timer: events::CheckTimer,
-) -> ResponseFuture<S, B>
-where
-    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
-{
+) -> ResponseFuture<S, B> {
     let answer = Arc::clone(&shared.policy).run(Op::Check, client.clone(), endpoint.clone(), cost);
     let clone = inner.clone();
     let ready = std::mem::replace(inner, clone);

@@ -310,8 +310,11 @@ impl<T> Published<T> {
     /// Generation 0, working on `first`.
     pub(crate) fn new(first: Arc<T>) -> Published<T> {
         let node = Generation::allocate();
+        // Relaxed, here and below: the node is not shared until `Published` is (which
+        // publishes it). The first set is number 0; a node from the pool still carries its
+        // last owner's number.
+        node.get().number.store(0, Ordering::Relaxed);
         Published::install(node, first);
-        // Relaxed: the node is not shared until `Published` is (which publishes it).
         node.get().state.store(CURRENT, Ordering::Relaxed);
         Published {
             current: AtomicPtr::new(node.0.as_ptr()),
@@ -639,6 +642,26 @@ impl<T> Drop for Hold<T> {
 mod tests {
     use super::*;
     use std::sync::Weak;
+
+    /// A new owner's first set is generation 0 even on a node from the pool, which carried
+    /// its last owner's number: else `oldest_held` names a generation above a set a check
+    /// still holds, and a reload's clean-up trims what that check may still use.
+    #[cfg(not(tollgate_loom))]
+    #[test]
+    fn a_first_set_on_a_pooled_node_is_generation_zero() {
+        for _ in 0..8 {
+            let old = Published::new(Arc::new(0u32));
+            for n in 1..=5 {
+                old.publish(Arc::new(n), |_| {});
+            }
+            // Its nodes go back to the pool, numbered up to 5.
+            drop(old);
+            let published = Published::new(Arc::new(1u32));
+            let held = published.enter();
+            assert_eq!(published.oldest_held(), 0);
+            assert_eq!(*held, 1);
+        }
+    }
 
     /// The stripe `Holds::line` names is the one this thread's hold counted on.
     #[cfg(not(tollgate_loom))]

@@ -237,7 +237,7 @@ async fn run<S: Store + 'static>(
     rules: String,
 ) -> Result<(), BoxError> {
     let layer = layer_over(Arc::clone(&policy))
-        .shadow(shadow)
+        .shadow(Arc::new(shadow))
         .key(ClientKey::header("x-api-key")?)
         .expose_admission();
     let app = Router::new()

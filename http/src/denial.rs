@@ -32,7 +32,7 @@ pub(crate) type DeniedFn = dyn Fn(&Denial<'_>) -> Response<Full<Bytes>> + Send +
 /// use tollgate::policy::Policy;
 /// use tollgate::MonotonicClock;
 ///
-/// let policy = Policy::from_toml("[[rules]]\nname = \"api\"\nlimit = 10\nwindow = \"1m\"\n", MonotonicClock::new())?;
+/// let policy = Arc::new(Policy::from_toml("[[rules]]\nname = \"api\"\nlimit = 10\nwindow = \"1m\"\n", MonotonicClock::new())?);
 /// let layer = RateLimitLayer::new(policy).on_denied(|denial| {
 ///     if denial.is_grpc() {
 ///         return denial.default_response();

@@ -177,16 +177,20 @@ impl fmt::Debug for RateLimitLayer {
 }
 
 impl RateLimitLayer {
-    /// A layer over `policy` (a [`Policy`](tollgate::policy::Policy), a decorator, or an
-    /// `Arc` of one to keep a handle for reloads) with the defaults: peer-IP keys, route
-    /// templates, draft-11 headers, 400 on a missing key, cost 1.
-    pub fn new<P: PolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
-        RateLimitLayer::with_check(Arc::new(policy))
+    /// A layer over `policy` (a [`Policy`](tollgate::policy::Policy) or a decorator over
+    /// one, shared: keep a clone of the `Arc` to reload it) with the defaults: peer-IP
+    /// keys, route templates, draft-11 headers, 400 on a missing key, cost 1.
+    ///
+    /// The layer holds this `Arc` itself, so a check goes straight from the layer's
+    /// configuration to the policy (an `Arc` of an `Arc` would put one more pointer, and
+    /// from a cold cache one more miss, on every request's path).
+    pub fn new<P: PolicyCheck + Send + Sync + 'static>(policy: Arc<P>) -> RateLimitLayer {
+        RateLimitLayer::with_check(policy)
     }
 
     /// A layer over a `policy` whose checks are awaited ([`PolicyCheck::run_async`]: a policy
     /// on a store that waits on the network, such as a `RedisStore`, feature
-    /// `redis`, a decorator over one, or an `Arc` of either), with the defaults of
+    /// `redis`, or a decorator over one, shared), with the defaults of
     /// [`new`](Self::new). Each request's check (and
     /// its settlement's refund or charge, and a cancelled request's refund) is awaited in
     /// the response future (a request dropped while its check is in flight has the answer
@@ -224,7 +228,7 @@ impl RateLimitLayer {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn awaited<P: PolicyCheck + Send + Sync + 'static>(policy: P) -> RateLimitLayer {
+    pub fn awaited<P: PolicyCheck + Send + Sync + 'static>(policy: Arc<P>) -> RateLimitLayer {
         RateLimitLayer::with_check(Arc::new(Awaited(policy)))
     }
 
@@ -327,18 +331,19 @@ impl RateLimitLayer {
     /// "not limited" from "no rate limiter".
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use http::header::HeaderName;
     /// use tollgate_http::RateLimitLayer;
     /// use tollgate::policy::Policy;
     /// use tollgate::MonotonicClock;
-    /// let policy = Policy::from_toml(r#"
+    /// let policy = Arc::new(Policy::from_toml(r#"
     ///     [[rules]]
     ///     name = "default"
     ///     limit = 100
     ///     window = "1m"
     ///     [[allow]]
     ///     cidr = "10.0.0.0/8"
-    /// "#, MonotonicClock::new())?;
+    /// "#, MonotonicClock::new())?);
     /// let layer = RateLimitLayer::new(policy)
     ///     .exempt_header(HeaderName::from_static("ratelimit-exempt"));
     /// # let _ = layer;
@@ -355,8 +360,8 @@ impl RateLimitLayer {
     /// itself on `RateLimit` would otherwise back off for a rule nobody enforces) unless
     /// [`shadow_headers`](Self::shadow_headers) asks for them. See
     /// [`ShadowSplit`](super::ShadowSplit) to take the shadow rules out of one rules file.
-    pub fn shadow<P: PolicyCheck + Send + Sync + 'static>(self, policy: P) -> RateLimitLayer {
-        self.with(|s| s.shadow = Some(Arc::new(policy)))
+    pub fn shadow<P: PolicyCheck + Send + Sync + 'static>(self, policy: Arc<P>) -> RateLimitLayer {
+        self.with(|s| s.shadow = Some(policy))
     }
 
     /// Whether the [`shadow`](Self::shadow) rules' tiers are added to the rate-limit

@@ -8,6 +8,7 @@
 //! over TLS.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -78,7 +79,7 @@ async fn a_denied_call_is_resource_exhausted_with_retry_info() -> Result<(), Box
     clock.set(Nanos::from_secs(960));
     let policy = Policy::from_toml(RULES, clock.clone())?;
     // The default key: the peer's IP, which tonic gives as `TcpConnectInfo`.
-    let addr = serve(RateLimitLayer::new(policy).key(ClientKey::peer_ip())).await?;
+    let addr = serve(RateLimitLayer::new(Arc::new(policy)).key(ClientKey::peer_ip())).await?;
     let mut health = client(addr).await?;
 
     for _ in 0..2 {
@@ -132,7 +133,8 @@ async fn a_denied_call_is_resource_exhausted_with_retry_info() -> Result<(), Box
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_without_a_key_is_invalid_argument() -> Result<(), BoxError> {
     let policy = Policy::from_toml(RULES, ManualClock::new())?;
-    let addr = serve(RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?)).await?;
+    let addr =
+        serve(RateLimitLayer::new(Arc::new(policy)).key(ClientKey::header("x-api-key")?)).await?;
     let mut health = client(addr).await?;
 
     let status = health
@@ -154,7 +156,7 @@ async fn a_call_without_a_key_is_invalid_argument() -> Result<(), BoxError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cost_no_limit_can_admit_is_invalid_argument() -> Result<(), BoxError> {
     let policy = Policy::from_toml(RULES, ManualClock::new())?;
-    let layer = RateLimitLayer::new(policy)
+    let layer = RateLimitLayer::new(Arc::new(policy))
         .key(ClientKey::peer_ip())
         .cost(|_| 3);
     let addr = serve(layer).await?;
@@ -178,7 +180,7 @@ async fn a_banned_call_is_permission_denied_without_retry() -> Result<(), BoxErr
         &format!("{RULES}\n[[deny]]\ncidr = \"127.0.0.0/8\"\nreason = \"no loopback callers\"\n"),
         ManualClock::new(),
     )?;
-    let addr = serve(RateLimitLayer::new(policy).key(ClientKey::peer_ip())).await?;
+    let addr = serve(RateLimitLayer::new(Arc::new(policy)).key(ClientKey::peer_ip())).await?;
     let mut health = client(addr).await?;
     let status = health.check(check()).await.expect_err("banned");
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
@@ -204,7 +206,7 @@ async fn over_tls_the_peer_key_is_read_too() -> Result<(), BoxError> {
     use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
     let policy = Policy::from_toml(RULES, ManualClock::new())?;
     let tls = ServerTlsConfig::new().identity(Identity::from_pem(CERT, KEY));
-    let layer = RateLimitLayer::new(policy);
+    let layer = RateLimitLayer::new(Arc::new(policy));
     let addr = serve_on(Server::builder().tls_config(tls)?, layer.clone()).await?;
     let tls = ClientTlsConfig::new()
         .ca_certificate(Certificate::from_pem(CERT))

@@ -432,8 +432,8 @@ async fn shadow_rules_report_but_never_block() -> TestResult {
     // off for a rule nobody enforces. Shown with `shadow_headers(true)`.
     for shown in [false, true] {
         let clock = ManualClock::starting_at(Nanos::from_secs(15));
-        let enforced = Policy::new(split.enforced.clone(), clock.clone())?;
-        let shadow = Policy::new(split.shadow.clone(), clock)?;
+        let enforced = Arc::new(Policy::new(split.enforced.clone(), clock.clone())?);
+        let shadow = Arc::new(Policy::new(split.shadow.clone(), clock)?);
         let layer = RateLimitLayer::new(enforced)
             .shadow(shadow)
             .shadow_headers(shown)
@@ -511,8 +511,8 @@ async fn shadow_split_keeps_the_lists() -> TestResult {
     "#,
     )?;
     let clock = ManualClock::starting_at(Nanos::from_secs(15));
-    let layer = RateLimitLayer::new(Policy::new(split.enforced, clock.clone())?)
-        .shadow(Policy::new(split.shadow, clock)?)
+    let layer = RateLimitLayer::new(Arc::new(Policy::new(split.enforced, clock.clone())?))
+        .shadow(Arc::new(Policy::new(split.shadow, clock)?))
         .key(ClientKey::header("x-api-key")?);
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
@@ -729,10 +729,10 @@ async fn leaky_bucket_delays_and_cancellation_refunds() -> TestResult {
     assert_eq!((stats.delayed, stats.cancelled), (1, 1));
 
     // Over the wire with real time: 10 per second, the third of a burst waits ~200 ms.
-    let policy = Policy::from_toml(
+    let policy = Arc::new(Policy::from_toml(
         "[[rules]]\nname = \"shaped\"\nlimit = 10\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n",
         MonotonicClock::new(),
-    )?;
+    )?);
     let layer = RateLimitLayer::new(policy);
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
@@ -765,8 +765,8 @@ async fn settlement_keeps_the_shadow_tiers_and_the_exempt_header() -> TestResult
             algorithm = \"fixed_window\"\n[[allow]]\nclient = \"partner\"\n";
         let shadow = "[[rules]]\nname = \"trial\"\nlimit = 50\nwindow = \"1m\"\n\
             algorithm = \"fixed_window\"\n";
-        let layer = RateLimitLayer::new(Policy::from_toml(enforced, clock.clone())?)
-            .shadow(Policy::from_toml(shadow, clock)?)
+        let layer = RateLimitLayer::new(Arc::new(Policy::from_toml(enforced, clock.clone())?))
+            .shadow(Arc::new(Policy::from_toml(shadow, clock)?))
             .shadow_headers(shown)
             .exempt_header(HeaderName::from_static("ratelimit-exempt"))
             .key(ClientKey::header("x-api-key")?)
@@ -1270,7 +1270,7 @@ async fn tier_names_an_sf_string_cannot_hold_read_alike_over_http_and_in_rate_li
             HeaderStyle::Draft11,
             HeaderStyle::Legacy,
         ] {
-            let layer = RateLimitLayer::new(FixedDecision(decision.clone()))
+            let layer = RateLimitLayer::new(Arc::new(FixedDecision(decision.clone())))
                 .key(ClientKey::header("x-api-key")?)
                 .headers(style);
             let app = Router::new()
@@ -1411,10 +1411,10 @@ async fn a_shadow_check_reads_the_endpoint_the_enforced_rules_skip() -> TestResu
     let (policy, clock) = manual_policy(
         "[[rules]]\nname = \"default\"\nlimit = 100\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
     )?;
-    let shadow = Policy::from_toml(
+    let shadow = Arc::new(Policy::from_toml(
         "[[rules]]\nname = \"a\"\nendpoint = \"/\"\nlimit = 1\nwindow = \"1m\"\nalgorithm = \"fixed_window\"\n",
         clock,
-    )?;
+    )?);
     let (named, endpoint) = counting_endpoint();
     let layer = RateLimitLayer::new(Arc::clone(&policy))
         .shadow(shadow)

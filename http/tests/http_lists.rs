@@ -19,7 +19,7 @@ use tollgate_http::{ClientKey, HeaderStyle, RateLimitLayer};
 
 #[tokio::test]
 async fn bans_are_403_with_the_reason_and_no_retry_after() -> Result<(), BoxError> {
-    let policy = Policy::from_toml(RULES, ManualClock::new())?;
+    let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
     let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
     let addr = serve(app(layer.clone())).await?;
 
@@ -92,7 +92,7 @@ async fn allowed_and_unlimited_requests_carry_no_fields_unless_asked() -> Result
 
 #[tokio::test]
 async fn on_denied_sees_the_ban_and_its_reason() -> Result<(), BoxError> {
-    let policy = Policy::from_toml(RULES, ManualClock::new())?;
+    let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
     let layer = RateLimitLayer::new(policy)
         .key(ClientKey::header("x-api-key")?)
         .on_denied(|denial| {

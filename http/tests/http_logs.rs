@@ -42,7 +42,7 @@ async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
         .finish();
     // The test's runtime is one thread: the server's tasks log through this subscriber.
     let _default = tracing::subscriber::set_default(subscriber);
-    let policy = Policy::from_toml(RULES, ManualClock::new())?;
+    let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
     let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
     let addr = serve(app(layer)).await?;
     assert_eq!(send(addr, "/", &api_key("acct_666")).await?.status, 403);

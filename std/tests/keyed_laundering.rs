@@ -352,5 +352,6 @@ fn memory_counts_the_summary() {
         extra as f64 / CAPACITY as f64
     );
     assert!(extra >= stated && extra <= stated + 256, "{extra}");
-    assert!(off.memory_bytes() as f64 / CAPACITY as f64 <= 19.3);
+    // 19.2 bytes per key, rounded up to fill one 2 MiB huge page.
+    assert!(off.memory_bytes() as f64 / CAPACITY as f64 <= 21.1);
 }

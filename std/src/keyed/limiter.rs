@@ -20,8 +20,9 @@ use crate::MonotonicClock;
 ///   evict an entry: an idle one if any is at hand (lossless), else per [`WhenFull`]. No
 ///   background thread, no `retain` calls to remember.
 /// - **Memory** is fixed: 19.2 bytes per key of capacity for integer keys (and for any key
-///   in [`KeyStorage::Fingerprint`] mode); exact mode for other keys adds one key clone and a
-///   4-byte reader count per slot. See the [module docs](crate::keyed) for sizing.
+///   in [`KeyStorage::Fingerprint`] mode), and at most 256 KiB more where that fills whole
+///   2 MiB huge pages; exact mode for other keys adds one key clone and a 4-byte reader count
+///   per slot. See the [module docs](crate::keyed) for sizing.
 ///
 /// Keys must be `'static` (owned) and are cloned only when inserted.
 ///
@@ -344,8 +345,8 @@ where
     /// ```
     /// use tollgate::{Gcra, KeyedLimiter};
     /// let limiter: KeyedLimiter<u64, Gcra> =
-    ///     KeyedLimiter::new(Gcra::per_second(10).build()?, 100_000)?;
-    /// assert!(limiter.memory_bytes() <= 20 * 100_000);
+    ///     KeyedLimiter::new(Gcra::per_second(10).build()?, 50_000)?;
+    /// assert!(limiter.memory_bytes() <= 20 * 50_000);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn memory_bytes(&self) -> usize {

@@ -1,8 +1,11 @@
 //! The keyed table's layout: its [`Geometry`] (how a capacity becomes shards and buckets), its
 //! storage ([`Slot`]: 16 bytes, four to a 64-byte [`Bucket`]), where an identity lives (its shard,
 //! its two candidate buckets, the mask of its state word, the identity that marks a slot
-//! empty), and [`advise_huge_pages`] for large tables.
+//! empty).
 
+use core::mem::size_of;
+
+use super::pages::HUGE_PAGE;
 use super::{Loc, Table};
 use crate::keyed::key::state_mask;
 use crate::keyed::KeyedBuildError;
@@ -150,6 +153,26 @@ pub(crate) const MAX_SHARDS: usize = 1024;
 const KEYS_PER_DEFAULT_SHARD: usize = 1024;
 const MAX_DEFAULT_SHARDS: usize = 64;
 
+/// The most a table's buckets grow to fill whole huge pages: an eighth of one.
+const HUGE_PAGE_FILL: usize = HUGE_PAGE / 8;
+
+/// `buckets_per_shard`, or more if that makes the `shards` shards' buckets fill whole huge
+/// pages ([`HUGE_PAGE`]) with at most [`HUGE_PAGE_FILL`] bytes more: the kernel can then
+/// back the whole table with huge pages (see [`Buckets`](super::pages::Buckets)), where a
+/// table just under a whole number of them would keep its last one in small pages (the
+/// default capacity's table, 1.83 MiB, would keep all of it). The buckets added lower the
+/// load of every shard; the capacity does not change.
+fn huge_page_filling(shards: usize, buckets_per_shard: usize) -> usize {
+    let bytes = shards * buckets_per_shard * size_of::<Bucket>();
+    let filled = bytes.next_multiple_of(HUGE_PAGE);
+    if bytes + HUGE_PAGE_FILL < HUGE_PAGE || filled - bytes > HUGE_PAGE_FILL {
+        return buckets_per_shard;
+    }
+    // Exact: `filled` is a multiple of 2 MiB, `shards` a power of two of at most 1 024,
+    // and a bucket 64 bytes.
+    filled / size_of::<Bucket>() / shards
+}
+
 /// The shape of a keyed table: `shards` (a power of two) × `buckets_per_shard` buckets of
 /// four slots, and the key quota they share.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -192,7 +215,8 @@ impl Geometry {
         let shards = pow2_floor(wanted.clamp(1, MAX_SHARDS)).min(pow2_floor(capacity));
         let per_shard = capacity.div_ceil(shards);
         let slots = (per_shard * SLOTS_PER_KEY_NUM).div_ceil(SLOTS_PER_KEY_DEN);
-        let buckets_per_shard = slots.div_ceil(BUCKET_SLOTS).max(MIN_BUCKETS);
+        let buckets_per_shard =
+            huge_page_filling(shards, slots.div_ceil(BUCKET_SLOTS).max(MIN_BUCKETS));
         // Bucket indices come from 32 hash bits and are divided with a 64-bit reciprocal,
         // exact for indices below 2³².
         if shards * buckets_per_shard > u32::MAX as usize {
@@ -236,16 +260,47 @@ mod tests {
 
     #[test]
     fn sizes_are_near_the_slot_budget() {
-        let g = Geometry::new(100_000, None).unwrap();
+        let g = Geometry::new(80_000, None).unwrap();
         assert_eq!(g.shards, 64);
         let slots = g.buckets() * BUCKET_SLOTS;
         assert!(
-            (120_000..120_000 + 64 * BUCKET_SLOTS).contains(&slots),
+            (96_000..96_000 + 64 * BUCKET_SLOTS).contains(&slots),
             "{slots}"
         );
         let bases = (0..g.shards).map(|s| g.shard_base(s)).sum::<usize>();
-        assert_eq!(bases + g.pool(), 100_000);
-        assert!(g.pool() >= 9_000);
+        assert_eq!(bases + g.pool(), 80_000);
+        assert!(g.pool() >= 7_200);
+    }
+
+    /// Buckets within an eighth of a huge page of filling whole ones are raised to fill
+    /// them; the rest keep the slot budget's size, and no capacity changes.
+    #[test]
+    fn tables_just_under_whole_huge_pages_fill_them() {
+        let bytes = |g: &Geometry| g.buckets() * size_of::<Bucket>();
+        // (capacity, the slot budget's bytes, the table's bytes)
+        let cases = [
+            // The default: 1.83 MiB, one huge page.
+            (100_000, 1_921_024, HUGE_PAGE),
+            // Under 1.75 MiB: its own size.
+            (90_000, 1_732_608, 1_732_608),
+            // 3.9 MiB: two huge pages.
+            (213_000, 4_091_904, 2 * HUGE_PAGE),
+            // 18.3 MiB: 1.7 MiB short of 20, which would add more than an eighth of one.
+            (1_000_000, 19_202_048, 19_202_048),
+        ];
+        for (capacity, budget, table) in cases {
+            let g = Geometry::new(capacity, None).unwrap();
+            let unrounded = g.shards
+                * (capacity.div_ceil(g.shards) * SLOTS_PER_KEY_NUM)
+                    .div_ceil(SLOTS_PER_KEY_DEN)
+                    .div_ceil(BUCKET_SLOTS)
+                * size_of::<Bucket>();
+            assert_eq!(
+                (unrounded, bytes(&g), g.capacity),
+                (budget, table, capacity),
+                "{capacity}"
+            );
+        }
     }
 
     #[test]
@@ -311,32 +366,4 @@ impl Bucket {
             }),
         }
     }
-}
-
-/// Below this many bytes a range holds no whole huge page worth a system call.
-const MIN_BYTES: usize = 2 << 20;
-
-/// Hints that `[start, start + len)`, a fresh allocation not yet touched, will be accessed
-/// at random and should use huge pages. Call before initialising the memory.
-#[inline]
-pub(crate) fn advise_huge_pages<T>(start: *const T, len: usize) {
-    if len < MIN_BYTES {
-        return;
-    }
-    #[cfg(all(target_os = "linux", not(miri)))]
-    {
-        const PAGE: usize = 4096;
-        // madvise wants page-aligned bounds: shrink the range to the whole pages in it, so
-        // the hint never reaches memory outside the allocation.
-        let begin = (start as usize).next_multiple_of(PAGE);
-        let end = (start as usize).saturating_add(len) & !(PAGE - 1);
-        if end > begin {
-            // SAFETY: MADV_HUGEPAGE changes neither the contents nor the protection of any
-            // page, and the range lies inside the caller's allocation. The result is
-            // ignored: a refused hint (THP disabled, old kernel) leaves small pages.
-            unsafe { libc::madvise(begin as *mut libc::c_void, end - begin, libc::MADV_HUGEPAGE) };
-        }
-    }
-    #[cfg(not(all(target_os = "linux", not(miri))))]
-    let _ = start;
 }

@@ -62,12 +62,14 @@ mod by_ident;
 mod eviction;
 mod layout;
 mod lookup;
+mod pages;
 mod shard;
 
 pub(crate) use by_ident::{Seen, Upsert};
 pub(crate) use eviction::{loss_of, Judge, Victims};
-use layout::{advise_huge_pages, single_shard_empties};
+use layout::single_shard_empties;
 pub(crate) use layout::{Bucket, Geometry, Slot, BUCKET_SLOTS};
+use pages::Buckets;
 use shard::{QuotaPool, Shard};
 
 /// Slots the idle sweep looks at per eviction (four buckets).
@@ -103,7 +105,7 @@ pub(crate) struct Loc {
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Table<K> {
-    buckets: Box<[Bucket]>,
+    buckets: Buckets,
     shard_bits: u32,
     /// `63 − shard_bits`: how far `h >> 1` shifts right to leave the shard (precomputed for
     /// `locate`).
@@ -157,7 +159,7 @@ impl<K> Table<K> {
             .map(|s| Shard::new(geometry.shard_base(s)))
             .collect();
         let mut table = Table {
-            buckets: Box::new([]),
+            buckets: Buckets::empty(),
             keys: Box::new([]),
             shards,
             pool: Box::new(QuotaPool {
@@ -177,10 +179,7 @@ impl<K> Table<K> {
             fault: None,
         };
         // Allocated, advised, then written: the hint must precede the first touch.
-        let mut buckets = Vec::with_capacity(geometry.buckets());
-        advise_huge_pages(buckets.as_ptr(), geometry.buckets() * size_of::<Bucket>());
-        buckets.extend((0..geometry.buckets()).map(|g| Bucket::new(table.empty_ident(g))));
-        table.buckets = buckets.into_boxed_slice();
+        table.buckets = Buckets::new(geometry.buckets(), |g| Bucket::new(table.empty_ident(g)));
         if mode == Mode::Exact {
             table.keys = (0..geometry.buckets() * BUCKET_SLOTS)
                 .map(|_| KeyCell::new())
@@ -284,7 +283,7 @@ impl<K> Table<K> {
     /// included.)
     pub(crate) fn memory_bytes(&self) -> usize {
         size_of::<Self>()
-            + self.buckets.len() * size_of::<Bucket>()
+            + self.buckets.bytes()
             + self.keys.len() * size_of::<KeyCell<K>>()
             + self.shards.len() * size_of::<Shard>()
             + size_of::<QuotaPool>()

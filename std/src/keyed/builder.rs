@@ -230,6 +230,11 @@ where
         if self.summary_debts > MAX_DEBTS {
             return Err(KeyedBuildError::DebtSummaryTooLarge { max: MAX_DEBTS });
         }
+        // Exact keys' cells are per slot too: only the other tables grow into huge pages.
+        let geometry = match mode {
+            Mode::Word | Mode::Fingerprint => geometry.in_huge_pages(),
+            Mode::Exact => geometry,
+        };
         let mut table = Table::new(geometry, mode, self.when_full, mask_seed);
         if self.summary_debts > 0 && self.when_full == WhenFull::Evict {
             table.enable_debt_summary(self.summary_debts);

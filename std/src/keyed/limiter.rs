@@ -21,8 +21,8 @@ use crate::MonotonicClock;
 ///   background thread, no `retain` calls to remember.
 /// - **Memory** is fixed: 19.2 bytes per key of capacity for integer keys (and for any key
 ///   in [`KeyStorage::Fingerprint`] mode), and at most 256 KiB more where that fills whole
-///   2 MiB huge pages; exact mode for other keys adds one key clone and a 4-byte reader count
-///   per slot. See the [module docs](crate::keyed) for sizing.
+///   2 MiB huge pages; exact mode for other keys (never rounded up) adds one key clone and a
+///   4-byte reader count per slot. See the [module docs](crate::keyed) for sizing.
 ///
 /// Keys must be `'static` (owned) and are cloned only when inserted.
 ///

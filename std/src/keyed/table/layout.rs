@@ -156,23 +156,6 @@ const MAX_DEFAULT_SHARDS: usize = 64;
 /// The most a table's buckets grow to fill whole huge pages: an eighth of one.
 const HUGE_PAGE_FILL: usize = HUGE_PAGE / 8;
 
-/// `buckets_per_shard`, or more if that makes the `shards` shards' buckets fill whole huge
-/// pages ([`HUGE_PAGE`]) with at most [`HUGE_PAGE_FILL`] bytes more: the kernel can then
-/// back the whole table with huge pages (see [`Buckets`](super::pages::Buckets)), where a
-/// table just under a whole number of them would keep its last one in small pages (the
-/// default capacity's table, 1.83 MiB, would keep all of it). The buckets added lower the
-/// load of every shard; the capacity does not change.
-fn huge_page_filling(shards: usize, buckets_per_shard: usize) -> usize {
-    let bytes = shards * buckets_per_shard * size_of::<Bucket>();
-    let filled = bytes.next_multiple_of(HUGE_PAGE);
-    if bytes + HUGE_PAGE_FILL < HUGE_PAGE || filled - bytes > HUGE_PAGE_FILL {
-        return buckets_per_shard;
-    }
-    // Exact: `filled` is a multiple of 2 MiB, `shards` a power of two of at most 1 024,
-    // and a bucket 64 bytes.
-    filled / size_of::<Bucket>() / shards
-}
-
 /// The shape of a keyed table: `shards` (a power of two) × `buckets_per_shard` buckets of
 /// four slots, and the key quota they share.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -215,8 +198,7 @@ impl Geometry {
         let shards = pow2_floor(wanted.clamp(1, MAX_SHARDS)).min(pow2_floor(capacity));
         let per_shard = capacity.div_ceil(shards);
         let slots = (per_shard * SLOTS_PER_KEY_NUM).div_ceil(SLOTS_PER_KEY_DEN);
-        let buckets_per_shard =
-            huge_page_filling(shards, slots.div_ceil(BUCKET_SLOTS).max(MIN_BUCKETS));
+        let buckets_per_shard = slots.div_ceil(BUCKET_SLOTS).max(MIN_BUCKETS);
         // Bucket indices come from 32 hash bits and are divided with a 64-bit reciprocal,
         // exact for indices below 2³².
         if shards * buckets_per_shard > u32::MAX as usize {
@@ -229,6 +211,27 @@ impl Geometry {
             shards,
             buckets_per_shard,
         })
+    }
+
+    /// This shape, with more buckets per shard if that makes the buckets fill whole huge
+    /// pages ([`HUGE_PAGE`]) with at most [`HUGE_PAGE_FILL`] bytes more: the kernel can then
+    /// back the whole table with huge pages (see [`Buckets`](super::pages::Buckets)), where
+    /// a table just under a whole number of them would keep its last one in small pages
+    /// (the default capacity's table, 1.83 MiB, would keep all of it). The buckets added
+    /// lower the load of every shard; the capacity does not change. For tables with nothing
+    /// else per slot (no exact keys' cells, no log slab), whose growth that bound covers.
+    pub(crate) fn in_huge_pages(self) -> Geometry {
+        let bytes = self.buckets() * size_of::<Bucket>();
+        let filled = bytes.next_multiple_of(HUGE_PAGE);
+        if bytes + HUGE_PAGE_FILL < HUGE_PAGE || filled - bytes > HUGE_PAGE_FILL {
+            return self;
+        }
+        Geometry {
+            // Exact: `filled` is a multiple of 2 MiB, `shards` a power of two of at most
+            // 1 024, and a bucket 64 bytes; more buckets than before, never fewer.
+            buckets_per_shard: filled / size_of::<Bucket>() / self.shards,
+            ..self
+        }
     }
 
     /// Total buckets.
@@ -290,14 +293,10 @@ mod tests {
         ];
         for (capacity, budget, table) in cases {
             let g = Geometry::new(capacity, None).unwrap();
-            let unrounded = g.shards
-                * (capacity.div_ceil(g.shards) * SLOTS_PER_KEY_NUM)
-                    .div_ceil(SLOTS_PER_KEY_DEN)
-                    .div_ceil(BUCKET_SLOTS)
-                * size_of::<Bucket>();
+            let huge = g.in_huge_pages();
             assert_eq!(
-                (unrounded, bytes(&g), g.capacity),
-                (budget, table, capacity),
+                (bytes(&g), bytes(&huge), huge.capacity, huge.shards),
+                (budget, table, capacity, g.shards),
                 "{capacity}"
             );
         }

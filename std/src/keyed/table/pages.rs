@@ -15,21 +15,43 @@ use super::layout::Bucket;
 /// entry's page, which Linux's transparent huge pages use.
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
-/// Buckets, fixed in number, in one allocation aligned to [`HUGE_PAGE`] if they take at
-/// least one (else to a bucket): what a `Box<[Bucket]>` is, with an alignment a `Box` of
-/// buckets cannot carry to its deallocation.
+/// Buckets of at least this many bytes are aligned to it: a huge page; under miri a small
+/// page, so that its checks of the aligned allocation and its release run on a small table.
+const ALIGNED_FROM: usize = if cfg!(miri) { 4096 } else { HUGE_PAGE };
+
+// `Buckets` hands out `&[Bucket]` to every thread and drops its buckets on any: sound while
+// a bucket is `Send + Sync` (atomics only), which this checks at compile time.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Bucket>();
+};
+
+/// Buckets, fixed in number, in one allocation aligned to [`ALIGNED_FROM`] if they take at
+/// least that many bytes (else to a bucket): what a `Box<[Bucket]>` is, with an alignment a
+/// `Box` of buckets cannot carry to its deallocation. Two words, as a `Box<[Bucket]>` is:
+/// the alignment follows from the length.
 pub(crate) struct Buckets {
-    /// `len` initialised buckets, allocated with `layout`.
+    /// `len` initialised buckets, allocated with `layout(len)`.
     start: NonNull<Bucket>,
     len: usize,
-    layout: Layout,
 }
 
 // SAFETY: `Buckets` owns its buckets as a `Box<[Bucket]>` would (nothing else points into
-// the allocation), and `Bucket` is `Send + Sync` (atomics only).
+// the allocation), and `Bucket` is `Send + Sync` (checked above).
 unsafe impl Send for Buckets {}
 // SAFETY: as above: shared access hands out `&[Bucket]` only.
 unsafe impl Sync for Buckets {}
+
+/// The allocation of `len` buckets (`None` beyond `isize::MAX` bytes, which the geometry's
+/// capacity bound rules out).
+fn layout(len: usize) -> Option<Layout> {
+    let array = Layout::array::<Bucket>(len).ok()?;
+    if array.size() >= ALIGNED_FROM {
+        array.align_to(ALIGNED_FROM).ok()
+    } else {
+        Some(array)
+    }
+}
 
 impl Buckets {
     /// No buckets (no allocation).
@@ -37,28 +59,19 @@ impl Buckets {
         Buckets {
             start: NonNull::dangling(),
             len: 0,
-            layout: Layout::new::<[Bucket; 0]>(),
         }
     }
 
     /// `len` buckets, bucket `g` being `init(g)`. Aborts, as `Box` does, if the memory
     /// cannot be had.
     pub(crate) fn new(len: usize, mut init: impl FnMut(usize) -> Bucket) -> Buckets {
-        let Ok(array) = Layout::array::<Bucket>(len) else {
+        let Some(layout) = layout(len) else {
             // The geometry's capacity bound keeps `len · 64` far below `isize::MAX`.
             unreachable!("{len} buckets: the geometry bounds their size");
         };
-        if array.size() == 0 {
+        if layout.size() == 0 {
             return Buckets::empty();
         }
-        let align = if array.size() >= HUGE_PAGE {
-            HUGE_PAGE
-        } else {
-            array.align()
-        };
-        let Ok(layout) = array.align_to(align) else {
-            unreachable!("a power-of-two alignment of 2 MiB over a valid array");
-        };
         // SAFETY: `layout` has a non-zero size (checked above).
         let raw = unsafe { std::alloc::alloc(layout) }.cast::<Bucket>();
         let Some(start) = NonNull::new(raw) else {
@@ -72,13 +85,12 @@ impl Buckets {
             // allocation (the buckets written so far need no drop: atomics only).
             unsafe { start.as_ptr().add(g).write(init(g)) };
         }
-        Buckets { start, len, layout }
+        Buckets { start, len }
     }
 
-    /// The bytes allocated (the buckets, exactly: the geometry sizes a huge-page table in
-    /// whole huge pages).
+    /// The bytes allocated: the buckets', exactly.
     pub(crate) fn bytes(&self) -> usize {
-        self.layout.size()
+        self.len * core::mem::size_of::<Bucket>()
     }
 }
 
@@ -95,27 +107,24 @@ impl Deref for Buckets {
 
 impl Drop for Buckets {
     fn drop(&mut self) {
-        if self.layout.size() == 0 {
+        let Some(layout) = layout(self.len).filter(|l| l.size() > 0) else {
             return;
-        }
+        };
         // SAFETY: the `len` buckets are initialised and dropped once, here; the memory was
-        // allocated by the global allocator with exactly `layout`.
+        // allocated by the global allocator with `layout(len)`, this `layout`.
         unsafe {
             core::ptr::drop_in_place(core::ptr::slice_from_raw_parts_mut(
                 self.start.as_ptr(),
                 self.len,
             ));
-            std::alloc::dealloc(self.start.as_ptr().cast(), self.layout);
+            std::alloc::dealloc(self.start.as_ptr().cast(), layout);
         }
     }
 }
 
 impl fmt::Debug for Buckets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Buckets")
-            .field("len", &self.len)
-            .field("align", &self.layout.align())
-            .finish()
+        f.debug_struct("Buckets").field("len", &self.len).finish()
     }
 }
 
@@ -132,8 +141,8 @@ fn advise_huge_pages<T>(start: *const T, len: usize) {
     {
         const PAGE: usize = 4096;
         // madvise wants page-aligned bounds: shrink the range to the whole pages in it, so
-        // the hint never reaches memory outside the allocation (a no-op for an allocation
-        // aligned to a huge page and sized in them, as the tables' are).
+        // the hint never reaches memory outside the allocation (a no-op for the tables'
+        // allocations of a huge page and more, which start on one).
         let begin = (start as usize).next_multiple_of(PAGE);
         let end = (start as usize).saturating_add(len) & !(PAGE - 1);
         if end > begin {
@@ -157,27 +166,32 @@ mod tests {
         Bucket::new(g as u64)
     }
 
-    // Not under miri: a minute to interpret 32 768 buckets' writes; the smaller table's
-    // test runs the same code with a smaller alignment.
+    /// The mark of every fourth bucket, as `init` wrote it.
+    fn marks(buckets: &Buckets) -> Vec<u64> {
+        buckets
+            .iter()
+            .step_by(4)
+            .map(|b| b.slots[3].ident.load(Ordering::Relaxed))
+            .collect()
+    }
+
     #[test]
-    #[cfg_attr(miri, ignore)]
     fn buckets_of_a_huge_page_and_more_start_on_one() {
-        for len in [HUGE_PAGE / 64, 3 * HUGE_PAGE / 64, HUGE_PAGE / 64 + 1] {
+        let one = ALIGNED_FROM / 64;
+        for len in [one, 3 * one, one + 1] {
             let buckets = Buckets::new(len, bucket);
-            assert_eq!(buckets.as_ptr() as usize % HUGE_PAGE, 0, "{len}");
+            assert_eq!(buckets.as_ptr() as usize % ALIGNED_FROM, 0, "{len}");
             assert_eq!((buckets.len(), buckets.bytes()), (len, len * 64));
-            // Every bucket is the one `init` made for its index.
-            for g in [0, len / 2, len - 1] {
-                assert_eq!(buckets[g].slots[3].ident.load(Ordering::Relaxed), g as u64);
-            }
+            let every_fourth: Vec<u64> = (0..len as u64).step_by(4).collect();
+            assert_eq!(marks(&buckets), every_fourth);
         }
     }
 
     #[test]
     fn smaller_tables_take_their_buckets_bytes() {
-        let buckets = Buckets::new(1000, bucket);
-        assert_eq!(buckets.as_ptr() as usize % 64, 0);
-        assert_eq!(buckets.bytes(), 64_000);
+        let buckets = Buckets::new(100, bucket);
+        assert_eq!((buckets.len(), buckets.bytes()), (100, 6_400));
+        assert_eq!(marks(&buckets), (0..100).step_by(4).collect::<Vec<u64>>());
         assert_eq!(Buckets::new(0, bucket).len(), 0);
         assert_eq!(Buckets::empty().bytes(), 0);
     }

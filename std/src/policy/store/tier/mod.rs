@@ -291,8 +291,9 @@ impl TierStore {
         self.cells.get_or_init(|| match self.algorithm {
             AnyAlgorithm::Packed(packed) => {
                 let mask_seed = fingerprint("tollgate policy state mask");
-                let mut table =
-                    Table::new(self.geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed);
+                // In whole huge pages (a log tier's slab is per slot: its table is not).
+                let geometry = self.geometry.in_huge_pages();
+                let mut table = Table::new(geometry, Mode::Fingerprint, WhenFull::Evict, mask_seed);
                 if self.launder_guard {
                     table.enable_debt_summary(self.geometry.capacity);
                 }

@@ -1,5 +1,5 @@
 //! [`Buckets`]: the memory of a table's buckets, one allocation that starts on a huge page
-//! boundary when the table fills whole huge pages, so that the kernel can back it with them
+//! boundary when the table takes at least one, so that the kernel can back it with them
 //! (one TLB entry per 2 MiB instead of 512): a check of a key the table holds then finds its
 //! bucket without a page walk, which from a cold cache (a busy server's) is one or two
 //! misses more on every check.

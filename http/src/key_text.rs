@@ -13,8 +13,9 @@ const ADDRESS_LEN: usize = 45;
 
 /// Each octet's decimal digits followed by a dot, packed little-endian into a word (the
 /// first digit in the low byte), and how many digits there are: an address is written one
-/// word store per octet. The word, by octet size (`D1` the first digit written; bytes above
-/// the dot are zero and are overwritten by the next octet or dropped):
+/// word per octet, each placed by the lengths of those before it. The word, by octet size
+/// (`D1` the first digit written; bytes above the dot are zero and are overwritten by the
+/// next octet or dropped):
 ///
 /// ```text
 ///  bits:      31..24  23..16  15..8   7..0
@@ -117,25 +118,37 @@ impl<'a> KeyText<'a> {
         match ip {
             IpAddr::V4(v4) => {
                 // One word per octet (its digits and a dot), each placed right after the
-                // last octet's digits and dot, in a register: at most 15 bytes kept
-                // ("255.255.255.255"), the last octet's dot beyond them. The text is then
-                // stored at once (see `V4Text`).
-                let mut text = 0u128;
-                let mut len = 0u32;
-                for octet in v4.octets() {
-                    let (word, digits) = OCTETS[usize::from(octet)];
-                    // `len` is at most 12 here (three octets of three digits and a dot), so
-                    // the word's four bytes end at bit 128 at the latest.
-                    text |= u128::from(word) << (len * 8);
-                    len += u32::from(digits) + 1;
-                }
+                // last octet's digits and dot, in registers: the first two octets in one
+                // 64-bit half, the last two in another, that half then placed after the
+                // first (shifts of 64-bit words: one of 128 bits costs several instructions
+                // each). At most 15 bytes are kept ("255.255.255.255"), the last octet's dot
+                // beyond them. The text is then stored at once (see `V4Text`).
+                let [a, b, c, d] = v4.octets().map(|octet| OCTETS[usize::from(octet)]);
+                // Each half: two octets of at most three digits and a dot, so 8 bytes at
+                // most, and its length in bytes.
+                let half = |(w0, d0): (u32, u8), (w1, d1): (u32, u8)| {
+                    let first = u32::from(d0) + 1;
+                    (
+                        u64::from(w0) | u64::from(w1) << (first * 8),
+                        first + u32::from(d1) + 1,
+                    )
+                };
+                let ((low, first), (high, second)) = (half(a, b), half(c, d));
+                // The second half starts `first` bytes in: 4 ("0.0.") to 8, so it is placed
+                // by a shift of 32 to 64 bits, written as two that are each under 64.
+                let shift = first * 8;
+                let words = [low | (high << (shift - 32)) << 32, high >> (64 - shift)];
                 // The last octet's dot is not part of the address.
-                let len = len - 1;
+                let len = first + second - 1;
                 // Truncation: at most 15.
                 #[allow(clippy::cast_possible_truncation)]
                 let len = len as u8;
+                let mut text = [0u8; 16];
+                let (lo, hi) = text.split_at_mut(8);
+                lo.copy_from_slice(&words[0].to_le_bytes());
+                hi.copy_from_slice(&words[1].to_le_bytes());
                 KeyText(Repr::V4 {
-                    text: V4Text(text.to_le_bytes()),
+                    text: V4Text(text),
                     len,
                 })
             }

@@ -58,6 +58,45 @@ fn metrics_count_allowed_and_denied_per_rule_under_threads() {
     assert_eq!(metered.allowed() + metered.denied(), 80);
 }
 
+/// `Metered`'s in-place forms are the inner policy's: the endpoint is named only where a
+/// rule reads it, and every check is counted once, whichever form made it.
+#[test]
+fn metered_checks_in_place_name_the_endpoint_only_where_rules_read_it() {
+    use std::cell::Cell;
+    use tollgate::policy::PolicyDecision;
+    let per_client = "[[rules]]\nname = \"default\"\nlimit = 1\nwindow = \"1m\"\n";
+    let metered = Metered::new(Policy::from_toml(per_client, ManualClock::new()).unwrap());
+    let named = Cell::new(0);
+    let endpoint = || {
+        named.set(named.get() + 1);
+        "/search"
+    };
+    let mut decision = PolicyDecision::empty();
+    metered
+        .allow_into_with("a", endpoint, 1, &mut decision)
+        .unwrap();
+    assert!(decision.allowed());
+    metered
+        .allow_into_with("a", endpoint, 1, &mut decision)
+        .unwrap();
+    assert!(!decision.allowed());
+    assert_eq!(named.get(), 0, "no rule reads the endpoint");
+    metered.allow_into("b", "/", 1, &mut decision).unwrap();
+    assert!(decision.allowed());
+    // More than the limit can ever admit: an error, not a decision, and not counted.
+    assert!(metered.allow_into("c", "/", 5, &mut decision).is_err());
+    assert_eq!((metered.allowed(), metered.denied()), (2, 1));
+    let default = metered.snapshot();
+    assert_eq!((default[0].allowed, default[0].denied), (2, 1));
+
+    metered.inner().reload_toml(RULES).unwrap();
+    metered
+        .allow_into_with("a", endpoint, 1, &mut decision)
+        .unwrap();
+    assert_eq!(named.get(), 1, "an endpoint rule reads it, once");
+    assert_eq!(metered.allowed() + metered.denied(), 4);
+}
+
 #[test]
 fn rule_ids_are_stable_across_reloads() {
     let metered = Metered::new(Policy::from_toml(RULES, ManualClock::new()).unwrap());

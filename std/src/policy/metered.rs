@@ -183,4 +183,67 @@ impl<P: PolicyCheck> PolicyCheck for Metered<P> {
             Ok(decision)
         }
     }
+
+    // The hot path's forms, each the inner policy's own, counted: a policy writes its
+    // decision in place and names the endpoint only if its rules read it; the defaults
+    // would go through `run` and name it first.
+    #[inline]
+    fn check_at(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let decision = self.inner.check_at(request, now)?;
+        self.count(&decision);
+        Ok(decision)
+    }
+
+    #[inline]
+    fn allow(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        let decision = self.inner.allow(client, endpoint, cost)?;
+        self.count(&decision);
+        Ok(decision)
+    }
+
+    #[inline]
+    fn peek(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+    ) -> Result<PolicyDecision, InsufficientCapacity> {
+        self.inner.peek(client, endpoint, cost)
+    }
+
+    #[inline]
+    fn allow_into(
+        &self,
+        client: &str,
+        endpoint: &str,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        self.inner.allow_into(client, endpoint, cost, decision)?;
+        self.count(decision);
+        Ok(())
+    }
+
+    #[inline]
+    fn allow_into_with<E: AsRef<str>>(
+        &self,
+        client: &str,
+        endpoint: impl FnOnce() -> E,
+        cost: u32,
+        decision: &mut PolicyDecision,
+    ) -> Result<(), InsufficientCapacity> {
+        self.inner
+            .allow_into_with(client, endpoint, cost, decision)?;
+        self.count(decision);
+        Ok(())
+    }
 }

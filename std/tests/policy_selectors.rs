@@ -139,6 +139,26 @@ fn selectors_that_could_never_match_are_load_errors() {
         ),
         ("endpoint = \"\"", "rules[0].endpoint", "must not be empty"),
         (
+            "endpoint = \"/search?q=1\"",
+            "rules[0].endpoint",
+            "never hold a query (`?`) or a fragment (`#`)",
+        ),
+        (
+            "endpoint = \"/files/{*path}/x\"",
+            "rules[0].endpoint",
+            "only ever a route's last segment",
+        ),
+        (
+            "endpoint = \"/users*/{*p}\"",
+            "rules[0].endpoint",
+            "a wildcard is only supported",
+        ),
+        (
+            "prefix = \"/static/{*path}\"",
+            "rules[0].prefix",
+            "nothing is below it",
+        ),
+        (
             "prefix = \"/api/*\"",
             "rules[0].prefix",
             "a wildcard is only supported",

@@ -46,16 +46,19 @@ impl EndpointSelector {
     /// # Errors
     ///
     /// [`SelectorError`] for a selector that could never match what it seems to mean: empty,
-    /// a `*` anywhere but a trailing `/*`, a `{param}` that does not close within its
-    /// segment, or a `:param` segment (axum 0.7's syntax, which axum 0.8's `MatchedPath`
-    /// never reports; it writes `{param}`).
+    /// a `*` anywhere but a trailing `/*` or axum's catch-all (`{*name}`, the last segment of
+    /// a template), a `{param}` that does not close within its segment, a `:param` segment
+    /// (axum 0.7's syntax, which axum 0.8's `MatchedPath` never reports; it writes
+    /// `{param}`), or a path (one that starts with `/`) holding a query (`?`) or fragment
+    /// (`#`), which neither a request's path nor its route template ever does. A name that
+    /// does not start with `/` (one an endpoint mapping gives) is otherwise free.
     pub fn parse(endpoint: &str) -> Result<EndpointSelector, SelectorError> {
         if let Some(prefix) = endpoint.strip_suffix("/*") {
             let prefix = format!("{prefix}/");
-            check(&prefix, endpoint)?;
+            check(&prefix, endpoint, true)?;
             return Ok(EndpointSelector::Prefix(prefix.into()));
         }
-        check(endpoint, endpoint)?;
+        check(endpoint, endpoint, false)?;
         Ok(EndpointSelector::Exact(endpoint.into()))
     }
 
@@ -63,9 +66,10 @@ impl EndpointSelector {
     ///
     /// # Errors
     ///
-    /// [`SelectorError`] as for [`parse`](Self::parse); a prefix holds no `*` at all.
+    /// [`SelectorError`] as for [`parse`](Self::parse); a prefix holds no `*` at all (a
+    /// catch-all is a template's last segment: nothing is below it).
     pub fn prefix(prefix: &str) -> Result<EndpointSelector, SelectorError> {
-        check(prefix, prefix)?;
+        check(prefix, prefix, true)?;
         Ok(EndpointSelector::Prefix(prefix.into()))
     }
 
@@ -105,8 +109,9 @@ impl fmt::Display for EndpointSelector {
     }
 }
 
-/// Refuses `text` (from the selector as `written`) if it could never match.
-fn check(text: &str, written: &str) -> Result<(), SelectorError> {
+/// Refuses `text` (from the selector as `written`; `prefix`: whether it is a prefix) if it
+/// could never match.
+fn check(text: &str, written: &str, prefix: bool) -> Result<(), SelectorError> {
     let refuse = |reason: &'static str| {
         Err(SelectorError {
             selector: written.to_owned(),
@@ -116,13 +121,15 @@ fn check(text: &str, written: &str) -> Result<(), SelectorError> {
     if text.is_empty() {
         return refuse("must not be empty (omit it to match any endpoint)");
     }
-    if text.contains('*') && !text.contains("{*") {
+    // A path or a route template (a name from an endpoint mapping may be anything else).
+    if text.starts_with('/') && text.contains(['?', '#']) {
         return refuse(
-            "a wildcard is only supported as a trailing `/*` (every endpoint below the \
-             prefix); use `prefix = \"...\"` for a prefix",
+            "a request's path and its route template never hold a query (`?`) or a \
+             fragment (`#`)",
         );
     }
-    for segment in text.split('/') {
+    let last = text.split('/').count() - 1;
+    for (i, segment) in text.split('/').enumerate() {
         if segment.starts_with(':') {
             return refuse(
                 "`:param` is axum 0.7's syntax and never matches axum 0.8's route \
@@ -141,6 +148,30 @@ fn check(text: &str, written: &str) -> Result<(), SelectorError> {
                 "a route template's parameter is one `{name}` (or `{*name}`) within a \
                  segment",
             );
+        }
+        if !segment.contains('*') {
+            continue;
+        }
+        // axum's catch-all: the whole last segment, `{*name}`, in an exact template.
+        let catch_all = segment
+            .strip_prefix("{*")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .is_some_and(|name| !name.is_empty() && !name.contains('*'));
+        if !catch_all {
+            return refuse(
+                "a wildcard is only supported as a trailing `/*` (every endpoint below the \
+                 prefix; or `prefix = \"...\"`) or as axum's catch-all, a last segment \
+                 `{*name}`",
+            );
+        }
+        if prefix {
+            return refuse(
+                "a catch-all `{*name}` is the last segment of a route template, so nothing \
+                 is below it: name the template with `endpoint`, or the prefix before it",
+            );
+        }
+        if i != last {
+            return refuse("axum's catch-all `{*name}` is only ever a route's last segment");
         }
     }
     Ok(())
@@ -188,10 +219,22 @@ mod tests {
             "/users/id}",
             "/users/{}",
             "/users/{a}{b}",
+            "/search?q=1",
+            "/a#b",
+            "/files/{*path}/x",
+            "/users*/{*p}",
+            "/files/{*}",
+            "/files/{**p}",
+            "/files/x{*p}",
+            "/files/{*path}/*",
         ] {
             assert_eq!(ok(bad), None, "{bad:?} accepted");
         }
+        // A name from an endpoint mapping (not a path) may hold what a path cannot.
+        assert_eq!(ok("search?v2"), Some(Exact("search?v2".into())));
         assert!(EndpointSelector::prefix("/api/*").is_err());
+        assert!(EndpointSelector::prefix("/static/{*path}").is_err());
+        assert!(EndpointSelector::prefix("/api?").is_err());
         assert!(EndpointSelector::prefix("").is_err());
     }
 

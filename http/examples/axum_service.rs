@@ -7,13 +7,7 @@ use axum::{routing::get, Router};
 use tollgate::{policy::Policy, MonotonicClock};
 use tollgate_http::RateLimitLayer;
 
-const RULES: &str = r#"
-[[rules]]
-name = "per-client"
-limit = 5
-window = "1s"
-burst = 10
-"#;
+const RULES: &str = r#"rules = [{ name = "per-client", limit = 5, window = "1s", burst = 10 }]"#;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,16 +16,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/", get(|| async { "hello" }))
         .layer(layer);
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:3000".into());
+    let addr = std::env::args().nth(1).unwrap_or("127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!("listening on {}", listener.local_addr()?);
     // The peer address is the default client key: serve with ConnectInfo.
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await?;
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app).await?;
     Ok(())
 }

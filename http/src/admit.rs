@@ -113,12 +113,17 @@ fn refuse(
         Ok(d) => d,
         Err(e) => {
             counters.count(Outcome::TooCostly);
-            if grpc::is_grpc(headers) {
+            if let Some(content_type) = grpc::answer_type(headers) {
                 let message = format!(
                     "request cost {cost} exceeds the most the limits can admit ({})",
                     e.max_cost
                 );
-                return Verdict::Answer(grpc::refusal(grpc::Code::InvalidArgument, &message, None));
+                return Verdict::Answer(grpc::refusal(
+                    content_type,
+                    grpc::Code::InvalidArgument,
+                    &message,
+                    None,
+                ));
             }
             return Verdict::Answer(cost_too_large(cost, e.max_cost));
         }
@@ -132,7 +137,7 @@ fn refuse(
         events::decided(decision, false);
         events::denied(decision, endpoint);
     }
-    let grpc = grpc::is_grpc(headers);
+    let grpc = grpc::answer_type(headers);
     if let Some(answer) = &shared.on_denied {
         let mut fields = HeaderMap::new();
         shared
@@ -143,10 +148,10 @@ fn refuse(
         return Verdict::Answer(answer(&denial));
     }
     let mut response = match (grpc, ban) {
-        (true, true) => grpc::permission_denied(decision),
-        (true, false) => grpc::resource_exhausted(decision),
-        (false, true) => forbidden(decision),
-        (false, false) => too_many_requests(decision),
+        (Some(content_type), true) => grpc::permission_denied(content_type, decision),
+        (Some(content_type), false) => grpc::resource_exhausted(content_type, decision),
+        (None, true) => forbidden(decision),
+        (None, false) => too_many_requests(decision),
     };
     shared
         .style

@@ -49,7 +49,7 @@ pub(crate) type DeniedFn = dyn Fn(&Denial<'_>) -> Response<Full<Bytes>> + Send +
 pub struct Denial<'a> {
     decision: &'a PolicyDecision,
     headers: HeaderMap,
-    grpc: bool,
+    grpc: Option<HeaderValue>,
     client: &'a str,
     endpoint: &'a str,
 }
@@ -72,7 +72,7 @@ impl<'a> Denial<'a> {
     pub(crate) fn new(
         decision: &'a PolicyDecision,
         mut headers: HeaderMap,
-        grpc: bool,
+        grpc: Option<HeaderValue>,
         client: &'a str,
         endpoint: &'a str,
     ) -> Denial<'a> {
@@ -128,7 +128,7 @@ impl<'a> Denial<'a> {
     /// Whether the request is a gRPC call (its client reads only a gRPC status: see
     /// [`default_response`](Self::default_response)).
     pub fn is_grpc(&self) -> bool {
-        self.grpc
+        self.grpc.is_some()
     }
 
     /// The client key the request was checked under.
@@ -146,11 +146,11 @@ impl<'a> Denial<'a> {
     /// a 403 with the reason ([`forbidden`](super::forbidden)), or `PERMISSION_DENIED`.
     pub fn default_response(&self) -> Response<Full<Bytes>> {
         let ban = self.decision.is_ban();
-        let mut response = match (self.grpc, ban) {
-            (true, true) => grpc::permission_denied(self.decision),
-            (true, false) => grpc::resource_exhausted(self.decision),
-            (false, true) => forbidden(self.decision),
-            (false, false) => too_many_requests(self.decision),
+        let mut response = match (self.grpc.clone(), ban) {
+            (Some(content_type), true) => grpc::permission_denied(content_type, self.decision),
+            (Some(content_type), false) => grpc::resource_exhausted(content_type, self.decision),
+            (None, true) => forbidden(self.decision),
+            (None, false) => too_many_requests(self.decision),
         };
         response.headers_mut().extend(self.headers.clone());
         response

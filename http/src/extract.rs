@@ -51,7 +51,9 @@ impl<'a> Head<'a> {
     /// `ConnectInfo<SocketAddr>` (from `into_make_service_with_connect_info::<SocketAddr>()`)
     /// or its `MockConnectInfo`; tonic's `TcpConnectInfo` (a tonic server over TCP or TLS,
     /// whose TLS connections carry it too, with this crate's `tonic` feature); or a bare
-    /// `SocketAddr` extension (what a plain hyper server can insert per connection).
+    /// `SocketAddr` extension (what a plain hyper server can insert per connection:
+    /// hyper-util's server inserts none, and its `HttpInfo` is its client connector's, so
+    /// `examples/hyper_service.rs` inserts the accepted connection's address itself).
     #[inline(always)]
     pub fn peer(&self) -> Option<SocketAddr> {
         use axum::extract::connect_info::{ConnectInfo, MockConnectInfo};

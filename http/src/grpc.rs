@@ -19,7 +19,10 @@
 //! `tonic-types`.
 //!
 //! A call is gRPC when its `content-type` is `application/grpc` or `application/grpc+…` /
-//! `application/grpc;…` (gRPC-Web, `application/grpc-web…`, is answered as HTTP).
+//! `application/grpc;…`, answered as `application/grpc`; or gRPC-Web
+//! (`application/grpc-web…`, `application/grpc-web-text…`), answered in the call's own
+//! content type: gRPC-Web sends a trailers-only response as headers with no body, as gRPC
+//! does, so a gRPC-Web client (or a gRPC client behind a gRPC-Web proxy) reads the status.
 
 use base64::engine::general_purpose::STANDARD_NO_PAD;
 use base64::Engine;
@@ -52,23 +55,34 @@ const MESSAGE_ESCAPES: &AsciiSet = &CONTROLS.add(b'%');
 /// The type URL of `google.rpc.RetryInfo` in a `google.protobuf.Any`.
 const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
 
-/// Whether `headers` are a gRPC call's (see the module docs).
+/// The content type to answer a call with `headers` in if it is a gRPC or gRPC-Web call
+/// (see the module docs); `None` for any other request.
 #[inline]
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(CONTENT_TYPE) else {
-        return false;
-    };
-    let Some(rest) = value.as_bytes().strip_prefix(b"application/grpc") else {
-        return false;
-    };
-    matches!(rest.first(), None | Some(b'+' | b';'))
+pub(crate) fn answer_type(headers: &HeaderMap) -> Option<HeaderValue> {
+    let value = headers.get(CONTENT_TYPE)?;
+    let rest = value.as_bytes().strip_prefix(b"application/grpc")?;
+    match rest.first() {
+        None | Some(b'+' | b';') => Some(HeaderValue::from_static("application/grpc")),
+        Some(b'-') if rest.starts_with(b"-web") => {
+            let web = &rest[b"-web".len()..];
+            let web = web.strip_prefix(b"-text").unwrap_or(web);
+            matches!(web.first(), None | Some(b'+' | b';')).then(|| value.clone())
+        }
+        Some(_) => None,
+    }
 }
 
-/// The trailers-only answer with `code` and `message`, and, for a deny, when to retry.
-pub(crate) fn refusal(code: Code, message: &str, retry: Option<Nanos>) -> Response<Full<Bytes>> {
+/// The trailers-only answer, in `content_type` (see [`answer_type`]), with `code` and
+/// `message`, and, for a deny, when to retry.
+pub(crate) fn refusal(
+    content_type: HeaderValue,
+    code: Code,
+    message: &str,
+    retry: Option<Nanos>,
+) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(CONTENT_TYPE, content_type);
     headers.insert("grpc-status", HeaderValue::from(code as u32));
     let escaped: String = utf8_percent_encode(message, MESSAGE_ESCAPES).collect();
     if let Ok(value) = HeaderValue::try_from(escaped) {
@@ -87,7 +101,10 @@ pub(crate) fn refusal(code: Code, message: &str, retry: Option<Nanos>) -> Respon
 /// The answer to a denied call: `RESOURCE_EXHAUSTED`, naming each denying rule and tier,
 /// with the decision's exact retry time in the `RetryInfo` (never 0) and rounded up to
 /// whole seconds in `retry-after`.
-pub(crate) fn resource_exhausted(decision: &PolicyDecision) -> Response<Full<Bytes>> {
+pub(crate) fn resource_exhausted(
+    content_type: HeaderValue,
+    decision: &PolicyDecision,
+) -> Response<Full<Bytes>> {
     let retry = decision.decision.retry_after.max(Nanos::new(1));
     let mut message = String::from("rate limit exceeded by ");
     for (i, t) in decision.denied_by().enumerate() {
@@ -103,18 +120,21 @@ pub(crate) fn resource_exhausted(decision: &PolicyDecision) -> Response<Full<Byt
     message.push_str("; retry in ");
     message.push_str(&retry_secs(retry).to_string());
     message.push_str(" s");
-    refusal(Code::ResourceExhausted, &message, Some(retry))
+    refusal(content_type, Code::ResourceExhausted, &message, Some(retry))
 }
 
 /// The answer to a call a deny entry or a ban refused: `PERMISSION_DENIED` with the
 /// reason (and what refused it), no retry.
-pub(crate) fn permission_denied(decision: &PolicyDecision) -> Response<Full<Bytes>> {
+pub(crate) fn permission_denied(
+    content_type: HeaderValue,
+    decision: &PolicyDecision,
+) -> Response<Full<Bytes>> {
     let message = format!(
         "refused by {}: {}",
         super::problem::refused_by(decision),
         super::problem::refusal_detail(decision)
     );
-    refusal(Code::PermissionDenied, &message, None)
+    refusal(content_type, Code::PermissionDenied, &message, None)
 }
 
 /// A serialized `google.rpc.Status { code = 1; message = 2; repeated Any details = 3 }`,
@@ -182,18 +202,34 @@ mod tests {
 
     #[test]
     fn grpc_content_types() {
-        let with = |ct: &'static str| {
+        let answer = |ct: &'static str| {
             let mut headers = HeaderMap::new();
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
-            is_grpc(&headers)
+            answer_type(&headers)
         };
-        assert!(with("application/grpc"));
-        assert!(with("application/grpc+proto"));
-        assert!(with("application/grpc;charset=utf-8"));
-        assert!(!with("application/grpc-web"));
-        assert!(!with("application/grpc-web-text"));
-        assert!(!with("application/json"));
-        assert!(!is_grpc(&HeaderMap::new()));
+        let grpc = Some(HeaderValue::from_static("application/grpc"));
+        assert_eq!(answer("application/grpc"), grpc);
+        assert_eq!(answer("application/grpc+proto"), grpc);
+        assert_eq!(answer("application/grpc;charset=utf-8"), grpc);
+        for web in [
+            "application/grpc-web",
+            "application/grpc-web+proto",
+            "application/grpc-web-text",
+            "application/grpc-web-text+proto",
+            "application/grpc-web;charset=utf-8",
+        ] {
+            assert_eq!(answer(web), Some(HeaderValue::from_static(web)), "{web}");
+        }
+        for not in [
+            "application/grpcx",
+            "application/grpc-webx",
+            "application/grpc-web-textual",
+            "application/grpc-other",
+            "application/json",
+        ] {
+            assert_eq!(answer(not), None, "{not}");
+        }
+        assert_eq!(answer_type(&HeaderMap::new()), None);
     }
 
     #[test]
@@ -234,7 +270,12 @@ mod tests {
 
     #[test]
     fn messages_are_percent_encoded() {
-        let response = refusal(Code::InvalidArgument, "50% café\n", None);
+        let response = refusal(
+            HeaderValue::from_static("application/grpc"),
+            Code::InvalidArgument,
+            "50% café\n",
+            None,
+        );
         assert_eq!(response.headers()["grpc-message"], "50%25 caf%C3%A9%0A");
         assert_eq!(response.headers()["grpc-status"], "3");
         assert_eq!(response.status(), 200);

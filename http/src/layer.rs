@@ -354,8 +354,8 @@ impl RateLimitLayer {
     }
 
     /// Shadow rules: `policy` is checked for every admitted request and its would-be
-    /// denials counted ([`LayerStats::shadow_denied`]; wrap it in
-    /// [`Metered`](tollgate::policy::Metered) for counts per rule), but it never denies,
+    /// denials counted ([`LayerStats::shadow_denied`]; per rule, with the `metrics`
+    /// feature, as `tollgate_http_rule_decisions_total{mode="shadow"}`), but it never denies,
     /// and its tiers stay out of the responses' rate-limit fields (a client that paces
     /// itself on `RateLimit` would otherwise back off for a rule nobody enforces) unless
     /// [`shadow_headers`](Self::shadow_headers) asks for them. See

@@ -27,8 +27,9 @@
 //!   trailers-only answer: `grpc-status` 8 (`RESOURCE_EXHAUSTED`) with `retry-after`, the
 //!   rate-limit fields and a `google.rpc.RetryInfo` when denied; 7 (`PERMISSION_DENIED`)
 //!   with the reason when refused by a deny entry or a ban; 3 (`INVALID_ARGUMENT`) for a
-//!   missing key or a cost no limit can admit. With the `tonic` feature the peer key reads
-//!   tonic's `TcpConnectInfo`.
+//!   missing key or a cost no limit can admit; a gRPC-Web call gets the same status in its
+//!   own content type. With the `tonic` feature the peer key reads tonic's
+//!   `TcpConnectInfo`.
 //! - The service's own answers: [`RateLimitLayer::on_denied`] (from a [`Denial`]);
 //!   requests skipped by method or path prefix ([`RateLimitLayer::skip_method`]).
 //! - Observability: `tracing` events (feature `tracing`, default) and `metrics` counters

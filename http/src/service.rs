@@ -93,8 +93,8 @@ fn no_peer_address(shared: &Shared, headers: &http::HeaderMap) -> Response<Full<
     let total = shared.counters.no_peer_address.get();
     shared.wiring_log.no_peer_address(total);
     let detail = KeyError::NoPeerAddress.to_string();
-    if grpc::is_grpc(headers) {
-        grpc::refusal(grpc::Code::Internal, &detail, None)
+    if let Some(content_type) = grpc::answer_type(headers) {
+        grpc::refusal(content_type, grpc::Code::Internal, &detail, None)
     } else {
         server_error(&detail)
     }
@@ -114,8 +114,13 @@ fn count_bad_key(shared: &Shared, e: &KeyError) {
 #[inline(never)]
 fn bad_key(shared: &Shared, headers: &http::HeaderMap, e: &KeyError) -> Response<Full<Bytes>> {
     count_bad_key(shared, e);
-    if grpc::is_grpc(headers) {
-        grpc::refusal(grpc::Code::InvalidArgument, &e.to_string(), None)
+    if let Some(content_type) = grpc::answer_type(headers) {
+        grpc::refusal(
+            content_type,
+            grpc::Code::InvalidArgument,
+            &e.to_string(),
+            None,
+        )
     } else {
         bad_request(&e.to_string())
     }

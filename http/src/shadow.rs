@@ -5,8 +5,9 @@ use tollgate::policy::{PolicyConfig, PolicyConfigError};
 
 /// A rules file split in two: the rules that are enforced and the *shadow* rules, which
 /// the layer ([`RateLimitLayer::shadow`](super::RateLimitLayer::shadow)) checks on every
-/// admitted request, counts and reports in the headers, but never lets deny. Use it to
-/// try a new limit on live traffic before enforcing it.
+/// admitted request and counts, but never lets deny, and keeps out of the responses'
+/// headers unless [`shadow_headers`](super::RateLimitLayer::shadow_headers) asks for them.
+/// Use it to try a new limit on live traffic before enforcing it.
 ///
 /// In TOML, a rule is a shadow rule with `shadow = true` (a key only this function
 /// understands: the plain [`PolicyConfig`] parser rejects it).

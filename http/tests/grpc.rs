@@ -7,6 +7,8 @@
 //! which the layer reads from tonic's `TcpConnectInfo` (the `tonic` feature), over TCP and
 //! over TLS.
 
+mod http_support;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_types::StatusExt;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use http_support::BoxError;
 
 const RULES: &str = r#"
     [[rules]]
@@ -233,5 +235,47 @@ async fn over_tls_the_peer_key_is_read_too() -> Result<(), BoxError> {
         (stats.admitted, stats.denied, stats.no_peer_address),
         (2, 1, 0)
     );
+    Ok(())
+}
+
+/// A gRPC-Web call (a browser's, or any client of a gRPC-Web proxy) that reaches the layer
+/// before anything translates it is answered as gRPC-Web answers a status: HTTP 200 in the
+/// call's own content type, the status in the headers, no body. Over real HTTP/1.1 to an
+/// axum server, binary and text forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_grpc_web_call_is_a_status_in_its_own_content_type() -> Result<(), BoxError> {
+    use axum::{routing::post, Router};
+    let policy = Policy::from_toml(RULES, ManualClock::new())?;
+    let app = Router::new()
+        .route("/grpc.health.v1.Health/Check", post(|| async { "served" }))
+        .layer(RateLimitLayer::new(Arc::new(policy)));
+    let addr = http_support::serve(app).await?;
+    for content_type in [
+        "application/grpc-web+proto",
+        "application/grpc-web-text+proto",
+    ] {
+        let call = [("content-type", content_type.as_bytes())];
+        let path = "/grpc.health.v1.Health/Check";
+        let send = || http_support::send_method(addr, http::Method::POST, path, &call);
+        // The rule's two calls are spent once, by the first form: every call of the second
+        // is denied.
+        if content_type == "application/grpc-web+proto" {
+            for _ in 0..2 {
+                assert_eq!(send().await?.body, "served");
+            }
+        }
+        let denied = send().await?;
+        assert_eq!(denied.status, http::StatusCode::OK, "{denied:?}");
+        assert_eq!(denied.header("content-type"), content_type);
+        assert_eq!(denied.header("grpc-status"), "8");
+        assert_eq!(
+            denied.header("grpc-message"),
+            "rate limit exceeded by rule 'grpc' tier 'grpc'; retry in 60 s"
+        );
+        assert_eq!(denied.header("retry-after"), "60");
+        assert!(!denied.header("grpc-status-details-bin").is_empty());
+        assert!(denied.header("ratelimit").starts_with("\"grpc\";r=0;t=60"));
+        assert_eq!(denied.body, "");
+    }
     Ok(())
 }

@@ -75,3 +75,51 @@ async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
     );
     Ok(())
 }
+
+/// A deny is one `debug` event naming the endpoint, the denying rule and tier and the retry
+/// time; a request without a usable key one naming what was wrong with it. Neither writes
+/// the client key.
+#[tokio::test]
+async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
+    let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
+    let addr = serve(app(layer)).await?;
+    assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 200);
+    assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 429);
+    assert_eq!(send(addr, "/", &[]).await?.status, 400);
+    let text = logs
+        .0
+        .lock()
+        .map(|kept| String::from_utf8_lossy(&kept).into_owned())
+        .unwrap_or_default();
+    let denials: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("DEBUG") && l.contains("request denied"))
+        .collect();
+    assert_eq!(denials.len(), 1, "{text}");
+    assert!(
+        denials[0].contains(r#"endpoint="/""#)
+            && denials[0].contains("default")
+            && denials[0].contains("retry_after_ms=60000"),
+        "{text}"
+    );
+    let bad_keys: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("DEBUG") && l.contains("no usable client key"))
+        .collect();
+    assert_eq!(bad_keys.len(), 1, "{text}");
+    assert!(
+        bad_keys[0].contains("missing client key: key header"),
+        "{text}"
+    );
+    assert!(!text.contains("acct_1"), "{text}");
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! The layer's metrics as an operator scrapes them: a real axum server with a Prometheus
 //! recorder (metrics-exporter-prometheus) serving `/metrics`, a known sequence of
 //! requests from a real hyper client and two reloads, then a scrape over HTTP, asserting
-//! every counter (the policy's reload counters included).
+//! every counter (a shadow rule's and the policy's reload counters included).
 
 mod http_support;
 
@@ -49,7 +49,11 @@ async fn a_scrape_counts_every_outcome_and_every_rules_decision() -> Result<(), 
     let handle = PrometheusBuilder::new().install_recorder()?;
     let clock = ManualClock::starting_at(Nanos::from_secs(15));
     let policy = Arc::new(Policy::from_toml(RULES, clock)?);
+    // A shadow rule, one request a minute: it would deny the second admitted request.
+    let trial = "[[rules]]\nname = \"trial\"\nlimit = 1\nwindow = \"1m\"\n";
+    let shadow = Arc::new(Policy::from_toml(trial, ManualClock::new())?);
     let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .shadow(shadow)
         .key(ClientKey::header("x-api-key")?)
         .skip_method(Method::OPTIONS)
         .skip_path_prefix("/metrics")?;
@@ -108,6 +112,21 @@ async fn a_scrape_counts_every_outcome_and_every_rules_decision() -> Result<(), 
     assert_eq!(rule("api", "denied"), Some(1.0), "{text}");
     assert_eq!(rule("search", "allowed"), Some(1.0), "{text}");
     assert_eq!(rule("search", "denied"), Some(1.0), "{text}");
+    // The shadow rule saw the two admitted requests and would have denied the second,
+    // which was served all the same.
+    assert_eq!(requests("shadow_denied"), Some(1.0), "{text}");
+    let shadow = |outcome| {
+        sample(
+            text,
+            "tollgate_http_rule_decisions_total",
+            &[("rule", "trial"), ("outcome", outcome), ("mode", "shadow")],
+        )
+    };
+    assert_eq!(
+        (shadow("allowed"), shadow("denied")),
+        (Some(1.0), Some(1.0)),
+        "{text}"
+    );
     // Each checked request's check timed once (the keyless and the skipped ones were not
     // checked), every one of them taking some time.
     let unlabelled = |name: &str| {

@@ -58,21 +58,23 @@ pub(crate) fn failed(cause: FailureCause) {
     let _ = cause;
 }
 
-/// Reports that the store with key prefix `prefix` is degraded: Redis failed by `cause`,
-/// and the failed call's keys skip it for `backoff` (told once, until it recovers).
+/// Reports that the store with key prefix `prefix` is degraded: Redis failed by `cause`
+/// (saying `error`, where it said something), and the failed call's keys skip it for
+/// `backoff` (told once, until it recovers).
 #[inline]
-pub(crate) fn degraded(prefix: &str, cause: FailureCause, backoff: Duration) {
+pub(crate) fn degraded(prefix: &str, cause: FailureCause, error: Option<&str>, backoff: Duration) {
     #[cfg(feature = "metrics")]
     metrics::gauge!("tollgate_redis_degraded", "prefix" => prefix.to_owned()).set(1.0);
     #[cfg(feature = "tracing")]
     tracing::warn!(
         prefix,
         ?cause,
+        error,
         backoff_ms = backoff.as_millis(),
         "tollgate-redis: Redis failed; the failed calls' keys are answered by the failure \
          policy, each group until its backoff ends"
     );
-    let _ = (prefix, cause, backoff);
+    let _ = (prefix, cause, error, backoff);
 }
 
 /// Reports that the store with key prefix `prefix` recovered: Redis answers, and has not

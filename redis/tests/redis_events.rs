@@ -150,8 +150,12 @@ fn a_redis_failure_is_told_once_until_it_recovers_and_every_degraded_call_counte
     assert_eq!(stats.degraded, 4, "{stats:?}");
     let told = warnings.seen();
     assert_eq!(told.len(), 1, "one warning for the backoff: {told:#?}");
+    // With what the connection said: the operator reads why, not only a cause.
     assert!(
-        told[0].contains("cause=Connection") && told[0].contains("backoff_ms=600000"),
+        told[0].contains("cause=Connection")
+            && told[0].contains("error=")
+            && told[0].to_lowercase().contains("refused")
+            && told[0].contains("backoff_ms=600000"),
         "{}",
         told[0]
     );

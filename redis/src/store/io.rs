@@ -66,7 +66,7 @@ impl Budget {
 }
 
 /// Why a script call has no answer, and whether it may have run all the same.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Failure {
     pub(super) cause: FailureCause,
     /// It may have reached the script (a timeout, a connection lost with it in flight):
@@ -75,6 +75,9 @@ pub(super) struct Failure {
     /// Not sent because its operation's earlier calls took its time ([`Budget`]): says
     /// nothing of the server, so it backs nothing off.
     pub(super) unsent: bool,
+    /// What Redis or the connection said, for the operator (`None`: the cause says it
+    /// all, as a timeout's does). Written on a failure only.
+    pub(super) error: Option<Arc<str>>,
 }
 
 impl Failure {
@@ -84,6 +87,15 @@ impl Failure {
             cause,
             maybe_ran: false,
             unsent: false,
+            error: None,
+        }
+    }
+
+    /// A failure that `error` ended before anything was sent.
+    fn before_sent(error: &redis::RedisError) -> Failure {
+        Failure {
+            error: Some(error.to_string().into()),
+            ..Failure::before(FailureCause::of(error))
         }
     }
 
@@ -93,6 +105,7 @@ impl Failure {
             cause: FailureCause::Timeout,
             maybe_ran: false,
             unsent: true,
+            error: None,
         }
     }
 
@@ -110,6 +123,7 @@ impl Failure {
                 | FailureCause::FallbackUnavailable => false,
             },
             unsent: false,
+            error: Some(error.to_string().into()),
         }
     }
 }
@@ -147,7 +161,11 @@ impl RedisStore {
             return Err(FailureCause::Backoff);
         }
         let Some(runtime) = self.runtime.as_ref() else {
-            shared.failed(call.tag, FailureCause::Connection);
+            shared.failed(
+                call.tag,
+                FailureCause::Connection,
+                Some("the store has no runtime"),
+            );
             return Err(FailureCause::Connection);
         };
         let handle = runtime.handle();
@@ -210,7 +228,7 @@ impl RedisStore {
                 Err(failure.cause)
             }
             Err(failure) => {
-                shared.failed(call.tag, failure.cause);
+                shared.failed(call.tag, failure.cause, failure.error.as_deref());
                 Err(failure.cause)
             }
         }
@@ -272,6 +290,7 @@ impl Shared {
                 cause: FailureCause::Timeout,
                 maybe_ran: true,
                 unsent: false,
+                error: None,
             }),
         }
     }
@@ -305,7 +324,7 @@ impl Shared {
                 .server_time(key, &self.counters)
                 .await
                 // `TIME` changes nothing: the call itself was not sent.
-                .map_err(|e| Failure::before(FailureCause::of(&e)))?;
+                .map_err(|e| Failure::before_sent(&e))?;
             let t1 = self.local_now();
             if self.clock.record(t0, t1, server, self.timeout_ns) {
                 return Ok(());
@@ -355,9 +374,9 @@ impl Shared {
         false
     }
 
-    /// Counts a call of hash tag `tag` that failed by `cause`, and backs off its group
-    /// unless the failure was the call's own.
-    pub(super) fn failed(&self, tag: u64, cause: FailureCause) {
+    /// Counts a call of hash tag `tag` that failed by `cause` (Redis or the connection
+    /// saying `error`), and backs off its group unless the failure was the call's own.
+    pub(super) fn failed(&self, tag: u64, cause: FailureCause, error: Option<&str>) {
         Counters::bump(&self.counters.degraded);
         self.counters.failed(cause);
         match cause {
@@ -386,7 +405,12 @@ impl Shared {
         // fails again every backoff, for each group of keys it holds).
         self.last_failure.store(now, Ordering::Relaxed);
         if !self.degraded.swap(true, Ordering::Relaxed) {
-            events::degraded(self.config.prefix(), cause, self.config.retry_backoff());
+            events::degraded(
+                self.config.prefix(),
+                cause,
+                error,
+                self.config.retry_backoff(),
+            );
         }
     }
 

@@ -39,11 +39,15 @@ pub(crate) enum LeaseReply {
     Unknown,
 }
 
+/// Why a lease call failed, and what Redis or the connection said.
+type Failed = (FailureCause, Option<Arc<str>>);
+
 /// A lease operation whose answer is still awaited (see [`RedisStore::lease_op`]).
 #[derive(Debug)]
 pub(crate) struct PendingLease {
-    /// The outcome, and why the call failed if it did (counted when it came in time).
-    rx: mpsc::Receiver<(LeaseReply, Option<FailureCause>)>,
+    /// The outcome, and why the call failed if it did and what Redis said (counted when it
+    /// came in time).
+    rx: mpsc::Receiver<(LeaseReply, Option<Failed>)>,
 }
 
 impl PendingLease {
@@ -111,7 +115,7 @@ impl RedisStore {
         runtime.handle().spawn(async move {
             let script = call.script(task.mode(op));
             let result = task.eval_for(&script, Instant::now(), SETTLE).await;
-            let cause = result.as_ref().err().map(|f| f.cause);
+            let cause = result.as_ref().err().map(|f| (f.cause, f.error.clone()));
             let reply = match result {
                 Ok(reply) => {
                     let decision = match op {
@@ -142,17 +146,21 @@ impl RedisStore {
         });
         match rx.recv_timeout(shared.config.timeout()) {
             Ok((reply, cause)) => {
-                if let Some(cause) = cause {
-                    shared.failed(tag, cause);
+                if let Some((cause, error)) = cause {
+                    shared.failed(tag, cause, error.as_deref());
                 }
                 reply
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                shared.failed(tag, FailureCause::Timeout);
+                shared.failed(tag, FailureCause::Timeout, None);
                 LeaseReply::Pending(PendingLease { rx })
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                shared.failed(tag, FailureCause::Connection);
+                shared.failed(
+                    tag,
+                    FailureCause::Connection,
+                    Some("the lease's call was lost"),
+                );
                 LeaseReply::Unknown
             }
         }

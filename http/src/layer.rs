@@ -304,6 +304,30 @@ impl RateLimitLayer {
         self.with(|s| s.skip.method(method))
     }
 
+    /// Checks only requests whose method is one of `methods` (with those of earlier calls):
+    /// requests of every other method pass unchecked, as
+    /// [`skip_method`](Self::skip_method)'s do (an empty list checks none).
+    /// `tower_governor`'s `.methods(..)`. A method both limited and skipped is skipped.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::Method;
+    /// use tollgate::{policy::Policy, MonotonicClock};
+    /// use tollgate_http::RateLimitLayer;
+    /// let policy = Policy::from_toml(
+    ///     "[[rules]]\nname = \"writes\"\nlimit = 10\nwindow = \"1s\"\n",
+    ///     MonotonicClock::new(),
+    /// )?;
+    /// // Writes are limited; GET, HEAD, OPTIONS and the rest pass.
+    /// let layer = RateLimitLayer::new(Arc::new(policy))
+    ///     .limit_methods([Method::POST, Method::PUT, Method::PATCH, Method::DELETE]);
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limit_methods(self, methods: impl IntoIterator<Item = Method>) -> RateLimitLayer {
+        self.with(|s| s.skip.only_methods(methods))
+    }
+
     /// Passes requests whose path is `prefix` or below it on unchecked, as
     /// [`skip_method`](Self::skip_method) does. A prefix matches whole segments: `/health`
     /// matches `/health` and `/health/live`, not `/healthz`; one ending in `/` matches

@@ -1,6 +1,6 @@
 //! [`Skip`]: the requests a layer passes on without a check — by method (CORS preflight
-//! `OPTIONS`, say) or by path prefix (health checks, metrics) — and [`PrefixError`], a
-//! prefix no request path can start with.
+//! `OPTIONS`, say, or every method but those the layer limits) or by path prefix (health
+//! checks, metrics) — and [`PrefixError`], a prefix no request path can start with.
 
 use core::fmt;
 
@@ -18,6 +18,8 @@ use super::Head;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Skip {
     methods: Vec<Method>,
+    /// The only methods checked, if the layer names them (every other one passes).
+    only: Option<Vec<Method>>,
     /// Each an [`EndpointSelector::Prefix`], matched against the request's path.
     prefixes: Vec<EndpointSelector>,
 }
@@ -26,6 +28,17 @@ impl Skip {
     pub(crate) fn method(&mut self, method: Method) {
         if !self.methods.contains(&method) {
             self.methods.push(method);
+        }
+    }
+
+    /// Checks requests with one of `methods` (and those named before) and lets those of
+    /// every method not so named pass: none named, none checked.
+    pub(crate) fn only_methods(&mut self, methods: impl IntoIterator<Item = Method>) {
+        let only = self.only.get_or_insert_with(Vec::new);
+        for method in methods {
+            if !only.contains(&method) {
+                only.push(method);
+            }
         }
     }
 
@@ -56,15 +69,20 @@ impl Skip {
 
     /// Whether no request passes unchecked.
     pub(crate) fn is_empty(&self) -> bool {
-        self.methods.is_empty() && self.prefixes.is_empty()
+        self.methods.is_empty() && self.only.is_none() && self.prefixes.is_empty()
     }
 
     /// Whether the request with `head` passes unchecked.
     pub(crate) fn matches(&self, head: &Head<'_>) -> bool {
-        self.methods.contains(head.method) || {
-            let path = head.uri.path();
-            self.prefixes.iter().any(|p| p.matches(path))
-        }
+        self.methods.contains(head.method)
+            || self
+                .only
+                .as_ref()
+                .is_some_and(|only| !only.contains(head.method))
+            || {
+                let path = head.uri.path();
+                self.prefixes.iter().any(|p| p.matches(path))
+            }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The responses a service controls, over a real axum server and hyper client on
-//! loopback: skipped methods and path prefixes (no check, no headers, no cost), and
-//! denials answered by the service's own closure.
+//! loopback: skipped methods and path prefixes (no check, no headers, no cost), limited
+//! methods (every other skipped), and denials answered by the service's own closure.
 
 mod http_support;
 
@@ -80,6 +80,73 @@ async fn skipped_requests_are_unchecked_unheaded_and_free() -> TestResult {
         (30, 2, 1, 1)
     );
     Ok(())
+}
+
+/// `limit_methods` checks the methods it names and lets every other pass as a skipped
+/// one does: `tower_governor`'s `.methods(..)`.
+#[tokio::test]
+async fn only_the_limited_methods_are_checked() -> TestResult {
+    use axum::routing::post;
+    let policy = policy()?;
+    let layer = RateLimitLayer::new(Arc::clone(&policy))
+        .key(ClientKey::header("x-api-key")?)
+        .limit_methods([Method::POST, Method::DELETE])
+        .skip_method(Method::DELETE);
+    let app = Router::new()
+        .route(
+            "/",
+            get(|| async { "read" })
+                .merge(post(|| async { "wrote" }))
+                .merge(axum::routing::delete(|| async { "gone" })),
+        )
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let key: &[(&str, &[u8])] = &[("x-api-key", b"acct_1")];
+    // Reads, keyless or not, as many as wanted: unchecked, no fields.
+    for _ in 0..4 {
+        for headers in [key, &[]] {
+            let reply = send(addr, "/", headers).await?;
+            assert_eq!(
+                (reply.status, reply.body.as_str()),
+                (StatusCode::OK, "read")
+            );
+            assert_eq!(reply.header("ratelimit"), "");
+        }
+    }
+    // Writes spend the allowance of two, then are denied; a keyless write is refused.
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let reply = send_method(addr, Method::POST, "/", key).await?;
+        got.push(reply.status.as_u16());
+    }
+    assert_eq!(got, [200, 200, 429]);
+    let keyless = send_method(addr, Method::POST, "/", &[]).await?;
+    assert_eq!(keyless.status, StatusCode::BAD_REQUEST);
+    // Limited and skipped: skipped.
+    let gone = send_method(addr, Method::DELETE, "/", key).await?;
+    assert_eq!(
+        (gone.status, gone.header("ratelimit")),
+        (StatusCode::OK, "")
+    );
+    let stats = layer.stats();
+    assert_eq!(
+        (stats.skipped, stats.admitted, stats.denied, stats.bad_key),
+        (9, 2, 1, 1)
+    );
+    // No method named: none checked (a layer that names none at all checks every one).
+    let all = in_process_layer_checks(RateLimitLayer::new(Arc::clone(&policy))).await?;
+    let none = in_process_layer_checks(RateLimitLayer::new(policy).limit_methods([])).await?;
+    assert_eq!((all, none), (true, false));
+    Ok(())
+}
+
+/// Whether `layer` checks a GET: called in process, it answers one with rate-limit fields.
+async fn in_process_layer_checks(layer: RateLimitLayer) -> Result<bool, BoxError> {
+    use tower::ServiceExt;
+    let mut request = http_support::from_peer([192, 0, 2, 1]);
+    *request.method_mut() = Method::GET;
+    let response = http_support::in_process(&layer).oneshot(request).await?;
+    Ok(response.headers().contains_key("ratelimit"))
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redis_support::server::RedisServer;
-use tollgate::policy::{FnClock, Policy};
+use tollgate::policy::{FnClock, Policy, RateLimitHeaders};
 use tollgate::Nanos;
 use tollgate_redis::{
     FailurePolicy, LeaseConfig, LeasedStore, RedisConfig, RedisStore, RedisTarget, TimeSource,
@@ -330,4 +330,73 @@ fn a_failure_policys_answer_never_counts_the_lease_in_hand() {
         "{} left of 1000",
         peeked.remaining()
     );
+}
+
+/// The integer parameter `key` of the first item of a `RateLimit-Policy` or `RateLimit`
+/// field (`"name";k=V;k=V, …`).
+fn param(field: &str, key: &str) -> Option<u64> {
+    let first = field.split(", ").next()?;
+    first
+        .split(';')
+        .skip(1)
+        .find_map(|p| p.split_once('=').filter(|(k, _)| *k == key))
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+/// The headers of a leased store's decisions never contradict each other: `r ≤ q` on every
+/// response of a trace that drains each leasable algorithm's tier and lets it refill part
+/// way, whatever the lease in hand (the in-process and Redis stores' decisions are those of
+/// the in-process store, whose headers `policy_headers.rs` pins for every algorithm).
+#[test]
+fn a_leased_stores_remaining_never_exceeds_the_advertised_quota() {
+    let server = RedisServer::start();
+    for (algorithm, extra, q) in [
+        ("fixed_window", "", 5),
+        ("sliding_window_counter", "", 5),
+        ("sliding_window_log", "", 5),
+        ("gcra", "burst = 10", 10),
+        ("token_bucket", "burst = 10", 10),
+    ] {
+        let rules = format!(
+            "[[rules]]\nname = \"t\"\nper = \"global\"\nlimit = 5\nwindow = \"1m\"\n\
+             algorithm = \"{algorithm}\"\n{extra}\n"
+        );
+        let clock = tollgate::ManualClock::starting_at(Nanos::from_secs(1_800_000_000));
+        let policy = Policy::from_toml(&rules, clock.clone()).unwrap().store(
+            LeasedStore::new(
+                redis(
+                    &server,
+                    &format!("advertised-{algorithm}"),
+                    TimeSource::Client,
+                ),
+                lease_config().with_hot_rate(1),
+            )
+            .unwrap(),
+        );
+        let mut denied = 0;
+        for step in 0..40 {
+            let d = policy.allow("c", "/", 1).unwrap();
+            denied += u32::from(!d.allowed());
+            let headers = RateLimitHeaders::from_policy_decision(&d);
+            let field = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_owned())
+                    .unwrap_or_default()
+            };
+            let case = format!("{algorithm}, step {step}");
+            assert_eq!(param(&field("RateLimit-Policy"), "q"), Some(q), "{case}");
+            let r = param(&field("RateLimit"), "r");
+            assert!(r.is_some_and(|r| r <= q), "{case}: r = {r:?}");
+            let pause = if step % 8 == 7 { 20 } else { 0 };
+            clock.advance(Nanos::from_millis(100 + pause * 1_000));
+        }
+        assert!(denied > 0, "{algorithm}: the trace never drained the tier");
+        let stats = policy.backend().stats();
+        assert!(
+            stats.local_checks > 0,
+            "{algorithm}: nothing from a lease: {stats:?}"
+        );
+    }
 }

@@ -2,9 +2,11 @@
 //! no I/O, no clock.
 //!
 //! - `RateLimit-Policy` and `RateLimit`, per the IETF httpapi draft
-//!   `draft-ietf-httpapi-ratelimit-headers-10`: each is a structured-field List of Items
-//!   whose value is the policy name as an sf-string, with parameters. `RateLimit-Policy`
-//!   items carry `q` (the quota, required) and `w` (the window in whole seconds, never 0);
+//!   `draft-ietf-httpapi-ratelimit-headers-10` (`tollgate-http`'s layer writes draft-11 by
+//!   default: the same items with a `pk` partition key): each is a structured-field List of
+//!   Items whose value is the policy name as an sf-string, with parameters. `RateLimit-Policy`
+//!   items carry `q` (the quota the policy allocates, required) and `w` (the time window
+//!   it is for, in whole seconds, never 0: see `advertised` in `tier.rs` for a bucket's);
 //!   `RateLimit` items carry `r` (remaining quota units, required) and `t` (seconds until
 //!   more quota is available). Items are joined with `", "` (the canonical serialization).
 //! - Legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (delta

@@ -48,6 +48,9 @@ pub(super) trait Check: Send + Sync {
         false
     }
 
+    /// [`PolicyCheck::names_route_templates`].
+    fn names_route_templates(&self) -> bool;
+
     /// [`run_now`](Self::run_now) as a future owning what it needs. By default the
     /// blocking answer, ready (a shadow or in-process policy next to an awaited one).
     fn run(self: Arc<Self>, op: Op, client: String, endpoint: String, cost: u32) -> Answer {
@@ -58,6 +61,10 @@ pub(super) trait Check: Send + Sync {
 }
 
 impl<P: PolicyCheck + Send> Check for P {
+    fn names_route_templates(&self) -> bool {
+        PolicyCheck::names_route_templates(self)
+    }
+
     #[inline]
     fn check_now<'e>(
         &self,
@@ -105,6 +112,10 @@ impl<P: PolicyCheck + Send + 'static> Check for Awaited<P> {
 
     fn awaited(&self) -> bool {
         true
+    }
+
+    fn names_route_templates(&self) -> bool {
+        self.0.names_route_templates()
     }
 
     fn run(self: Arc<Self>, op: Op, client: String, endpoint: String, cost: u32) -> Answer {

@@ -10,6 +10,7 @@
 //! | a refusal (a deny entry or a ban) | `debug`: the endpoint, the entry or rule by its place in the rules file (`deny[0]`, `rules[2]`), its kind and its reason | |
 //! | a missing or malformed key | `debug`: what is wrong | |
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
+//! | rules that select by route template, on a layer that names requests by raw path (outside a router, or before any request matched a route) | `warn` naming the fix, at most once a minute | |
 //! | how long the policy took to decide a checked request (awaited or not; the endpoint's lookup included when the rules read it) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
 //!
 //! `delayed` and `shadow_denied` requests are also `admitted`, and so are `cancelled` ones
@@ -18,9 +19,12 @@
 //! Client keys are never logged or used as labels (they are unbounded, and often
 //! personal).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tollgate::policy::PolicyDecision;
 use tollgate::{Gcra, RateLimiter};
 
+use super::check::Check;
 use super::error::KeyError;
 use super::stats::Outcome;
 
@@ -140,10 +144,15 @@ impl core::fmt::Display for DeniedBy<'_> {
     }
 }
 
-/// At most one wiring-error event per minute, a burst of one: the first request that
-/// meets the error logs it at once.
+/// At most one wiring-error event per minute of each kind, a burst of one: the first
+/// request that meets the error logs it at once.
 pub(crate) struct WiringLog {
     limiter: RateLimiter<Gcra>,
+    /// When a request named by its raw path next asks whether the rules name templates.
+    raw_path: RateLimiter<Gcra>,
+    /// Whether a request of this layer has been named by axum's `MatchedPath`: the layer
+    /// is inside a router, and a request named by its raw path is one no route matched.
+    routed: AtomicBool,
 }
 
 impl WiringLog {
@@ -155,7 +164,43 @@ impl WiringLog {
         };
         WiringLog {
             limiter: RateLimiter::new(ONCE_A_MINUTE),
+            raw_path: RateLimiter::new(ONCE_A_MINUTE),
+            routed: AtomicBool::new(false),
         }
+    }
+
+    /// A request was named by axum's `MatchedPath`.
+    #[inline]
+    pub(crate) fn routed(&self) {
+        // Relaxed: a hint for the warning below, publishing nothing.
+        if !self.routed.load(Ordering::Relaxed) {
+            self.routed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A request was named by its raw path, which no route template matches: unless a
+    /// request of this layer has been routed (a router's unmatched request), asks `policy`
+    /// at most once a minute whether its rules name route templates, and if they do warns
+    /// that those rules never match here, naming the fix.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn named_by_raw_path(&self, policy: &dyn Check) {
+        // Relaxed: see `routed`.
+        let unrouted = !self.routed.load(Ordering::Relaxed)
+            && self.raw_path.check().allowed
+            && policy.names_route_templates();
+        #[cfg(feature = "tracing")]
+        if unrouted {
+            tracing::warn!(
+                "tollgate-http: rules select endpoints by route template (`/users/{{id}}`), \
+                 but this layer names requests by their raw path, which a template never \
+                 matches: outside an axum Router (a hyper or tonic service, or with \
+                 Endpoint::raw_path()) select by path (`/users/*`, `prefix = \"/users/\"`) \
+                 instead; inside a router, no request has matched a route yet"
+            );
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = unrouted;
     }
 
     /// A request met [`KeyError::NoPeerAddress`]: logs it as an error naming the fix,

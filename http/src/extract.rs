@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use http::{Extensions, HeaderMap, HeaderName, Method, Request, Uri};
 
+use super::layer::Shared;
 use super::{IpPrefix, KeyError, KeyText, TrustedProxies};
 
 /// The parts of a request the layer's extractors may read: method, URI, headers and
@@ -190,37 +191,56 @@ impl Endpoint {
     /// The endpoint of the request `head` (borrowed where it can be).
     #[inline]
     pub fn extract<'a>(&'a self, head: &Head<'a>) -> Cow<'a, str> {
+        self.name(head).0
+    }
+
+    /// [`extract`](Self::extract), and how the name was found.
+    #[inline]
+    pub(crate) fn name<'a>(&'a self, head: &Head<'a>) -> (Cow<'a, str>, Naming) {
         let found = match &self.source {
             EndpointSource::MatchedPath => head
                 .extensions
                 .get::<axum::extract::MatchedPath>()
-                .map(|m| Cow::Borrowed(m.as_str())),
-            EndpointSource::RawPath => Some(Cow::Borrowed(head.uri.path())),
-            EndpointSource::Constant(c) => Some(Cow::Borrowed(&**c)),
-            EndpointSource::Custom(f) => f(head).map(Cow::Owned),
+                .map(|m| (Cow::Borrowed(m.as_str()), Naming::Routed)),
+            EndpointSource::RawPath => Some((Cow::Borrowed(head.uri.path()), Naming::RawPath)),
+            EndpointSource::Constant(c) => Some((Cow::Borrowed(&**c), Naming::Given)),
+            EndpointSource::Custom(f) => f(head).map(|name| (Cow::Owned(name), Naming::Given)),
         };
         found.unwrap_or_else(|| match &self.fallback {
-            Fallback::RawPath => Cow::Borrowed(head.uri.path()),
-            Fallback::Constant(c) => Cow::Borrowed(&**c),
+            Fallback::RawPath => (Cow::Borrowed(head.uri.path()), Naming::RawPath),
+            Fallback::Constant(c) => (Cow::Borrowed(&**c), Naming::Given),
         })
     }
 }
 
+/// How [`Endpoint::name`] named a request's endpoint.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Naming {
+    /// By axum's `MatchedPath`: a route template.
+    Routed,
+    /// By the raw path, which no route template matches.
+    RawPath,
+    /// By a constant or the service's own mapping.
+    Given,
+}
+
 /// A request's endpoint, named on first use and kept: the policy asks for it only if its
 /// rules select by endpoint, and the layer only on a path that reports or keeps it (a
-/// denial, a charge, a shadow check).
+/// denial, a charge, a shadow check). Named by the raw path, it tells the layer's
+/// [`WiringLog`](super::events::WiringLog), which warns if route-template rules cannot
+/// match (see `WiringLog::named_by_raw_path`).
 pub(crate) struct Named<'a> {
-    endpoint: &'a Endpoint,
+    shared: &'a Shared,
     head: &'a Head<'a>,
     name: OnceCell<Cow<'a, str>>,
 }
 
 impl<'a> Named<'a> {
-    /// The endpoint of `head` under `endpoint`, not named yet.
+    /// The endpoint of `head` under the layer configured as `shared`, not named yet.
     #[inline]
-    pub(crate) fn new(endpoint: &'a Endpoint, head: &'a Head<'a>) -> Named<'a> {
+    pub(crate) fn new(shared: &'a Shared, head: &'a Head<'a>) -> Named<'a> {
         Named {
-            endpoint,
+            shared,
             head,
             name: OnceCell::new(),
         }
@@ -229,14 +249,25 @@ impl<'a> Named<'a> {
     /// The endpoint, named on the first call.
     #[inline]
     pub(crate) fn get(&self) -> &str {
-        self.name.get_or_init(|| self.endpoint.extract(self.head))
+        self.name.get_or_init(|| {
+            let (name, naming) = self.shared.endpoint.name(self.head);
+            match naming {
+                Naming::Routed => self.shared.wiring_log.routed(),
+                Naming::RawPath => self
+                    .shared
+                    .wiring_log
+                    .named_by_raw_path(&*self.shared.policy),
+                Naming::Given => {}
+            }
+            name
+        })
     }
 
     /// The endpoint, owned.
     pub(crate) fn into_owned(self) -> String {
         match self.name.into_inner() {
             Some(name) => name.into_owned(),
-            None => self.endpoint.extract(self.head).into_owned(),
+            None => self.shared.endpoint.extract(self.head).into_owned(),
         }
     }
 }

@@ -170,7 +170,7 @@ where
                 },
             };
             // Named only where it is read (see `Named`).
-            let endpoint = Named::new(&shared.endpoint, &head);
+            let endpoint = Named::new(shared, &head);
             let cost = shared.cost.as_ref().map_or(1, |f| f(&head));
             let timer = events::CheckTimer::start();
             if shared.awaited {

@@ -1,5 +1,6 @@
 //! What the layer logs, read back through a `tracing` subscriber over a real axum server on
-//! loopback: a refusal names the rules file's entry, never a client key. Its own test
+//! loopback: a refusal names the rules file's entry, never a client key; denials and bad
+//! keys at `debug`; route-template rules a layer cannot match, at `warn`. Its own test
 //! binary, so that no other test's events race the subscriber's registration.
 
 mod http_support;
@@ -121,5 +122,81 @@ async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
         "{text}"
     );
     assert!(!text.contains("acct_1"), "{text}");
+    Ok(())
+}
+
+/// Rules that select by route template on a layer that names requests by their raw path
+/// (outside a router: here called in process, as a plain hyper service is, with no
+/// `MatchedPath`) can never match: one `warn` says so and names the fix, at most once a
+/// minute. Inside a router, once a request has matched a route, an unmatched request's raw
+/// path is no such sign; rules without a template never warn.
+#[tokio::test]
+async fn template_rules_a_layer_cannot_match_are_warned_about() -> Result<(), BoxError> {
+    use axum::routing::get;
+    use tower::ServiceExt;
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let warnings = || {
+        logs.0
+            .lock()
+            .map(|kept| {
+                String::from_utf8_lossy(&kept)
+                    .matches("route template")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let templates =
+        "[[rules]]\nname = \"users\"\nendpoint = \"/users/{id}\"\nlimit = 5\nwindow = \"1m\"\n";
+    let plain =
+        "[[rules]]\nname = \"users\"\nendpoint = \"/users/*\"\nlimit = 5\nwindow = \"1m\"\n";
+    let layer = |rules: &str| -> Result<RateLimitLayer, BoxError> {
+        Ok(RateLimitLayer::new(Arc::new(Policy::from_toml(
+            rules,
+            ManualClock::new(),
+        )?)))
+    };
+    let call = |layer: &RateLimitLayer| {
+        let mut request = http_support::from_peer([192, 0, 2, 1]);
+        *request.uri_mut() = http::Uri::from_static("/users/42");
+        http_support::in_process(layer).oneshot(request)
+    };
+
+    // Outside a router: warned once, however many requests.
+    let outside = layer(templates)?;
+    for _ in 0..3 {
+        call(&outside).await?;
+    }
+    assert_eq!(warnings(), 1);
+    // Rules by prefix match raw paths: nothing to warn about.
+    let by_prefix = layer(plain)?;
+    call(&by_prefix).await?;
+    assert_eq!(warnings(), 1);
+
+    // Inside a router: a matched route first, then an unmatched request.
+    let app = axum::Router::new()
+        .route("/users/{id}", get(|| async { "user" }))
+        .layer(layer(templates)?);
+    let addr = serve(app).await?;
+    assert_eq!(send(addr, "/users/42", &[]).await?.status, 200);
+    assert_eq!(send(addr, "/nowhere", &[]).await?.status, 404);
+    assert_eq!(
+        warnings(),
+        1,
+        "a router's unmatched request is not a wiring error"
+    );
+    // A router whose first request matches no route cannot tell yet: it says so.
+    let app = axum::Router::new()
+        .route("/users/{id}", get(|| async { "user" }))
+        .layer(layer(templates)?);
+    let addr = serve(app).await?;
+    assert_eq!(send(addr, "/nowhere", &[]).await?.status, 404);
+    assert_eq!(warnings(), 2);
     Ok(())
 }

@@ -42,6 +42,14 @@ pub trait PolicyCheck: Sync {
     /// The policy's clock.
     fn now(&self) -> Nanos;
 
+    /// Whether the rules in force select endpoints by route template
+    /// ([`RuleSet::names_route_templates`](super::RuleSet::names_route_templates)): a
+    /// caller that names endpoints by raw path can tell its operator those rules never
+    /// match. `false` unless the policy says otherwise.
+    fn names_route_templates(&self) -> bool {
+        false
+    }
+
     /// Runs `op` for `request` at `now` on every tier it matches, blocking until the store
     /// answers: [`Op::Check`] all or nothing, [`Op::Peek`] consuming nothing, [`Op::Refund`]
     /// giving `request.cost` back (a request admitted but not served), [`Op::Charge`]
@@ -405,6 +413,10 @@ macro_rules! forward_policy_check {
         impl<P: PolicyCheck + ?Sized $(+ $extra)?> PolicyCheck for $pointer {
             fn now(&self) -> Nanos {
                 (**self).now()
+            }
+
+            fn names_route_templates(&self) -> bool {
+                (**self).names_route_templates()
             }
 
             #[inline]

@@ -594,6 +594,10 @@ impl<C: Clock + Sync, S: Store> PolicyCheck for Policy<C, S> {
         self.clock.now()
     }
 
+    fn names_route_templates(&self) -> bool {
+        self.published.enter().names_route_templates()
+    }
+
     #[inline]
     fn run(
         &self,

@@ -158,6 +158,10 @@ impl<P: PolicyCheck> PolicyCheck for Metered<P> {
         self.inner.now()
     }
 
+    fn names_route_templates(&self) -> bool {
+        self.inner.names_route_templates()
+    }
+
     fn run(
         &self,
         op: Op,

@@ -234,6 +234,15 @@ impl RuleSet {
         self.endpoints
     }
 
+    /// Whether any rule selects endpoints by route template (`endpoint = "/users/{id}"`):
+    /// names that only axum's `MatchedPath` gives, never a raw path.
+    pub fn names_route_templates(&self) -> bool {
+        self.rules.iter().any(|rule| {
+            rule.endpoint()
+                .is_some_and(EndpointSelector::is_route_template)
+        })
+    }
+
     /// Whether the set has any list entry or special rule (else no check needs to look
     /// for one).
     #[inline(always)]

@@ -91,6 +91,20 @@ impl EndpointSelector {
         }
     }
 
+    /// Whether it names a route template (a `{param}` in a segment): what axum's
+    /// `MatchedPath` reports, and never a request's raw path.
+    ///
+    /// ```
+    /// use tollgate::policy::EndpointSelector;
+    /// assert!(EndpointSelector::parse("/users/{id}")?.is_route_template());
+    /// assert!(EndpointSelector::prefix("/users/{id}/")?.is_route_template());
+    /// assert!(!EndpointSelector::parse("/users/*")?.is_route_template());
+    /// # Ok::<(), tollgate::policy::SelectorError>(())
+    /// ```
+    pub fn is_route_template(&self) -> bool {
+        self.as_str().contains('{')
+    }
+
     /// The name or prefix, as the selector holds it.
     pub fn as_str(&self) -> &str {
         match self {

@@ -391,6 +391,10 @@ impl<P: PolicyCheck, S: Store> PolicyCheck for AdaptivePenalty<P, S> {
         self.inner.now()
     }
 
+    fn names_route_templates(&self) -> bool {
+        self.inner.names_route_templates()
+    }
+
     fn run(
         &self,
         op: Op,

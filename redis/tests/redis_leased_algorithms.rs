@@ -375,6 +375,17 @@ fn a_leased_stores_remaining_never_exceeds_the_advertised_quota() {
         );
         let mut denied = 0;
         for step in 0..40 {
+            if step == 2 {
+                // Hot now: the lease is asked for in the background; the trace goes on
+                // once it is in hand, so that its decisions come from it (a loaded host
+                // may take a while).
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while policy.backend().stats().held_permits == 0 {
+                    assert!(Instant::now() < deadline, "{algorithm}: no lease came");
+                    policy.peek("c", "/", 1).unwrap();
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             let d = policy.allow("c", "/", 1).unwrap();
             denied += u32::from(!d.allowed());
             let headers = RateLimitHeaders::from_policy_decision(&d);

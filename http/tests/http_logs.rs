@@ -30,19 +30,34 @@ impl std::io::Write for Logs {
     }
 }
 
+impl Logs {
+    /// Keeps what this thread logs at `level` and above until the guard drops (a test's
+    /// runtime is one thread: the server's tasks log through it too).
+    fn capture(level: tracing::Level) -> (Logs, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// What was written so far.
+    fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|kept| String::from_utf8_lossy(&kept).into_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// A refusal is logged by the entry's place in the rules file, its kind and reason; the
 /// client key a deny entry names is never written (nor the key of the request).
 #[tokio::test]
 async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    // The test's runtime is one thread: the server's tasks log through this subscriber.
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (logs, _default) = Logs::capture(tracing::Level::DEBUG);
     let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
     let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
     let addr = serve(app(layer)).await?;
@@ -51,11 +66,7 @@ async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
         send(addr, "/v0/users", &api_key("acct_7")).await?.status,
         403
     );
-    let text = logs
-        .0
-        .lock()
-        .map(|kept| String::from_utf8_lossy(&kept).into_owned())
-        .unwrap_or_default();
+    let text = logs.text();
     let refusals: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("request refused"))
@@ -82,25 +93,14 @@ async fn refusals_are_logged_without_the_client_key() -> Result<(), BoxError> {
 /// the client key.
 #[tokio::test]
 async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (logs, _default) = Logs::capture(tracing::Level::DEBUG);
     let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
     let layer = RateLimitLayer::new(policy).key(ClientKey::header("x-api-key")?);
     let addr = serve(app(layer)).await?;
     assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 200);
     assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 429);
     assert_eq!(send(addr, "/", &[]).await?.status, 400);
-    let text = logs
-        .0
-        .lock()
-        .map(|kept| String::from_utf8_lossy(&kept).into_owned())
-        .unwrap_or_default();
+    let text = logs.text();
     let denials: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("DEBUG") && l.contains("request denied"))
@@ -134,14 +134,7 @@ async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
 async fn template_rules_a_layer_cannot_match_are_warned_about() -> Result<(), BoxError> {
     use axum::routing::get;
     use tower::ServiceExt;
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (logs, _default) = Logs::capture(tracing::Level::WARN);
     let warnings = || {
         logs.0
             .lock()

@@ -19,7 +19,7 @@
 //! Client keys are never logged or used as labels (they are unbounded, and often
 //! personal).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tollgate::policy::PolicyDecision;
 use tollgate::{Gcra, RateLimiter};
@@ -153,7 +153,16 @@ pub(crate) struct WiringLog {
     /// Whether a request of this layer has been named by axum's `MatchedPath`: the layer
     /// is inside a router, and a request named by its raw path is one no route matched.
     routed: AtomicBool,
+    /// How many requests have been named by their raw path, about (racing threads may
+    /// count one as another): every [`RAW_PATH_SAMPLE`]th asks on, the others cost two
+    /// plain memory operations.
+    raw_named: AtomicU64,
 }
+
+/// Of the requests named by their raw path, one in this many goes on to ask whether the
+/// rules name route templates (the first one included): a clock read and the policy's
+/// rule set are not for every request of a hyper service.
+const RAW_PATH_SAMPLE: u64 = 1 << 12;
 
 impl WiringLog {
     pub(crate) fn new() -> WiringLog {
@@ -166,6 +175,7 @@ impl WiringLog {
             limiter: RateLimiter::new(ONCE_A_MINUTE),
             raw_path: RateLimiter::new(ONCE_A_MINUTE),
             routed: AtomicBool::new(false),
+            raw_named: AtomicU64::new(0),
         }
     }
 
@@ -180,11 +190,24 @@ impl WiringLog {
 
     /// A request was named by its raw path, which no route template matches: unless a
     /// request of this layer has been routed (a router's unmatched request), asks `policy`
-    /// at most once a minute whether its rules name route templates, and if they do warns
-    /// that those rules never match here, naming the fix.
+    /// whether its rules name route templates (for one such request in
+    /// [`RAW_PATH_SAMPLE`], at most once a minute), and if they do warns that those rules
+    /// never match here, naming the fix.
+    #[inline]
+    pub(crate) fn named_by_raw_path(&self, policy: &dyn Check) {
+        // Relaxed: a sample's count, publishing nothing; a load and a store, not a locked
+        // read-modify-write (a count lost to a race only moves the next sample).
+        let n = self.raw_named.load(Ordering::Relaxed);
+        self.raw_named.store(n.wrapping_add(1), Ordering::Relaxed);
+        if n % RAW_PATH_SAMPLE == 0 {
+            self.sampled_raw_path(policy);
+        }
+    }
+
+    /// [`named_by_raw_path`](Self::named_by_raw_path)'s sampled request.
     #[cold]
     #[inline(never)]
-    pub(crate) fn named_by_raw_path(&self, policy: &dyn Check) {
+    fn sampled_raw_path(&self, policy: &dyn Check) {
         // Relaxed: see `routed`.
         let unrouted = !self.routed.load(Ordering::Relaxed)
             && self.raw_path.check().allowed

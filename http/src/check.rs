@@ -48,7 +48,8 @@ pub(super) trait Check: Send + Sync {
         false
     }
 
-    /// [`PolicyCheck::names_route_templates`].
+    /// [`PolicyCheck::names_route_templates`] (asked only to warn, with `tracing`).
+    #[cfg(feature = "tracing")]
     fn names_route_templates(&self) -> bool;
 
     /// [`run_now`](Self::run_now) as a future owning what it needs. By default the
@@ -61,6 +62,7 @@ pub(super) trait Check: Send + Sync {
 }
 
 impl<P: PolicyCheck + Send> Check for P {
+    #[cfg(feature = "tracing")]
     fn names_route_templates(&self) -> bool {
         PolicyCheck::names_route_templates(self)
     }
@@ -114,6 +116,7 @@ impl<P: PolicyCheck + Send + 'static> Check for Awaited<P> {
         true
     }
 
+    #[cfg(feature = "tracing")]
     fn names_route_templates(&self) -> bool {
         self.0.names_route_templates()
     }

@@ -125,8 +125,9 @@ impl<'a> Denial<'a> {
         &self.headers
     }
 
-    /// Whether the request is a gRPC call (its client reads only a gRPC status: see
-    /// [`default_response`](Self::default_response)).
+    /// Whether the request is a gRPC or gRPC-Web call (its client reads only a gRPC status:
+    /// see [`default_response`](Self::default_response), which answers in the call's
+    /// content type).
     pub fn is_grpc(&self) -> bool {
         self.grpc.is_some()
     }

@@ -19,7 +19,10 @@
 //! Client keys are never logged or used as labels (they are unbounded, and often
 //! personal).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "tracing")]
+use std::cell::Cell;
+#[cfg(feature = "tracing")]
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tollgate::policy::PolicyDecision;
 use tollgate::{Gcra, RateLimiter};
@@ -148,21 +151,29 @@ impl core::fmt::Display for DeniedBy<'_> {
 /// request that meets the error logs it at once.
 pub(crate) struct WiringLog {
     limiter: RateLimiter<Gcra>,
-    /// When a request named by its raw path next asks whether the rules name templates.
+    /// When a sampled request named by its raw path next asks whether the rules name
+    /// templates.
+    #[cfg(feature = "tracing")]
     raw_path: RateLimiter<Gcra>,
     /// Whether a request of this layer has been named by axum's `MatchedPath`: the layer
     /// is inside a router, and a request named by its raw path is one no route matched.
+    #[cfg(feature = "tracing")]
     routed: AtomicBool,
-    /// How many requests have been named by their raw path, about (racing threads may
-    /// count one as another): every [`RAW_PATH_SAMPLE`]th asks on, the others cost two
-    /// plain memory operations.
-    raw_named: AtomicU64,
 }
 
-/// Of the requests named by their raw path, one in this many goes on to ask whether the
-/// rules name route templates (the first one included): a clock read and the policy's
+/// Of the requests a thread names by their raw path, one in this many (its first included)
+/// goes on to ask whether the rules name route templates: a clock read and the policy's
 /// rule set are not for every request of a hyper service.
-const RAW_PATH_SAMPLE: u64 = 1 << 12;
+#[cfg(feature = "tracing")]
+const RAW_PATH_SAMPLE: u32 = 1 << 12;
+
+#[cfg(feature = "tracing")]
+thread_local! {
+    /// How many requests this thread has named by their raw path, modulo
+    /// [`RAW_PATH_SAMPLE`]: a thread's own count, so counting writes no line another core
+    /// reads.
+    static RAW_NAMED: Cell<u32> = const { Cell::new(0) };
+}
 
 impl WiringLog {
     pub(crate) fn new() -> WiringLog {
@@ -173,16 +184,18 @@ impl WiringLog {
         };
         WiringLog {
             limiter: RateLimiter::new(ONCE_A_MINUTE),
+            #[cfg(feature = "tracing")]
             raw_path: RateLimiter::new(ONCE_A_MINUTE),
+            #[cfg(feature = "tracing")]
             routed: AtomicBool::new(false),
-            raw_named: AtomicU64::new(0),
         }
     }
 
     /// A request was named by axum's `MatchedPath`.
     #[inline]
     pub(crate) fn routed(&self) {
-        // Relaxed: a hint for the warning below, publishing nothing.
+        // Relaxed: a hint for the warning below, publishing nothing; stored once.
+        #[cfg(feature = "tracing")]
         if !self.routed.load(Ordering::Relaxed) {
             self.routed.store(true, Ordering::Relaxed);
         }
@@ -190,30 +203,36 @@ impl WiringLog {
 
     /// A request was named by its raw path, which no route template matches: unless a
     /// request of this layer has been routed (a router's unmatched request), asks `policy`
-    /// whether its rules name route templates (for one such request in
-    /// [`RAW_PATH_SAMPLE`], at most once a minute), and if they do warns that those rules
-    /// never match here, naming the fix.
+    /// whether its rules name route templates (for one such request of a thread in
+    /// [`RAW_PATH_SAMPLE`], and at most once a minute), and if they do warns that those
+    /// rules never match here, naming the fix. Nothing without the `tracing` feature.
     #[inline]
     pub(crate) fn named_by_raw_path(&self, policy: &dyn Check) {
-        // Relaxed: a sample's count, publishing nothing; a load and a store, not a locked
-        // read-modify-write (a count lost to a race only moves the next sample).
-        let n = self.raw_named.load(Ordering::Relaxed);
-        self.raw_named.store(n.wrapping_add(1), Ordering::Relaxed);
-        if n % RAW_PATH_SAMPLE == 0 {
-            self.sampled_raw_path(policy);
+        #[cfg(feature = "tracing")]
+        {
+            let sampled = RAW_NAMED.with(|n| {
+                let seen = n.get();
+                n.set((seen + 1) % RAW_PATH_SAMPLE);
+                seen == 0
+            });
+            if sampled {
+                self.sampled_raw_path(policy);
+            }
         }
+        #[cfg(not(feature = "tracing"))]
+        let _ = policy;
     }
 
     /// [`named_by_raw_path`](Self::named_by_raw_path)'s sampled request.
+    #[cfg(feature = "tracing")]
     #[cold]
     #[inline(never)]
     fn sampled_raw_path(&self, policy: &dyn Check) {
         // Relaxed: see `routed`.
-        let unrouted = !self.routed.load(Ordering::Relaxed)
+        if !self.routed.load(Ordering::Relaxed)
             && self.raw_path.check().allowed
-            && policy.names_route_templates();
-        #[cfg(feature = "tracing")]
-        if unrouted {
+            && policy.names_route_templates()
+        {
             tracing::warn!(
                 "tollgate-http: rules select endpoints by route template (`/users/{{id}}`), \
                  but this layer names requests by their raw path, which a template never \
@@ -222,8 +241,6 @@ impl WiringLog {
                  instead; inside a router, no request has matched a route yet"
             );
         }
-        #[cfg(not(feature = "tracing"))]
-        let _ = unrouted;
     }
 
     /// A request met [`KeyError::NoPeerAddress`]: logs it as an error naming the fix,

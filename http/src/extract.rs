@@ -246,7 +246,7 @@ impl<'a> Named<'a> {
         }
     }
 
-    /// The endpoint, named on the first call.
+    /// The endpoint, named on the first call (and how, told to the layer's wiring log).
     #[inline]
     pub(crate) fn get(&self) -> &str {
         self.name.get_or_init(|| {
@@ -263,12 +263,13 @@ impl<'a> Named<'a> {
         })
     }
 
-    /// The endpoint, owned.
+    /// The endpoint, owned (named as [`get`](Self::get) names it).
     pub(crate) fn into_owned(self) -> String {
-        match self.name.into_inner() {
-            Some(name) => name.into_owned(),
-            None => self.shared.endpoint.extract(self.head).into_owned(),
-        }
+        self.get();
+        self.name
+            .into_inner()
+            .map(Cow::into_owned)
+            .unwrap_or_default()
     }
 }
 

@@ -63,7 +63,8 @@ pub(super) struct Shared {
     /// Whether an admitted request without delay is passed on as it came: no fields, no
     /// shadow rules, no admission, no settlement, no exempt header.
     pub(super) plain: bool,
-    /// Whether any request is passed on unchecked (`skip` has a method or a prefix).
+    /// Whether any request is passed on unchecked (`skip` has a method, a prefix, or the
+    /// methods the layer limits).
     pub(super) skips: bool,
     pub(super) key: ClientKey,
     /// The requests passed on unchecked.

@@ -31,7 +31,9 @@
 //!   own content type. With the `tonic` feature the peer key reads tonic's
 //!   `TcpConnectInfo`.
 //! - The service's own answers: [`RateLimitLayer::on_denied`] (from a [`Denial`]);
-//!   requests skipped by method or path prefix ([`RateLimitLayer::skip_method`]).
+//!   requests skipped by method or path prefix ([`RateLimitLayer::skip_method`],
+//!   [`RateLimitLayer::skip_path_prefix`]), or by every method but those limited
+//!   ([`RateLimitLayer::limit_methods`]).
 //! - Observability: `tracing` events (feature `tracing`, default) and `metrics` counters
 //!   (feature `metrics`) of every outcome and each rule's decisions; [`LayerStats`].
 //!

@@ -199,8 +199,12 @@ impl RedisStore {
                         // panicked.
                         let _ = tx.send(eval.await);
                     });
-                    rx.recv()
-                        .unwrap_or(Err(Failure::before(FailureCause::Connection)))
+                    rx.recv().unwrap_or_else(|_| {
+                        Err(Failure {
+                            error: Some("the store's runtime dropped the call".into()),
+                            ..Failure::before(FailureCause::Connection)
+                        })
+                    })
                 }
             },
             // This task makes the call itself, polled inside the store's runtime context:

@@ -42,10 +42,10 @@ pub trait PolicyCheck: Sync {
     /// The policy's clock.
     fn now(&self) -> Nanos;
 
-    /// Whether the rules in force select endpoints by route template
-    /// ([`RuleSet::names_route_templates`](super::RuleSet::names_route_templates)): a
-    /// caller that names endpoints by raw path can tell its operator those rules never
-    /// match. `false` unless the policy says otherwise.
+    /// Whether the rules in force select endpoints by route template (a `{param}`, as
+    /// `endpoint = "/users/{id}"`: names only axum's `MatchedPath` gives): a caller that
+    /// names endpoints by raw path can tell its operator those rules never match. `false`
+    /// unless the policy says otherwise.
     fn names_route_templates(&self) -> bool {
         false
     }

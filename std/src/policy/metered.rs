@@ -152,7 +152,8 @@ impl<P: PolicyCheck> Metered<P> {
 }
 
 /// Counts every check's decision, blocking or awaited; peeks, refunds and charges pass
-/// through uncounted.
+/// through uncounted. (A wrapped decorator that answers `None` to a check through `run` is
+/// not counted there; the in-place forms read that as an empty decision, counted admitted.)
 impl<P: PolicyCheck> PolicyCheck for Metered<P> {
     fn now(&self) -> Nanos {
         self.inner.now()

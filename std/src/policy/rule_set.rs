@@ -236,7 +236,7 @@ impl RuleSet {
 
     /// Whether any rule selects endpoints by route template (`endpoint = "/users/{id}"`):
     /// names that only axum's `MatchedPath` gives, never a raw path.
-    pub fn names_route_templates(&self) -> bool {
+    pub(crate) fn names_route_templates(&self) -> bool {
         self.rules.iter().any(|rule| {
             rule.endpoint()
                 .is_some_and(EndpointSelector::is_route_template)

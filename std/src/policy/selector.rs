@@ -46,8 +46,8 @@ impl EndpointSelector {
     /// # Errors
     ///
     /// [`SelectorError`] for a selector that could never match what it seems to mean: empty,
-    /// a `*` anywhere but a trailing `/*` or axum's catch-all (`{*name}`, the last segment of
-    /// a template), a `{param}` that does not close within its segment, a `:param` segment
+    /// a `*` anywhere but a trailing `/*` or axum's catch-all (`{*name}`, which ends a
+    /// template, after any static text of its segment), a `{param}` that does not close within its segment, a `:param` segment
     /// (axum 0.7's syntax, which axum 0.8's `MatchedPath` never reports; it writes
     /// `{param}`), or a path (one that starts with `/`) holding a query (`?`) or fragment
     /// (`#`), which neither a request's path nor its route template ever does. A name that
@@ -93,15 +93,7 @@ impl EndpointSelector {
 
     /// Whether it names a route template (a `{param}` in a segment): what axum's
     /// `MatchedPath` reports, and never a request's raw path.
-    ///
-    /// ```
-    /// use tollgate::policy::EndpointSelector;
-    /// assert!(EndpointSelector::parse("/users/{id}")?.is_route_template());
-    /// assert!(EndpointSelector::prefix("/users/{id}/")?.is_route_template());
-    /// assert!(!EndpointSelector::parse("/users/*")?.is_route_template());
-    /// # Ok::<(), tollgate::policy::SelectorError>(())
-    /// ```
-    pub fn is_route_template(&self) -> bool {
+    pub(crate) fn is_route_template(&self) -> bool {
         self.as_str().contains('{')
     }
 
@@ -166,16 +158,21 @@ fn check(text: &str, written: &str, prefix: bool) -> Result<(), SelectorError> {
         if !segment.contains('*') {
             continue;
         }
-        // axum's catch-all: the whole last segment, `{*name}`, in an exact template.
-        let catch_all = segment
-            .strip_prefix("{*")
-            .and_then(|rest| rest.strip_suffix('}'))
-            .is_some_and(|name| !name.is_empty() && !name.contains('*'));
+        // axum's catch-all: `{*name}` ending the last segment of an exact template, after
+        // any static text (`/files/{*path}`, `/files/v{*rest}`).
+        let catch_all = segment.find("{*").is_some_and(|open| {
+            let (before, param) = segment.split_at(open);
+            !before.contains('*')
+                && param
+                    .strip_prefix("{*")
+                    .and_then(|rest| rest.strip_suffix('}'))
+                    .is_some_and(|name| !name.is_empty() && !name.contains('*'))
+        });
         if !catch_all {
             return refuse(
                 "a wildcard is only supported as a trailing `/*` (every endpoint below the \
-                 prefix; or `prefix = \"...\"`) or as axum's catch-all, a last segment \
-                 `{*name}`",
+                 prefix; or `prefix = \"...\"`) or as axum's catch-all `{*name}`, which \
+                 ends a route",
             );
         }
         if prefix {
@@ -219,6 +216,8 @@ mod tests {
         assert_eq!(ok("/search"), Some(Exact("/search".into())));
         assert_eq!(ok("/users/{id}"), Some(Exact("/users/{id}".into())));
         assert_eq!(ok("/files/{*path}"), Some(Exact("/files/{*path}".into())));
+        // A catch-all after static text in its segment, as axum 0.8 routes it.
+        assert_eq!(ok("/files/v{*rest}"), Some(Exact("/files/v{*rest}".into())));
         assert_eq!(ok("hyper"), Some(Exact("hyper".into())));
         assert_eq!(ok("/users/*"), Some(Prefix("/users/".into())));
         assert_eq!(ok("/*"), Some(Prefix("/".into())));
@@ -239,7 +238,8 @@ mod tests {
             "/users*/{*p}",
             "/files/{*}",
             "/files/{**p}",
-            "/files/x{*p}",
+            "/files/x*{*p}",
+            "/files/{*p}x",
             "/files/{*path}/*",
         ] {
             assert_eq!(ok(bad), None, "{bad:?} accepted");

@@ -45,6 +45,12 @@ pub struct ShadowSplit {
 impl ShadowSplit {
     /// Parses a rules file in which rules may carry `shadow = true`, and validates both
     /// halves.
+    ///
+    /// # Errors
+    ///
+    /// The text is not TOML of a rules file, a rule's `shadow` is not a boolean, or a
+    /// half is refused as [`PolicyConfig::validate`] refuses it (its rules named by their
+    /// places in the file).
     pub fn from_toml(text: &str) -> Result<ShadowSplit, PolicyConfigError> {
         let mut table: toml::Table =
             toml::from_str(text).map_err(|e| PolicyConfigError::new("toml", e.to_string()))?;
@@ -73,9 +79,18 @@ impl ShadowSplit {
             .try_into()
             .map_err(|e: toml::de::Error| PolicyConfigError::new("toml", e.to_string()))?;
         let names: Vec<&str> = shadow_names.iter().map(String::as_str).collect();
+        // Each half's rules by their place in the file, for its errors to name them so.
+        let (shadow_at, enforced_at): (Vec<usize>, Vec<usize>) =
+            (0..config.rules.len()).partition(|&i| names.contains(&config.rules[i].name.as_str()));
         let split = ShadowSplit::by_name(config, &names);
-        split.enforced.validate()?;
-        split.shadow.validate()?;
+        split
+            .enforced
+            .validate()
+            .map_err(|e| renumbered(e, &enforced_at))?;
+        split
+            .shadow
+            .validate()
+            .map_err(|e| renumbered(e, &shadow_at))?;
         Ok(split)
     }
 
@@ -105,6 +120,35 @@ impl ShadowSplit {
     }
 }
 
+/// `error`, found in a half whose rule `i` is the file's rule `at[i]`, naming the file's
+/// rules (`rules[i]` in its path and message becomes `rules[at[i]]`).
+fn renumbered(mut error: PolicyConfigError, at: &[usize]) -> PolicyConfigError {
+    error.path = renumber(&error.path, at);
+    error.message = renumber(&error.message, at);
+    error
+}
+
+/// `text` with each `rules[i]` that names a rule of `at` made `rules[at[i]]`.
+fn renumber(text: &str, at: &[usize]) -> String {
+    const RULES: &str = "rules[";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find(RULES) {
+        let (head, tail) = rest.split_at(found + RULES.len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let (number, after) = tail.split_at(digits);
+        let place = number.parse::<usize>().ok().and_then(|i| at.get(i));
+        match place {
+            Some(place) if after.starts_with(']') => out.push_str(&place.to_string()),
+            _ => out.push_str(number),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +176,38 @@ mod tests {
                 s.shadow.capacity
             )),
             Ok((1, 0, Some(10)))
+        );
+    }
+
+    /// An error names the rule by its place in the file, as `Policy::from_toml` does, not
+    /// by its place in its half.
+    #[test]
+    fn errors_name_rules_by_their_place_in_the_file() {
+        let rule = |name: &str, limit: u32, window: &str, shadow: bool| {
+            format!(
+                "[[rules]]\nname = \"{name}\"\nendpoint = \"/{name}\"\nlimit = {limit}\n\
+                 window = \"{window}\"\nshadow = {shadow}\n"
+            )
+        };
+        let path = |text: String| ShadowSplit::from_toml(&text).map_err(|e| e.path);
+        // The third rule, the first enforced one after two shadow rules.
+        let text =
+            rule("a", 1, "1s", true) + &rule("b", 1, "1s", true) + &rule("c", 1, "1x", false);
+        assert_eq!(path(text), Err("rules[2].window".to_owned()));
+        // The second rule, the first shadow one.
+        let text = rule("a", 1, "1s", false) + &rule("b", 0, "1s", true);
+        assert_eq!(path(text), Err("rules[1].limit".to_owned()));
+        // A name used twice in one half names both rules by their places in the file.
+        let text =
+            rule("a", 1, "1s", false) + &rule("b", 1, "1s", true) + &rule("b", 2, "1m", true);
+        let error = ShadowSplit::from_toml(&text).map(|_| ());
+        assert_eq!(
+            error.map_err(|e| e.to_string()),
+            Err("rules[2].name: \"b\" is already the name of rules[1]".to_owned())
+        );
+        assert_eq!(
+            renumber("rules[7] and rules[x] rules[1", &[3]),
+            "rules[7] and rules[x] rules[1"
         );
     }
 

@@ -113,6 +113,7 @@ fn refuse(
         Ok(d) => d,
         Err(e) => {
             counters.count(Outcome::TooCostly);
+            events::too_costly(endpoint, cost, e.max_cost);
             if let Some(content_type) = grpc::answer_type(headers) {
                 let message = format!(
                     "request cost {cost} exceeds the most the limits can admit ({})",

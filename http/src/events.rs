@@ -9,6 +9,9 @@
 //! | a denial | `debug`: the endpoint, the denying rules and tiers, the retry time | |
 //! | a refusal (a deny entry or a ban) | `debug`: the endpoint, the entry or rule by its place in the rules file (`deny[0]`, `rules[2]`), its kind and its reason | |
 //! | a missing or malformed key | `debug`: what is wrong | |
+//! | a request costing more than the limits can ever admit | `debug`: the endpoint, the cost, the most they admit | `requests_total{outcome="too_costly"}` |
+//! | a response whose actual-cost header is unreadable (settlement) | `debug`: the header | |
+//! | an awaited check dropped outside a tokio runtime (what it took stays taken) | `debug`: the endpoint | `requests_total{outcome="cancelled"}` |
 //! | no peer address (the server's wiring) | `error` naming the fix, at most once a minute | |
 //! | rules that select by route template, on a layer that names requests by raw path (outside a router, or before any request matched a route) | `warn` naming the fix, at most once a minute | |
 //! | how long the policy took to decide a checked request (awaited or not; the endpoint's lookup included when the rules read it) | | `tollgate_http_check_seconds` (histogram; the request's second clock read, only with the feature) |
@@ -91,6 +94,48 @@ pub(crate) fn refused(decision: &PolicyDecision, endpoint: &str) {
     }
     #[cfg(not(feature = "tracing"))]
     let _ = (decision, endpoint);
+}
+
+/// Reports a request to `endpoint` refused for its `cost`, more than the limits can ever
+/// admit (`max_cost`).
+#[inline]
+pub(crate) fn too_costly(endpoint: &str, cost: u32, max_cost: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        endpoint,
+        cost,
+        max_cost,
+        "tollgate-http: request costs more than the limits can admit"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = (endpoint, cost, max_cost);
+}
+
+/// Reports a response whose actual-cost header `name` could not be read: its estimate
+/// stands.
+#[inline]
+pub(crate) fn unreadable_cost(name: &http::HeaderName) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        header = name.as_str(),
+        "tollgate-http: actual cost not a decimal u32; the estimate stands"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = name;
+}
+
+/// Reports a request to `endpoint` dropped while its check was awaited, outside a tokio
+/// runtime: nothing can await the answer, so what an admitting one took stays taken.
+#[cold]
+pub(crate) fn refund_lost(endpoint: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(
+        endpoint,
+        "tollgate-http: awaited check dropped outside a tokio runtime; \
+         what it took is not given back"
+    );
+    #[cfg(not(feature = "tracing"))]
+    let _ = endpoint;
 }
 
 /// Reports a request without a usable client key.

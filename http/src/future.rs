@@ -18,9 +18,10 @@ use tower_service::Service;
 use super::admit::{admit, Admitted, Verdict};
 use super::charge::{Charge, Held};
 use super::check::{decided, Answer};
-use super::events::CheckTimer;
+use super::events::{self, CheckTimer};
 use super::header_style::Fields;
 use super::layer::Shared;
+use super::settle::Actual;
 use super::stats::Outcome;
 use super::RateLimitBody;
 use tollgate::wait::finish;
@@ -79,6 +80,7 @@ impl<S, B> Drop for Deciding<S, B> {
         }
         self.shared.counters.count(Outcome::Cancelled);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            events::refund_lost(&self.endpoint);
             return;
         };
         let answer = std::mem::replace(&mut self.answer, Box::pin(std::future::ready(Ok(None))));
@@ -313,7 +315,15 @@ where
                     };
                     if let Some(charge) = this.charge.take() {
                         if let Some(settle) = &charge.shared.settle {
-                            if let Some(actual) = settle.actual(&mut response) {
+                            let stated = match settle.actual(&mut response) {
+                                Actual::Stated(actual) => Some(actual),
+                                Actual::Unstated => None,
+                                Actual::Unreadable => {
+                                    charge.shared.counters.unreadable_costs.add(1);
+                                    None
+                                }
+                            };
+                            if let Some(actual) = stated {
                                 // The fields report the settled cost, not the estimate.
                                 if charge.shared.awaited {
                                     let settled =

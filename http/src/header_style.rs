@@ -11,6 +11,7 @@ use http::HeaderMap;
 
 use tollgate::policy::structured_fields::{limit_item, policy_item};
 use tollgate::policy::{PolicyDecision, RateLimitHeaders, TierOutcome};
+use tollgate::Decision;
 
 /// Which rate-limit header fields admitted and denied responses carry. `Retry-After`
 /// accompanies every deny whatever the style.
@@ -50,7 +51,7 @@ pub enum HeaderStyle {
     /// The same fields without `pk` (what [`RateLimitHeaders`] renders).
     Draft10,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (delta seconds)
-    /// of the tightest tier.
+    /// of the tightest tier (among the shadow tiers too, where they are shown).
     Legacy,
     /// No rate-limit fields (`Retry-After` on denies only).
     None,
@@ -134,8 +135,10 @@ impl HeaderStyle {
         match self {
             HeaderStyle::Draft11 | HeaderStyle::Draft10 if any => {
                 let mut pk_buf = [0u8; 14];
-                let pk = matches!(self, HeaderStyle::Draft11)
-                    .then(|| partition_key_into(partition, &mut pk_buf));
+                let pk = match self {
+                    HeaderStyle::Draft11 => Some(partition_key_into(partition, &mut pk_buf)),
+                    HeaderStyle::Draft10 | HeaderStyle::Legacy | HeaderStyle::None => None,
+                };
                 // Each field written into the thread's scratch text, then copied once into
                 // its value (one allocation of its exact size).
                 SCRATCH.with_borrow_mut(|text| {
@@ -151,9 +154,17 @@ impl HeaderStyle {
                     Fields::Draft([policy, field_value(text)])
                 })
             }
-            HeaderStyle::Legacy if !tiers.is_empty() => {
-                let d = &decision.decision;
-                Fields::Legacy([d.limit, d.remaining, RateLimitHeaders::legacy_reset(d)])
+            // The tightest of the enforced tiers and the shadow ones shown, as the policy
+            // picks its decision's tightest tier.
+            HeaderStyle::Legacy if any => {
+                let enforced = (!tiers.is_empty()).then_some(&decision.decision);
+                let shown = shadow.iter().map(|t| &t.decision);
+                match Decision::combine(enforced.into_iter().chain(shown)) {
+                    Some((_, d)) => {
+                        Fields::Legacy([d.limit, d.remaining, RateLimitHeaders::legacy_reset(&d)])
+                    }
+                    None => Fields::None,
+                }
             }
             HeaderStyle::Draft11
             | HeaderStyle::Draft10

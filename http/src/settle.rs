@@ -30,8 +30,10 @@ pub struct TokensUsed(pub u32);
 ///   ([`PolicyCheck::charge_at`](tollgate::policy::PolicyCheck::charge_at)), counted in
 ///   [`LayerStats::charged`](super::LayerStats::charged): the work was done, so it is
 ///   recorded even past a limit, and the client is denied until the debt is repaid;
-/// - no actual cost, or an unreadable one, or a service error instead of a response: the
-///   estimate stands.
+/// - no actual cost, or a service error instead of a response: the estimate stands;
+/// - an unreadable header (not a decimal `u32`): the estimate stands, and the response is
+///   counted in [`LayerStats::unreadable_costs`](super::LayerStats::unreadable_costs) and
+///   logged (`debug`, naming the header): the service wrote what the layer cannot read.
 ///
 /// The response's rate-limit fields then report the key's state after settlement (the
 /// settled cost, not the estimate). The header is removed from the response unless
@@ -60,6 +62,10 @@ impl Settle {
     }
 
     /// Settles from the [`TokensUsed`] extension, else the header `name`.
+    ///
+    /// # Errors
+    ///
+    /// `name` is not a valid header name.
     pub fn from_header(name: &str) -> Result<Settle, http::header::InvalidHeaderName> {
         Ok(Settle {
             header: Some(HeaderName::from_bytes(name.as_bytes())?),
@@ -73,18 +79,41 @@ impl Settle {
         self
     }
 
-    /// The actual cost of `response`, if it states one (removing the header unless kept).
-    pub fn actual<B>(&self, response: &mut Response<B>) -> Option<u32> {
+    /// The actual cost `response` states (removing the header unless kept).
+    pub(crate) fn actual<B>(&self, response: &mut Response<B>) -> Actual {
         let from_ext = response.extensions().get::<TokensUsed>().map(|t| t.0);
         let from_header = self.header.as_ref().and_then(|name| {
             let value = response.headers().get(name)?;
-            value.to_str().ok()?.trim().parse::<u32>().ok()
+            let read = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u32>().ok());
+            Some(read.ok_or(name))
         });
+        let actual = match (from_ext, from_header) {
+            (Some(cost), _) | (None, Some(Ok(cost))) => Actual::Stated(cost),
+            (None, None) => Actual::Unstated,
+            (None, Some(Err(name))) => {
+                super::events::unreadable_cost(name);
+                Actual::Unreadable
+            }
+        };
         if self.strip {
             if let Some(name) = &self.header {
                 response.headers_mut().remove(name);
             }
         }
-        from_ext.or(from_header)
+        actual
     }
+}
+
+/// What a response says of its actual cost ([`Settle::actual`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Actual {
+    /// This many permits.
+    Stated(u32),
+    /// Nothing: the estimate stands.
+    Unstated,
+    /// A header the layer cannot read: the estimate stands.
+    Unreadable,
 }

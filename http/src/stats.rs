@@ -10,7 +10,8 @@ use tollgate::policy::StripedCounter;
 pub struct LayerStats {
     /// Requests admitted (including delayed ones).
     pub admitted: u64,
-    /// Requests answered 429.
+    /// Requests denied by a limit (a 429, a gRPC `RESOURCE_EXHAUSTED`, or what
+    /// [`on_denied`](super::RateLimitLayer::on_denied) answers).
     pub denied: u64,
     /// Requests refused for good (403, or gRPC `PERMISSION_DENIED`): by a deny list entry
     /// or a ban rule (`limit = 0`); not counted in `denied`.
@@ -27,7 +28,8 @@ pub struct LayerStats {
     /// Requests whose client key was missing or malformed (answered 400 or counted
     /// against the fallback key).
     pub bad_key: u64,
-    /// Requests answered 413: their cost is more than the limits can ever admit.
+    /// Requests refused because their cost is more than the limits can ever admit (a 413,
+    /// or a gRPC `INVALID_ARGUMENT`).
     pub too_costly: u64,
     /// Requests answered 500 because the server gave the layer no peer address to key
     /// them by ([`KeyError::NoPeerAddress`](super::KeyError::NoPeerAddress): a wiring
@@ -41,6 +43,9 @@ pub struct LayerStats {
     /// Permits settlement charged beyond the estimates (actual cost above the estimate),
     /// recorded even past the limits: the work was done, so the client waits the debt out.
     pub charged: u64,
+    /// Responses whose actual-cost header ([`Settle::from_header`](super::Settle::from_header))
+    /// was not a decimal `u32`: their estimate stands.
+    pub unreadable_costs: u64,
 }
 
 /// The live counts behind [`LayerStats`], one per field, shared by a layer's services.
@@ -60,6 +65,7 @@ pub(super) struct Counters {
     pub(super) skipped: StripedCounter,
     pub(super) refunded: StripedCounter,
     pub(super) charged: StripedCounter,
+    pub(super) unreadable_costs: StripedCounter,
 }
 
 /// What happened to a request, as counted: one per [`LayerStats`] request count.
@@ -132,6 +138,7 @@ impl Counters {
             skipped: get(&self.skipped),
             refunded: get(&self.refunded),
             charged: get(&self.charged),
+            unreadable_costs: get(&self.unreadable_costs),
         }
     }
 }

@@ -482,6 +482,64 @@ async fn shadow_rules_report_but_never_block() -> TestResult {
     Ok(())
 }
 
+/// Legacy fields describe one tier, the tightest: of the enforced tiers, and of the shadow
+/// ones too where `shadow_headers(true)` shows them (they were left out).
+#[tokio::test]
+async fn legacy_fields_show_the_tightest_shadow_tier_only_when_asked() -> TestResult {
+    let split = ShadowSplit::from_toml(
+        r#"
+        [[rules]]
+        name = "default"
+        limit = 10
+        window = "1m"
+        algorithm = "fixed_window"
+
+        [[rules]]
+        name = "trial"
+        limit = 2
+        window = "1m"
+        algorithm = "fixed_window"
+        shadow = true
+    "#,
+    )?;
+    for shown in [false, true] {
+        let clock = ManualClock::starting_at(Nanos::from_secs(15));
+        let enforced = Arc::new(Policy::new(split.enforced.clone(), clock.clone())?);
+        let shadow = Arc::new(Policy::new(split.shadow.clone(), clock)?);
+        let layer = RateLimitLayer::new(enforced)
+            .shadow(shadow)
+            .shadow_headers(shown)
+            .key(ClientKey::header("x-api-key")?)
+            .headers(HeaderStyle::Legacy);
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer);
+        let addr = serve(app).await?;
+        let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
+        let mut fields = Vec::new();
+        for _ in 0..3 {
+            let reply = send(addr, "/", key).await?;
+            assert_eq!(reply.status, 200);
+            fields.push(
+                [
+                    "x-ratelimit-limit",
+                    "x-ratelimit-remaining",
+                    "x-ratelimit-reset",
+                ]
+                .map(|name| reply.header(name).to_owned()),
+            );
+        }
+        let want: [[&str; 3]; 3] = if shown {
+            // The trial's 2 a minute is the tighter; its third request it would deny.
+            [["2", "1", "45"], ["2", "0", "45"], ["2", "0", "45"]]
+        } else {
+            [["10", "9", "45"], ["10", "8", "45"], ["10", "7", "45"]]
+        };
+        assert_eq!(fields, want.map(|f| f.map(str::to_owned)), "shown: {shown}");
+    }
+    Ok(())
+}
+
 /// A file's deny and allow lists hold behind a shadow split: the banned client is refused
 /// with no shadow check, the allow-listed one is neither limited nor shadow-denied, and
 /// everyone else meets both halves' rules.
@@ -961,6 +1019,20 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
         200
     );
     assert_eq!(remaining()?, 53);
+    // An actual the layer cannot read: the estimate stands, and the response is counted.
+    assert_eq!(layer.stats().unreadable_costs, 0);
+    for used in [&b"-5"[..], b"1.5", b"4294967296"] {
+        let r = send(
+            addr,
+            "/header",
+            &[("x-api-key", b"k"), ("x-estimate", b"1"), ("x-used", used)],
+        )
+        .await?;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-tokens-used"), "", "removed, read or not");
+    }
+    assert_eq!(remaining()?, 50);
+    assert_eq!(layer.stats().unreadable_costs, 3);
     // An estimate beyond the limit can never pass: 413, not 429.
     let r = send(
         addr,
@@ -1296,7 +1368,7 @@ async fn tier_names_an_sf_string_cannot_hold_read_alike_over_http_and_in_rate_li
                     }
                     assert_eq!(reply.header("x-ratelimit-limit"), "");
                 }
-                _ => {
+                HeaderStyle::Legacy => {
                     for name in [
                         "X-RateLimit-Limit",
                         "X-RateLimit-Remaining",
@@ -1307,6 +1379,8 @@ async fn tier_names_an_sf_string_cannot_hold_read_alike_over_http_and_in_rate_li
                     }
                     assert_eq!(reply.header("ratelimit"), "");
                 }
+                // `HeaderStyle` is non-exhaustive: a style this loop does not list.
+                other => panic!("untested style {other:?}"),
             }
             assert_eq!(
                 Some(reply.header("retry-after")).filter(|v| !v.is_empty()),

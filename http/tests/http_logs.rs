@@ -125,6 +125,33 @@ async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
     Ok(())
 }
 
+/// A request costing more than the limits can ever admit is one `debug` event naming the
+/// endpoint, its cost and the most the limits admit (it was counted, and logged nowhere).
+#[tokio::test]
+async fn requests_costing_more_than_any_limit_are_logged_at_debug() -> Result<(), BoxError> {
+    let (logs, _default) = Logs::capture(tracing::Level::DEBUG);
+    let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
+    let layer = RateLimitLayer::new(policy)
+        .key(ClientKey::header("x-api-key")?)
+        .cost(|_| 5);
+    let addr = serve(app(layer)).await?;
+    assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 413);
+    let text = logs.text();
+    let events: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("DEBUG") && l.contains("costs more than the limits can admit"))
+        .collect();
+    assert_eq!(events.len(), 1, "{text}");
+    assert!(
+        events[0].contains(r#"endpoint="/""#)
+            && events[0].contains("cost=5")
+            && events[0].contains("max_cost=1"),
+        "{text}"
+    );
+    assert!(!text.contains("acct_1"), "{text}");
+    Ok(())
+}
+
 /// Runs `scenario` on a thread of its own, with its own runtime and subscriber (the layer
 /// samples the requests it names by raw path by a count of each thread's own, so each
 /// scenario starts at its thread's first); how many warnings about route templates it

@@ -19,8 +19,9 @@ pub enum KeyError {
     /// crate's `tonic` feature; a plain hyper server by inserting the connection's
     /// `SocketAddr` into each request's extensions.
     NoPeerAddress,
-    /// The key is there but unusable: not visible ASCII, empty, longer than
-    /// [`MAX_KEY_LEN`](super::MAX_KEY_LEN), or an `X-Forwarded-For` entry that is not an address.
+    /// The key is there but unusable: a header key not visible ASCII, a header or custom
+    /// key empty or longer than [`MAX_KEY_LEN`](super::MAX_KEY_LEN), or an
+    /// `X-Forwarded-For` entry that is not an address.
     Malformed(&'static str),
 }
 

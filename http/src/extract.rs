@@ -273,7 +273,7 @@ impl<'a> Named<'a> {
     }
 }
 
-/// The longest header key accepted, in bytes (longer is [`KeyError::Malformed`]).
+/// The longest header or custom key accepted, in bytes (longer is [`KeyError::Malformed`]).
 pub const MAX_KEY_LEN: usize = 256;
 
 type KeyFn = dyn Fn(&Head<'_>) -> Result<String, KeyError> + Send + Sync;
@@ -342,6 +342,10 @@ impl ClientKey {
 
     /// The value of header `name` (an API key, a tenant id), which must be visible ASCII,
     /// non-empty and at most [`MAX_KEY_LEN`] bytes.
+    ///
+    /// # Errors
+    ///
+    /// `name` is not a valid header name.
     pub fn header(name: &str) -> Result<ClientKey, http::header::InvalidHeaderName> {
         Ok(ClientKey {
             source: KeySource::Header(HeaderName::from_bytes(name.as_bytes())?),
@@ -359,7 +363,9 @@ impl ClientKey {
         }
     }
 
-    /// A key computed by `f`.
+    /// A key computed by `f`, which must be non-empty and at most [`MAX_KEY_LEN`] bytes
+    /// (else [`KeyError::Malformed`]: an empty key would put every such client in one
+    /// bucket).
     ///
     /// ```
     /// use tollgate_http::{ClientKey, Head, KeyError};
@@ -398,6 +404,11 @@ impl ClientKey {
 
     /// The client key of the request `head` (borrowed from it where it can be).
     #[inline]
+    ///
+    /// # Errors
+    ///
+    /// The [`KeyError`] of a request whose key is missing or malformed, or that came
+    /// without the peer address a peer key needs.
     pub fn extract<'a>(&self, head: &Head<'a>) -> Result<KeyText<'a>, KeyError> {
         // The default source inline, the others out of line: a match of all four compiles
         // to a jump table, one more cache line for a request that finds the caches cold.
@@ -441,7 +452,16 @@ impl ClientKey {
                     })?;
                 Ok(KeyText::address(prefix.mask(client)))
             }
-            KeySource::Custom(f) => f(head).map(KeyText::owned),
+            KeySource::Custom(f) => {
+                let key = f(head)?;
+                if key.is_empty() {
+                    return Err(KeyError::Malformed("custom key empty"));
+                }
+                if key.len() > MAX_KEY_LEN {
+                    return Err(KeyError::Malformed("custom key too long"));
+                }
+                Ok(KeyText::owned(key))
+            }
         }
     }
 }
@@ -477,6 +497,26 @@ mod tests {
         assert_eq!(
             key.extract(&Head::of(&request)),
             Err(KeyError::NoPeerAddress)
+        );
+    }
+
+    /// A custom key is held to the header key's bounds: never empty (one bucket for every
+    /// such client), never longer than `MAX_KEY_LEN`.
+    #[test]
+    fn custom_keys_must_be_non_empty_and_bounded() {
+        let by_path = ClientKey::custom(|head: &Head<'_>| Ok(head.uri.path()[1..].to_owned()));
+        let key = |path: &str| {
+            let request = http::Request::get(path).body(()).map_err(|e| e.to_string());
+            request.map(|r| by_path.extract(&Head::of(&r)).map(KeyText::into_owned))
+        };
+        assert_eq!(key("/acme"), Ok(Ok("acme".to_owned())));
+        assert_eq!(key("/"), Ok(Err(KeyError::Malformed("custom key empty"))));
+        let longest = format!("/{}", "k".repeat(MAX_KEY_LEN));
+        assert_eq!(key(&longest), Ok(Ok("k".repeat(MAX_KEY_LEN))));
+        let longer = format!("/{}", "k".repeat(MAX_KEY_LEN + 1));
+        assert_eq!(
+            key(&longer),
+            Ok(Err(KeyError::Malformed("custom key too long")))
         );
     }
 }

@@ -104,7 +104,7 @@ pub use header_style::HeaderStyle;
 pub use ip::{Cidr, IpPrefix};
 pub use key_text::KeyText;
 pub use layer::{OnBadKey, RateLimitLayer};
-pub use problem::{bad_request, cost_too_large, forbidden, too_many_requests};
+pub use problem::{forbidden, too_many_requests};
 pub use proxies::TrustedProxies;
 pub use service::{RateLimit, RateLimitBody};
 pub use settle::{Settle, TokensUsed};

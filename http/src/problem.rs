@@ -1,9 +1,10 @@
 //! The layer's own answers, RFC 9457 `application/problem+json`: [`too_many_requests`]
 //! (429, naming each violated rule and tier, with `Retry-After`), [`forbidden`] (403, a
 //! deny list entry or a ban, with its reason; no `Retry-After`: waiting does not end it),
-//! [`bad_request`] (400, no
-//! usable client key), [`cost_too_large`] (413, a cost the limits can never admit) and
-//! `server_error` (500, no peer address: the server's wiring).
+//! `bad_request` (400, no usable client key), `cost_too_large` (413, a cost the limits can
+//! never admit) and `server_error` (500, no peer address: the server's wiring). The first
+//! two are public, for an [`on_denied`](super::RateLimitLayer::on_denied) closure to
+//! answer with; the others only the layer gives.
 //!
 //! Seconds are always rounded up (a client that waits what it is told is never early), and
 //! `Retry-After` on a deny is never 0.
@@ -184,7 +185,7 @@ pub(crate) fn retry_secs(retry: Nanos) -> u64 {
 }
 
 /// The 400 for a request whose client key is missing or malformed.
-pub fn bad_request(detail: &str) -> Response<Full<Bytes>> {
+pub(crate) fn bad_request(detail: &str) -> Response<Full<Bytes>> {
     let mut json = String::new();
     problem_head(&mut json, StatusCode::BAD_REQUEST, detail);
     json.push('}');
@@ -202,7 +203,7 @@ pub(crate) fn server_error(detail: &str) -> Response<Full<Bytes>> {
 
 /// The 413 for a request whose cost is more than the limits can ever admit (retrying can
 /// never succeed, so it is not a 429).
-pub fn cost_too_large(cost: u32, max_cost: u64) -> Response<Full<Bytes>> {
+pub(crate) fn cost_too_large(cost: u32, max_cost: u64) -> Response<Full<Bytes>> {
     let status = StatusCode::PAYLOAD_TOO_LARGE;
     let detail = format!("request cost {cost} exceeds the most the limits can admit ({max_cost})");
     let mut json = String::new();

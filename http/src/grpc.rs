@@ -63,8 +63,8 @@ pub(crate) fn answer_type(headers: &HeaderMap) -> Option<HeaderValue> {
     let rest = value.as_bytes().strip_prefix(b"application/grpc")?;
     match rest.first() {
         None | Some(b'+' | b';') => Some(HeaderValue::from_static("application/grpc")),
-        Some(b'-') if rest.starts_with(b"-web") => {
-            let web = &rest[b"-web".len()..];
+        Some(b'-') => {
+            let web = rest.strip_prefix(b"-web")?;
             let web = web.strip_prefix(b"-text").unwrap_or(web);
             matches!(web.first(), None | Some(b'+' | b';')).then(|| value.clone())
         }

@@ -133,6 +133,10 @@ impl IpPrefix {
     /// assert!(IpPrefix::default().nat64("10.0.0.0/8").is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// `prefix` is not an IPv6 range of one of RFC 6052's lengths (32, 40, 48, 56, 64, 96).
     pub fn nat64(mut self, prefix: &str) -> Result<IpPrefix, CidrError> {
         let err = |reason| CidrError {
             text: prefix.to_owned(),
@@ -226,6 +230,10 @@ impl Cidr {
     /// assert!(Cidr::parse("10.0.0.0/33").is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// `text` is not an address, or an address and a prefix length that fits it.
     pub fn parse(text: &str) -> Result<Cidr, CidrError> {
         let err = |reason| CidrError {
             text: text.to_owned(),

@@ -48,6 +48,10 @@ pub struct TrustedProxies {
 
 impl TrustedProxies {
     /// The ranges `cidrs` (see [`Cidr::parse`]).
+    ///
+    /// # Errors
+    ///
+    /// The first of `cidrs` that [`Cidr::parse`] refuses.
     pub fn new<I, T>(cidrs: I) -> Result<TrustedProxies, CidrError>
     where
         I: IntoIterator<Item = T>,
@@ -71,6 +75,10 @@ impl TrustedProxies {
     /// entry is trusted; [`ForwardedForError`] when an entry right of the client's hop is
     /// not an address. IPv4-mapped addresses come back as IPv4; other embedded forms as
     /// written (a key's [`IpPrefix`](super::IpPrefix) reads the IPv4 out of them).
+    ///
+    /// # Errors
+    ///
+    /// An entry right of the client's hop (one a trusted proxy wrote) is not an address.
     pub fn client<I, T>(&self, peer: IpAddr, forwarded_for: I) -> Result<IpAddr, ForwardedForError>
     where
         I: IntoIterator<Item = T>,

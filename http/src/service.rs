@@ -23,8 +23,10 @@ use super::stats::{LayerStats, Outcome};
 use super::{Head, KeyText};
 use tollgate::policy::{Op, PolicyDecision};
 
-/// The response body of a [`RateLimit`] service: the inner service's body, or the
-/// layer's own problem body (429, 400, 413).
+/// The response body of a [`RateLimit`] service: the inner service's body, or the layer's
+/// own answer's (a problem body: 429, 403, 400, 413, 500; empty for a gRPC call's
+/// trailers-only status; or what an [`on_denied`](super::RateLimitLayer::on_denied)
+/// closure wrote).
 pub type RateLimitBody<B> = Either<B, Full<Bytes>>;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.

@@ -1,6 +1,7 @@
 //! The responses a service controls, over a real axum server and hyper client on
 //! loopback: skipped methods and path prefixes (no check, no headers, no cost), limited
-//! methods (every other skipped), and denials answered by the service's own closure.
+//! methods (every other skipped), denials answered by the service's own closure, a custom
+//! key with the raw path as the endpoint, and a kept settlement header.
 
 mod http_support;
 
@@ -12,7 +13,7 @@ use http::{Method, StatusCode};
 use http_body_util::Full;
 use tollgate::policy::Policy;
 use tollgate::{ManualClock, Nanos};
-use tollgate_http::{ClientKey, PrefixError, RateLimitLayer};
+use tollgate_http::{ClientKey, Endpoint, Head, PrefixError, RateLimitLayer, Settle};
 
 use http_support::{send, send_method, serve, BoxError};
 
@@ -371,5 +372,83 @@ async fn a_cost_of_zero_takes_nothing() -> TestResult {
         Nanos::from_secs(15),
     );
     assert_eq!(send(addr, "/", &headers(b"0")).await?.status, 429);
+    Ok(())
+}
+
+/// A custom key and the raw path as the endpoint, as a service keyed by tenant and limited
+/// per path writes them: each tenant's `/…/orders` its own endpoint (not the route
+/// template), keyed by its path segment; a request naming no tenant is a malformed key.
+#[tokio::test]
+async fn a_custom_key_and_the_raw_path_name_the_request() -> TestResult {
+    let policy = Arc::new(Policy::from_toml(
+        r#"
+        [[rules]]
+        name = "acme-orders"
+        endpoint = "/acme/orders"
+        limit = 1
+        window = "1m"
+
+        [[rules]]
+        name = "default"
+        limit = 2
+        window = "1m"
+        "#,
+        ManualClock::starting_at(Nanos::from_secs(15)),
+    )?);
+    let by_tenant = ClientKey::custom(|head: &Head<'_>| {
+        let tenant = head.uri.path().split('/').nth(1);
+        Ok(tenant.unwrap_or_default().to_owned())
+    });
+    let layer = RateLimitLayer::new(policy)
+        .key(by_tenant)
+        .endpoint(Endpoint::raw_path());
+    let app = Router::new()
+        .route("/{tenant}/orders", get(|| async { "ok" }))
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    let statuses = |path: &'static str| async move {
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(send(addr, path, &[]).await?.status.as_u16());
+        }
+        Ok::<_, BoxError>(got)
+    };
+    assert_eq!(statuses("/acme/orders").await?, [200, 429, 429]);
+    assert_eq!(statuses("/beta/orders").await?, [200, 200, 429]);
+    // The route template would have put both tenants under the default rule only.
+    let reply = send(addr, "/acme/orders", &[]).await?;
+    let fields = reply.header("ratelimit");
+    assert!(fields.contains("\"acme-orders\";r=0;t=60"), "{fields}");
+    // No tenant segment: an empty key, refused as malformed.
+    let reply = send(addr, "//orders", &[]).await?;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.body.contains("custom key empty"), "{}", reply.body);
+    assert_eq!(layer.stats().bad_key, 1);
+    Ok(())
+}
+
+/// `Settle::keep_header` leaves the actual-cost header in the response the client gets;
+/// the settlement happens all the same.
+#[tokio::test]
+async fn a_kept_settlement_header_reaches_the_client() -> TestResult {
+    for keep in [false, true] {
+        let policy = policy()?;
+        let settle = Settle::from_header("x-tokens-used")?;
+        let settle = if keep { settle.keep_header() } else { settle };
+        let layer = RateLimitLayer::new(Arc::clone(&policy))
+            .key(ClientKey::header("x-api-key")?)
+            .cost(|_| 2)
+            .settle(settle);
+        let app = Router::new()
+            .route("/", get(|| async { ([("x-tokens-used", "1")], "ok") }))
+            .layer(layer);
+        let addr = serve(app).await?;
+        let reply = send(addr, "/", &[("x-api-key", b"k")]).await?;
+        assert_eq!(reply.status, StatusCode::OK);
+        let want = if keep { "1" } else { "" };
+        assert_eq!(reply.header("x-tokens-used"), want, "keep: {keep}");
+        // Estimate 2, actual 1: one given back.
+        assert_eq!(policy.peek("k", "/", 0)?.remaining(), 1, "keep: {keep}");
+    }
     Ok(())
 }

@@ -1,7 +1,6 @@
-//! The HTTP layer's errors: [`KeyError`] (no usable client key in a request),
-//! [`CidrError`] (a trusted-proxy range or NAT64 prefix that does not parse) and
-//! [`ForwardedForError`] (an `X-Forwarded-For` entry of a trusted hop that is not an
-//! address).
+//! [`KeyError`]: why a request has no usable client key. (The errors of the layer's
+//! configuration live beside what they refuse: `CidrError` in `ip.rs`, `ForwardedForError`
+//! in `proxies.rs`, `PrefixError` in `skip.rs`.)
 
 use core::fmt;
 
@@ -41,35 +40,3 @@ impl fmt::Display for KeyError {
 }
 
 impl std::error::Error for KeyError {}
-
-/// A CIDR range that does not parse: the text, and what is wrong with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CidrError {
-    /// The text given.
-    pub text: String,
-    /// What is wrong with it.
-    pub reason: &'static str,
-}
-
-impl fmt::Display for CidrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid CIDR range {:?}: {}", self.text, self.reason)
-    }
-}
-
-impl std::error::Error for CidrError {}
-
-/// An `X-Forwarded-For` entry that is not an IP address, met before any untrusted hop:
-/// right of the client's hop, so written by a trusted proxy (see
-/// [`TrustedProxies`](super::TrustedProxies)), never by the client.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForwardedForError;
-
-impl fmt::Display for ForwardedForError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("X-Forwarded-For entry is not an IP address")
-    }
-}
-
-impl std::error::Error for ForwardedForError {}

@@ -227,7 +227,7 @@ pub(crate) enum Naming {
 /// A request's endpoint, named on first use and kept: the policy asks for it only if its
 /// rules select by endpoint, and the layer only on a path that reports or keeps it (a
 /// denial, a charge, a shadow check). Named by the raw path, it tells the layer's
-/// [`WiringLog`](super::events::WiringLog), which warns if route-template rules cannot
+/// [`WiringLog`](super::wiring_log::WiringLog), which warns if route-template rules cannot
 /// match (see `WiringLog::named_by_raw_path`).
 pub(crate) struct Named<'a> {
     shared: &'a Shared,

@@ -1,11 +1,10 @@
 //! IP addresses as rate-limit keys and as ranges: [`IpPrefix`] (one key per IPv4 address
 //! or per IPv6 /64 network, by default; IPv4 clients arriving as IPv4-embedded IPv6 keyed
-//! by their IPv4) and [`Cidr`] (a range such as `10.0.0.0/8`, holding every form of its
-//! addresses).
+//! by their IPv4), [`Cidr`] (a range such as `10.0.0.0/8`, holding every form of its
+//! addresses) and [`CidrError`] (a range that does not parse).
 
+use core::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-use super::CidrError;
 
 /// How much of a client's address identifies it: the first `v4` bits of an IPv4 address,
 /// the first `v6` bits of an IPv6 one.
@@ -293,6 +292,24 @@ fn mask_raw(ip: IpAddr, len: u8) -> IpAddr {
         IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(mask128(u128::from(v6), len))),
     }
 }
+
+/// A CIDR range that does not parse: the text, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CidrError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid CIDR range {:?}: {}", self.text, self.reason)
+    }
+}
+
+impl std::error::Error for CidrError {}
 
 #[cfg(test)]
 mod tests {

@@ -9,9 +9,9 @@ use tower_layer::Layer;
 
 use super::check::{Awaited, Check};
 use super::denial::{Denial, DeniedFn};
-use super::events::WiringLog;
 use super::skip::{PrefixError, Skip};
 use super::stats::{Counters, LayerStats};
+use super::wiring_log::WiringLog;
 use super::{ClientKey, Endpoint, Head, HeaderStyle, RateLimit, Settle};
 use bytes::Bytes;
 use http::header::HeaderName;

@@ -1,9 +1,11 @@
 //! [`TrustedProxies`]: who the client is behind the proxies in front of the server — the
-//! rightmost untrusted hop of `X-Forwarded-For`, read as bytes.
+//! rightmost untrusted hop of `X-Forwarded-For`, read as bytes — and
+//! [`ForwardedForError`], a trusted hop's entry that is not an address.
 
+use core::fmt;
 use std::net::IpAddr;
 
-use super::{Cidr, CidrError, ForwardedForError};
+use super::{Cidr, CidrError};
 
 /// The proxies in front of the server whose `X-Forwarded-For` entries are believed.
 ///
@@ -148,6 +150,20 @@ fn parse_hop(entry: &[u8]) -> Option<IpAddr> {
         .ok()
         .map(|ip| ip.to_canonical())
 }
+
+/// An `X-Forwarded-For` entry that is not an IP address, met before any untrusted hop:
+/// right of the client's hop, so written by a trusted proxy (see
+/// [`TrustedProxies`]), never by the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardedForError;
+
+impl fmt::Display for ForwardedForError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("X-Forwarded-For entry is not an IP address")
+    }
+}
+
+impl std::error::Error for ForwardedForError {}
 
 #[cfg(test)]
 mod tests {

@@ -12,9 +12,9 @@ use http_body_util::{Either, Full};
 use tower_service::Service;
 
 use super::admit::{admit, Verdict};
+use super::endpoint::Named;
 use super::error::KeyError;
 use super::events;
-use super::extract::Named;
 use super::future::{Deciding, ResponseFuture};
 use super::grpc;
 use super::layer::{OnBadKey, Shared};

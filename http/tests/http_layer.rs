@@ -410,8 +410,13 @@ async fn missing_or_malformed_key() -> TestResult {
     Ok(())
 }
 
-#[tokio::test]
-async fn shadow_rules_report_but_never_block() -> TestResult {
+/// A server behind a layer of the enforced rule `default` (10 a minute) and the shadow
+/// rule `trial` (2 a minute), keyed by `x-api-key`, writing `style` fields, with the shadow
+/// tiers in them if `shown`; its address and its layer.
+async fn shadow_trial(
+    style: HeaderStyle,
+    shown: bool,
+) -> Result<(SocketAddr, RateLimitLayer), BoxError> {
     let split = ShadowSplit::from_toml(
         r#"
         [[rules]]
@@ -428,21 +433,26 @@ async fn shadow_rules_report_but_never_block() -> TestResult {
         shadow = true
     "#,
     )?;
+    let clock = ManualClock::starting_at(Nanos::from_secs(15));
+    let enforced = Arc::new(Policy::new(split.enforced, clock.clone())?);
+    let shadow = Arc::new(Policy::new(split.shadow, clock)?);
+    let layer = RateLimitLayer::new(enforced)
+        .shadow(shadow)
+        .shadow_headers(shown)
+        .key(ClientKey::header("x-api-key")?)
+        .headers(style);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer.clone());
+    Ok((serve(app).await?, layer))
+}
+
+#[tokio::test]
+async fn shadow_rules_report_but_never_block() -> TestResult {
     // Hidden from clients by default: a client pacing itself on `RateLimit` must not back
     // off for a rule nobody enforces. Shown with `shadow_headers(true)`.
     for shown in [false, true] {
-        let clock = ManualClock::starting_at(Nanos::from_secs(15));
-        let enforced = Arc::new(Policy::new(split.enforced.clone(), clock.clone())?);
-        let shadow = Arc::new(Policy::new(split.shadow.clone(), clock)?);
-        let layer = RateLimitLayer::new(enforced)
-            .shadow(shadow)
-            .shadow_headers(shown)
-            .key(ClientKey::header("x-api-key")?)
-            .headers(HeaderStyle::Draft10);
-        let app = Router::new()
-            .route("/", get(|| async { "ok" }))
-            .layer(layer.clone());
-        let addr = serve(app).await?;
+        let (addr, layer) = shadow_trial(HeaderStyle::Draft10, shown).await?;
         let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
         let mut replies = Vec::new();
         for _ in 0..5 {
@@ -486,35 +496,8 @@ async fn shadow_rules_report_but_never_block() -> TestResult {
 /// ones too where `shadow_headers(true)` shows them (they were left out).
 #[tokio::test]
 async fn legacy_fields_show_the_tightest_shadow_tier_only_when_asked() -> TestResult {
-    let split = ShadowSplit::from_toml(
-        r#"
-        [[rules]]
-        name = "default"
-        limit = 10
-        window = "1m"
-        algorithm = "fixed_window"
-
-        [[rules]]
-        name = "trial"
-        limit = 2
-        window = "1m"
-        algorithm = "fixed_window"
-        shadow = true
-    "#,
-    )?;
     for shown in [false, true] {
-        let clock = ManualClock::starting_at(Nanos::from_secs(15));
-        let enforced = Arc::new(Policy::new(split.enforced.clone(), clock.clone())?);
-        let shadow = Arc::new(Policy::new(split.shadow.clone(), clock)?);
-        let layer = RateLimitLayer::new(enforced)
-            .shadow(shadow)
-            .shadow_headers(shown)
-            .key(ClientKey::header("x-api-key")?)
-            .headers(HeaderStyle::Legacy);
-        let app = Router::new()
-            .route("/", get(|| async { "ok" }))
-            .layer(layer);
-        let addr = serve(app).await?;
+        let (addr, _layer) = shadow_trial(HeaderStyle::Legacy, shown).await?;
         let key: &[(&str, &[u8])] = &[("x-api-key", b"k")];
         let mut fields = Vec::new();
         for _ in 0..3 {

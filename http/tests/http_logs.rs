@@ -44,6 +44,14 @@ impl Logs {
         (logs, tracing::subscriber::set_default(subscriber))
     }
 
+    /// The `debug` lines of `text` that hold `message`.
+    fn debug_lines(text: &str, message: &str) -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("DEBUG") && l.contains(message))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// What was written so far.
     fn text(&self) -> String {
         self.0
@@ -101,10 +109,7 @@ async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
     assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 429);
     assert_eq!(send(addr, "/", &[]).await?.status, 400);
     let text = logs.text();
-    let denials: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("DEBUG") && l.contains("request denied"))
-        .collect();
+    let denials = Logs::debug_lines(&text, "request denied");
     assert_eq!(denials.len(), 1, "{text}");
     assert!(
         denials[0].contains(r#"endpoint="/""#)
@@ -112,10 +117,7 @@ async fn denials_and_bad_keys_are_logged_at_debug() -> Result<(), BoxError> {
             && denials[0].contains("retry_after_ms=60000"),
         "{text}"
     );
-    let bad_keys: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("DEBUG") && l.contains("no usable client key"))
-        .collect();
+    let bad_keys = Logs::debug_lines(&text, "no usable client key");
     assert_eq!(bad_keys.len(), 1, "{text}");
     assert!(
         bad_keys[0].contains("missing client key: key header"),
@@ -137,10 +139,7 @@ async fn requests_costing_more_than_any_limit_are_logged_at_debug() -> Result<()
     let addr = serve(app(layer)).await?;
     assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 413);
     let text = logs.text();
-    let events: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("DEBUG") && l.contains("costs more than the limits can admit"))
-        .collect();
+    let events = Logs::debug_lines(&text, "costs more than the limits can admit");
     assert_eq!(events.len(), 1, "{text}");
     assert!(
         events[0].contains(r#"endpoint="/""#)

@@ -138,12 +138,12 @@ impl ClientKey {
     }
 
     /// The client key of the request `head` (borrowed from it where it can be).
-    #[inline]
     ///
     /// # Errors
     ///
     /// The [`KeyError`] of a request whose key is missing or malformed, or that came
     /// without the peer address a peer key needs.
+    #[inline]
     pub fn extract<'a>(&self, head: &Head<'a>) -> Result<KeyText<'a>, KeyError> {
         // The default source inline, the others out of line: a match of all four compiles
         // to a jump table, one more cache line for a request that finds the caches cold.

@@ -20,7 +20,8 @@
 //! dropped during their delay (one dropped while its awaited check was in flight is
 //! counted `cancelled` only).
 //! Client keys are never logged or used as labels (they are unbounded, and often
-//! personal).
+//! personal). The endpoint is: a service whose endpoint names hold what identifies a
+//! client (the raw path of `/{tenant}/orders`, with `Endpoint::raw_path()`) logs that too.
 
 use tollgate::policy::PolicyDecision;
 

@@ -30,8 +30,10 @@ use tollgate::wait::Delay;
 /// The charge of a request passed on, spent from then on (kept for settling).
 type Spent = Option<Box<Charge>>;
 
-/// A delay being waited out.
-type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A delay being waited out, on tollgate's [`Delay`] thread under any executor. Not on
+/// tokio's timer: a runtime built without `enable_time` panics on a tokio sleep, and
+/// nothing tells the layer whether the runtime it runs on has one.
+type Sleep = Delay;
 
 /// A delayed request: the sleep, the readied service and the request it will get, and
 /// the permits to give back if it never does.
@@ -42,14 +44,9 @@ struct Waiting<S, B> {
     held: Held,
 }
 
-/// Sleeps `d` on tokio's timer inside a tokio runtime, on tollgate's [`Delay`] thread
-/// outside one.
+/// Sleeps `d` (see [`Sleep`]).
 fn sleep(d: Nanos) -> Sleep {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        Box::pin(tokio::time::sleep(d.as_duration()))
-    } else {
-        Box::pin(Delay::new(d.as_duration()))
-    }
+    Delay::new(d.as_duration())
 }
 
 /// A request whose check is awaited (see
@@ -144,7 +141,7 @@ impl<S, B> Waiting<S, B> {
     where
         S: Service<Request<B>>,
     {
-        if self.sleep.as_mut().poll(cx).is_pending() {
+        if Pin::new(&mut self.sleep).poll(cx).is_pending() {
             return Poll::Pending;
         }
         let (Some(mut service), Some(request)) = (self.inner.take(), self.request.take()) else {

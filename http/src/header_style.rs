@@ -51,7 +51,8 @@ pub enum HeaderStyle {
     /// The same fields without `pk` (what [`RateLimitHeaders`] renders).
     Draft10,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (delta seconds)
-    /// of the tightest tier (among the shadow tiers too, where they are shown).
+    /// of the tightest tier (among the shadow tiers too, where they are shown on an
+    /// admitted request).
     Legacy,
     /// No rate-limit fields (`Retry-After` on denies only).
     None,
@@ -155,10 +156,12 @@ impl HeaderStyle {
                 })
             }
             // The tightest of the enforced tiers and the shadow ones shown, as the policy
-            // picks its decision's tightest tier.
+            // picks its decision's tightest tier; a denial's fields are its denying tier's
+            // alone, the one its `Retry-After` is for.
             HeaderStyle::Legacy if any => {
                 let enforced = (!tiers.is_empty()).then_some(&decision.decision);
-                let shown = shadow.iter().map(|t| &t.decision);
+                let shown = shadow.iter().filter(|_| decision.allowed());
+                let shown = shown.map(|t| &t.decision);
                 match Decision::combine(enforced.into_iter().chain(shown)) {
                     Some((_, d)) => {
                         Fields::Legacy([d.limit, d.remaining, RateLimitHeaders::legacy_reset(&d)])
@@ -284,6 +287,46 @@ mod tests {
             base64_u64(n, &mut out);
             assert_eq!(std::str::from_utf8(&out).unwrap(), want, "{n:#x}");
         }
+    }
+
+    /// Legacy fields with shadow tiers shown: the tightest of both on an admitted
+    /// request; on a denied one, the denying enforced tier's alone (the one `Retry-After`
+    /// is for), however long a shadow tier would make the client wait.
+    #[test]
+    fn legacy_fields_take_shadow_tiers_only_on_admitted_requests(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        use tollgate::policy::{FnClock, Policy};
+        use tollgate::Nanos;
+        let rules = |name: &str, limit: u32, window: &str| {
+            format!(
+                "[[rules]]\nname = \"{name}\"\nlimit = {limit}\nwindow = \"{window}\"\n\
+                 algorithm = \"fixed_window\"\n"
+            )
+        };
+        let clock = || FnClock(|| Nanos::from_secs(15));
+        let enforced = Policy::from_toml(&rules("api", 2, "1m"), clock())?;
+        let shadow = Policy::from_toml(&rules("trial", 1, "1h"), clock())?;
+        let legacy = |decision: &PolicyDecision, shadow: &PolicyDecision| {
+            let h = HeaderStyle::Legacy.render(decision, shadow.tiers(), "k");
+            [
+                "x-ratelimit-limit",
+                "x-ratelimit-remaining",
+                "x-ratelimit-reset",
+            ]
+            .map(|name| h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned))
+        };
+        let some = |v: [&str; 3]| v.map(|s| Some(s.to_owned()));
+        // Admitted by both: the trial's 1 an hour is the tighter.
+        let (d, t) = (enforced.allow("k", "/", 1)?, shadow.allow("k", "/", 1)?);
+        assert_eq!(legacy(&d, &t), some(["1", "0", "3585"]));
+        // Admitted, the trial denying: still the trial's numbers (what was asked for).
+        let (d, t) = (enforced.allow("k", "/", 1)?, shadow.allow("k", "/", 1)?);
+        assert_eq!(legacy(&d, &t), some(["1", "0", "3585"]));
+        // Denied: the enforced tier's, whose wait `Retry-After` states.
+        let (d, t) = (enforced.allow("k", "/", 1)?, shadow.allow("k", "/", 1)?);
+        assert!(!d.allowed());
+        assert_eq!(legacy(&d, &t), some(["2", "0", "45"]));
+        Ok(())
     }
 
     #[test]

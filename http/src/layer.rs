@@ -28,7 +28,8 @@ pub enum OnBadKey {
     #[default]
     Reject,
     /// Count the request against this key instead (e.g. `"anonymous"`, one shared
-    /// allowance for every request without a key).
+    /// allowance for every request without a key). The operator's own key, used as given:
+    /// [`MAX_KEY_LEN`](super::MAX_KEY_LEN) bounds what clients send, not this.
     Fallback(String),
 }
 

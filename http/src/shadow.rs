@@ -79,19 +79,18 @@ impl ShadowSplit {
             .try_into()
             .map_err(|e: toml::de::Error| PolicyConfigError::new("toml", e.to_string()))?;
         let names: Vec<&str> = shadow_names.iter().map(String::as_str).collect();
-        // Each half's rules by their place in the file, for its errors to name them so.
-        let (shadow_at, enforced_at): (Vec<usize>, Vec<usize>) =
-            (0..config.rules.len()).partition(|&i| names.contains(&config.rules[i].name.as_str()));
         let split = ShadowSplit::by_name(config, &names);
-        split
-            .enforced
-            .validate()
-            .map_err(|e| renumbered(e, &enforced_at))?;
-        split
-            .shadow
-            .validate()
-            .map_err(|e| renumbered(e, &shadow_at))?;
-        Ok(split)
+        // Both halves checked, the error first in the file reported (as a check of the
+        // whole file would, its rules in one pass).
+        match (split.enforced.validate(), split.shadow.validate()) {
+            (Ok(()), Ok(())) => Ok(split),
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+            (Err(a), Err(b)) => Err(if rule_place(&b) < rule_place(&a) {
+                b
+            } else {
+                a
+            }),
+        }
     }
 
     /// Splits `config`: the rules named in `names` are the shadow rules. Each half is the
@@ -100,9 +99,15 @@ impl ShadowSplit {
     /// both halves (a banned client is refused, an allow-listed one is never limited nor
     /// counted as shadow-denied). Either half may have no rules when the whole has some (a
     /// file of only shadow rules enforces nothing, on purpose), while an empty whole stays
-    /// refused unless it says `allow_empty`.
+    /// refused unless it says `allow_empty`. Each rule keeps its place in the file
+    /// ([`RuleConfig::place`](tollgate::policy::RuleConfig::place)), which its errors and a
+    /// ban's refusals name it by (`rules[2]`, not its place in its half).
     pub fn by_name(mut config: PolicyConfig, names: &[&str]) -> ShadowSplit {
         config.allow_empty = config.allow_empty || !config.rules.is_empty();
+        // Each rule keeps its place in the file, for errors and refusals to name it by.
+        for (i, rule) in config.rules.iter_mut().enumerate() {
+            rule.place.get_or_insert(i);
+        }
         let (shadow, enforced) = std::mem::take(&mut config.rules)
             .into_iter()
             .partition(|r| names.contains(&r.name.as_str()));
@@ -120,33 +125,11 @@ impl ShadowSplit {
     }
 }
 
-/// `error`, found in a half whose rule `i` is the file's rule `at[i]`, naming the file's
-/// rules (`rules[i]` in its path and message becomes `rules[at[i]]`).
-fn renumbered(mut error: PolicyConfigError, at: &[usize]) -> PolicyConfigError {
-    error.path = renumber(&error.path, at);
-    error.message = renumber(&error.message, at);
-    error
-}
-
-/// `text` with each `rules[i]` that names a rule of `at` made `rules[at[i]]`.
-fn renumber(text: &str, at: &[usize]) -> String {
-    const RULES: &str = "rules[";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(found) = rest.find(RULES) {
-        let (head, tail) = rest.split_at(found + RULES.len());
-        out.push_str(head);
-        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-        let (number, after) = tail.split_at(digits);
-        let place = number.parse::<usize>().ok().and_then(|i| at.get(i));
-        match place {
-            Some(place) if after.starts_with(']') => out.push_str(&place.to_string()),
-            _ => out.push_str(number),
-        }
-        rest = after;
-    }
-    out.push_str(rest);
-    out
+/// The place in the file of the rule `error` names (`rules[2].limit`: 2); `None` for an
+/// error of the file's own settings, which comes before any rule's.
+fn rule_place(error: &PolicyConfigError) -> Option<usize> {
+    let (place, _) = error.path.strip_prefix("rules[")?.split_once(']')?;
+    place.parse().ok()
 }
 
 #[cfg(test)]
@@ -205,10 +188,51 @@ mod tests {
             error.map_err(|e| e.to_string()),
             Err("rules[2].name: \"b\" is already the name of rules[1]".to_owned())
         );
+        // A name is the user's text, never renumbered.
+        let text = rule("rules[0]", 1, "1s", false)
+            + &rule("x", 1, "1s", true)
+            + &rule("rules[0]", 2, "1m", false);
+        let error = ShadowSplit::from_toml(&text).map(|_| ());
         assert_eq!(
-            renumber("rules[7] and rules[x] rules[1", &[3]),
-            "rules[7] and rules[x] rules[1"
+            error.map_err(|e| e.to_string()),
+            Err("rules[2].name: \"rules[0]\" is already the name of rules[0]".to_owned())
         );
+        // Errors in both halves: the one first in the file, whichever half it is in.
+        let text = rule("a", 0, "1s", true) + &rule("b", 1, "1x", false);
+        assert_eq!(path(text), Err("rules[0].limit".to_owned()));
+        let text = rule("a", 1, "1x", false) + &rule("b", 0, "1s", true);
+        assert_eq!(path(text), Err("rules[0].window".to_owned()));
+    }
+
+    /// A ban's refusal names the rule by its place in the file too (what the layer's
+    /// refusal event logs), behind shadow rules that come before it.
+    #[test]
+    fn a_bans_refusals_name_its_place_in_the_file() -> Result<(), Box<dyn std::error::Error>> {
+        let split = ShadowSplit::from_toml(
+            r#"
+            [[rules]]
+            name = "trial"
+            limit = 5
+            window = "1m"
+            shadow = true
+
+            [[rules]]
+            name = "default"
+            limit = 10
+            window = "1m"
+
+            [[rules]]
+            name = "retired"
+            prefix = "/v0"
+            limit = 0
+            reason = "use /v1"
+            "#,
+        )?;
+        let policy = tollgate::policy::Policy::new(split.enforced, tollgate::ManualClock::new())?;
+        let decision = policy.allow("k", "/v0/users", 1)?;
+        let path = decision.listing().map(tollgate::policy::Listing::path);
+        assert_eq!(path, Some("rules[2]"));
+        Ok(())
     }
 
     /// The file's lists and its laundering guard reach both halves (they were dropped).

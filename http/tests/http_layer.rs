@@ -952,6 +952,17 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
                 response
             }),
         )
+        .route(
+            "/both",
+            get(|| async {
+                let mut response = Response::new(axum::body::Body::from("done"));
+                response.extensions_mut().insert(TokensUsed(3));
+                response
+                    .headers_mut()
+                    .insert("x-tokens-used", http::HeaderValue::from_static("abc"));
+                response
+            }),
+        )
         .layer(layer.clone());
     let addr = serve(app).await?;
     let remaining = || policy.peek("k", "/", 0).map(|d| d.remaining());
@@ -1016,6 +1027,13 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
     }
     assert_eq!(remaining()?, 50);
     assert_eq!(layer.stats().unreadable_costs, 3);
+    // The extension comes first: the header is not read, so not counted (removed all the
+    // same). Estimate 1, actual 3: 2 more charged.
+    let r = send(addr, "/both", &[("x-api-key", b"k")]).await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-tokens-used"), "");
+    assert_eq!(remaining()?, 47);
+    assert_eq!(layer.stats().unreadable_costs, 3);
     // An estimate beyond the limit can never pass: 413, not 429.
     let r = send(
         addr,
@@ -1033,8 +1051,8 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
             "/header",
             &[
                 ("x-api-key", b"k"),
-                ("x-estimate", b"50"),
-                ("x-used", b"60")
+                ("x-estimate", b"47"),
+                ("x-used", b"57")
             ]
         )
         .await?
@@ -1052,7 +1070,7 @@ async fn settlement_refunds_or_charges_the_difference() -> TestResult {
     let stats = layer.stats();
     assert_eq!(
         (stats.refunded, stats.charged, stats.too_costly),
-        (30, 35, 1)
+        (30, 37, 1)
     );
     Ok(())
 }

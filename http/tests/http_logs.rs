@@ -11,7 +11,7 @@ use http_support::lists::{app, RULES};
 use http_support::{api_key, send, serve, BoxError};
 use tollgate::policy::Policy;
 use tollgate::ManualClock;
-use tollgate_http::{ClientKey, RateLimitLayer};
+use tollgate_http::{ClientKey, RateLimitLayer, Settle};
 
 /// What a test's subscriber writes, kept.
 #[derive(Clone, Default)]
@@ -147,6 +147,32 @@ async fn requests_costing_more_than_any_limit_are_logged_at_debug() -> Result<()
             && events[0].contains("max_cost=1"),
         "{text}"
     );
+    assert!(!text.contains("acct_1"), "{text}");
+    Ok(())
+}
+
+/// A response whose actual-cost header cannot be read is one `debug` event naming the
+/// header (the estimate stands; it was counted, and logged nowhere).
+#[tokio::test]
+async fn unreadable_actual_costs_are_logged_at_debug() -> Result<(), BoxError> {
+    let (logs, _default) = Logs::capture(tracing::Level::DEBUG);
+    let policy = Arc::new(Policy::from_toml(RULES, ManualClock::new())?);
+    let layer = RateLimitLayer::new(policy)
+        .key(ClientKey::header("x-api-key")?)
+        .settle(Settle::from_header("x-tokens-used")?);
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(|| async { ([("x-tokens-used", "lots")], "ok") }),
+        )
+        .layer(layer.clone());
+    let addr = serve(app).await?;
+    assert_eq!(send(addr, "/", &api_key("acct_1")).await?.status, 200);
+    assert_eq!(layer.stats().unreadable_costs, 1);
+    let text = logs.text();
+    let events = Logs::debug_lines(&text, "actual cost not a decimal u32");
+    assert_eq!(events.len(), 1, "{text}");
+    assert!(events[0].contains(r#"header="x-tokens-used""#), "{text}");
     assert!(!text.contains("acct_1"), "{text}");
     Ok(())
 }

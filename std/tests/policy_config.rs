@@ -1,6 +1,6 @@
 //! Policy config: TOML into validated types, errors naming rule and field.
 
-use tollgate::policy::{AlgorithmKind, Partition, PolicyConfig};
+use tollgate::policy::{AlgorithmKind, Partition, PolicyConfig, RuleConfig, TierConfig};
 
 fn err(toml: &str) -> String {
     PolicyConfig::from_toml(toml).unwrap_err().to_string()
@@ -321,4 +321,36 @@ fn issue27_item7_a_rule_that_can_never_admit_is_refused() {
     // Errors found before the core carry no core error.
     let e = PolicyConfig::from_toml(&rule("limit = 0\nwindow = \"1s\"")).unwrap_err();
     assert_eq!((e.path.as_str(), e.config), ("rules[0].limit", None));
+}
+
+/// A rule taken out of a larger file (`RuleConfig::place`) is named by its place there, in
+/// its own errors, in another rule's that names it, and in a ban's listing.
+#[test]
+fn a_rules_place_in_its_file_names_it() -> Result<(), Box<dyn std::error::Error>> {
+    let rule = |name: &str, place: usize, limit: u64| {
+        let mut rule = RuleConfig::new(name).tier(TierConfig::new(limit, "1m"));
+        rule.place = Some(place);
+        rule
+    };
+    let config = PolicyConfig::default()
+        .rule(rule("a", 3, 1))
+        .rule(rule("b", 7, 0));
+    assert_eq!(
+        config.validate().map_err(|e| e.to_string()),
+        Err("rules[7].tiers[0].limit: must be > 0".to_owned())
+    );
+    let config = PolicyConfig::default()
+        .rule(rule("a", 3, 1))
+        .rule(rule("a", 7, 1));
+    assert_eq!(
+        config.validate().map_err(|e| e.to_string()),
+        Err("rules[7].name: \"a\" is already the name of rules[3]".to_owned())
+    );
+    let mut ban = RuleConfig::new("retired").prefix("/v0").ban("use /v1");
+    ban.place = Some(4);
+    let config = PolicyConfig::default().rule(rule("a", 3, 1)).rule(ban);
+    let policy = tollgate::policy::Policy::new(config, tollgate::ManualClock::new())?;
+    let decision = policy.allow("k", "/v0/x", 1)?;
+    assert_eq!(decision.listing().map(|l| l.path()), Some("rules[4]"));
+    Ok(())
 }

@@ -222,6 +222,12 @@ pub struct RuleConfig {
     /// a ban.
     #[serde(default)]
     pub reason: Option<String>,
+    /// Where the rule stands in the file it was read from, when that is not its place in
+    /// its config's `rules`: a rule of a file split in two (tollgate-http's `ShadowSplit`
+    /// sets it). Errors and refusals ([`Listing::path`](super::Listing::path)) name the
+    /// rule `rules[place]`; absent, by its place in `rules`. Not a TOML key.
+    #[serde(skip)]
+    pub place: Option<usize>,
 }
 
 impl RuleConfig {

@@ -60,7 +60,8 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Validates `config`, the rule at `rules[index]`; `guard` is the config's
+    /// Validates `config`, the rule at `rules[index]` (named by its
+    /// [`place`](RuleConfig::place) in its file where it has one); `guard` is the config's
     /// `launder_guard` (the rule's own, if set, wins); an `unlimited` rule or a ban adds
     /// its [`Listing`] to `listings`.
     pub(crate) fn compile(
@@ -70,7 +71,7 @@ impl Rule {
         guard: bool,
         listings: &mut Vec<Listing>,
     ) -> Result<Rule, PolicyConfigError> {
-        let path = format!("rules[{index}]");
+        let path = format!("rules[{}]", config.place.unwrap_or(index));
         let field = |name: &str| format!("{path}.{name}");
         check_name(&config.name).map_err(|m| PolicyConfigError::new(field("name"), m))?;
         if config.client.as_deref() == Some("") {

@@ -163,6 +163,8 @@ impl RuleSet {
         };
         let mut listings = Vec::new();
         let mut names: HashMap<&str, usize> = HashMap::new();
+        // A rule's place in its file, which errors name it by (see `RuleConfig::place`).
+        let place = |k: usize| config.rules[k].place.unwrap_or(k);
         for (i, rule_config) in config.rules.iter().enumerate() {
             let rule = Rule::compile(
                 rule_config,
@@ -173,14 +175,21 @@ impl RuleSet {
             )?;
             if let Some(j) = names.insert(&rule_config.name, i) {
                 return Err(PolicyConfigError::new(
-                    format!("rules[{i}].name"),
-                    format!("\"{}\" is already the name of rules[{j}]", rule.name()),
+                    format!("rules[{}].name", place(i)),
+                    format!(
+                        "\"{}\" is already the name of rules[{}]",
+                        rule.name(),
+                        place(j)
+                    ),
                 ));
             }
             let conflict = |j: usize| {
                 PolicyConfigError::new(
-                    format!("rules[{i}]"),
-                    format!("matches the same client and endpoint as rules[{j}]"),
+                    format!("rules[{}]", place(i)),
+                    format!(
+                        "matches the same client and endpoint as rules[{}]",
+                        place(j)
+                    ),
                 )
             };
             let claim = |slot: &mut Option<usize>| match slot.replace(i) {

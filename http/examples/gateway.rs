@@ -36,7 +36,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::policy::{Policy, Store};
 use tollgate::{ManualClock, Nanos};
-use tollgate_http::{Admission, ClientKey, RateLimitLayer, ShadowSplit};
+use tollgate_http::{Admission, ClientKey, LayerStats, RateLimitLayer, ShadowSplit};
 use tollgate_redis::{RedisConfig, RedisStore, RedisTarget, TimeSource};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -121,26 +121,25 @@ async fn send(addr: SocketAddr, path: &str, key: Option<&str>) -> Result<Reply, 
     })
 }
 
-/// Sends `n` requests for `client` to `path(i)`, `concurrent` at a time at most.
+/// Sends `part`'s requests (all at once, or one after another), keeping the first reply
+/// of each client and status in `samples`; their counts.
 async fn drive(
     addr: SocketAddr,
-    client: Option<&'static str>,
-    n: usize,
-    concurrent: bool,
-    path: fn(usize) -> String,
+    part: &Part,
     samples: &mut BTreeMap<String, Reply>,
 ) -> Result<Counts, BoxError> {
-    let mut replies = Vec::with_capacity(n);
-    if concurrent {
-        let tasks: Vec<_> = (0..n)
-            .map(|i| tokio::spawn(async move { send(addr, &path(i), client).await }))
+    let (key, path) = (part.key, part.path);
+    let mut replies = Vec::with_capacity(part.requests);
+    if part.at_once {
+        let tasks: Vec<_> = (0..part.requests)
+            .map(|i| tokio::spawn(async move { send(addr, &path(i), key).await }))
             .collect();
         for t in tasks {
             replies.push(t.await??);
         }
     } else {
-        for i in 0..n {
-            replies.push(send(addr, &path(i), client).await?);
+        for i in 0..part.requests {
+            replies.push(send(addr, &path(i), key).await?);
         }
     }
     let mut counts = Counts::default();
@@ -155,7 +154,7 @@ async fn drive(
         if r.headers.get("x-delayed-ms").is_some_and(|v| v != "0") {
             counts.delayed += 1;
         }
-        let label = format!("{} {}", client.unwrap_or("(no key)"), r.status.as_u16());
+        let label = format!("{} {}", part.client, r.status.as_u16());
         samples.entry(label).or_insert(r);
     }
     Ok(counts)
@@ -230,16 +229,79 @@ async fn redis_run(
     .await
 }
 
-async fn run<S: Store + 'static>(
-    policy: Arc<Policy<ManualClock, S>>,
-    layer_over: impl FnOnce(Arc<Policy<ManualClock, S>>) -> RateLimitLayer,
-    shadow: Policy<ManualClock>,
-    rules: String,
-) -> Result<(), BoxError> {
-    let layer = layer_over(Arc::clone(&policy))
-        .shadow(Arc::new(shadow))
-        .key(ClientKey::header("x-api-key")?)
-        .expose_admission();
+/// One client's part of a phase: its name in the table, its key (`None`: no key), how
+/// many requests, whether they are sent at once, and the path of each.
+struct Part {
+    client: &'static str,
+    key: Option<&'static str>,
+    requests: usize,
+    at_once: bool,
+    path: fn(usize) -> String,
+}
+
+/// A [`Part`] (a `const` table row).
+const fn part(
+    client: &'static str,
+    key: Option<&'static str>,
+    requests: usize,
+    at_once: bool,
+    path: fn(usize) -> String,
+) -> Part {
+    Part {
+        client,
+        key,
+        requests,
+        at_once,
+        path,
+    }
+}
+
+fn items(i: usize) -> String {
+    format!("/items/{i}")
+}
+
+fn search(_: usize) -> String {
+    "/search".to_owned()
+}
+
+fn upload(_: usize) -> String {
+    "/upload".to_owned()
+}
+
+/// Before the reload: a steady client, a search-heavy one, a partner's burst, an abuser,
+/// an uploader the leaky bucket shapes, and requests without a key.
+const BEFORE: [Part; 6] = [
+    part("alice", Some("alice"), 10, false, items),
+    part("bob", Some("bob"), 10, false, search),
+    part("partner", Some("partner"), 40, true, items),
+    part("abuser", Some("abuser"), 60, true, items),
+    part("uploader", Some("uploader"), 8, true, upload),
+    part("(no key)", None, 2, false, items),
+];
+
+/// After the reload (search 5 -> 8 per minute).
+const AFTER: [Part; 3] = [
+    part("alice", Some("alice"), 10, false, items),
+    part("bob", Some("bob"), 5, false, search),
+    part("abuser", Some("abuser"), 10, true, items),
+];
+
+/// What the rules dictate, per client: sent, 200, 429, 400, delayed.
+const EXPECTED: [(&str, [u64; 5]); 6] = [
+    ("alice", [20, 20, 0, 0, 0]),
+    ("bob", [15, 8, 7, 0, 0]),
+    ("partner", [40, 40, 0, 0, 0]),
+    ("abuser", [70, 20, 50, 0, 0]),
+    ("uploader", [8, 6, 2, 0, 5]),
+    ("(no key)", [2, 0, 0, 2, 0]),
+];
+
+/// What the layer should have counted: admitted, denied, delayed, shadow-denied, bad key.
+const LAYER_EXPECTED: (u64, u64, u64, u64, u64) = (94, 59, 5, 10, 2);
+
+/// Serves the gateway behind `layer` (and `/metrics`, with the feature) on a port of its
+/// own; its address, and the layer as configured.
+async fn serve(layer: RateLimitLayer) -> Result<(SocketAddr, RateLimitLayer), BoxError> {
     let app = Router::new()
         .route("/items/{id}", get(handler))
         .route("/search", get(handler))
@@ -258,88 +320,83 @@ async fn run<S: Store + 'static>(
         let _ = axum::serve(listener, app).await;
     });
     println!("gateway on http://{addr}");
+    Ok((addr, layer))
+}
 
-    let items: fn(usize) -> String = |i| format!("/items/{i}");
-    let search: fn(usize) -> String = |_| "/search".to_owned();
-    let upload: fn(usize) -> String = |_| "/upload".to_owned();
+/// Sends each part of a phase in turn, adding its counts to `total`.
+async fn run_phase(
+    addr: SocketAddr,
+    parts: &[Part],
+    total: &mut BTreeMap<&'static str, Counts>,
+    samples: &mut BTreeMap<String, Reply>,
+) -> Result<(), BoxError> {
+    for part in parts {
+        add(total, part.client, drive(addr, part, samples).await?);
+    }
+    Ok(())
+}
+
+async fn run<S: Store + 'static>(
+    policy: Arc<Policy<ManualClock, S>>,
+    layer_over: impl FnOnce(Arc<Policy<ManualClock, S>>) -> RateLimitLayer,
+    shadow: Policy<ManualClock>,
+    rules: String,
+) -> Result<(), BoxError> {
+    let layer = layer_over(Arc::clone(&policy))
+        .shadow(Arc::new(shadow))
+        .key(ClientKey::header("x-api-key")?)
+        .expose_admission();
+    let (addr, layer) = serve(layer).await?;
     let mut samples = BTreeMap::new();
-    let mut total: BTreeMap<&'static str, Counts> = BTreeMap::new();
-
-    // Phase 1.
-    let s = &mut samples;
-    add(
-        &mut total,
-        "alice",
-        drive(addr, Some("alice"), 10, false, items, s).await?,
-    );
-    add(
-        &mut total,
-        "bob",
-        drive(addr, Some("bob"), 10, false, search, s).await?,
-    );
-    add(
-        &mut total,
-        "partner",
-        drive(addr, Some("partner"), 40, true, items, s).await?,
-    );
-    add(
-        &mut total,
-        "abuser",
-        drive(addr, Some("abuser"), 60, true, items, s).await?,
-    );
-    add(
-        &mut total,
-        "uploader",
-        drive(addr, Some("uploader"), 8, true, upload, s).await?,
-    );
-    add(
-        &mut total,
-        "(no key)",
-        drive(addr, None, 2, false, items, s).await?,
-    );
-
+    let mut total = BTreeMap::new();
+    run_phase(addr, &BEFORE, &mut total, &mut samples).await?;
     // The operator raises search to 8 per minute: no restart, no state lost.
     let raised = rules.replace("limit = 5\n", "limit = 8\n");
     policy.reload(ShadowSplit::from_toml(&raised)?.enforced)?;
     println!("reloaded: search 5 -> 8 per minute");
+    run_phase(addr, &AFTER, &mut total, &mut samples).await?;
 
-    // Phase 2.
-    let s = &mut samples;
-    add(
-        &mut total,
-        "alice",
-        drive(addr, Some("alice"), 10, false, items, s).await?,
-    );
-    add(
-        &mut total,
-        "bob",
-        drive(addr, Some("bob"), 5, false, search, s).await?,
-    );
-    add(
-        &mut total,
-        "abuser",
-        drive(addr, Some("abuser"), 10, true, items, s).await?,
-    );
+    let stats = layer.stats();
+    report(&total, &stats, &samples);
+    let wrong = check(&total, &stats);
+    #[cfg(feature = "metrics")]
+    let wrong = [wrong, check_metrics(addr).await?].concat();
+    if wrong.is_empty() {
+        println!("\nall totals as the rules dictate");
+        Ok(())
+    } else {
+        for w in &wrong {
+            eprintln!("MISMATCH {w}");
+        }
+        // Give the server task a moment; then fail.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        std::process::exit(1);
+    }
+}
 
+/// Prints the per-client table, the layer's counts and a sample response of each kind.
+fn report(
+    total: &BTreeMap<&'static str, Counts>,
+    stats: &LayerStats,
+    samples: &BTreeMap<String, Reply>,
+) {
     println!();
     println!(
         "{:<10} {:>5} {:>5} {:>5} {:>5} {:>8}",
         "client", "sent", "200", "429", "400", "delayed"
     );
-    for (client, c) in &total {
+    for (client, c) in total {
         println!(
             "{client:<10} {:>5} {:>5} {:>5} {:>5} {:>8}",
             c.sent, c.ok, c.limited, c.bad, c.delayed
         );
     }
-    let stats = layer.stats();
     println!(
         "\nlayer: admitted {} denied {} delayed {} shadow-denied {} bad-key {}",
         stats.admitted, stats.denied, stats.delayed, stats.shadow_denied, stats.bad_key
     );
-
     println!("\nsample responses:");
-    for (label, r) in &samples {
+    for (label, r) in samples {
         println!("  {label}");
         for name in [
             "ratelimit-policy",
@@ -355,73 +412,62 @@ async fn run<S: Store + 'static>(
             println!("    body: {}", r.body);
         }
     }
+}
 
-    // What the rules dictate.
-    let expect: [(&str, [u64; 5]); 6] = [
-        // sent, 200, 429, 400, delayed
-        ("alice", [20, 20, 0, 0, 0]),
-        ("bob", [15, 8, 7, 0, 0]),
-        ("partner", [40, 40, 0, 0, 0]),
-        ("abuser", [70, 20, 50, 0, 0]),
-        ("uploader", [8, 6, 2, 0, 5]),
-        ("(no key)", [2, 0, 0, 2, 0]),
-    ];
+/// Where the totals and the layer's counts differ from what the rules dictate.
+fn check(total: &BTreeMap<&'static str, Counts>, stats: &LayerStats) -> Vec<String> {
     let mut wrong = Vec::new();
-    for (client, want) in expect {
+    for (client, want) in EXPECTED {
         let c = total.get(client).copied().unwrap_or_default();
         let got = [c.sent, c.ok, c.limited, c.bad, c.delayed];
         if got != want {
             wrong.push(format!("{client}: got {got:?}, want {want:?}"));
         }
     }
-    let layer_want = (94, 59, 5, 10, 2);
-    let layer_got = (
+    let got = (
         stats.admitted,
         stats.denied,
         stats.delayed,
         stats.shadow_denied,
         stats.bad_key,
     );
-    if layer_got != layer_want {
-        wrong.push(format!("layer: got {layer_got:?}, want {layer_want:?}"));
+    if got != LAYER_EXPECTED {
+        wrong.push(format!("layer: got {got:?}, want {LAYER_EXPECTED:?}"));
     }
-    #[cfg(feature = "metrics")]
-    {
-        let scrape = send(addr, "/metrics", None).await?;
-        println!("\n/metrics (tollgate-http's counters):");
-        for line in scrape.body.lines() {
-            if line.starts_with("tollgate_http_requests_total") {
-                println!("  {line}");
-            }
-        }
-        let outcome = |o: &str| {
-            let prefix = format!("tollgate_http_requests_total{{outcome=\"{o}\"}} ");
-            scrape
-                .body
-                .lines()
-                .find_map(|l| l.strip_prefix(&prefix)?.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        let scraped = (
-            outcome("admitted"),
-            outcome("denied"),
-            outcome("delayed"),
-            outcome("shadow_denied"),
-            outcome("bad_key"),
-        );
-        if scraped != layer_want {
-            wrong.push(format!("/metrics: got {scraped:?}, want {layer_want:?}"));
+    wrong
+}
+
+/// Scrapes `/metrics` and says where the layer's request counters there differ from
+/// what the rules dictate.
+#[cfg(feature = "metrics")]
+async fn check_metrics(addr: SocketAddr) -> Result<Vec<String>, BoxError> {
+    let scrape = send(addr, "/metrics", None).await?;
+    println!("\n/metrics (tollgate-http's counters):");
+    for line in scrape.body.lines() {
+        if line.starts_with("tollgate_http_requests_total") {
+            println!("  {line}");
         }
     }
-    if wrong.is_empty() {
-        println!("\nall totals as the rules dictate");
-        Ok(())
+    let outcome = |o: &str| {
+        let prefix = format!("tollgate_http_requests_total{{outcome=\"{o}\"}} ");
+        scrape
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let scraped = (
+        outcome("admitted"),
+        outcome("denied"),
+        outcome("delayed"),
+        outcome("shadow_denied"),
+        outcome("bad_key"),
+    );
+    Ok(if scraped == LAYER_EXPECTED {
+        Vec::new()
     } else {
-        for w in &wrong {
-            eprintln!("MISMATCH {w}");
-        }
-        // Give the server task a moment; then fail.
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        std::process::exit(1);
-    }
+        vec![format!(
+            "/metrics: got {scraped:?}, want {LAYER_EXPECTED:?}"
+        )]
+    })
 }

@@ -108,10 +108,10 @@ impl Shared {
 ///
 /// - **admitted**: the service is called, and its response gets the rate-limit fields
 ///   ([`HeaderStyle`], draft-11 `RateLimit-Policy`/`RateLimit` by default). A leaky-bucket
-///   tier's `delay` is waited out first (tokio's timer inside a tokio runtime, which must
-///   have its timer enabled, as `#[tokio::main]` and `enable_all` do; tollgate's own
-///   [`Delay`](tollgate::wait::Delay) outside one); if the response future is dropped
-///   while waiting, the permits are given back (cancel-safe).
+///   tier's `delay` is waited out first (on tollgate's own
+///   [`Delay`](tollgate::wait::Delay) timer, under any executor and whether or not a
+///   tokio runtime has its timer enabled); if the response future is dropped while
+///   waiting, the permits are given back (cancel-safe).
 /// - **denied**: 429 with `Retry-After` (whole seconds rounded up, never 0), the
 ///   rate-limit fields and an RFC 9457 `application/problem+json` body naming each
 ///   violated rule and tier. The service is not called.

@@ -744,6 +744,30 @@ async fn a_layer_without_headers_still_exposes_exempts_and_delays() -> TestResul
     Ok(())
 }
 
+/// A delayed request inside a tokio runtime built without a timer is held and then
+/// served: the delay does not sleep on tokio's timer, which panics there.
+#[test]
+fn a_delay_needs_no_tokio_timer() -> TestResult {
+    // 10 a second, five queued: the second request at once is held 100 ms.
+    let rules = "[[rules]]\nname = \"shaped\"\nlimit = 10\nwindow = \"1s\"\nalgorithm = \"leaky_bucket\"\nqueue = 5\n";
+    let (policy, _clock) = manual_policy(rules)?;
+    let layer = RateLimitLayer::new(policy);
+    let service = in_process(&layer);
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let statuses = runtime.block_on(async {
+        let mut statuses = Vec::new();
+        for _ in 0..2 {
+            let reply = service.clone().oneshot(from_peer([192, 0, 2, 1])).await?;
+            statuses.push(reply.status().as_u16());
+        }
+        Ok::<_, BoxError>(statuses)
+    })?;
+    assert_eq!(statuses, [200, 200]);
+    let stats = layer.stats();
+    assert_eq!((stats.admitted, stats.delayed), (2, 1));
+    Ok(())
+}
+
 #[tokio::test]
 async fn leaky_bucket_delays_and_cancellation_refunds() -> TestResult {
     // In-process with a manual clock: the second request is admitted with a 1 s delay.

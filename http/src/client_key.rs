@@ -168,12 +168,7 @@ impl ClientKey {
                     .to_str()
                     .map_err(|_| KeyError::Malformed("key header not visible ASCII"))?
                     .trim();
-                if text.is_empty() {
-                    return Err(KeyError::Malformed("key header empty"));
-                }
-                if text.len() > MAX_KEY_LEN {
-                    return Err(KeyError::Malformed("key header too long"));
-                }
+                bounded(text, "key header empty", "key header too long")?;
                 Ok(KeyText::borrowed(text))
             }
             KeySource::ForwardedFor(trusted, prefix) => {
@@ -189,16 +184,23 @@ impl ClientKey {
             }
             KeySource::Custom(f) => {
                 let key = f(head)?;
-                if key.is_empty() {
-                    return Err(KeyError::Malformed("custom key empty"));
-                }
-                if key.len() > MAX_KEY_LEN {
-                    return Err(KeyError::Malformed("custom key too long"));
-                }
+                bounded(&key, "custom key empty", "custom key too long")?;
                 Ok(KeyText::owned(key))
             }
         }
     }
+}
+
+/// Refuses a header or custom `key` that is empty (`empty`: every such client would share
+/// one bucket) or longer than [`MAX_KEY_LEN`] (`too_long`).
+fn bounded(key: &str, empty: &'static str, too_long: &'static str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Malformed(empty));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(KeyError::Malformed(too_long));
+    }
+    Ok(())
 }
 
 /// The key of the peer of the request `head`, by `prefix`.

@@ -47,9 +47,9 @@ impl EndpointSelector {
     ///
     /// [`SelectorError`] for a selector that could never match what it seems to mean: empty,
     /// a `*` anywhere but a trailing `/*` or axum's catch-all (`{*name}`, which ends a
-    /// template, after any static text of its segment), a `{param}` that does not close within its segment, a `:param` segment
-    /// (axum 0.7's syntax, which axum 0.8's `MatchedPath` never reports; it writes
-    /// `{param}`), or a path (one that starts with `/`) holding a query (`?`) or fragment
+    /// template, after any static text of its segment), a `{param}` that does not close
+    /// within its segment, a `:param` segment (axum 0.7's syntax, which axum 0.8's
+    /// `MatchedPath` never reports; it writes `{param}`), or a path (one that starts with `/`) holding a query (`?`) or fragment
     /// (`#`), which neither a request's path nor its route template ever does. A name that
     /// does not start with `/` (one an endpoint mapping gives) is otherwise free.
     pub fn parse(endpoint: &str) -> Result<EndpointSelector, SelectorError> {
